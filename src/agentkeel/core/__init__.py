@@ -1,0 +1,1 @@
+"""keel's core: types, events, the turn engine. Knows nothing of CLI, UI, storage or hooks."""

@@ -1,0 +1,174 @@
+"""Tools: the definition, the context a tool runs in, and the registry.
+
+A tool's input is a pydantic model; the JSON Schema the model sees and the validation
+of what the model sends both come from that one definition.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast
+
+from pydantic import BaseModel, ValidationError
+
+from agentkeel.core.events import Event
+from agentkeel.core.types import ImageBlock, TextBlock, ToolSpec
+
+ToolGroup = Literal["fs", "system", "web", "data", "communication", "memory", "agents", "custom"]
+ToolSource = Literal["built-in", "plugin", "skill", "mcp"]
+
+T = TypeVar("T")
+
+
+class ToolError(Exception):
+    """Raised by a tool to return a clear error message to the model."""
+
+
+class ToolInputError(ToolError):
+    """The model sent input that does not fit the tool's schema."""
+
+
+@dataclass
+class ToolOutput:
+    content: str | list[TextBlock | ImageBlock]
+    is_error: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+class Services:
+    """Per-session state shared by tools (read-file tracking, background shells, todos).
+
+    Keyed by type, created on first use, so each tool family owns its state class and
+    the core knows none of them.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[type[Any], Any] = {}
+
+    def get(self, cls: type[T]) -> T:
+        item = self._items.get(cls)
+        if item is None:
+            item = cls()
+            self._items[cls] = item
+        return cast(T, item)
+
+    def values(self) -> Iterable[Any]:
+        return self._items.values()
+
+
+@dataclass
+class ToolContext:
+    cwd: Path
+    session_id: str
+    services: Services
+    emit: Callable[[Event], None]
+    tool_use_id: str = ""
+    additional_dirs: tuple[Path, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    scratch_dir: Path | None = None  # where tools may spill large output
+
+
+Runner = Callable[[Any, ToolContext], Awaitable[ToolOutput]]
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    run: Runner
+    group: ToolGroup = "custom"
+    read_only: bool = False
+    destructive: bool = False
+    requires_approval: bool = False
+    is_transactional: bool = False
+    accesses_sensitive_data: bool = False
+    is_external: bool = False
+    timeout_s: float | None = None
+    is_enabled: Callable[[], bool] | None = None
+    source: ToolSource = "built-in"
+    raw_schema: dict[str, Any] | None = None  # for tools defined by JSON Schema (MCP)
+
+    @cached_property
+    def input_schema(self) -> dict[str, Any]:
+        if self.raw_schema is not None:
+            return self.raw_schema
+        return _clean_schema(self.input_model.model_json_schema())
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+
+    def parse(self, raw: dict[str, Any]) -> BaseModel:
+        try:
+            return self.input_model.model_validate(raw)
+        except ValidationError as e:
+            raise ToolInputError(format_validation_error(self.name, e)) from None
+
+
+def format_validation_error(tool: str, err: ValidationError) -> str:
+    parts = []
+    for item in err.errors()[:6]:
+        loc = ".".join(str(p) for p in item["loc"]) or "input"
+        parts.append(f"{loc}: {item['msg']}")
+    return f"Invalid input for {tool}: " + "; ".join(parts)
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's titles: the model does not need them and they cost tokens."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    cleaned = walk(schema)
+    assert isinstance(cleaned, dict)
+    return cleaned
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        self._tools[tool.name] = tool
+
+    def unregister(self, name: str) -> bool:
+        return self._tools.pop(name, None) is not None
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def list(self) -> builtins.list[Tool]:
+        return list(self._tools.values())
+
+    def list_by_group(self, group: ToolGroup) -> builtins.list[Tool]:
+        return [t for t in self._tools.values() if t.group == group]
+
+    def visible(self, hidden: Callable[[Tool], bool] | None = None) -> builtins.list[Tool]:
+        """Tools the model is told about: enabled and not hidden by policy."""
+        out = []
+        for tool in self._tools.values():
+            if tool.is_enabled is not None and not tool.is_enabled():
+                continue
+            if hidden is not None and hidden(tool):
+                continue
+            out.append(tool)
+        return out

@@ -1,0 +1,54 @@
+"""The in-process scripted model: the fake-llm script, without HTTP, for unit tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError, StreamChunk, TextChunk
+from agentkeel.core.types import ContentBlock, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from agentkeel.fakellm.script import Script, ScriptCursor, usage_for
+from agentkeel.providers._errors import from_status
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(self, script: Script | str | Path) -> None:
+        self.cursor = ScriptCursor(script if isinstance(script, Script) else Script.load(script))
+
+    @property
+    def requests(self) -> list[ModelRequest]:
+        return [r["request"] for r in self.cursor.requests]
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        step = self.cursor.next({"request": request})
+        if step.delay_s:
+            await asyncio.sleep(step.delay_s)
+        if step.error_status is not None:
+            headers = {"retry-after": str(step.retry_after)} if step.retry_after is not None else None
+            raise from_status(step.error_status, step.error_message, headers, endpoint="scripted",
+                              model=request.model)
+        if step.thinking:
+            yield TextChunk(step.thinking, "thinking")
+        if step.text:
+            if step.break_after is not None:
+                yield TextChunk(step.text[: len(step.text) // 2])
+                raise ProviderError("stream_broken", "scripted stream break")
+            yield TextChunk(step.text)
+        blocks: list[ContentBlock] = []
+        if step.thinking:
+            blocks.append(ThinkingBlock(thinking=step.thinking, signature="sig-fake"))
+        if step.text:
+            blocks.append(TextBlock(text=step.text))
+        blocks += [ToolUseBlock(id=c.id, name=c.name, input=c.input) for c in step.tool_calls]
+        body = json.dumps([m.model_dump() for m in request.messages])
+        u = usage_for(step, body)
+        usage = Usage(input_tokens=u["input_tokens"], output_tokens=u["output_tokens"],
+                      cache_read_tokens=u["cache_read_input_tokens"], cache_write_tokens=u["cache_creation_input_tokens"])
+        yield ModelResponse(Message(role="assistant", content=blocks), step.final_stop_reason, usage, request.model)
+
+    async def aclose(self) -> None:
+        return None
