@@ -254,7 +254,9 @@ class Agent:
         duration = int((time.monotonic() - started) * 1000)
         summary = output.text()[:200]
         self.bus.emit(
-            ToolFinished(tool_use_id=call.id, name=call.name, is_error=output.is_error, duration_ms=duration, summary=summary)
+            ToolFinished(
+                tool_use_id=call.id, name=call.name, is_error=output.is_error, duration_ms=duration, summary=summary
+            )
         )
         return ToolResultBlock(tool_use_id=call.id, content=output.content or "", is_error=output.is_error)
 
@@ -329,8 +331,15 @@ class Agent:
 
     def _finish(self, subtype: Subtype, text: str, turns: int, started: float, error: str = "") -> RunResult:
         duration = int((time.monotonic() - started) * 1000)
-        result = RunResult(subtype, text if subtype == "success" else (error or text), turns, self.usage,
-                           round(self.cost_usd, 6), duration, error)
+        result = RunResult(
+            subtype,
+            text if subtype == "success" else (error or text),
+            turns,
+            self.usage,
+            round(self.cost_usd, 6),
+            duration,
+            error,
+        )
         self.bus.emit(
             RunFinished(
                 subtype=subtype,

@@ -7,7 +7,6 @@ of what the model sends both come from that one definition.
 from __future__ import annotations
 
 import builtins
-
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property

@@ -100,8 +100,9 @@ def parse_step(raw: Any, index: int) -> Step:
         tool_input = call.get("input", {})
         if not isinstance(tool_input, dict):
             raise ScriptError(f"step {index}: tool_calls[{n}].input must be an object")
-        calls.append(ScriptedToolCall(id=str(call.get("id") or f"toolu_{index:03d}_{n}"), name=call["name"],
-                                      input=tool_input))
+        calls.append(
+            ScriptedToolCall(id=str(call.get("id") or f"toolu_{index:03d}_{n}"), name=call["name"], input=tool_input)
+        )
     usage = raw.get("usage") or {}
     if not isinstance(usage, dict):
         raise ScriptError(f"step {index}: usage must be an object")
@@ -230,14 +231,22 @@ def anthropic_sse(step: Step, model: str, msg_id: str, request_body: str) -> lis
             events.append(_block_start(index, {"type": "text", "text": ""}))
             events += [_delta(index, {"type": "text_delta", "text": p}) for p in _pieces(block["text"])]
         else:
-            events.append(_block_start(index, {"type": "tool_use", "id": block["id"], "name": block["name"],
-                                               "input": {}}))
+            events.append(
+                _block_start(index, {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
+            )
             raw = json.dumps(block["input"])
             events += [_delta(index, {"type": "input_json_delta", "partial_json": p}) for p in _pieces(raw, 2)]
         events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(_sse("message_delta", {"type": "message_delta",
-                                         "delta": {"stop_reason": full["stop_reason"], "stop_sequence": None},
-                                         "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": full["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
     events.append(_sse("message_stop", {"type": "message_stop"}))
     return events
 
@@ -293,20 +302,47 @@ def openai_sse(step: Step, model: str, msg_id: str, request_body: str) -> list[b
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return _sse(None, {"id": msg_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        return _sse(
+            None,
+            {
+                "id": msg_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            },
+        )
 
     events = [chunk({"role": "assistant", "content": ""})]
     events += [chunk({"reasoning_content": p}) for p in _pieces(step.thinking)]
     events += [chunk({"content": p}) for p in _pieces(step.text)]
     for n, c in enumerate(step.tool_calls):
-        events.append(chunk({"tool_calls": [{"index": n, "id": c.id, "type": "function",
-                                             "function": {"name": c.name, "arguments": ""}}]}))
-        events += [chunk({"tool_calls": [{"index": n, "function": {"arguments": p}}]})
-                   for p in _pieces(json.dumps(c.input), 2)]
+        events.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": n, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
+                    ]
+                }
+            )
+        )
+        events += [
+            chunk({"tool_calls": [{"index": n, "function": {"arguments": p}}]}) for p in _pieces(json.dumps(c.input), 2)
+        ]
     events.append(chunk({}, _FINISH.get(step.final_stop_reason, "stop")))
-    events.append(_sse(None, {"id": msg_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                              "choices": [], "usage": _openai_usage(step, request_body)}))
+    events.append(
+        _sse(
+            None,
+            {
+                "id": msg_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": _openai_usage(step, request_body),
+            },
+        )
+    )
     events.append(_sse(None, "[DONE]"))
     return events
 

@@ -31,6 +31,7 @@ from agentkeel.fakellm.script import (
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
     server: FakeLLMServer
 
     def log_message(self, format: str, *args: Any) -> None:

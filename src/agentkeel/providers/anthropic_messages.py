@@ -38,10 +38,10 @@ def block_to_wire(block: ContentBlock) -> dict[str, Any]:
         if isinstance(block.content, str):
             content = block.content
         else:
-            content = [_image(b) if isinstance(b, ImageBlock) else {"type": "text", "text": b.text}
-                       for b in block.content]
-        return {"type": "tool_result", "tool_use_id": block.tool_use_id, "content": content,
-                "is_error": block.is_error}
+            content = [
+                _image(b) if isinstance(b, ImageBlock) else {"type": "text", "text": b.text} for b in block.content
+            ]
+        return {"type": "tool_result", "tool_use_id": block.tool_use_id, "content": content, "is_error": block.is_error}
     return block.model_dump()
 
 
@@ -136,8 +136,9 @@ class AnthropicProvider:
                 final = await stream.get_final_message()
         except sdk.APIStatusError as e:
             message = e.api_message or str(e)
-            raise from_status(e.status_code, message, e.response.headers, endpoint=self.endpoint,
-                              model=request.model) from None
+            raise from_status(
+                e.status_code, message, e.response.headers, endpoint=self.endpoint, model=request.model
+            ) from None
         except sdk.APIConnectionError as e:
             if started:  # the SDK reports a body cut mid-way as a connection error
                 raise ProviderError("stream_broken", f"response stream broke: {e}") from None

@@ -27,7 +27,9 @@ def make_provider(info: ModelInfo, env: Mapping[str, str]) -> Provider:
         else:
             prefix = info.provider.upper()
             base_url = env.get(f"{prefix}_BASE_URL") or default_base_url(info.provider)
-            key = env.get(f"{prefix}_API_KEY") or ("" if info.provider != "openrouter" else env.get("OPENROUTER_API_KEY"))
+            key = env.get(f"{prefix}_API_KEY") or (
+                "" if info.provider != "openrouter" else env.get("OPENROUTER_API_KEY")
+            )
         try:
             from agentkeel.providers.openai_chat import OpenAIChatProvider
         except ImportError:

@@ -27,8 +27,13 @@ from agentkeel.providers._errors import from_status, unreachable
 if TYPE_CHECKING:
     import openai
 
-STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
-                "content_filter": "refusal"}
+STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
 
 
 def _image_url(block: ImageBlock) -> dict[str, Any]:
@@ -53,8 +58,13 @@ def messages_to_wire(system: str, messages: list[Message]) -> list[dict[str, Any
         parts: list[dict[str, Any]] = []
         for b in m.content:
             if isinstance(b, ToolResultBlock):
-                out.append({"role": "tool", "tool_call_id": b.tool_use_id,
-                            "content": ("Error: " if b.is_error else "") + b.text()})
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": b.tool_use_id,
+                        "content": ("Error: " if b.is_error else "") + b.text(),
+                    }
+                )
                 images = [x for x in b.content if isinstance(x, ImageBlock)] if isinstance(b.content, list) else []
                 parts += [_image_url(x) for x in images]
             elif isinstance(b, TextBlock):
@@ -63,8 +73,7 @@ def messages_to_wire(system: str, messages: list[Message]) -> list[dict[str, Any
                 parts.append(_image_url(b))
         if parts:
             only_text = all(p["type"] == "text" for p in parts)
-            out.append({"role": "user",
-                        "content": "\n".join(p["text"] for p in parts) if only_text else parts})
+            out.append({"role": "user", "content": "\n".join(p["text"] for p in parts) if only_text else parts})
     return out
 
 
@@ -78,8 +87,10 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     }
     if request.tools:
         params["tools"] = [
-            {"type": "function",
-             "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+            }
             for t in request.tools
         ]
     if request.temperature is not None:
@@ -112,8 +123,11 @@ class StreamAccumulator:
             u = chunk.usage
             details = getattr(u, "prompt_tokens_details", None)
             cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-            self.usage = Usage(input_tokens=int(u.prompt_tokens or 0) - cached,
-                               output_tokens=int(u.completion_tokens or 0), cache_read_tokens=cached)
+            self.usage = Usage(
+                input_tokens=int(u.prompt_tokens or 0) - cached,
+                output_tokens=int(u.completion_tokens or 0),
+                cache_read_tokens=cached,
+            )
         for choice in chunk.choices or []:
             delta = choice.delta
             reasoning = (delta.model_extra or {}).get("reasoning_content") if delta is not None else None
@@ -179,8 +193,9 @@ class OpenAIChatProvider:
                 for piece in acc.add(chunk):
                     yield piece
         except sdk.APIStatusError as e:
-            raise from_status(e.status_code, e.message, e.response.headers, endpoint=self.endpoint,
-                              model=request.model) from None
+            raise from_status(
+                e.status_code, e.message, e.response.headers, endpoint=self.endpoint, model=request.model
+            ) from None
         except sdk.APIConnectionError as e:
             if started:  # the SDK reports a body cut mid-way as a connection error
                 raise ProviderError("stream_broken", f"response stream broke: {e}") from None

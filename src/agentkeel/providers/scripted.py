@@ -29,8 +29,7 @@ class ScriptedProvider:
             await asyncio.sleep(step.delay_s)
         if step.error_status is not None:
             headers = {"retry-after": str(step.retry_after)} if step.retry_after is not None else None
-            raise from_status(step.error_status, step.error_message, headers, endpoint="scripted",
-                              model=request.model)
+            raise from_status(step.error_status, step.error_message, headers, endpoint="scripted", model=request.model)
         if step.thinking:
             yield TextChunk(step.thinking, "thinking")
         if step.text:
@@ -46,8 +45,12 @@ class ScriptedProvider:
         blocks += [ToolUseBlock(id=c.id, name=c.name, input=c.input) for c in step.tool_calls]
         body = json.dumps([m.model_dump() for m in request.messages])
         u = usage_for(step, body)
-        usage = Usage(input_tokens=u["input_tokens"], output_tokens=u["output_tokens"],
-                      cache_read_tokens=u["cache_read_input_tokens"], cache_write_tokens=u["cache_creation_input_tokens"])
+        usage = Usage(
+            input_tokens=u["input_tokens"],
+            output_tokens=u["output_tokens"],
+            cache_read_tokens=u["cache_read_input_tokens"],
+            cache_write_tokens=u["cache_creation_input_tokens"],
+        )
         yield ModelResponse(Message(role="assistant", content=blocks), step.final_stop_reason, usage, request.model)
 
     async def aclose(self) -> None:

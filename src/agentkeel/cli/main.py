@@ -1,0 +1,190 @@
+"""``keel``: the command line. Flags follow Claude Code's where they overlap.
+
+Imports here are deliberately minimal: ``keel --version`` loads nothing but argparse.
+
+Exit codes: 0 success; 1 the run ended in error (max turns, budget, model or tool failure);
+2 usage or configuration error (flags, settings, model, session); 130 interrupted (SIGINT);
+143 terminated (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
+
+EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+SUBCOMMANDS = ("sessions", "dev")
+
+
+def split_tools(values: list[str] | None) -> list[str]:
+    """``--allowedTools "Bash(git diff *),Read" Edit`` -> rules; commas inside parentheses kept."""
+    out: list[str] = []
+    for value in values or []:
+        depth, cur = 0, ""
+        for ch in value:
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth = max(0, depth - 1)
+            if ch == "," and depth == 0:
+                if cur.strip():
+                    out.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        if cur.strip():
+            out.append(cur.strip())
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from agentkeel._version import __version__
+
+    p = argparse.ArgumentParser(
+        prog="keel",
+        description="keel: an AI coding agent runtime.",
+        epilog="Subcommands: keel sessions list | keel dev fake-llm --script FILE",
+    )
+    p.add_argument("prompt", nargs="*", help="the prompt (interactive mode starts with it when -p is absent)")
+    p.add_argument("-p", "--print", action="store_true", dest="print_mode", help="run headless: answer and exit")
+    p.add_argument("-v", "--version", action="version", version=f"{__version__} (keel)")
+    p.add_argument("--output-format", choices=["text", "json", "stream-json"], default="text")
+    p.add_argument("--model", help="provider:model or an alias (sonnet, opus, haiku, gpt, ...)")
+    p.add_argument("--max-turns", type=int, help="stop after this many model requests")
+    p.add_argument("--max-budget-usd", type=float, help="stop when the session has cost this much")
+    p.add_argument(
+        "--allowedTools",
+        "--allowed-tools",
+        nargs="+",
+        dest="allowed_tools",
+        metavar="TOOL",
+        help="tools (or rules such as 'Bash(git diff *)') that run without asking",
+    )
+    p.add_argument(
+        "--disallowedTools",
+        "--disallowed-tools",
+        nargs="+",
+        dest="disallowed_tools",
+        metavar="TOOL",
+        help="tools (or rules) that are denied",
+    )
+    p.add_argument("--permission-mode", choices=["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"])
+    p.add_argument("--dangerously-skip-permissions", action="store_true", help="same as bypassPermissions")
+    p.add_argument("--append-system-prompt", help="text appended to the system prompt")
+    p.add_argument(
+        "--add-dir", nargs="+", default=[], dest="add_dirs", metavar="DIR", help="additional working directories"
+    )
+    p.add_argument(
+        "-c",
+        "--continue",
+        action="store_true",
+        dest="continue_session",
+        help="continue the most recent session in this directory",
+    )
+    p.add_argument("-r", "--resume", metavar="SESSION_ID", help="resume a session by id (or unique prefix)")
+    p.add_argument("--settings", action="append", default=[], metavar="FILE", help="an extra settings file")
+    p.add_argument("--cwd", help=argparse.SUPPRESS)
+    p.add_argument("--verbose", action="store_true", help="log details to stderr")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        from agentkeel.cli.commands import run_subcommand
+
+        return run_subcommand(argv)
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    prompt = " ".join(args.prompt).strip()
+    if args.print_mode:
+        prompt = _with_stdin(prompt)
+        if not prompt:
+            print('keel: -p needs a prompt: keel -p "what to do"', file=sys.stderr)
+            return EXIT_USAGE
+        from agentkeel.cli.headless import run_headless
+
+        return run_headless(args, prompt)
+    from agentkeel.cli.interactive import run_interactive
+
+    return run_interactive(args, prompt)
+
+
+def _with_stdin(prompt: str) -> str:
+    """``cat file | keel -p "explain"``: piped input is added to the prompt; never blocks."""
+    import select
+
+    stdin = sys.stdin
+    try:
+        if stdin is None or stdin.closed or stdin.isatty():
+            return prompt
+        ready, _, _ = select.select([stdin], [], [], 0.05)
+        piped = stdin.read() if ready else ""
+    except (OSError, ValueError):
+        return prompt
+    piped = piped.strip()
+    if not piped:
+        return prompt
+    return f"{piped}\n\n{prompt}" if prompt else piped
+
+
+def _no_traceback_formatter() -> logging.Formatter:
+    import logging
+
+    class NoTraceback(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return f"keel: {record.getMessage()}"
+
+    return NoTraceback()
+
+
+def _setup_logging(verbose: bool) -> None:
+    import logging
+    import os
+    from pathlib import Path
+
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+    formatter = logging.Formatter("keel: %(name)s: %(message)s") if verbose else _no_traceback_formatter()
+    console.setFormatter(formatter)
+    root.addHandler(console)
+    home = Path(os.environ.get("KEEL_HOME") or Path.home() / ".keel").expanduser()
+    try:
+        (home / "logs").mkdir(parents=True, exist_ok=True)
+        logfile = logging.FileHandler(home / "logs" / "keel.log", delay=True, encoding="utf-8")
+        logfile.setLevel(logging.WARNING)
+        logfile.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
+        root.addHandler(logfile)
+    except OSError:
+        pass
+    for noisy in ("httpx", "httpcore", "anthropic", "openai", "httpx2", "httpcore2", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def entry() -> None:
+    """The console script: no traceback ever reaches the user; it goes to the log file."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except Exception as exc:
+        import logging
+
+        logging.getLogger("agentkeel").critical("internal error", exc_info=True)
+        print(
+            f"keel: internal error: {type(exc).__name__}: {exc} (details in $KEEL_HOME/logs/keel.log; "
+            "please report it)",
+            file=sys.stderr,
+        )
+        code = EXIT_RUN_ERROR
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,226 @@
+"""Assembling a session: settings -> model -> provider -> tools -> permissions -> session log -> Agent.
+
+This is the application layer the CLI and the SDK share. It depends on everything; the
+core depends on none of it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from agentkeel._version import __version__
+from agentkeel.core.events import EventBus, Notice, SessionEnded, SessionStarted
+from agentkeel.core.extensions import Extensions
+from agentkeel.core.loop import Agent, LoopConfig, RunResult
+from agentkeel.core.tools import Services, ToolContext, ToolRegistry
+from agentkeel.permissions import AskFn, PermissionEngine, permission_gate
+from agentkeel.prompt import build_system_prompt
+from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
+from agentkeel.session.load import LoadReport, find_session, list_sessions, load_session
+from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
+from agentkeel.settings import LoadedSettings, PermissionMode, SettingsError, load_settings
+from agentkeel.tools import builtin_tools
+from agentkeel.tools.output import OutputBudget
+from agentkeel.tools.shell import ShellState
+
+
+class KeelError(Exception):
+    """A problem the user can fix; the message is one line that says how."""
+
+
+@dataclass
+class RuntimeOptions:
+    cwd: Path
+    model: str | None = None
+    permission_mode: PermissionMode | None = None
+    allowed_tools: list[str] = field(default_factory=list)
+    disallowed_tools: list[str] = field(default_factory=list)
+    max_turns: int | None = None
+    max_budget_usd: float | None = None
+    append_system_prompt: str | None = None
+    add_dirs: list[Path] = field(default_factory=list)
+    continue_session: bool = False
+    resume: str | None = None
+    settings_files: list[Path] = field(default_factory=list)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    home: Path = field(default_factory=Path.home)
+    ask: AskFn | None = None
+
+
+class Runtime:
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        session_id: str,
+        session_path: Path,
+        writer: SessionWriter,
+        lock: SessionLock,
+        settings: LoadedSettings,
+        model: ModelInfo,
+        resumed: LoadReport | None,
+    ) -> None:
+        self.agent = agent
+        self.bus = agent.bus
+        self.session_id = session_id
+        self.session_path = session_path
+        self.writer = writer
+        self.lock = lock
+        self.settings = settings
+        self.model = model
+        self.resumed = resumed
+        self._started = False
+
+    @classmethod
+    def create(cls, opts: RuntimeOptions) -> Runtime:
+        cwd = opts.cwd.resolve()
+        env = dict(opts.env)
+        home_dir = keel_home(env)
+        managed = Path(env.get("KEEL_MANAGED_SETTINGS", "/etc/keel/managed-settings.json"))
+        try:
+            loaded = load_settings(
+                cwd,
+                home=opts.home,
+                keel_home=home_dir,
+                extra_files=opts.settings_files,
+                managed=managed if managed.is_file() else None,
+            )
+        except SettingsError as e:
+            raise KeelError(f"invalid settings: {e}") from None
+        settings = loaded.settings
+        env = {**settings.env, **env} if settings.env else env
+        try:
+            info = resolve_model(opts.model or env.get("KEEL_MODEL") or settings.model, env)
+            from agentkeel.providers.factory import make_provider
+
+            provider = make_provider(info, env)
+        except ModelConfigError as e:
+            raise KeelError(str(e)) from None
+
+        sessions = project_dir(home_dir, cwd)
+        session_path, prior = cls._pick_session(sessions, opts)
+        session_id = session_path.stem
+        lock = SessionLock(session_path)
+        try:
+            lock.acquire()
+        except SessionLocked as e:
+            raise KeelError(str(e)) from None
+        try:
+            loaded_session = load_session(session_path) if prior else None
+        except OSError as e:
+            lock.release()
+            raise KeelError(f"cannot read session {session_path}: {e.strerror}") from None
+        writer = SessionWriter(
+            session_path, session_id, parent_uuid=loaded_session.last_uuid if loaded_session else None
+        )
+
+        perms = settings.permissions
+        mode: PermissionMode = opts.permission_mode or perms.defaultMode or "default"
+        engine = PermissionEngine(
+            mode=mode,
+            allow=[*perms.allow, *opts.allowed_tools],
+            ask=perms.ask,
+            deny=[*perms.deny, *opts.disallowed_tools],
+        )
+        add_dirs = tuple(d.resolve() for d in [*opts.add_dirs, *(Path(p) for p in perms.additionalDirectories)])
+        bus = EventBus()
+        bus.subscribe(writer)
+        ext = Extensions()
+        ext.before_tool.append(permission_gate(engine, opts.ask, bus.emit))
+        ext.after_tool.append(OutputBudget(sessions / session_id / "tool-results"))
+        ext.hide_tool.append(engine.hidden)
+        config = LoopConfig(
+            model=info.model,
+            system=build_system_prompt(
+                cwd,
+                home=opts.home,
+                keel_home=home_dir,
+                model=info.qualified,
+                additional_dirs=add_dirs,
+                append=opts.append_system_prompt,
+            ),
+            max_tokens=min(info.max_output, settings.maxTokens or 16384),
+            max_turns=opts.max_turns,
+            max_budget_usd=opts.max_budget_usd,
+            cost=info.prices.cost,
+        )
+        context = ToolContext(
+            cwd=cwd,
+            session_id=session_id,
+            services=Services(),
+            emit=bus.emit,
+            additional_dirs=add_dirs,
+            env=dict(settings.env),
+            scratch_dir=sessions / session_id / "tool-results",
+        )
+        agent = Agent(
+            provider,
+            ToolRegistry(builtin_tools()),
+            config,
+            bus=bus,
+            extensions=ext,
+            context=context,
+            messages=loaded_session.messages if loaded_session else None,
+        )
+        rt = cls(
+            agent,
+            session_id=session_id,
+            session_path=session_path,
+            writer=writer,
+            lock=lock,
+            settings=loaded,
+            model=info,
+            resumed=loaded_session.report if loaded_session else None,
+        )
+        return rt
+
+    @staticmethod
+    def _pick_session(sessions: Path, opts: RuntimeOptions) -> tuple[Path, bool]:
+        if opts.resume:
+            found = find_session(sessions, opts.resume)
+            if found is None:
+                raise KeelError(f"no session '{opts.resume}' for this project: see `keel sessions list`")
+            return found, True
+        if opts.continue_session:
+            existing = list_sessions(sessions)
+            if existing:
+                return existing[0].path, True
+        return sessions / f"{uuid.uuid4()}.jsonl", False
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        source: Literal["startup", "resume"] = "resume" if self.resumed is not None else "startup"
+        self.bus.emit(
+            SessionStarted(
+                session_id=self.session_id,
+                cwd=str(self.agent.context.cwd),
+                model=self.model.qualified,
+                source=source,
+                version=__version__,
+            )
+        )
+        if self.resumed is not None and not self.resumed.clean:
+            self.bus.emit(Notice(level="warning", message=self.resumed.summary()))
+        for warning in self.settings.warnings:
+            self.bus.emit(Notice(level="warning", message=warning))
+
+    async def run(self, prompt: str) -> RunResult:
+        self._start()
+        return await self.agent.run(prompt)
+
+    async def aclose(self, reason: str = "exit") -> None:
+        try:
+            if self._started:
+                self.bus.emit(SessionEnded(reason=reason))
+            await self.agent.services.get(ShellState).aclose()
+            await self.agent.provider.aclose()
+        finally:
+            self.writer.close()
+            self.lock.release()

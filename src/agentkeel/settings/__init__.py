@@ -1,0 +1,172 @@
+"""Settings: layered JSON files validated with pydantic (SPEC section 12).
+
+Layers, lowest to highest precedence (lists merge, objects merge, scalars: highest wins):
+``~/.claude/settings.json``, ``$KEEL_HOME/settings.json``, ``.claude/settings.json``,
+``.keel/settings.json``, ``.claude/settings.local.json``, ``.keel/settings.local.json``,
+``--settings`` files, then managed settings (``/etc/keel/managed-settings.json`` or
+``$KEEL_MANAGED_SETTINGS``). This module reads files; the library layers below it do not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
+Scope = Literal["user", "project", "local", "cli", "managed"]
+
+# keys Claude Code knows that keel accepts without a warning even where it ignores them
+KNOWN_COMPAT_KEYS = frozenset(
+    {
+        "$schema",
+        "apiKeyHelper",
+        "cleanupPeriodDays",
+        "includeCoAuthoredBy",
+        "statusLine",
+        "outputStyle",
+        "enableAllProjectMcpServers",
+        "enabledMcpjsonServers",
+        "disabledMcpjsonServers",
+        "forceLoginMethod",
+        "spinnerTipsEnabled",
+        "alwaysThinkingEnabled",
+        "awsAuthRefresh",
+        "awsCredentialExport",
+        "companyAnnouncements",
+        "feedbackSurveyState",
+        "theme",
+        "verbose",
+        "autoUpdates",
+        "preferredNotifChannel",
+        "enabledPlugins",
+        "extraKnownMarketplaces",
+        "sandbox",
+        "subagentStatusLine",
+        "disableAllHooks",
+        "allowManagedHooksOnly",
+    }
+)
+
+
+class PermissionSettings(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    allow: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+    defaultMode: PermissionMode | None = None
+    additionalDirectories: list[str] = Field(default_factory=list)
+    disableBypassPermissionsMode: Literal["disable"] | None = None
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str | None = None
+    permissions: PermissionSettings = Field(default_factory=PermissionSettings)
+    env: dict[str, str] = Field(default_factory=dict)
+    hooks: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    disabled_hooks: list[str] = Field(default_factory=list)
+    maxTokens: int | None = Field(None, ge=1)
+
+
+class SettingsError(ValueError):
+    """A settings file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class SettingsLayer:
+    path: Path
+    scope: Scope
+    data: dict[str, Any]
+
+
+@dataclass
+class LoadedSettings:
+    settings: Settings
+    layers: list[SettingsLayer]
+    warnings: list[str] = field(default_factory=list)
+
+
+def layer_paths(cwd: Path, home: Path, keel_home: Path) -> list[tuple[Path, Scope]]:
+    return [
+        (home / ".claude" / "settings.json", "user"),
+        (keel_home / "settings.json", "user"),
+        (cwd / ".claude" / "settings.json", "project"),
+        (cwd / ".keel" / "settings.json", "project"),
+        (cwd / ".claude" / "settings.local.json", "local"),
+        (cwd / ".keel" / "settings.local.json", "local"),
+    ]
+
+
+def read_layer(path: Path, scope: Scope) -> SettingsLayer | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SettingsError(f"cannot read settings file {path}: {e}") from None
+    if not text.strip():
+        return SettingsLayer(path, scope, {})
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SettingsError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: the top level must be a JSON object")
+    validate(data, path)
+    return SettingsLayer(path, scope, data)
+
+
+def validate(data: dict[str, Any], path: Path | str) -> Settings:
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise SettingsError(f"{path}: key '{key}': {first['msg']}{more}") from None
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        elif isinstance(v, list) and isinstance(out.get(k), list):
+            out[k] = out[k] + [x for x in v if x not in out[k]]
+        else:
+            out[k] = v
+    return out
+
+
+def unknown_keys(layer: SettingsLayer) -> list[str]:
+    known = set(Settings.model_fields) | KNOWN_COMPAT_KEYS
+    return [f"{layer.path}: unknown key '{k}' ignored" for k in layer.data if k not in known]
+
+
+def load_settings(
+    cwd: Path,
+    *,
+    home: Path,
+    keel_home: Path,
+    extra_files: list[Path] | None = None,
+    managed: Path | None = None,
+    include: frozenset[Scope] = frozenset({"user", "project", "local", "cli", "managed"}),
+) -> LoadedSettings:
+    candidates = [(p, s) for p, s in layer_paths(cwd, home, keel_home) if s in include]
+    for f in extra_files or []:
+        if not f.is_file():
+            raise SettingsError(f"--settings file not found: {f}")
+        candidates.append((f, "cli"))
+    if managed is not None and "managed" in include:
+        candidates.append((managed, "managed"))
+    layers = [layer for p, s in candidates if (layer := read_layer(p, s)) is not None]
+    merged: dict[str, Any] = {}
+    warnings: list[str] = []
+    for layer in layers:
+        merged = merge(merged, layer.data)
+        warnings += unknown_keys(layer)
+    return LoadedSettings(validate(merged, "merged settings"), layers, warnings)

@@ -1,0 +1,15 @@
+"""keel's built-in tools, with Claude Code's names and input shapes."""
+
+from __future__ import annotations
+
+from agentkeel.core.tools import Tool
+
+
+def builtin_tools() -> list[Tool]:
+    from agentkeel.tools.files import file_tools
+    from agentkeel.tools.search import search_tools
+    from agentkeel.tools.shell import shell_tools
+    from agentkeel.tools.todo import todo_tools
+    from agentkeel.tools.web import web_tools
+
+    return [*file_tools(), *shell_tools(), *search_tools(), *web_tools(), *todo_tools()]

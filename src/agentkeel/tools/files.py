@@ -1,0 +1,394 @@
+"""File tools with Claude Code's names and input shapes: Read, Write, Edit, MultiEdit, LS."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.core.types import ImageBlock
+
+MAX_LINES = 2000
+MAX_LINE_CHARS = 2000
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_TEXT_BYTES = 50 * 1024 * 1024
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass
+class FileState:
+    """What the model has read this session (path -> mtime_ns when read)."""
+
+    read: dict[str, int] = field(default_factory=dict)
+
+    def mark(self, path: Path) -> None:
+        try:
+            self.read[str(path)] = path.stat().st_mtime_ns
+        except OSError:
+            self.read.pop(str(path), None)
+
+    def check_fresh(self, path: Path) -> None:
+        """Edits need a prior Read, and the file unchanged since."""
+        seen = self.read.get(str(path))
+        if seen is None:
+            raise ToolError(f"File has not been read yet: {path}. Read it first before writing to it.")
+        if path.stat().st_mtime_ns != seen:
+            raise ToolError(
+                f"File has been modified since it was read (by the user or a formatter): {path}. "
+                "Read it again before editing."
+            )
+
+
+def resolve(ctx: ToolContext, file_path: str) -> Path:
+    if not file_path.strip():
+        raise ToolError("file_path is empty")
+    if "\x00" in file_path:
+        raise ToolError("file_path contains a NUL byte")
+    p = Path(file_path).expanduser()
+    if not p.is_absolute():
+        p = ctx.cwd / p
+    return Path(os.path.normpath(p))
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".keel-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            Path(tmp).chmod(mode)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def numbered(lines: list[str], start: int) -> str:
+    out = []
+    for i, line in enumerate(lines, start):
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + "… [line truncated]"
+        out.append(f"{i:6}\t{line}")
+    return "\n".join(out)
+
+
+def read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise ToolError(f"{path} is a directory, not a file: use LS to list it") from None
+    except FileNotFoundError:
+        raise ToolError(f"File does not exist: {path}") from None
+    except PermissionError:
+        raise ToolError(f"Permission denied: {path}") from None
+    if b"\x00" in data[:8192]:
+        raise ToolError(f"{path} is a binary file; it cannot be read as text")
+    return data.decode("utf-8", errors="replace")
+
+
+# --- Read ------------------------------------------------------------------------------
+
+
+class ReadInput(_Input):
+    file_path: str = Field(description="The absolute path to the file to read")
+    offset: int | None = Field(None, ge=0, description="The line number to start reading from (1-based)")
+    limit: int | None = Field(None, ge=1, description="The number of lines to read")
+
+
+async def _read(args: ReadInput, ctx: ToolContext) -> ToolOutput:
+    path = resolve(ctx, args.file_path)
+    if path.is_dir():
+        raise ToolError(f"{path} is a directory, not a file: use LS to list it")
+    if not path.exists():
+        raise ToolError(f"File does not exist: {path}")
+    suffix = path.suffix.lower()
+    state = ctx.services.get(FileState)
+    if suffix in IMAGE_TYPES:
+        size = path.stat().st_size
+        if size > MAX_IMAGE_BYTES:
+            raise ToolError(f"Image too large ({size} bytes, limit {MAX_IMAGE_BYTES}): {path}")
+        state.mark(path)
+        data = base64.b64encode(path.read_bytes()).decode()
+        return ToolOutput(
+            [ImageBlock(media_type=IMAGE_TYPES[suffix], data=data)],
+            metadata={"file_path": str(path), "file_type": "image", "bytes": size},
+        )
+    if path.stat().st_size > MAX_TEXT_BYTES and args.limit is None:
+        raise ToolError(f"{path} is larger than {MAX_TEXT_BYTES} bytes: read it in parts with offset and limit")
+    if suffix == ".ipynb":
+        state.mark(path)
+        return ToolOutput(
+            render_notebook(read_text(path), path), metadata={"file_path": str(path), "file_type": "notebook"}
+        )
+    text = read_text(path)
+    state.mark(path)
+    lines = text.splitlines()
+    if not lines:
+        return ToolOutput(
+            "<system-reminder>The file exists but is empty.</system-reminder>",
+            metadata={"file_path": str(path), "lines": 0},
+        )
+    start = max(args.offset or 1, 1)
+    limit = args.limit or MAX_LINES
+    if start > len(lines):
+        return ToolOutput(
+            f"<system-reminder>The file has only {len(lines)} lines; offset {start} is past the end.</system-reminder>",
+            metadata={"file_path": str(path), "lines": len(lines)},
+        )
+    chunk = lines[start - 1 : start - 1 + limit]
+    body = numbered(chunk, start)
+    end = start + len(chunk) - 1
+    if end < len(lines):
+        body += f"\n\n[Showing lines {start}-{end} of {len(lines)}. Use offset and limit to read more.]"
+    return ToolOutput(
+        body,
+        metadata={
+            "file_path": str(path),
+            "file_type": path.suffix.lstrip("."),
+            "lines": len(chunk),
+            "total_lines": len(lines),
+        },
+    )
+
+
+def render_notebook(text: str, path: Path) -> str:
+    try:
+        nb = json.loads(text)
+        cells = nb["cells"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ToolError(f"{path} is not a valid Jupyter notebook") from None
+    parts = []
+    for i, cell in enumerate(cells):
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        kind = cell.get("cell_type", "code")
+        parts.append(f'<cell id="{cell.get("id", i)}" type="{kind}">\n{source}\n</cell>')
+        for out in cell.get("outputs", []) or []:
+            data = out.get("text") or (out.get("data") or {}).get("text/plain") or ""
+            data = "".join(data) if isinstance(data, list) else str(data)
+            if data:
+                parts.append(f"<output>\n{data}\n</output>")
+    return "\n".join(parts)
+
+
+# --- Write -----------------------------------------------------------------------------
+
+
+class WriteInput(_Input):
+    file_path: str = Field(description="The absolute path to the file to write (must be absolute, not relative)")
+    content: str = Field(description="The content to write to the file")
+
+
+async def _write(args: WriteInput, ctx: ToolContext) -> ToolOutput:
+    path = resolve(ctx, args.file_path)
+    state = ctx.services.get(FileState)
+    existed = path.exists()
+    if path.is_dir():
+        raise ToolError(f"{path} is a directory")
+    if existed:
+        state.check_fresh(path)
+    atomic_write(path, args.content)
+    state.mark(path)
+    lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
+    verb = "updated" if existed else "created"
+    return ToolOutput(
+        f"File {verb} successfully at: {path}",
+        metadata={"file_path": str(path), "lines": lines, "created": not existed},
+    )
+
+
+# --- Edit / MultiEdit --------------------------------------------------------------------
+
+
+class EditInput(_Input):
+    file_path: str = Field(description="The absolute path to the file to modify")
+    old_string: str = Field(description="The text to replace")
+    new_string: str = Field(description="The text to replace it with (must be different from old_string)")
+    replace_all: bool = Field(False, description="Replace all occurrences of old_string (default false)")
+
+
+class EditOp(_Input):
+    old_string: str
+    new_string: str
+    replace_all: bool = False
+
+
+class MultiEditInput(_Input):
+    file_path: str = Field(description="The absolute path to the file to modify")
+    edits: list[EditOp] = Field(min_length=1, description="Edits applied in order; all succeed or none is applied")
+
+
+def apply_edit(text: str, op: EditOp, label: str = "") -> str:
+    if op.old_string == op.new_string:
+        raise ToolError(f"{label}old_string and new_string are identical: nothing to change")
+    old, new = op.old_string, op.new_string
+    count = text.count(old)
+    if count == 0 and "\r\n" in text and "\n" in old:
+        old, new = old.replace("\r\n", "\n").replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
+        count = text.count(old)
+    if count == 0:
+        raise ToolError(f"{label}String to replace not found in file (it must match exactly, including whitespace)")
+    if count > 1 and not op.replace_all:
+        raise ToolError(
+            f"{label}Found {count} matches of old_string; add surrounding context to make it unique, "
+            "or set replace_all to true"
+        )
+    return text.replace(old, new) if op.replace_all else text.replace(old, new, 1)
+
+
+def _snippet(text: str, needle: str) -> str:
+    lines = text.splitlines()
+    idx = text.find(needle) if needle else 0
+    line_no = text.count("\n", 0, max(idx, 0)) + 1
+    start = max(1, line_no - 4)
+    end = min(len(lines), line_no + needle.count("\n") + 4)
+    return numbered(lines[start - 1 : end], start)
+
+
+async def _edit_file(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> ToolOutput:
+    path = resolve(ctx, file_path)
+    state = ctx.services.get(FileState)
+    if not path.exists():
+        if len(ops) == 1 and ops[0].old_string == "":
+            atomic_write(path, ops[0].new_string)
+            state.mark(path)
+            return ToolOutput(f"File created successfully at: {path}", metadata={"file_path": str(path)})
+        raise ToolError(f"File does not exist: {path}")
+    state.check_fresh(path)
+    text = read_text(path)
+    new_text = text
+    for i, op in enumerate(ops):
+        if op.old_string == "":
+            raise ToolError(f"edit {i + 1}: old_string is empty; only a new file can be created that way")
+        new_text = apply_edit(new_text, op, f"edit {i + 1}: " if len(ops) > 1 else "")
+    atomic_write(path, new_text)
+    state.mark(path)
+    snippet = _snippet(new_text, ops[-1].new_string)
+    return ToolOutput(
+        f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet:\n{snippet}",
+        metadata={"file_path": str(path), "edits": len(ops)},
+    )
+
+
+async def _edit(args: EditInput, ctx: ToolContext) -> ToolOutput:
+    op = EditOp(old_string=args.old_string, new_string=args.new_string, replace_all=args.replace_all)
+    return await _edit_file(ctx, args.file_path, [op])
+
+
+async def _multi_edit(args: MultiEditInput, ctx: ToolContext) -> ToolOutput:
+    return await _edit_file(ctx, args.file_path, list(args.edits))
+
+
+# --- LS ----------------------------------------------------------------------------------
+
+LS_LIMIT = 1000
+LS_SKIP = {".git", "__pycache__", "node_modules", ".venv", ".mypy_cache", ".pytest_cache"}
+
+
+class LSInput(_Input):
+    path: str = Field(description="The absolute path to the directory to list")
+    ignore: list[str] | None = Field(None, description="List of glob patterns to ignore")
+
+
+async def _ls(args: LSInput, ctx: ToolContext) -> ToolOutput:
+    from fnmatch import fnmatch
+
+    root = resolve(ctx, args.path)
+    if not root.is_dir():
+        raise ToolError(f"{root} is not a directory" if root.exists() else f"Directory does not exist: {root}")
+    ignore = args.ignore or []
+    lines = [f"- {root}/"]
+    count = 0
+
+    def walk(d: Path, depth: int) -> bool:
+        nonlocal count
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError:
+            return True
+        for e in entries:
+            if e.name.startswith(".") or e.name in LS_SKIP or any(fnmatch(e.name, g) for g in ignore):
+                continue
+            count += 1
+            if count > LS_LIMIT:
+                return False
+            is_dir = e.is_dir(follow_symlinks=False)
+            lines.append(f"{'  ' * depth}- {e.name}{'/' if is_dir else ''}")
+            if is_dir and not walk(Path(e.path), depth + 1):
+                return False
+        return True
+
+    complete = walk(root, 1)
+    if not complete:
+        lines.append(f"\n[Listing truncated at {LS_LIMIT} entries: list a subdirectory, or use Glob]")
+    return ToolOutput("\n".join(lines), metadata={"path": str(root), "entries": min(count, LS_LIMIT)})
+
+
+def file_tools() -> list[Tool]:
+    return [
+        Tool("Read", READ_DESC, ReadInput, _read, group="fs", read_only=True, timeout_s=60),
+        Tool(
+            "Write",
+            "Write a file to the local filesystem, overwriting it if it exists. An existing file must "
+            "have been Read first.",
+            WriteInput,
+            _write,
+            group="fs",
+            destructive=True,
+            timeout_s=60,
+        ),
+        Tool(
+            "Edit",
+            "Replace exact text in a file. The file must have been Read first; old_string must be unique "
+            "unless replace_all is true.",
+            EditInput,
+            _edit,
+            group="fs",
+            destructive=True,
+            timeout_s=60,
+        ),
+        Tool(
+            "MultiEdit",
+            "Make several edits to one file in one operation; all succeed or none is applied.",
+            MultiEditInput,
+            _multi_edit,
+            group="fs",
+            destructive=True,
+            timeout_s=60,
+        ),
+        Tool(
+            "LS",
+            "List files and directories under a path (recursive, hidden entries skipped).",
+            LSInput,
+            _ls,
+            group="fs",
+            read_only=True,
+            timeout_s=60,
+        ),
+    ]
+
+
+READ_DESC = (
+    "Read a file from the local filesystem. Returns up to 2000 lines numbered like `cat -n`; use offset and limit "
+    "for long files. Reads images (returned as images) and Jupyter notebooks."
+)

@@ -1,0 +1,41 @@
+"""Output budget: a tool result over budget spills to a file; the model gets head, tail and the path."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentkeel.core.extensions import ToolCall
+from agentkeel.core.tools import ToolOutput
+
+DEFAULT_BUDGET = 30_000  # characters, as Claude Code's Bash output limit
+
+
+@dataclass
+class OutputBudget:
+    """An ``after_tool`` extension. Budgets per tool name; ``default`` for the rest."""
+
+    spill_dir: Path
+    default: int = DEFAULT_BUDGET
+    per_tool: dict[str, int] = field(default_factory=lambda: {"Read": 120_000})
+
+    async def __call__(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
+        if not isinstance(output.content, str):
+            return output
+        budget = self.per_tool.get(call.name, self.default)
+        text = output.content
+        if len(text) <= budget:
+            return output
+        self.spill_dir.mkdir(parents=True, exist_ok=True)
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", call.id) or "output"
+        path = self.spill_dir / f"{safe}.txt"
+        path.write_text(text, encoding="utf-8")
+        head, tail = text[: budget * 2 // 3], text[-(budget // 4) :]
+        omitted = len(text) - len(head) - len(tail)
+        preview = (
+            f"{head}\n\n… [{omitted} characters omitted. The full output ({len(text)} characters) is saved at "
+            f"{path}; Read it with offset/limit or Grep it.] …\n\n{tail}"
+        )
+        meta = dict(output.metadata, spilled_to=str(path), full_chars=len(text))
+        return ToolOutput(preview, is_error=output.is_error, metadata=meta)

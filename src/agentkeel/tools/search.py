@@ -1,0 +1,421 @@
+"""Search tools: Glob and Grep.
+
+Grep runs ripgrep when it is on PATH and a pure-Python search with the same flags and
+output shape otherwise. Both skip hidden files and, inside a git repository, what
+``.gitignore`` files exclude (as ripgrep does by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import pathspec
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.tools.files import resolve
+
+GLOB_LIMIT = 100
+
+# file types for Grep's `type` (a subset of ripgrep's --type-list)
+FILE_TYPES: dict[str, tuple[str, ...]] = {
+    "py": ("*.py", "*.pyi"),
+    "js": ("*.js", "*.mjs", "*.cjs", "*.jsx"),
+    "ts": ("*.ts", "*.tsx", "*.mts", "*.cts"),
+    "rust": ("*.rs",),
+    "go": ("*.go",),
+    "java": ("*.java",),
+    "c": ("*.c", "*.h"),
+    "cpp": ("*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.h", "*.hxx"),
+    "md": ("*.md", "*.markdown"),
+    "json": ("*.json",),
+    "yaml": ("*.yaml", "*.yml"),
+    "toml": ("*.toml",),
+    "sh": ("*.sh", "*.bash", "*.zsh"),
+    "html": ("*.html", "*.htm"),
+    "css": ("*.css", "*.scss"),
+    "rb": ("*.rb",),
+    "php": ("*.php",),
+    "txt": ("*.txt",),
+    "sql": ("*.sql",),
+    "kotlin": ("*.kt", "*.kts"),
+    "swift": ("*.swift",),
+}
+
+
+# --- glob matching ---------------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a glob with ``**``, ``*``, ``?``, ``[..]`` and ``{a,b}`` to a regex over posix paths."""
+    out, i, depth = [], 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = pattern.find("]", i + 1)
+            if j == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = j
+        elif c == "{":
+            out.append("(?:")
+            depth += 1
+        elif c == "}" and depth:
+            out.append(")")
+            depth -= 1
+        elif c == "," and depth:
+            out.append("|")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + ")" * depth + r"\Z")
+
+
+def _git_root(start: Path) -> Path | None:
+    for d in (start, *start.parents):
+        if (d / ".git").exists():
+            return d
+    return None
+
+
+def walk_files(root: Path, *, hidden: bool = False) -> Iterator[Path]:
+    """Files under root, skipping .git, hidden entries (unless hidden) and gitignored paths."""
+    git_root = _git_root(root)
+    specs: list[tuple[Path, pathspec.PathSpec[Any]]] = []
+    if git_root is not None:
+        for d in (root, *root.parents):
+            _load_ignore(d, specs)
+            if d == git_root:
+                break
+
+    def ignored(path: Path, is_dir: bool) -> bool:
+        for base, spec in specs:
+            try:
+                rel = path.relative_to(base).as_posix()
+            except ValueError:
+                continue
+            if spec.match_file(rel + ("/" if is_dir else "")):
+                return True
+        return False
+
+    def walk(d: Path) -> Iterator[Path]:
+        pushed = git_root is not None and d != root and _load_ignore(d, specs)
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError:
+            entries = []
+        for e in entries:
+            if e.name == ".git" or (not hidden and e.name.startswith(".")):
+                continue
+            p = Path(e.path)
+            is_dir = e.is_dir(follow_symlinks=False)
+            if ignored(p, is_dir):
+                continue
+            if is_dir:
+                yield from walk(p)
+            elif e.is_file():
+                yield p
+        if pushed:
+            specs.pop()
+
+    yield from walk(root)
+
+
+def _load_ignore(d: Path, specs: list[tuple[Path, pathspec.PathSpec[Any]]]) -> bool:
+    f = d / ".gitignore"
+    if not f.is_file():
+        return False
+    try:
+        lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    specs.append((d, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
+    return True
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+# --- Glob ----------------------------------------------------------------------------------
+
+
+class GlobInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    pattern: str = Field(description='The glob pattern to match files against, e.g. "**/*.py" or "src/**/*.{ts,tsx}"')
+    path: str | None = Field(None, description="The directory to search in (default: the working directory)")
+
+
+async def _glob(args: GlobInput, ctx: ToolContext) -> ToolOutput:
+    root = resolve(ctx, args.path) if args.path else ctx.cwd
+    pattern = args.pattern
+    if Path(pattern).is_absolute():
+        parts = Path(pattern).parts
+        fixed = [p for p in parts if not any(ch in p for ch in "*?[{")]
+        base = Path(*parts[: len(fixed)]) if fixed else Path("/")
+        root, pattern = base, Path(*parts[len(fixed) :]).as_posix()
+    if not root.is_dir():
+        raise ToolError(f"Directory does not exist: {root}")
+    rx = glob_regex(pattern)
+    hidden = any(seg.startswith(".") for seg in pattern.split("/"))
+
+    def run() -> list[Path]:
+        return [p for p in walk_files(root, hidden=hidden) if rx.match(p.relative_to(root).as_posix())]
+
+    matches = await asyncio.to_thread(run)
+    matches.sort(key=_mtime, reverse=True)
+    shown = matches[:GLOB_LIMIT]
+    body = "\n".join(str(p) for p in shown) or "No files found"
+    if len(matches) > GLOB_LIMIT:
+        body += f"\n(Results are truncated: {len(matches)} files matched. Use a more specific path or pattern.)"
+    return ToolOutput(body, metadata={"pattern": args.pattern, "match_count": len(matches)})
+
+
+# --- Grep ----------------------------------------------------------------------------------
+
+
+class GrepInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    pattern: str = Field(description="The regular expression to search for in file contents")
+    path: str | None = Field(None, description="File or directory to search in (default: the working directory)")
+    glob: str | None = Field(None, description='Glob to filter files, e.g. "*.js" or "*.{ts,tsx}"')
+    type: str | None = Field(None, description="File type to search, e.g. py, js, rust, go")
+    output_mode: Literal["content", "files_with_matches", "count"] = Field(
+        "files_with_matches",
+        description="content shows matching lines; files_with_matches (default) shows paths; count shows match counts",
+    )
+    case_insensitive: bool = Field(False, alias="-i", description="Case insensitive search")
+    line_numbers: bool = Field(False, alias="-n", description="Show line numbers (content mode)")
+    after: int | None = Field(None, alias="-A", ge=0, description="Lines of context after each match")
+    before: int | None = Field(None, alias="-B", ge=0, description="Lines of context before each match")
+    context: int | None = Field(None, alias="-C", ge=0, description="Lines of context around each match")
+    multiline: bool = Field(False, description="Let . match newlines and patterns span lines")
+    head_limit: int | None = Field(None, ge=0, description="Return only the first N lines/entries")
+    offset: int | None = Field(None, ge=0, description="Skip the first N lines/entries")
+
+
+def _compile(args: GrepInput) -> re.Pattern[str]:
+    flags = re.MULTILINE
+    if args.case_insensitive:
+        flags |= re.IGNORECASE
+    if args.multiline:
+        flags |= re.DOTALL
+    try:
+        return re.compile(args.pattern, flags)
+    except re.error as e:
+        raise ToolError(f"invalid regex {args.pattern!r}: {e}") from None
+
+
+def _file_filter(args: GrepInput) -> list[tuple[str, re.Pattern[str]]]:
+    globs = []
+    if args.glob:
+        globs.append(args.glob)
+    if args.type:
+        exts = FILE_TYPES.get(args.type)
+        if exts is None:
+            raise ToolError(f"unknown file type {args.type!r}; known: {', '.join(sorted(FILE_TYPES))}")
+        globs.append("{" + ",".join(exts) + "}")
+    return [(g, glob_regex(g)) for g in globs]
+
+
+def _wanted(path: Path, root: Path, filters: list[tuple[str, re.Pattern[str]]]) -> bool:
+    """A glob without a slash matches the file name at any depth (ripgrep's --glob)."""
+    for pattern, rx in filters:
+        target = path.name if "/" not in pattern else path.relative_to(root).as_posix()
+        if not rx.match(target):
+            return False
+    return True
+
+
+def python_grep(args: GrepInput, root: Path) -> list[str]:
+    """The fallback search; output lines in ripgrep's format."""
+    rx = _compile(args)
+    filters = _file_filter(args)
+    files = [root] if root.is_file() else [p for p in walk_files(root) if _wanted(p, root, filters)]
+    before = args.before if args.before is not None else (args.context or 0)
+    after = args.after if args.after is not None else (args.context or 0)
+    results: list[tuple[Path, list[str]]] = []
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError:
+            continue
+        if b"\x00" in data[:8192]:
+            continue
+        text = data.decode("utf-8", "replace")
+        if args.multiline:
+            spans = [(m.start(), m.end()) for m in rx.finditer(text) if m.end() > m.start() or m.group(0) == ""]
+            if not spans:
+                continue
+            starts = _line_starts(text)
+            hit_lines: set[int] = set()
+            for s, e in spans:
+                first, last = _line_of(starts, s), _line_of(starts, max(s, e - 1))
+                hit_lines.update(range(first, last + 1))
+            count = len(spans)
+        else:
+            lines_all = text.splitlines()
+            hit_lines = {i for i, line in enumerate(lines_all) if rx.search(line)}
+            count = len(hit_lines)
+        if not hit_lines:
+            continue
+        lines = text.splitlines()
+        out: list[str] = []
+        if args.output_mode == "content":
+            show: dict[int, bool] = {}
+            for i in sorted(hit_lines):
+                for j in range(max(0, i - before), min(len(lines), i + after + 1)):
+                    show[j] = show.get(j, False) or j in hit_lines
+            prev = None
+            for j in sorted(show):
+                if prev is not None and j != prev + 1:
+                    out.append("--")
+                sep = ":" if show[j] else "-"
+                num = f"{j + 1}{sep}" if args.line_numbers else ""
+                out.append(f"{f}{sep}{num}{lines[j]}")
+                prev = j
+        elif args.output_mode == "count":
+            out.append(f"{f}:{count}")
+        results.append((f, out))
+    return _shape(args, results)
+
+
+def _shape(args: GrepInput, results: list[tuple[Path, list[str]]]) -> list[str]:
+    if args.output_mode == "files_with_matches":
+        paths = sorted((p for p, _ in results), key=_mtime, reverse=True)
+        return [str(p) for p in paths]
+    lines: list[str] = []
+    with_context = bool(args.before or args.after or args.context)
+    for n, (_, out) in enumerate(sorted(results, key=lambda r: str(r[0]))):
+        if n and args.output_mode == "content" and with_context:
+            lines.append("--")
+        lines.extend(out)
+    return lines
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    starts += [m.end() for m in re.finditer("\n", text)]
+    return starts
+
+
+def _line_of(starts: list[int], pos: int) -> int:
+    import bisect
+
+    return bisect.bisect_right(starts, pos) - 1
+
+
+async def ripgrep(args: GrepInput, root: Path, rg: str) -> list[str]:
+    cmd = [rg, "--no-heading", "--with-filename", "--color=never", "--no-config", "--no-messages", "--sort=path"]
+    if args.case_insensitive:
+        cmd.append("-i")
+    if args.multiline:
+        cmd += ["-U", "--multiline-dotall"]
+    if args.output_mode == "files_with_matches":
+        cmd.append("--files-with-matches")
+    elif args.output_mode == "count":
+        cmd.append("--count-matches" if args.multiline else "--count")
+    else:
+        if args.line_numbers:
+            cmd.append("-n")
+        else:
+            cmd.append("--no-line-number")
+        if args.context is not None:
+            cmd += ["-C", str(args.context)]
+        if args.before is not None:
+            cmd += ["-B", str(args.before)]
+        if args.after is not None:
+            cmd += ["-A", str(args.after)]
+    if args.glob:
+        cmd += ["--glob", args.glob]
+    if args.type:
+        exts = FILE_TYPES.get(args.type)
+        if exts is None:
+            raise ToolError(f"unknown file type {args.type!r}; known: {', '.join(sorted(FILE_TYPES))}")
+        for e in exts:
+            cmd += ["--glob", e]
+    cmd += ["-e", args.pattern, "--", str(root)]
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
+    )
+    out, err = await proc.communicate()
+    if proc.returncode == 2 and not out:
+        raise ToolError(f"grep failed: {err.decode(errors='replace').strip()}")
+    lines = out.decode("utf-8", "replace").splitlines()
+    if args.output_mode == "files_with_matches":
+        return [str(p) for p in sorted((Path(x) for x in lines), key=_mtime, reverse=True)]
+    return lines
+
+
+async def _grep(args: GrepInput, ctx: ToolContext) -> ToolOutput:
+    root = resolve(ctx, args.path) if args.path else ctx.cwd
+    if not root.exists():
+        raise ToolError(f"Path does not exist: {root}")
+    _compile(args)  # same error for both engines
+    rg = shutil.which("rg")
+    engine = "ripgrep" if rg and not os.environ.get("KEEL_GREP_PYTHON") else "python"
+    if rg and engine == "ripgrep":
+        lines = await ripgrep(args, root, rg)
+    else:
+        lines = await asyncio.to_thread(python_grep, args, root)
+    total = len(lines)
+    start = args.offset or 0
+    lines = lines[start:]
+    if args.head_limit:
+        lines = lines[: args.head_limit]
+    if args.output_mode == "files_with_matches":
+        body = (f"Found {total} file{'s' if total != 1 else ''}\n" + "\n".join(lines)) if total else "No files found"
+    else:
+        body = "\n".join(lines) if lines else "No matches found"
+    return ToolOutput(body, metadata={"pattern": args.pattern, "match_count": total, "engine": engine})
+
+
+def search_tools() -> list[Tool]:
+    return [
+        Tool(
+            "Glob",
+            "Find files by glob pattern (e.g. **/*.py); returns paths sorted by modification time, newest first.",
+            GlobInput,
+            _glob,
+            group="fs",
+            read_only=True,
+            timeout_s=120,
+        ),
+        Tool(
+            "Grep",
+            "Search file contents with a regular expression (ripgrep syntax). output_mode: "
+            "files_with_matches (default), content (with -n, -A, -B, -C) or count. Filter with glob or type.",
+            GrepInput,
+            _grep,
+            group="fs",
+            read_only=True,
+            timeout_s=120,
+        ),
+    ]

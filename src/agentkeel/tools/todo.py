@@ -1,0 +1,58 @@
+"""TodoWrite: the model's task list for the session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentkeel.core.events import TodosUpdated
+from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+
+
+class Todo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    content: str = Field(min_length=1)
+    status: Literal["pending", "in_progress", "completed"]
+    activeForm: str | None = None
+    id: str | None = None
+
+
+class TodoWriteInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    todos: list[Todo] = Field(description="The updated todo list")
+
+
+@dataclass
+class TodoState:
+    todos: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def _todo_write(args: TodoWriteInput, ctx: ToolContext) -> ToolOutput:
+    if sum(t.status == "in_progress" for t in args.todos) > 1:
+        raise ToolError("only one todo may be in_progress at a time")
+    todos = [t.model_dump(exclude_none=True) for t in args.todos]
+    ctx.services.get(TodoState).todos = todos
+    ctx.emit(TodosUpdated(todos=todos))
+    done = sum(t.status == "completed" for t in args.todos)
+    return ToolOutput(
+        f"Todos have been modified successfully ({done}/{len(todos)} completed). Keep using the todo list to "
+        "track your progress, and proceed with the current task.",
+        metadata={"count": len(todos), "completed": done},
+    )
+
+
+def todo_tools() -> list[Tool]:
+    return [
+        Tool(
+            "TodoWrite",
+            "Create and update a structured task list for the current session (pending, "
+            "in_progress, completed; one in_progress at a time).",
+            TodoWriteInput,
+            _todo_write,
+            group="custom",
+            read_only=True,
+            timeout_s=10,
+        ),
+    ]
