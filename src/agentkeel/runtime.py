@@ -17,6 +17,7 @@ from agentkeel._version import __version__
 from agentkeel.core.events import EventBus, Notice, SessionEnded, SessionStarted
 from agentkeel.core.extensions import Extensions
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
+from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.permissions import AskFn, PermissionEngine, permission_gate
 from agentkeel.prompt import build_system_prompt
@@ -27,6 +28,13 @@ from agentkeel.settings import LoadedSettings, PermissionMode, SettingsError, lo
 from agentkeel.tools import builtin_tools
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.shell import ShellState
+
+
+def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
+    try:
+        return int(env[name])
+    except (KeyError, ValueError):
+        return default
 
 
 class KeelError(Exception):
@@ -148,6 +156,7 @@ class Runtime:
             max_turns=opts.max_turns,
             max_budget_usd=opts.max_budget_usd,
             cost=info.prices.cost,
+            retry=RetryPolicy(max_retries=_int_env(env, "KEEL_MAX_RETRIES", 4)),
         )
         context = ToolContext(
             cwd=cwd,
