@@ -150,6 +150,13 @@ class ScriptCursor:
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
 
+    def reset(self, script: Script | None = None) -> None:
+        """Start over, optionally with another script (requests already recorded are kept)."""
+        with self._lock:
+            if script is not None:
+                self.script = script
+            self._index = 0
+
     def next(self, request: dict[str, Any] | None = None) -> Step:
         with self._lock:
             if request is not None:

@@ -153,7 +153,7 @@ def _load_ignore(d: Path, specs: list[tuple[Path, pathspec.PathSpec[Any]]]) -> b
         lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return False
-    specs.append((d, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
+    specs.append((d, pathspec.GitIgnoreSpec.from_lines(lines)))
     return True
 
 

@@ -1,0 +1,328 @@
+"""Every built-in tool on real files and real subprocesses, called the way the loop calls it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+from typing import Any
+
+import pytest
+
+from agentkeel.core.events import Event, TodosUpdated
+from agentkeel.core.extensions import ToolCall
+from agentkeel.core.tools import Services, ToolContext, ToolError, ToolInputError, ToolOutput, ToolRegistry
+from agentkeel.core.types import ImageBlock
+from agentkeel.tools import builtin_tools
+from agentkeel.tools.output import OutputBudget
+
+REGISTRY = ToolRegistry(builtin_tools())
+
+
+class Harness:
+    def __init__(self, cwd: Path) -> None:
+        self.events: list[Event] = []
+        self.ctx = ToolContext(cwd=cwd, session_id="t", services=Services(), emit=self.events.append)
+
+    async def __call__(self, name: str, **tool_input: Any) -> ToolOutput:
+        tool = REGISTRY.get(name)
+        assert tool is not None
+        try:
+            return await tool.run(tool.parse(tool_input), self.ctx)
+        except ToolError as e:
+            return ToolOutput(str(e), is_error=True)
+
+
+@pytest.fixture
+def t(tmp_path: Path) -> Harness:
+    return Harness(tmp_path)
+
+
+def test_builtin_names_match_claude_code() -> None:
+    assert {t.name for t in REGISTRY.list()} == {"Read", "Write", "Edit", "MultiEdit", "LS", "Bash", "BashOutput",
+                                                  "KillShell", "Glob", "Grep", "WebFetch", "TodoWrite"}
+    read = REGISTRY.get("Read")
+    assert read is not None
+    assert set(read.input_schema["properties"]) == {"file_path", "offset", "limit"}
+    assert read.input_schema["required"] == ["file_path"]
+    assert read.input_schema["additionalProperties"] is False
+
+
+def test_invalid_input_is_a_clear_error() -> None:
+    tool = REGISTRY.get("Edit")
+    assert tool is not None
+    with pytest.raises(ToolInputError, match="Invalid input for Edit: old_string: Field required"):
+        tool.parse({"file_path": "/x", "new_string": "y"})
+
+
+async def test_read_numbered_offset_limit_and_errors(t: Harness, tmp_path: Path) -> None:
+    f = tmp_path / "a.txt"
+    f.write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    out = await t("Read", file_path=str(f))
+    assert out.text().splitlines()[0] == "     1\tline 1" and not out.is_error
+    part = await t("Read", file_path="a.txt", offset=3, limit=2)  # relative to cwd
+    assert part.text().startswith("     3\tline 3\n     4\tline 4") and "Showing lines 3-4 of 10" in part.text()
+    assert "does not exist" in (await t("Read", file_path=str(tmp_path / "nope"))).text()
+    assert "is a directory" in (await t("Read", file_path=str(tmp_path))).text()
+    (tmp_path / "bin").write_bytes(b"\x00\x01\x02")
+    assert "binary" in (await t("Read", file_path=str(tmp_path / "bin"))).text()
+    (tmp_path / "empty").write_text("")
+    assert "empty" in (await t("Read", file_path=str(tmp_path / "empty"))).text()
+
+
+async def test_read_image_and_notebook(t: Harness, tmp_path: Path) -> None:
+    png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
+    (tmp_path / "p.png").write_bytes(png)
+    out = await t("Read", file_path=str(tmp_path / "p.png"))
+    assert isinstance(out.content, list) and isinstance(out.content[0], ImageBlock)
+    assert out.content[0].media_type == "image/png"
+    nb = {"cells": [{"cell_type": "code", "source": ["print(1)"], "outputs": [{"text": ["1\n"]}]}]}
+    (tmp_path / "n.ipynb").write_text(json.dumps(nb))
+    text = (await t("Read", file_path=str(tmp_path / "n.ipynb"))).text()
+    assert "print(1)" in text and "<output>\n1\n" in text
+
+
+async def test_write_requires_read_for_existing_files(t: Harness, tmp_path: Path) -> None:
+    f = tmp_path / "new" / "dir" / "f.txt"
+    out = await t("Write", file_path=str(f), content="one\n")
+    assert not out.is_error and f.read_text() == "one\n"  # parents created
+    g = tmp_path / "existing.txt"
+    g.write_text("keep")
+    denied = await t("Write", file_path=str(g), content="clobber")
+    assert denied.is_error and "has not been read" in denied.text() and g.read_text() == "keep"
+    await t("Read", file_path=str(g))
+    assert not (await t("Write", file_path=str(g), content="replaced")).is_error
+    assert g.read_text() == "replaced"
+
+
+async def test_edit_rules(t: Harness, tmp_path: Path) -> None:
+    f = tmp_path / "code.py"
+    f.write_text("a = 1\nb = 1\nc = 2\n")
+    assert "has not been read" in (await t("Edit", file_path=str(f), old_string="c", new_string="d")).text()
+    await t("Read", file_path=str(f))
+    multi = await t("Edit", file_path=str(f), old_string="= 1", new_string="= 9")
+    assert multi.is_error and "Found 2 matches" in multi.text()
+    missing = await t("Edit", file_path=str(f), old_string="zzz", new_string="y")
+    assert missing.is_error and "not found" in missing.text()
+    same = await t("Edit", file_path=str(f), old_string="c", new_string="c")
+    assert same.is_error and "identical" in same.text()
+    ok = await t("Edit", file_path=str(f), old_string="= 1", new_string="= 9", replace_all=True)
+    assert not ok.is_error and f.read_text() == "a = 9\nb = 9\nc = 2\n" and "cat -n" in ok.text()
+    # a change made behind the model's back must be re-read first
+    time.sleep(0.01)
+    f.write_text("changed outside\n")
+    os.utime(f, ns=(time.time_ns(), time.time_ns() + 10_000_000))
+    stale = await t("Edit", file_path=str(f), old_string="changed", new_string="x")
+    assert stale.is_error and "modified since it was read" in stale.text()
+
+
+async def test_edit_preserves_crlf_and_mode(t: Harness, tmp_path: Path) -> None:
+    f = tmp_path / "win.sh"
+    f.write_bytes(b"echo a\r\necho b\r\n")
+    f.chmod(0o755)
+    await t("Read", file_path=str(f))
+    out = await t("Edit", file_path=str(f), old_string="echo a\necho b", new_string="echo A\necho B")
+    assert not out.is_error
+    assert f.read_bytes() == b"echo A\r\necho B\r\n"
+    assert f.stat().st_mode & 0o777 == 0o755
+
+
+async def test_multiedit_is_all_or_nothing(t: Harness, tmp_path: Path) -> None:
+    f = tmp_path / "m.txt"
+    f.write_text("alpha beta gamma\n")
+    await t("Read", file_path=str(f))
+    bad = await t("MultiEdit", file_path=str(f), edits=[{"old_string": "alpha", "new_string": "A"},
+                                                        {"old_string": "delta", "new_string": "D"}])
+    assert bad.is_error and "edit 2" in bad.text() and f.read_text() == "alpha beta gamma\n"
+    good = await t("MultiEdit", file_path=str(f), edits=[{"old_string": "alpha", "new_string": "A"},
+                                                         {"old_string": "A beta", "new_string": "A B"}])
+    assert not good.is_error and f.read_text() == "A B gamma\n"
+
+
+async def test_ls(t: Harness, tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("")
+    (tmp_path / ".hidden").write_text("")
+    (tmp_path / "skip.log").write_text("")
+    out = (await t("LS", path=str(tmp_path), ignore=["*.log"])).text()
+    assert "- src/" in out and "  - m.py" in out and ".hidden" not in out and "skip.log" not in out
+    assert "does not exist" in (await t("LS", path=str(tmp_path / "none"))).text()
+
+
+async def test_bash_foreground(t: Harness, tmp_path: Path) -> None:
+    out = await t("Bash", command="echo out; echo err >&2; exit 3")
+    assert out.is_error and "out" in out.text() and "err" in out.text() and "Exit code 3" in out.text()
+    assert out.metadata["exit_code"] == 3
+    env = (await t("Bash", command="echo $CI $GIT_TERMINAL_PROMPT $PAGER; test -t 0 || echo no-tty")).text()
+    assert env.splitlines() == ["true 0 cat", "no-tty"]
+    read_stdin = await t("Bash", command="cat; echo after")  # stdin closed: never hangs
+    assert read_stdin.text() == "after"
+
+
+async def test_bash_cwd_persists(t: Harness, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    await t("Bash", command="cd sub")
+    assert (await t("Bash", command="pwd")).text() == str((tmp_path / "sub").resolve())
+
+
+async def test_bash_timeout_kills_process_group(t: Harness, tmp_path: Path) -> None:
+    marker = tmp_path / "child-alive"
+    started = time.monotonic()
+    out = await t("Bash", command=f"(sleep 3; touch {marker}) & sleep 30", timeout=300)
+    assert out.is_error and "timed out after 0.3s" in out.text()
+    assert time.monotonic() - started < 10
+    await asyncio.sleep(3.5)
+    assert not marker.exists()  # the background child died with its group
+
+
+async def test_bash_background_output_and_kill(t: Harness, tmp_path: Path) -> None:
+    start = await t("Bash", command="echo first; sleep 0.3; echo second; sleep 30", run_in_background=True)
+    assert "bash_1" in start.text()
+    await asyncio.sleep(0.1)
+    first = (await t("BashOutput", bash_id="bash_1")).text()
+    assert "<status>running</status>" in first and "first" in first
+    await asyncio.sleep(0.5)
+    second = (await t("BashOutput", bash_id="bash_1", filter="sec")).text()
+    assert "second" in second and "first" not in second  # only new, filtered output
+    assert "Killed shell bash_1" in (await t("KillShell", shell_id="bash_1")).text()
+    assert "failed" in (await t("BashOutput", bash_id="bash_1")).text()
+    assert (await t("BashOutput", bash_id="bash_9")).is_error
+
+
+def _tree(root: Path) -> None:
+    (root / ".git").mkdir()
+    (root / ".gitignore").write_text("build/\n*.tmp\n")
+    for rel, text in {
+        "src/app.py": "def main():\n    return 'Hello'\n\nclass App:\n    pass\n",
+        "src/util.py": "import os\n\ndef helper():\n    return os.sep\n",
+        "src/web/index.ts": "export const hello = 'hello';\n",
+        "README.md": "# Hello project\nSay hello.\n",
+        "build/out.py": "def main(): pass\n",
+        "notes.tmp": "hello tmp\n",
+        ".secret/hidden.py": "def main(): hidden\n",
+    }.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
+async def test_glob(t: Harness, tmp_path: Path) -> None:
+    _tree(tmp_path)
+    out = (await t("Glob", pattern="**/*.py")).text().splitlines()
+    assert sorted(Path(p).name for p in out) == ["app.py", "util.py"]  # build/ ignored, hidden skipped
+    braces = (await t("Glob", pattern="src/**/*.{ts,py}")).text().splitlines()
+    assert len(braces) == 3
+    assert (await t("Glob", pattern="*.nothing")).text() == "No files found"
+    absolute = (await t("Glob", pattern=str(tmp_path / "src" / "*.py"))).text().splitlines()
+    assert len(absolute) == 2
+
+
+GREP_CASES: list[dict[str, Any]] = [
+    {"pattern": "def main"},
+    {"pattern": "hello", "-i": True},
+    {"pattern": "hello", "-i": True, "output_mode": "content", "-n": True},
+    {"pattern": "return", "output_mode": "count"},
+    {"pattern": "def", "glob": "*.py", "output_mode": "content"},
+    {"pattern": "hello", "type": "ts", "output_mode": "content", "-n": True},
+    {"pattern": "import", "output_mode": "content", "-n": True, "-A": 2},
+    {"pattern": "class", "output_mode": "content", "-n": True, "-C": 1},
+    {"pattern": "main.*\\n.*return", "multiline": True},
+    {"pattern": "e", "output_mode": "content", "head_limit": 3, "offset": 1},
+]
+
+
+@pytest.mark.parametrize("case", GREP_CASES, ids=lambda c: json.dumps(c))
+async def test_grep_python_engine(case: dict[str, Any], t: Harness, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _tree(tmp_path)
+    monkeypatch.setenv("KEEL_GREP_PYTHON", "1")
+    out = await t("Grep", **case)
+    assert out.metadata["engine"] == "python" and not out.is_error
+    text = out.text()
+    assert "build/out.py" not in text and "notes.tmp" not in text and ".secret" not in text
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep not installed (.ci/run installs it)")
+@pytest.mark.parametrize("case", GREP_CASES, ids=lambda c: json.dumps(c))
+async def test_grep_ripgrep_and_python_agree(case: dict[str, Any], t: Harness, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _tree(tmp_path)
+    with_rg = await t("Grep", **case)
+    monkeypatch.setenv("KEEL_GREP_PYTHON", "1")
+    with_py = await t("Grep", **case)
+    assert with_rg.metadata["engine"] == "ripgrep"
+    assert with_rg.text() == with_py.text()
+
+
+async def test_grep_bad_regex(t: Harness) -> None:
+    out = await t("Grep", pattern="(unclosed")
+    assert out.is_error and "invalid regex" in out.text()
+
+
+class _Site(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path == "/away":
+            self.send_response(302)
+            self.send_header("Location", "http://example.invalid/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path == "/hop":
+            self.send_response(301)
+            self.send_header("Location", "/page")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = (b"<html><head><style>x{}</style></head><body><h1>Title</h1><p>Hello <a href='/x'>link</a></p>"
+                b"<script>evil()</script></body></html>")
+        self.send_response(200 if self.path == "/page" else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+async def test_webfetch(t: Harness) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+    Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        page = (await t("WebFetch", url=base + "/hop", prompt="title?")).text()
+        assert "# Title" in page and "Hello link (/x)" in page and "evil" not in page and "x{}" not in page
+        away = (await t("WebFetch", url=base + "/away", prompt="?")).text()
+        assert "REDIRECT DETECTED" in away and "example.invalid" in away
+        missing = await t("WebFetch", url=base + "/missing", prompt="?")
+        assert missing.is_error and "Status: 404" in missing.text()
+        assert "not a fetchable URL" in (await t("WebFetch", url="file:///etc/passwd", prompt="?")).text()
+    finally:
+        server.shutdown()
+
+
+async def test_todowrite(t: Harness) -> None:
+    todos = [{"content": "a", "status": "in_progress", "activeForm": "doing a"}, {"content": "b", "status": "pending"}]
+    out = await t("TodoWrite", todos=todos)
+    assert "0/2 completed" in out.text()
+    assert isinstance(t.events[-1], TodosUpdated) and t.events[-1].todos[0]["content"] == "a"
+    two = [dict(x, status="in_progress") for x in todos]
+    assert (await t("TodoWrite", todos=two)).is_error
+
+
+async def test_output_budget_spills_to_file(t: Harness, tmp_path: Path) -> None:
+    budget = OutputBudget(tmp_path / "spill", default=1000)
+    big = "".join(f"line {i}\n" for i in range(2000))
+    out = await budget(ToolCall("toolu_1", "Bash", {}, None), ToolOutput(big))
+    spilled = Path(out.metadata["spilled_to"])
+    assert spilled.read_text() == big
+    assert len(out.text()) < 1500 and str(spilled) in out.text()
+    assert out.text().startswith("line 0\n") and out.text().rstrip().endswith("line 1999")
+    small = await budget(ToolCall("toolu_2", "Bash", {}, None), ToolOutput("short"))
+    assert small.text() == "short"
