@@ -19,8 +19,15 @@ from agentkeel.fakellm.server import FakeLLMServer
 KEEL = str(Path(sys.executable).parent / "keel")
 
 # No real model is ever reachable from tests: provider env vars are scrubbed.
-SCRUB = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-         "KEEL_MODEL", "KEEL_HOME")
+SCRUB = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "KEEL_MODEL",
+    "KEEL_HOME",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -77,12 +84,25 @@ def wire_env(server: FakeLLMServer, wire: str) -> dict[str, str]:
 
 @pytest.fixture
 def keel(project: Path) -> Callable[..., KeelRun]:
-    def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60,
-            stdin: str | None = None) -> KeelRun:
+    def run(
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float = 60,
+        stdin: str | None = None,
+    ) -> KeelRun:
         full_env = dict(os.environ)
         full_env.update(env or {})
-        proc = subprocess.run([KEEL, *args], cwd=cwd or project, env=full_env, capture_output=True, text=True,
-                              timeout=timeout, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
+        proc = subprocess.run(
+            [KEEL, *args],
+            cwd=cwd or project,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=stdin,
+            stdin=None if stdin is not None else subprocess.DEVNULL,
+        )
         return KeelRun(proc.returncode, proc.stdout, proc.stderr)
 
     return run

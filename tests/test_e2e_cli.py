@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Callable
@@ -9,20 +10,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import KeelRun, session_files, wire_env
 
 from agentkeel.fakellm.scenarios import twenty_step_session
 from agentkeel.fakellm.server import FakeLLMServer
+from conftest import KeelRun, session_files, wire_env
 
 
 @pytest.mark.parametrize("wire", ["anthropic", "openai"])
-def test_twenty_step_session(wire: str, project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer],
-                             keel: Callable[..., KeelRun]) -> None:
+def test_twenty_step_session(
+    wire: str, project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
     (project / ".git").mkdir()
     web = fake_llm({"steps": []})  # any loopback HTTP server will do as WebFetch's target
     server = fake_llm(twenty_step_session(project, web.url + "/_keel/health"))
-    run = keel("-p", "build calc.py with a test", "--output-format", "json", "--permission-mode", "bypassPermissions",
-               env=wire_env(server, wire))
+    run = keel(
+        "-p",
+        "build calc.py with a test",
+        "--output-format",
+        "json",
+        "--permission-mode",
+        "bypassPermissions",
+        env=wire_env(server, wire),
+    )
     assert run.code == 0, run.stderr
     result = run.json()
     assert result["type"] == "result" and result["subtype"] == "success" and result["is_error"] is False
@@ -31,7 +40,9 @@ def test_twenty_step_session(wire: str, project: Path, tmp_path: Path, fake_llm:
     assert result["usage"]["input_tokens"] > 0 and result["total_cost_usd"] > 0
 
     # the tools really ran
-    assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+    assert (
+        project / "calc.py"
+    ).read_text() == "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
     assert "add works (tested)" in (project / "NOTES.md").read_text()
 
     # the model saw every tool result, in its own wire format
@@ -49,7 +60,7 @@ def test_twenty_step_session(wire: str, project: Path, tmp_path: Path, fake_llm:
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     assert sum(e["type"] == "assistant" for e in entries) == 20
     assert entries[-1]["type"] == "session_end"
-    assert all(e["parentUuid"] == prev["uuid"] for prev, e in zip(entries, entries[1:], strict=False))
+    assert all(e["parentUuid"] == prev["uuid"] for prev, e in itertools.pairwise(entries))
 
 
 def _tool_results(messages: list[dict[str, Any]], wire: str) -> list[str]:
@@ -66,8 +77,15 @@ def _tool_results(messages: list[dict[str, Any]], wire: str) -> list[str]:
 
 
 def test_stream_json_and_text_formats(fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]) -> None:
-    server = fake_llm({"steps": [{"text": "Listing.", "tool_calls": [{"name": "LS", "input": {"path": "."}}]},
-                                 "All listed.", "Second answer."]})
+    server = fake_llm(
+        {
+            "steps": [
+                {"text": "Listing.", "tool_calls": [{"name": "LS", "input": {"path": "."}}]},
+                "All listed.",
+                "Second answer.",
+            ]
+        }
+    )
     run = keel("-p", "list", "--output-format", "stream-json", env=wire_env(server, "anthropic"))
     assert run.code == 0, run.stderr
     lines = run.lines()
@@ -80,8 +98,9 @@ def test_stream_json_and_text_formats(fake_llm: Callable[[Any], FakeLLMServer], 
     assert text.code == 0 and text.stdout == "Second answer.\n"
 
 
-def test_max_turns_and_budget_exit_codes(fake_llm: Callable[[Any], FakeLLMServer],
-                                         keel: Callable[..., KeelRun]) -> None:
+def test_max_turns_and_budget_exit_codes(
+    fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
     loop = {"steps": [{"tool_calls": [{"name": "LS", "input": {"path": "."}}]}], "loop": True}
     server = fake_llm(loop)
     run = keel("-p", "go", "--max-turns", "3", "--output-format", "json", env=wire_env(server, "openai"))
@@ -91,18 +110,21 @@ def test_max_turns_and_budget_exit_codes(fake_llm: Callable[[Any], FakeLLMServer
     assert run.code == 1 and run.json()["subtype"] == "error_max_budget_usd"
 
 
-def test_headless_default_mode_denies_writes_with_guidance(project: Path, fake_llm: Callable[[Any], FakeLLMServer],
-                                                           keel: Callable[..., KeelRun]) -> None:
-    server = fake_llm({"steps": [
-        {"tool_calls": [{"name": "Bash", "input": {"command": "touch made-by-bash"}}]}, "Could not run it."]})
+def test_headless_default_mode_denies_writes_with_guidance(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    server = fake_llm(
+        {"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "touch made-by-bash"}}]}, "Could not run it."]}
+    )
     run = keel("-p", "make a file", env=wire_env(server, "anthropic"))
     assert run.code == 0
     assert not (project / "made-by-bash").exists()
     denial = _tool_results(server.cursor.requests[-1]["body"]["messages"], "anthropic")[0]
     assert "--allowedTools Bash" in denial
     # allowed explicitly, the same call runs
-    server2 = fake_llm({"steps": [
-        {"tool_calls": [{"name": "Bash", "input": {"command": "touch made-by-bash"}}]}, "Done."]})
+    server2 = fake_llm(
+        {"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "touch made-by-bash"}}]}, "Done."]}
+    )
     assert keel("-p", "make a file", "--allowedTools", "Bash", "Read", env=wire_env(server2, "anthropic")).code == 0
     assert (project / "made-by-bash").exists()
 
@@ -131,8 +153,9 @@ def test_continue_and_resume(fake_llm: Callable[[Any], FakeLLMServer], keel: Cal
         (["-r", "does-not-exist"], {"ANTHROPIC_API_KEY": "x"}, "no session 'does-not-exist'"),
     ],
 )
-def test_configuration_errors_are_one_line(args: list[str], env: dict[str, str], needle: str,
-                                           keel: Callable[..., KeelRun]) -> None:
+def test_configuration_errors_are_one_line(
+    args: list[str], env: dict[str, str], needle: str, keel: Callable[..., KeelRun]
+) -> None:
     run = keel("-p", "hi", *args, env=env)
     assert run.code == 2
     assert needle in run.stderr
@@ -140,8 +163,11 @@ def test_configuration_errors_are_one_line(args: list[str], env: dict[str, str],
 
 
 def test_unreachable_endpoint(keel: Callable[..., KeelRun]) -> None:
-    env = {"ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
-           "KEEL_MAX_RETRIES": "1"}
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+        "KEEL_MAX_RETRIES": "1",
+    }
     run = keel("-p", "hi", "--output-format", "json", env=env)
     assert run.code == 1
     result = run.json()
@@ -163,8 +189,9 @@ def test_malformed_settings(project: Path, keel: Callable[..., KeelRun]) -> None
     assert run.code == 2 and "invalid JSON at line 1" in run.stderr
 
 
-def test_corrupt_session_resumes_without_loss(tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer],
-                                              keel: Callable[..., KeelRun]) -> None:
+def test_corrupt_session_resumes_without_loss(
+    tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
     server = fake_llm({"steps": ["one", "two"]})
     env = wire_env(server, "anthropic")
     sid = keel("-p", "first", "--output-format", "json", env=env).json()["session_id"]
@@ -184,10 +211,12 @@ def test_corrupt_session_resumes_without_loss(tmp_path: Path, fake_llm: Callable
 def test_version_does_not_import_sdks(keel: Callable[..., KeelRun]) -> None:
     run = keel("--version")
     assert run.code == 0 and "(keel)" in run.stdout
-    probe = ("import sys; from agentkeel.cli.main import main\n"
-             "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
-             "bad = [m for m in sys.modules if m.split('.')[0] in ('anthropic', 'openai', 'pydantic', 'httpx')]\n"
-             "print(bad)")
+    probe = (
+        "import sys; from agentkeel.cli.main import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('anthropic', 'openai', 'pydantic', 'httpx')]\n"
+        "print(bad)"
+    )
     import subprocess
     import sys
 

@@ -23,14 +23,21 @@ from agentkeel.tools import builtin_tools
 FAST = RetryPolicy(max_retries=3, base_delay_s=0.001, max_delay_s=0.01)
 
 
-def make_agent(steps: list[Any], cwd: Path, *, tools: list[Tool] | None = None, ext: Extensions | None = None,
-               **config: Any) -> tuple[Agent, list[Event]]:
+def make_agent(
+    steps: list[Any], cwd: Path, *, tools: list[Tool] | None = None, ext: Extensions | None = None, **config: Any
+) -> tuple[Agent, list[Event]]:
     bus = EventBus()
     events: list[Event] = []
     bus.subscribe(events.append)
     ctx = ToolContext(cwd=cwd, session_id="test", services=Services(), emit=bus.emit)
-    agent = Agent(ScriptedProvider(Script.from_data({"steps": steps})), ToolRegistry(tools or builtin_tools()),
-                  LoopConfig(model="scripted", retry=FAST, **config), bus=bus, extensions=ext, context=ctx)
+    agent = Agent(
+        ScriptedProvider(Script.from_data({"steps": steps})),
+        ToolRegistry(tools or builtin_tools()),
+        LoopConfig(model="scripted", retry=FAST, **config),
+        bus=bus,
+        extensions=ext,
+        context=ctx,
+    )
     return agent, events
 
 
@@ -61,8 +68,11 @@ async def test_max_budget(tmp_path: Path) -> None:
 
 
 async def test_retries_rate_limit_and_broken_stream(tmp_path: Path) -> None:
-    steps = [{"error": {"status": 429, "retry_after": 0.01}}, {"text": "partial then broken", "break_after": 2},
-             "finally"]
+    steps = [
+        {"error": {"status": 429, "retry_after": 0.01}},
+        {"text": "partial then broken", "break_after": 2},
+        "finally",
+    ]
     agent, events = make_agent(steps, tmp_path)
     result = await agent.run("hi")
     assert result.result == "finally"
@@ -103,9 +113,13 @@ def concurrency_probe(read_only: bool, log: list[tuple[str, str]]) -> Tool:
 async def test_read_only_tools_run_concurrently_writers_serially(tmp_path: Path) -> None:
     log: list[tuple[str, str]] = []
     tools = [concurrency_probe(True, log), concurrency_probe(False, log)]
-    calls = [{"name": "Probe", "input": {"label": "r1"}}, {"name": "Probe", "input": {"label": "r2"}},
-             {"name": "Writer", "input": {"label": "w1"}}, {"name": "Writer", "input": {"label": "w2"}},
-             {"name": "Probe", "input": {"label": "r3"}}]
+    calls = [
+        {"name": "Probe", "input": {"label": "r1"}},
+        {"name": "Probe", "input": {"label": "r2"}},
+        {"name": "Writer", "input": {"label": "w1"}},
+        {"name": "Writer", "input": {"label": "w2"}},
+        {"name": "Probe", "input": {"label": "r3"}},
+    ]
     agent, _ = make_agent([{"tool_calls": calls}, "done"], tmp_path, tools=tools)
     await agent.run("go")
     # both reads started before either ended; writers never overlap anything
@@ -158,8 +172,11 @@ async def test_before_tool_crash_fails_closed_after_tool_crash_withholds(tmp_pat
         raise RuntimeError("policy bug")
 
     ext = Extensions(before_tool=[crash])
-    agent, _ = make_agent([{"tool_calls": [{"name": "Write", "input": {"file_path": str(target), "content": "x"}}]},
-                           "ok"], tmp_path, ext=ext)
+    agent, _ = make_agent(
+        [{"tool_calls": [{"name": "Write", "input": {"file_path": str(target), "content": "x"}}]}, "ok"],
+        tmp_path,
+        ext=ext,
+    )
     await agent.run("go")
     assert not target.exists()
     assert "Permission check failed" in agent.messages[2].tool_results()[0].text()
@@ -167,8 +184,9 @@ async def test_before_tool_crash_fails_closed_after_tool_crash_withholds(tmp_pat
     async def broken_guard(call: ToolCall, out: ToolOutput) -> ToolOutput:
         raise ValueError("guard bug")
 
-    agent, _ = make_agent([{"tool_calls": [ls(str(tmp_path))]}, "ok"], tmp_path,
-                          ext=Extensions(after_tool=[broken_guard]))
+    agent, _ = make_agent(
+        [{"tool_calls": [ls(str(tmp_path))]}, "ok"], tmp_path, ext=Extensions(after_tool=[broken_guard])
+    )
     await agent.run("go")
     assert agent.messages[2].tool_results()[0].text() == "[result withheld: post-processing failed]"
 
@@ -209,8 +227,9 @@ async def test_tool_timeout(tmp_path: Path) -> None:
         return ToolOutput("never")
 
     tool = Tool("Hang", "hangs", _SlowInput, hang, read_only=True, timeout_s=0.05)
-    agent, events = make_agent([{"tool_calls": [{"name": "Hang", "input": {"label": "x"}}]}, "ok"], tmp_path,
-                               tools=[tool])
+    agent, events = make_agent(
+        [{"tool_calls": [{"name": "Hang", "input": {"label": "x"}}]}, "ok"], tmp_path, tools=[tool]
+    )
     await agent.run("go")
     [res] = agent.messages[2].tool_results()
     assert isinstance(res, ToolResultBlock) and res.is_error and "timed out after 0.05s" in res.text()

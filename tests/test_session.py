@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -13,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import KEEL, KeelRun, session_files, wire_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +24,7 @@ from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.session.load import LoadReport, load_session, parse_lines
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, encode_project
+from conftest import KEEL, KeelRun, session_files, wire_env
 
 
 def test_encode_project_matches_claude_code() -> None:
@@ -33,8 +34,10 @@ def test_encode_project_matches_claude_code() -> None:
 def test_writer_chains_parents_and_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     w = SessionWriter(path, "s")
-    events = [UserMessage(message=Message.user("hi")),
-              AssistantMessage(message=Message(role="assistant", content=[TextBlock(text="yo")]))]
+    events = [
+        UserMessage(message=Message.user("hi")),
+        AssistantMessage(message=Message(role="assistant", content=[TextBlock(text="yo")])),
+    ]
     for e in events:
         w(e)
     w.close()
@@ -72,8 +75,12 @@ def test_loader_skips_garbage_and_never_rewrites(tmp_path: Path) -> None:
 
 def test_view_repairs_pairing() -> None:
     use = ToolUseBlock(id="t1", name="Read", input={})
-    msgs = [Message.user("go"), Message(role="assistant", content=[use]), Message.user("next"),
-            Message(role="user", content=[ToolResultBlock(tool_use_id="orphan", content="x")])]
+    msgs = [
+        Message.user("go"),
+        Message(role="assistant", content=[use]),
+        Message.user("next"),
+        Message(role="user", content=[ToolResultBlock(tool_use_id="orphan", content="x")]),
+    ]
     view = repair_messages(msgs)
     assert [m.role for m in view.messages] == ["user", "assistant", "user"]
     first = view.messages[2].content[0]
@@ -97,10 +104,18 @@ def test_lock_is_exclusive_reentrant_and_recovers_stale(tmp_path: Path) -> None:
     lock = SessionLock(session)
     lock.acquire()
     lock.acquire()  # re-entrant
-    holder = subprocess.run([sys.executable, "-c", (
-        "import sys; from pathlib import Path; from agentkeel.session.store import SessionLock, SessionLocked\n"
-        f"try:\n    SessionLock(Path({str(session)!r})).acquire()\nexcept SessionLocked as e:\n    print(e)")],
-        capture_output=True, text=True)
+    holder = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys; from pathlib import Path; from agentkeel.session.store import SessionLock, SessionLocked\n"
+                f"try:\n    SessionLock(Path({str(session)!r})).acquire()\nexcept SessionLocked as e:\n    print(e)"
+            ),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert f"in use by pid {os.getpid()}" in holder.stdout
     lock.release()
     assert lock.path.exists()
@@ -113,13 +128,19 @@ def test_lock_is_exclusive_reentrant_and_recovers_stale(tmp_path: Path) -> None:
     assert json.loads(lock.path.read_text())["pid"] == os.getpid()
 
 
-def test_second_process_on_same_session_is_refused(tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer],
-                                                   keel: Callable[..., KeelRun]) -> None:
+def test_second_process_on_same_session_is_refused(
+    tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
     server = fake_llm({"steps": ["first", {"text": "slow", "delay_s": 3}, "other"]})
     env = wire_env(server, "anthropic")
     sid = keel("-p", "hi", "--output-format", "json", env=env).json()["session_id"]
-    slow = subprocess.Popen([KEEL, "-p", "-r", sid, "slow one"], env={**os.environ, **env},
-                            cwd=tmp_path / "project", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    slow = subprocess.Popen(
+        [KEEL, "-p", "-r", sid, "slow one"],
+        env={**os.environ, **env},
+        cwd=tmp_path / "project",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     time.sleep(1.0)
     second = keel("-p", "-r", sid, "concurrent", env=env)
     slow.wait(30)
@@ -158,14 +179,21 @@ def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path: Path) -> None
     assert len(loaded.messages) == 1  # consecutive user messages merge in the view; nothing dropped from the log
 
 
-def test_kill_9_of_the_cli_then_resume(tmp_path: Path, project: Path, fake_llm: Callable[[Any], FakeLLMServer],
-                                       keel: Callable[..., KeelRun]) -> None:
-    steps: list[Any] = [{"text": f"step {i}", "tool_calls": [{"name": "Bash", "input": {"command": f"echo {i}"}}]}
-                        for i in range(200)]
+def test_kill_9_of_the_cli_then_resume(
+    tmp_path: Path, project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    steps: list[Any] = [
+        {"text": f"step {i}", "tool_calls": [{"name": "Bash", "input": {"command": f"echo {i}"}}]} for i in range(200)
+    ]
     server = fake_llm({"steps": steps})
     env = {**os.environ, **wire_env(server, "openai")}
-    proc = subprocess.Popen([KEEL, "-p", "work", "--allowedTools", "Bash"], env=env, cwd=project,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [KEEL, "-p", "work", "--allowedTools", "Bash"],
+        env=env,
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while len(server.cursor.requests) < 15 and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -207,7 +235,7 @@ def test_repaired_view_is_always_valid(messages: list[Message]) -> None:
     view = repair_messages(messages).messages
     if view:
         assert view[0].role == "user"
-    for prev, cur in zip(view, view[1:], strict=False):
+    for prev, cur in itertools.pairwise(view):
         assert prev.role != cur.role
     for i, m in enumerate(view):
         assert m.content

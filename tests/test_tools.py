@@ -45,8 +45,20 @@ def t(tmp_path: Path) -> Harness:
 
 
 def test_builtin_names_match_claude_code() -> None:
-    assert {t.name for t in REGISTRY.list()} == {"Read", "Write", "Edit", "MultiEdit", "LS", "Bash", "BashOutput",
-                                                  "KillShell", "Glob", "Grep", "WebFetch", "TodoWrite"}
+    assert {t.name for t in REGISTRY.list()} == {
+        "Read",
+        "Write",
+        "Edit",
+        "MultiEdit",
+        "LS",
+        "Bash",
+        "BashOutput",
+        "KillShell",
+        "Glob",
+        "Grep",
+        "WebFetch",
+        "TodoWrite",
+    }
     read = REGISTRY.get("Read")
     assert read is not None
     assert set(read.input_schema["properties"]) == {"file_path", "offset", "limit"}
@@ -77,7 +89,9 @@ async def test_read_numbered_offset_limit_and_errors(t: Harness, tmp_path: Path)
 
 
 async def test_read_image_and_notebook(t: Harness, tmp_path: Path) -> None:
-    png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    )
     (tmp_path / "p.png").write_bytes(png)
     out = await t("Read", file_path=str(tmp_path / "p.png"))
     assert isinstance(out.content, list) and isinstance(out.content[0], ImageBlock)
@@ -137,11 +151,17 @@ async def test_multiedit_is_all_or_nothing(t: Harness, tmp_path: Path) -> None:
     f = tmp_path / "m.txt"
     f.write_text("alpha beta gamma\n")
     await t("Read", file_path=str(f))
-    bad = await t("MultiEdit", file_path=str(f), edits=[{"old_string": "alpha", "new_string": "A"},
-                                                        {"old_string": "delta", "new_string": "D"}])
+    bad = await t(
+        "MultiEdit",
+        file_path=str(f),
+        edits=[{"old_string": "alpha", "new_string": "A"}, {"old_string": "delta", "new_string": "D"}],
+    )
     assert bad.is_error and "edit 2" in bad.text() and f.read_text() == "alpha beta gamma\n"
-    good = await t("MultiEdit", file_path=str(f), edits=[{"old_string": "alpha", "new_string": "A"},
-                                                         {"old_string": "A beta", "new_string": "A B"}])
+    good = await t(
+        "MultiEdit",
+        file_path=str(f),
+        edits=[{"old_string": "alpha", "new_string": "A"}, {"old_string": "A beta", "new_string": "A B"}],
+    )
     assert not good.is_error and f.read_text() == "A B gamma\n"
 
 
@@ -238,8 +258,9 @@ GREP_CASES: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("case", GREP_CASES, ids=lambda c: json.dumps(c))
-async def test_grep_python_engine(case: dict[str, Any], t: Harness, tmp_path: Path,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_grep_python_engine(
+    case: dict[str, Any], t: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _tree(tmp_path)
     monkeypatch.setenv("KEEL_GREP_PYTHON", "1")
     out = await t("Grep", **case)
@@ -250,8 +271,9 @@ async def test_grep_python_engine(case: dict[str, Any], t: Harness, tmp_path: Pa
 
 @pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep not installed (.ci/run installs it)")
 @pytest.mark.parametrize("case", GREP_CASES, ids=lambda c: json.dumps(c))
-async def test_grep_ripgrep_and_python_agree(case: dict[str, Any], t: Harness, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_grep_ripgrep_and_python_agree(
+    case: dict[str, Any], t: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _tree(tmp_path)
     with_rg = await t("Grep", **case)
     monkeypatch.setenv("KEEL_GREP_PYTHON", "1")
@@ -282,8 +304,10 @@ class _Site(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        body = (b"<html><head><style>x{}</style></head><body><h1>Title</h1><p>Hello <a href='/x'>link</a></p>"
-                b"<script>evil()</script></body></html>")
+        body = (
+            b"<html><head><style>x{}</style></head><body><h1>Title</h1><p>Hello <a href='/x'>link</a></p>"
+            b"<script>evil()</script></body></html>"
+        )
         self.send_response(200 if self.path == "/page" else 404)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))

@@ -31,27 +31,48 @@ def twenty_step_session(project: Path, fetch_url: str) -> dict[str, Any]:
         step("Writing the module.", call("Write", file_path=str(src), content="def add(a, b):\n    return a - b\n")),
         step("Reading it back.", call("Read", file_path=str(src))),
         step("Fixing the bug.", call("Edit", file_path=str(src), old_string="a - b", new_string="a + b")),
-        step("Adding a test.", call("Write", file_path=str(test),
-                                    content="from calc import add\n\nassert add(2, 3) == 5\nprint('ok')\n")),
+        step(
+            "Adding a test.",
+            call("Write", file_path=str(test), content="from calc import add\n\nassert add(2, 3) == 5\nprint('ok')\n"),
+        ),
         step("Running it.", call("Bash", command="python3 test_calc.py", description="run the test")),
         step("Searching.", call("Grep", pattern="def add", output_mode="content", **{"-n": True})),
         step("Notes.", call("Write", file_path=str(notes), content="# Notes\n\n- add works\n- todo: sub\n")),
         step("Reading notes and code together.", call("Read", file_path=str(notes)), call("Read", file_path=str(src))),
-        step("Two edits at once.", call("MultiEdit", file_path=str(notes), edits=[
-            {"old_string": "- add works", "new_string": "- add works (tested)"},
-            {"old_string": "- todo: sub", "new_string": "- sub: next"},
-        ])),
-        step("Adding sub.", call("Edit", file_path=str(src), old_string="    return a + b\n",
-                                 new_string="    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")),
+        step(
+            "Two edits at once.",
+            call(
+                "MultiEdit",
+                file_path=str(notes),
+                edits=[
+                    {"old_string": "- add works", "new_string": "- add works (tested)"},
+                    {"old_string": "- todo: sub", "new_string": "- sub: next"},
+                ],
+            ),
+        ),
+        step(
+            "Adding sub.",
+            call(
+                "Edit",
+                file_path=str(src),
+                old_string="    return a + b\n",
+                new_string="    return a + b\n\n\ndef sub(a, b):\n    return a - b\n",
+            ),
+        ),
         step("Checking the tree.", call("Bash", command="ls && cd .. && pwd")),
         step("Back where I was.", call("Bash", command="echo still in $(pwd); cd " + str(project))),
-        step("A background job.", call("Bash", command="for i in 1 2 3; do echo tick $i; done; sleep 30",
-                                       run_in_background=True)),
+        step(
+            "A background job.",
+            call("Bash", command="for i in 1 2 3; do echo tick $i; done; sleep 30", run_in_background=True),
+        ),
         step("Reading its output.", call("BashOutput", bash_id="bash_1")),
         step("Stopping it.", call("KillShell", shell_id="bash_1")),
         step("Checking the docs.", call("WebFetch", url=fetch_url, prompt="is the server healthy?")),
-        step("Counting matches.", call("Grep", pattern="return", output_mode="count"),
-             call("TodoWrite", todos=[dict(t, status="completed") for t in todos])),
+        step(
+            "Counting matches.",
+            call("Grep", pattern="return", output_mode="count"),
+            call("TodoWrite", todos=[dict(t, status="completed") for t in todos]),
+        ),
         {"text": "Done: calc.py has add and sub, the test passes, and the notes are up to date."},
     ]
     return {"steps": steps}

@@ -72,7 +72,7 @@ class _Handler(BaseHTTPRequestHandler):
     # --- replies ---------------------------------------------------------------------
 
     def _reply(self, wire: str, path: str, body: dict[str, Any], raw: str) -> None:
-        step = self.server.cursor.next({"wire": wire, "path": path, "body": body})
+        step = self.server.cursor.next({"wire": wire, "path": path, "body": body, "received_at": time.time()})
         if step.delay_s:
             time.sleep(step.delay_s)
         model = str(body.get("model", "fake-model"))
@@ -135,6 +135,14 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeLLMServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that hangs up mid-stream (an interrupt) is normal here: one line, no traceback."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if self.verbose or not isinstance(exc, ConnectionError | BrokenPipeError):
+            print(f"fake-llm: request from {client_address} failed: {exc!r}", file=sys.stderr)
 
     def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False) -> None:
         self.cursor = ScriptCursor(script)

@@ -1,0 +1,61 @@
+"""Interactive mode in a real pseudo-terminal (pexpect), as a user meets it."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pexpect
+
+from agentkeel.fakellm.server import FakeLLMServer
+from conftest import KEEL, wire_env
+
+
+def test_repl_streams_asks_interrupts_and_exits(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    target = project / "hello.txt"
+    server = fake_llm(
+        {
+            "steps": [
+                {
+                    "text": "Writing the file.",
+                    "tool_calls": [{"name": "Write", "input": {"file_path": str(target), "content": "hi\n"}}],
+                },
+                "The file is written.",
+                {"text": "this takes forever", "delay_s": 30},
+                "Still here after the interrupt.",
+            ]
+        }
+    )
+    env = {**os.environ, **wire_env(server, "anthropic"), "TERM": "dumb"}
+    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=20, dimensions=(40, 200))
+    try:
+        child.expect("/help for commands")
+        child.expect("> ")
+        child.sendline("write hello.txt")
+        child.expect(r"Allow\? \[y\]es once")
+        child.sendline("y")
+        child.expect("The file is written.")
+        assert target.read_text() == "hi\n"
+        child.expect("> ")
+        child.sendline("/cost")
+        child.expect(r"\$\d+\.\d{4}")
+        child.expect("> ")
+        child.sendline("slow question")
+        time.sleep(1.0)
+        child.sendintr()  # Ctrl-C interrupts the running turn
+        child.expect(r"\[interrupted\]")
+        child.expect("> ")
+        child.sendline("are you there?")
+        child.expect("Still here after the interrupt.")
+        child.expect("> ")
+        child.send("\x04")  # Ctrl-D exits
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert (tmp_path / "keelhome" / "history").read_text().count("write hello.txt") == 1
