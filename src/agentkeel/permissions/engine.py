@@ -58,7 +58,7 @@ class PermissionEngine:
         for rule in self.allow:
             if _bare(rule) == tool.name:
                 return Decision("allow", f"allowed by rule {rule}", rule, "allow-rules")
-        if tool.read_only:
+        if tool.read_only and not tool.is_external:
             return Decision("allow", f"{tool.name} is read-only", None, "tool-default")
         if self.mode == "plan":
             return Decision("deny", f"{tool.name} is not available in plan mode (read-only tools only)", None, "mode")
