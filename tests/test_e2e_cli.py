@@ -222,3 +222,12 @@ def test_version_does_not_import_sdks(keel: Callable[..., KeelRun]) -> None:
 
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=dict(os.environ))
     assert out.stdout.strip().endswith("[]"), out.stdout
+
+
+def test_thinking_budget_from_env(fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]) -> None:
+    server = fake_llm({"steps": [{"thinking": "considering", "text": "answer"}]})
+    run = keel("-p", "think", env={**wire_env(server, "anthropic"), "MAX_THINKING_TOKENS": "2000"})
+    assert run.code == 0 and run.stdout == "answer\n"
+    body = server.cursor.requests[0]["body"]
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2000}
+    assert body["max_tokens"] > 2000

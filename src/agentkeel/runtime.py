@@ -37,6 +37,13 @@ def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
         return default
 
 
+def _max_tokens(info: ModelInfo, configured: int | None, thinking: int | None) -> int:
+    wanted = configured or 16384
+    if thinking:
+        wanted = max(wanted, thinking + 4096)  # the thinking budget must fit inside max_tokens
+    return min(info.max_output, wanted)
+
+
 class KeelError(Exception):
     """A problem the user can fix; the message is one line that says how."""
 
@@ -142,6 +149,7 @@ class Runtime:
         ext.before_tool.append(permission_gate(engine, opts.ask, bus.emit))
         ext.after_tool.append(OutputBudget(sessions / session_id / "tool-results"))
         ext.hide_tool.append(engine.hidden)
+        thinking = _int_env(env, "MAX_THINKING_TOKENS", 0) or None  # Claude Code's variable
         config = LoopConfig(
             model=info.model,
             system=build_system_prompt(
@@ -152,7 +160,8 @@ class Runtime:
                 additional_dirs=add_dirs,
                 append=opts.append_system_prompt,
             ),
-            max_tokens=min(info.max_output, settings.maxTokens or 16384),
+            max_tokens=_max_tokens(info, settings.maxTokens, thinking),
+            thinking_budget=thinking,
             max_turns=opts.max_turns,
             max_budget_usd=opts.max_budget_usd,
             cost=info.prices.cost,
