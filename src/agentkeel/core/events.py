@@ -31,7 +31,7 @@ def new_id() -> str:
 
 
 class Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     persist: ClassVar[bool] = True
     type: str

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Block(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
 
 class TextBlock(_Block):
@@ -68,7 +68,7 @@ Role = Literal["user", "assistant"]
 
 
 class Message(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     role: Role
     content: list[ContentBlock]
@@ -88,7 +88,7 @@ class Message(BaseModel):
 
 
 class Usage(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -119,7 +119,7 @@ StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "pau
 class ToolSpec(BaseModel):
     """What the model is told about a tool."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     name: str
     description: str

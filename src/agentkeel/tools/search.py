@@ -168,7 +168,7 @@ def _mtime(p: Path) -> float:
 
 
 class GlobInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     pattern: str = Field(description='The glob pattern to match files against, e.g. "**/*.py" or "src/**/*.{ts,tsx}"')
     path: str | None = Field(None, description="The directory to search in (default: the working directory)")
 
@@ -202,7 +202,7 @@ async def _glob(args: GlobInput, ctx: ToolContext) -> ToolOutput:
 
 
 class GrepInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
     pattern: str = Field(description="The regular expression to search for in file contents")
     path: str | None = Field(None, description="File or directory to search in (default: the working directory)")
     glob: str | None = Field(None, description='Glob to filter files, e.g. "*.js" or "*.{ts,tsx}"')

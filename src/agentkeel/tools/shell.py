@@ -42,7 +42,7 @@ NON_INTERACTIVE_ENV = {
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class BashInput(_Input):

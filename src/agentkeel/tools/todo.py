@@ -12,7 +12,7 @@ from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 
 
 class Todo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     content: str = Field(min_length=1)
     status: Literal["pending", "in_progress", "completed"]
     activeForm: str | None = None
@@ -20,7 +20,7 @@ class Todo(BaseModel):
 
 
 class TodoWriteInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     todos: list[Todo] = Field(description="The updated todo list")
 
 

@@ -6,7 +6,6 @@ import re
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
@@ -18,7 +17,7 @@ TIMEOUT_S = 30.0
 
 
 class WebFetchInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     url: str = Field(description="The URL to fetch content from")
     prompt: str = Field(description="What to look for in the fetched content")
 
@@ -97,6 +96,8 @@ async def _fetch(args: WebFetchInput, ctx: ToolContext) -> ToolOutput:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ToolError(f"not a fetchable URL: {url!r} (use http:// or https://)")
+    import httpx
+
     async with httpx.AsyncClient(
         follow_redirects=False, timeout=TIMEOUT_S, headers={"User-Agent": "keel-webfetch/0.1"}
     ) as client:
