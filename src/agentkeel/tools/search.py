@@ -8,6 +8,7 @@ output shape otherwise. Both skip hidden files and, inside a git repository, wha
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 import re
 import shutil
@@ -327,8 +328,6 @@ def _line_starts(text: str) -> list[int]:
 
 
 def _line_of(starts: list[int], pos: int) -> int:
-    import bisect
-
     return bisect.bisect_right(starts, pos) - 1
 
 
