@@ -22,6 +22,7 @@ from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.permissions import AskFn, PermissionEngine, permission_gate
 from agentkeel.prompt import build_system_prompt
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
+from agentkeel.redact import redact_obj
 from agentkeel.session.load import LoadReport, find_session, list_sessions, load_session
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
 from agentkeel.settings import LoadedSettings, PermissionMode, SettingsError, load_settings
@@ -130,8 +131,11 @@ class Runtime:
         except OSError as e:
             lock.release()
             raise KeelError(f"cannot read session {session_path}: {e.strerror}") from None
-        writer = SessionWriter(
-            session_path, session_id, parent_uuid=loaded_session.last_uuid if loaded_session else None
+        writer = SessionWriter(  # redact_obj: no secret reaches a transcript
+            session_path,
+            session_id,
+            transform=redact_obj,
+            parent_uuid=loaded_session.last_uuid if loaded_session else None,
         )
 
         perms = settings.permissions

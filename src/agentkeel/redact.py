@@ -1,0 +1,86 @@
+"""Secret redaction for anything keel writes down or hands on: transcripts, tool results, memory.
+
+Pure functions over strings. Each finding is replaced by ``[REDACTED:<kind>]`` so a reader
+knows something was there without learning what.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "private_key",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"
+        ),
+    ),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
+    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
+    ("slack_token", re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}")),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("bearer_token", re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-.=~+/]{12,}")),
+    ("url_credentials", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
+]
+
+# key = value / "key": "value" where the key names a secret
+_ASSIGNMENT = re.compile(
+    r"""(?ix)
+    (?P<key>[A-Za-z0-9_.\-]*(?:password|passwd|pwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|
+        access[_\-]?token|refresh[_\-]?token|client[_\-]?secret|private[_\-]?key|token)[A-Za-z0-9_.\-]*)
+    (?P<sep>["']?\s*[:=]\s*["']?)
+    (?P<value>[^\s"',;}{\]\[]{6,})
+    """
+)
+_CARD = re.compile(r"\b(?:\d[ -]?){13,19}\b")
+
+
+def _luhn(digits: str) -> bool:
+    total, parity = 0, len(digits) % 2
+    for i, ch in enumerate(digits):
+        d = int(ch)
+        if i % 2 == parity:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def _card(match: re.Match[str]) -> str:
+    digits = re.sub(r"\D", "", match.group(0))
+    if 13 <= len(digits) <= 19 and _luhn(digits) and len(set(digits)) >= 2:
+        return "[REDACTED:card_number]"
+    return match.group(0)
+
+
+def redact(text: str) -> str:
+    """Mask every secret found in text."""
+    if not text:
+        return text
+    for kind, pattern in _PATTERNS:
+        text = pattern.sub(f"[REDACTED:{kind}]", text)
+    text = _ASSIGNMENT.sub(
+        lambda m: (
+            m.group(0)
+            if m.group("value").startswith("[REDACTED")
+            else f"{m.group('key')}{m.group('sep')}[REDACTED:secret]"
+        ),
+        text,
+    )
+    return _CARD.sub(_card, text)
+
+
+def redact_obj(value: Any) -> Any:
+    """Redact every string inside a JSON-like value (dict keys are kept)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_obj(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_obj(v) for v in value]
+    return value
