@@ -37,7 +37,7 @@ def test_repl_streams_asks_interrupts_and_exits(
         child.expect("/help for commands")
         child.expect("> ")
         child.sendline("write hello.txt")
-        child.expect(r"Allow\? \[y\]es once")
+        child.expect(r"\[y\] yes once")
         child.sendline("y")
         child.expect("The file is written.")
         assert target.read_text() == "hi\n"

@@ -58,6 +58,16 @@ def _card(match: re.Match[str]) -> str:
     return match.group(0)
 
 
+_CODE_VALUE = re.compile(
+    r"^(?:\[REDACTED|self\.|this\.|os\.|process\.|env\.|config\.|settings\.|None$|null$|true$|false$)|[()$<>]"
+)
+
+
+def _secret_like(value: str) -> bool:
+    """A value after ``password=`` that is a literal, not code reading one (``get_token()``)."""
+    return _CODE_VALUE.search(value) is None
+
+
 def redact(text: str) -> str:
     """Mask every secret found in text."""
     if not text:
@@ -66,9 +76,7 @@ def redact(text: str) -> str:
         text = pattern.sub(f"[REDACTED:{kind}]", text)
     text = _ASSIGNMENT.sub(
         lambda m: (
-            m.group(0)
-            if m.group("value").startswith("[REDACTED")
-            else f"{m.group('key')}{m.group('sep')}[REDACTED:secret]"
+            m.group(0) if not _secret_like(m.group("value")) else f"{m.group('key')}{m.group('sep')}[REDACTED:secret]"
         ),
         text,
     )

@@ -19,16 +19,18 @@ from agentkeel.core.extensions import Extensions
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
-from agentkeel.permissions import AskFn, PermissionEngine, permission_gate
+from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
 from agentkeel.prompt import build_system_prompt
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
 from agentkeel.redact import redact_obj
+from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
 from agentkeel.session.load import LoadReport, find_session, list_sessions, load_session
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
 from agentkeel.settings import LoadedSettings, PermissionMode, SettingsError, load_settings
 from agentkeel.tools import builtin_tools
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.shell import ShellState
+from agentkeel.trust import TrustState, TrustStore, untrusted_notice
 
 
 def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
@@ -49,6 +51,36 @@ class KeelError(Exception):
     """A problem the user can fix; the message is one line that says how."""
 
 
+def _retrust(store: TrustStore, cwd: Path) -> None:
+    store.trust(cwd)  # keel itself changed .keel/settings.local.json; that is no reason to ask again
+
+
+def project_trust(cwd: Path, home_dir: Path, override: bool | None = None) -> TrustState:
+    state = TrustStore(home_dir).state(cwd)
+    if override is True and not state.trusted:
+        return TrustState(state.folder, "trusted", state.files)
+    if override is False and state.status != "nothing-to-trust":
+        return TrustState(state.folder, "untrusted", state.files)
+    return state
+
+
+def read_settings(
+    cwd: Path, home: Path, home_dir: Path, extra: list[Path], env: Mapping[str, str], *, trusted: bool
+) -> LoadedSettings:
+    managed = Path(env.get("KEEL_MANAGED_SETTINGS", "/etc/keel/managed-settings.json"))
+    try:
+        return load_settings(
+            cwd,
+            home=home,
+            keel_home=home_dir,
+            extra_files=extra,
+            managed=managed if managed.is_file() else None,
+            trusted_project=trusted,
+        )
+    except SettingsError as e:
+        raise KeelError(f"invalid settings: {e}") from None
+
+
 @dataclass
 class RuntimeOptions:
     cwd: Path
@@ -65,7 +97,11 @@ class RuntimeOptions:
     settings_files: list[Path] = field(default_factory=list)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     home: Path = field(default_factory=Path.home)
-    ask: AskFn | None = None
+    ask: AskFn | None = None  # the host callback (the SDK's can_use_tool, or the TTY prompt)
+    ask_repeat: AskRepeat | None = None  # "the same call again: go on?"
+    permission_hooks: list[RequestHook] = field(default_factory=list)  # the PermissionRequest extension point
+    channel: str = "headless"  # interactive | headless | sdk | subagent: selects permissions.channels rules
+    trust_project: bool | None = None  # None: as recorded by `keel trust`
 
 
 class Runtime:
@@ -80,6 +116,8 @@ class Runtime:
         settings: LoadedSettings,
         model: ModelInfo,
         resumed: LoadReport | None,
+        permissions: PermissionEngine,
+        trust: TrustState,
     ) -> None:
         self.agent = agent
         self.bus = agent.bus
@@ -90,6 +128,8 @@ class Runtime:
         self.settings = settings
         self.model = model
         self.resumed = resumed
+        self.permissions = permissions
+        self.trust = trust
         self._started = False
 
     @classmethod
@@ -97,17 +137,8 @@ class Runtime:
         cwd = opts.cwd.resolve()
         env = dict(opts.env)
         home_dir = keel_home(env)
-        managed = Path(env.get("KEEL_MANAGED_SETTINGS", "/etc/keel/managed-settings.json"))
-        try:
-            loaded = load_settings(
-                cwd,
-                home=opts.home,
-                keel_home=home_dir,
-                extra_files=opts.settings_files,
-                managed=managed if managed.is_file() else None,
-            )
-        except SettingsError as e:
-            raise KeelError(f"invalid settings: {e}") from None
+        trust = project_trust(cwd, home_dir, opts.trust_project)
+        loaded = read_settings(cwd, opts.home, home_dir, opts.settings_files, env, trusted=trust.trusted)
         settings = loaded.settings
         env = {**settings.env, **env} if settings.env else env
         try:
@@ -138,20 +169,34 @@ class Runtime:
             parent_uuid=loaded_session.last_uuid if loaded_session else None,
         )
 
-        perms = settings.permissions
-        mode: PermissionMode = opts.permission_mode or perms.defaultMode or "default"
-        engine = PermissionEngine(
-            mode=mode,
-            allow=[*perms.allow, *opts.allowed_tools],
-            ask=perms.ask,
-            deny=[*perms.deny, *opts.disallowed_tools],
+        engine = build_engine(
+            loaded,
+            cwd=cwd,
+            mode=opts.permission_mode,
+            allowed_tools=opts.allowed_tools,
+            disallowed_tools=opts.disallowed_tools,
+            add_dirs=opts.add_dirs,
+            home=opts.home,
+            keel_home=home_dir,
+            channel=opts.channel,
         )
-        add_dirs = tuple(d.resolve() for d in [*opts.add_dirs, *(Path(p) for p in perms.additionalDirectories)])
+        loaded.warnings.extend(engine.warnings)
+        add_dirs = tuple(Path(d) for d in engine.additional_dirs)
         bus = EventBus()
         bus.subscribe(writer)
         ext = Extensions()
-        ext.before_tool.append(permission_gate(engine, opts.ask, bus.emit))
-        ext.after_tool.append(OutputBudget(sessions / session_id / "tool-results"))
+        store = TrustStore(home_dir)
+        gate = PermissionGate(
+            engine,
+            bus.emit,
+            ask=opts.ask,
+            request_hooks=opts.permission_hooks,
+            project_settings=cwd / ".keel" / "settings.local.json",
+            on_project_rule=(lambda: _retrust(store, cwd)) if trust.status == "trusted" else None,
+        )
+        breaker = CircuitBreaker(bus.emit)
+        ext.before_tool += [LoopDetector(opts.ask_repeat), breaker.before, gate]
+        ext.after_tool += [breaker.after, ResultGuard(), OutputBudget(sessions / session_id / "tool-results")]
         ext.hide_tool.append(engine.hidden)
         thinking = _int_env(env, "MAX_THINKING_TOKENS", 0) or None  # Claude Code's variable
         config = LoopConfig(
@@ -198,6 +243,8 @@ class Runtime:
             settings=loaded,
             model=info,
             resumed=loaded_session.report if loaded_session else None,
+            permissions=engine,
+            trust=trust,
         )
         return rt
 
@@ -230,6 +277,8 @@ class Runtime:
         )
         if self.resumed is not None and not self.resumed.clean:
             self.bus.emit(Notice(level="warning", message=self.resumed.summary()))
+        if not self.trust.trusted:
+            self.bus.emit(Notice(level="warning", message=untrusted_notice(self.trust)))
         for warning in self.settings.warnings:
             self.bus.emit(Notice(level="warning", message=warning))
 

@@ -30,6 +30,7 @@ from agentkeel.core.events import (
 from agentkeel.core.loop import RunResult
 from agentkeel.runtime import KeelError, Runtime, RuntimeOptions
 from agentkeel.settings import PermissionMode
+from agentkeel.trust import untrusted_notice
 
 
 def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
@@ -47,6 +48,7 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
         continue_session=args.continue_session,
         resume=args.resume,
         settings_files=[Path(f) for f in args.settings],
+        channel="headless",
     )
 
 
@@ -127,6 +129,8 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
         rt.bus.subscribe(StreamJson(rt))
     else:
         rt.bus.subscribe(_notices_to_stderr)
+    if not rt.trust.trusted and args.output_format != "text":  # text mode prints every notice to stderr
+        print(f"keel: {untrusted_notice(rt.trust)}", file=sys.stderr)
     try:
         return asyncio.run(_run(rt, prompt, args.output_format, started))
     except KeyboardInterrupt:

@@ -12,17 +12,39 @@ import json
 import signal
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+
+from agentkeel.cli.commands import describe_rules
 from agentkeel.cli.headless import options_from_args
 from agentkeel.cli.main import EXIT_OK, EXIT_USAGE
 from agentkeel.core.events import Event, Notice, StreamRetry, TextDelta, ToolFinished, ToolStarted
 from agentkeel.core.extensions import ToolCall
-from agentkeel.permissions import Decision
+from agentkeel.permissions import Answer, Decision
 from agentkeel.runtime import KeelError, Runtime
 from agentkeel.session.store import keel_home
+from agentkeel.trust import TrustStore
 
-HELP = """Commands: /help  /cost  /exit (or Ctrl-D).  Ctrl-C interrupts the current turn; twice exits."""
+HELP = """Commands: /help  /cost  /permissions  /exit (or Ctrl-D).  Ctrl-C interrupts the current turn; twice exits."""
+
+
+async def _trust_prompt(session: PromptSession[str], cwd: Path) -> bool:
+    """Ask once per folder (and again after its project settings change) whether to trust it."""
+    store = TrustStore(keel_home())
+    state = store.state(cwd)
+    if state.trusted:
+        return True
+    what = "have changed since you trusted them" if state.status == "changed" else "can run commands (hooks, MCP)"
+    print(f"This folder's project settings ({', '.join(state.files)}) {what} and widen permissions.")
+    answer = (await session.prompt_async(f"Trust {state.folder}? [y/N]: ")).strip().lower()
+    if answer in ("y", "yes"):
+        store.trust(cwd)
+        return True
+    print("Running without them; `keel trust` trusts this folder later.")
+    return False
 
 
 def _summary(name: str, tool_input: dict[str, Any]) -> str:
@@ -81,22 +103,36 @@ async def _repl(args: argparse.Namespace, first_prompt: str) -> int:
     home.mkdir(parents=True, exist_ok=True)
     session: PromptSession[str] = PromptSession(history=FileHistory(str(home / "history")))
     opts = options_from_args(args)
-    always: set[str] = set()
+    opts.channel = "interactive"
+    if not await _trust_prompt(session, opts.cwd):
+        opts.trust_project = False
 
-    async def ask(call: ToolCall, decision: Decision) -> bool:
-        if call.name in always:
-            return True
-        sys.stdout.write(f"\n{decision.reason}: {_summary(call.name, call.input)}\n")
+    async def ask(call: ToolCall, decision: Decision) -> Answer:
+        sys.stdout.write(f"\n{decision.reason}\n  {_summary(call.name, call.input)}\n")
+        rules = ", ".join(decision.suggestions)
+        options = "[y] yes once"
+        if rules:
+            options += f" / [s] yes, and allow {rules} this session / [p] always in this project"
+        options += " / [n] no: "
         while True:
-            answer = (await session.prompt_async("Allow? [y]es once / [a]lways this session / [n]o: ")).strip().lower()
+            answer = (await session.prompt_async(options)).strip().lower()
             if answer in ("y", "yes"):
-                return True
-            if answer in ("a", "always"):
-                always.add(call.name)
-                return True
+                return "allow"
+            if rules and answer in ("s", "a", "always"):
+                return "allow_session"
+            if rules and answer == "p":
+                return "allow_project"
             if answer in ("n", "no", ""):
-                return False
+                return "deny"
 
+    async def ask_repeat(call: ToolCall, count: int) -> bool:
+        sys.stdout.write(
+            f"\n{call.name} was called with the same input {count} times: {_summary(call.name, call.input)}\n"
+        )
+        answer = (await session.prompt_async("Let it run again? [y/N]: ")).strip().lower()
+        return answer in ("y", "yes")
+
+    opts.ask_repeat = ask_repeat
     opts.ask = ask
     try:
         rt = Runtime.create(opts)
@@ -129,6 +165,9 @@ async def _repl(args: argparse.Namespace, first_prompt: str) -> int:
                 break
             if prompt == "/help":
                 print(HELP)
+                continue
+            if prompt == "/permissions":
+                print(describe_rules(rt.permissions))
                 continue
             if prompt == "/cost":
                 u = rt.agent.usage

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import logging
 
 EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
-SUBCOMMANDS = ("sessions", "dev")
+SUBCOMMANDS = ("sessions", "permissions", "trust", "dev")
 
 
 def split_tools(values: list[str] | None) -> list[str]:
@@ -47,7 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="keel",
         description="keel: an AI coding agent runtime.",
-        epilog="Subcommands: keel sessions list | keel dev fake-llm --script FILE",
+        epilog=(
+            "Subcommands: keel sessions list | keel permissions check|list | keel trust [PATH] | "
+            "keel dev fake-llm --script FILE"
+        ),
     )
     p.add_argument("prompt", nargs="*", help="the prompt (interactive mode starts with it when -p is absent)")
     p.add_argument("-p", "--print", action="store_true", dest="print_mode", help="run headless: answer and exit")

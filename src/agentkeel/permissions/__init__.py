@@ -1,12 +1,23 @@
 """Permission decisions for tool calls, and the ask flow that attaches them to the loop.
 
-The engine is a pure function of (tool, input, settings, mode); the loop sees it only as a
-``before_tool`` extension (:func:`permission_gate`).
+The engine is a pure function of (tool, input, rules, mode); the loop sees it only as a
+``before_tool`` extension (:class:`PermissionGate`).
 """
 
 from __future__ import annotations
 
-from agentkeel.permissions.engine import Decision, PermissionEngine
-from agentkeel.permissions.gate import AskFn, headless_denial, permission_gate
+from agentkeel.permissions.engine import Decision, PermissionEngine, StageResult
+from agentkeel.permissions.gate import Answer, AskFn, PermissionGate, RequestHook, headless_denial
+from agentkeel.permissions.setup import build_engine
 
-__all__ = ["AskFn", "Decision", "PermissionEngine", "headless_denial", "permission_gate"]
+__all__ = [
+    "Answer",
+    "AskFn",
+    "Decision",
+    "PermissionEngine",
+    "PermissionGate",
+    "RequestHook",
+    "StageResult",
+    "build_engine",
+    "headless_denial",
+]

@@ -1,15 +1,77 @@
-"""The permission engine: allow, ask or deny one tool call, with the rule and stage that decided."""
+"""The permission engine: a staged policy pipeline over Claude Code-grammar rules.
+
+``decide(name, input, tool)`` is a pure function of the call, the rules and the mode. The
+stages run in order, each leaving a :class:`StageResult` in the trace:
+
+    global-deny, global-allow   managed settings
+    user-deny, user-ask, user-allow   every other settings layer, CLI flags, session choices
+    channel                     per-channel rules (interactive, headless, sdk, subagent)
+    group                       default verdicts per tool group
+    tool                        tool-specific checks: paths, protected files, shell analysis
+    domain-safety               transactional tools always need approval
+    default                     the mode's answer for what no rule decided
+
+``deny`` stops at once. A *hard* ask (an ask rule, a protected path, a transactional tool,
+a command keel cannot read with confidence) is remembered and applied at the end whatever
+allowed it. Otherwise an allow from any stage wins; then bypassPermissions allows; then a
+remembered *soft* ask (a path outside the working directories, a tool that requires
+approval); then the default. dontAsk turns every final ask into deny.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import os
+import posixpath
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from agentkeel.core.tools import Tool
+from agentkeel.permissions import shellpolicy as sp
+from agentkeel.permissions.bash import DYNAMIC, BashAnalysis, analyse
+from agentkeel.permissions.paths import candidates, inside, protected
+from agentkeel.permissions.rules import (
+    EDIT_TOOLS,
+    READ_TOOLS,
+    Rule,
+    RuleError,
+    RuleKind,
+    domain_matches,
+    parse_rule,
+    path_pattern,
+    tool_prefix,
+    url_host,
+)
 from agentkeel.settings import PermissionMode
 
 DecisionKind = Literal["allow", "ask", "deny"]
+Verdict = Literal["allow", "ask", "deny", "continue"]
+GroupVerdict = Literal["allow", "ask", "deny"]
+Strength = Literal["soft", "hard", "always"]
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
+
+
+@dataclass(frozen=True)
+class StageResult:
+    stage: str
+    verdict: Verdict
+    reason: str = ""
+    rule: str | None = None
+    # for an ask: "soft" yields to an allow rule or bypass mode, "hard" only to bypass mode,
+    # "always" to nothing (ask rules, protected paths, transactional tools)
+    strength: Strength = "soft"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"stage": self.stage, "verdict": self.verdict}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.rule:
+            out["rule"] = self.rule
+        if self.verdict == "ask":
+            out["strength"] = self.strength
+        return out
 
 
 @dataclass(frozen=True)
@@ -18,55 +80,481 @@ class Decision:
     reason: str
     rule: str | None = None
     stage: str = "default"
+    trace: tuple[StageResult, ...] = ()
+    suggestions: tuple[str, ...] = ()  # rules that would let this call through next time
+
+    def to_json(self, *, trace: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"decision": self.decision, "reason": self.reason, "rule": self.rule, "stage": self.stage}
+        if self.suggestions:
+            out["suggestions"] = list(self.suggestions)
+        if trace:
+            out["trace"] = [s.to_json() for s in self.trace]
+        return out
 
 
-def _bare(rule: str) -> str | None:
-    rule = rule.strip()
-    return rule if rule and "(" not in rule else None
+@dataclass
+class Call:
+    """One tool call being decided, with what the stages compute about it on demand."""
+
+    name: str
+    input: Mapping[str, Any]
+    tool: Tool | None
+    engine: PermissionEngine
+
+    @property
+    def read_only(self) -> bool:
+        if self.tool is not None:
+            return self.tool.read_only and not self.tool.is_external
+        return self.name in READ_TOOLS
+
+    @property
+    def is_edit(self) -> bool:
+        return self.name in EDIT_TOOLS or (
+            self.tool is not None and self.tool.group == "fs" and not self.tool.read_only
+        )
+
+    @cached_property
+    def path(self) -> str | None:
+        """The file or directory a file tool touches (as given), or None."""
+        for key in ("file_path", "notebook_path", "path"):
+            value = self.input.get(key)
+            if isinstance(value, str) and value:
+                if self.name == "Glob":
+                    return _glob_base(value, self.input.get("pattern"))
+                return value
+        if self.name in ("Glob", "Grep", "LS"):
+            return _glob_base(".", self.input.get("pattern")) if self.name == "Glob" else "."
+        return None
+
+    @cached_property
+    def paths(self) -> tuple[str, str] | None:
+        if self.path is None:
+            return None
+        e = self.engine
+        return candidates(self.path, e.cwd, e.home)
+
+    @cached_property
+    def bash(self) -> BashAnalysis | None:
+        if self.name != "Bash":
+            return None
+        command = self.input.get("command")
+        if not isinstance(command, str):
+            return BashAnalysis(problems=["the command is not a string"])
+        return analyse(command, self.engine.cwd, self.engine.home)
+
+    @cached_property
+    def host(self) -> str | None:
+        url = self.input.get("url")
+        return url_host(url) if isinstance(url, str) else None
 
 
+def _glob_base(path: str, pattern: object) -> str:
+    """Where a Glob can reach: its path joined with the pattern's literal prefix."""
+    if not isinstance(pattern, str) or not pattern:
+        return path
+    literal = []
+    for part in pattern.split("/"):
+        if any(c in part for c in "*?[{"):
+            break
+        literal.append(part)
+    joined = "/".join(literal)
+    if pattern.startswith("/"):
+        return joined or "/"
+    return posixpath.join(path, joined) if joined else path
+
+
+Stage = Callable[[Call], StageResult]
+
+
+@dataclass
 class PermissionEngine:
-    """Tool-level rules (``Read``, ``Bash``) and modes. Read-only tools are allowed by default;
-    writes and shell ask, as in Claude Code's default mode."""
+    """Decides allow / ask / deny for tool calls. Rules are added with :meth:`add`."""
 
-    def __init__(
-        self,
-        *,
-        mode: PermissionMode = "default",
-        allow: Iterable[str] = (),
-        ask: Iterable[str] = (),
-        deny: Iterable[str] = (),
-    ) -> None:
-        self.mode: PermissionMode = mode
-        self.allow = [r.strip() for r in allow if r.strip()]
-        self.ask = [r.strip() for r in ask if r.strip()]
-        self.deny = [r.strip() for r in deny if r.strip()]
+    cwd: str
+    mode: PermissionMode = "default"
+    additional_dirs: tuple[str, ...] = ()
+    home: str = field(default_factory=lambda: os.path.expanduser("~"))
+    keel_home: str | None = None
+    channel: str = "interactive"
+    groups: dict[str, GroupVerdict] = field(default_factory=dict)
+    rules: list[Rule] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.cwd = posixpath.normpath(os.path.abspath(self.cwd))
+        self.additional_dirs = tuple(posixpath.normpath(os.path.abspath(d)) for d in self.additional_dirs)
+        real = os.path.realpath(self.cwd)
+        dirs = [self.cwd, real, *self.additional_dirs, *(os.path.realpath(d) for d in self.additional_dirs)]
+        self.working_dirs: tuple[str, ...] = tuple(dict.fromkeys(dirs))
+        tmp = {posixpath.normpath(tempfile.gettempdir()), "/tmp"}  # noqa: S108 - writes there are allowed, nothing is created
+        self.scratch_dirs: tuple[str, ...] = tuple(tmp | {os.path.realpath(t) for t in tmp})
+        self.stages: list[tuple[str, Stage]] = [
+            ("global-deny", lambda c: self._deny_stage(c, "global-deny", managed=True)),
+            ("global-allow", lambda c: self._allow_stage(c, "global-allow", managed=True)),
+            ("user-deny", lambda c: self._deny_stage(c, "user-deny", managed=False)),
+            ("user-ask", self._ask_stage),
+            ("user-allow", lambda c: self._allow_stage(c, "user-allow", managed=False)),
+            ("channel", self._channel_stage),
+            ("group", self._group_stage),
+            ("tool", self._tool_stage),
+            ("domain-safety", self._domain_stage),
+            ("default", self._default_stage),
+        ]
+        self.channel_rules: dict[str, list[Rule]] = {}
+
+    # --- building --------------------------------------------------------------------------
+
+    def add(self, texts: Iterable[str], kind: RuleKind, source: str, scope: str = "user", root: str = "") -> None:
+        for text in texts:
+            if not isinstance(text, str) or not text.strip():
+                continue
+            try:
+                self.rules.append(parse_rule(text, kind, source, scope, root or self.cwd))
+            except RuleError as e:
+                self.warnings.append(str(e) + ("; denying the whole tool instead" if kind == "deny" else "; ignored"))
+                name = tool_prefix(text)
+                if kind == "deny" and name:  # fail closed: a deny we cannot read denies more, not less
+                    self.rules.append(Rule(name, name, None, "deny", source, scope, root or self.cwd))
+
+    def add_channel(self, channel: str, texts: Iterable[str], kind: RuleKind, source: str) -> None:
+        scratch = PermissionEngine(self.cwd, home=self.home)
+        scratch.add(texts, kind, source, "channel")
+        self.channel_rules.setdefault(channel, []).extend(scratch.rules)
+        self.warnings += scratch.warnings
+
+    def rules_of(self, kind: RuleKind, *, managed: bool | None = None) -> list[Rule]:
+        return [r for r in self.rules if r.kind == kind and (managed is None or (r.scope == "managed") == managed)]
 
     def hidden(self, tool: Tool) -> bool:
         """A bare deny rule removes the tool from the model's view."""
-        return tool.name in {_bare(r) for r in self.deny}
+        return any(r.bare and r.covers_tool(tool.name) for r in self.rules_of("deny"))
 
-    def decide(self, tool: Tool, tool_input: dict[str, Any]) -> Decision:
-        for rule in self.deny:
-            if _bare(rule) == tool.name:
-                return Decision("deny", f"{tool.name} is denied by rule {rule}", rule, "deny-rules")
-        if self.mode == "bypassPermissions":
-            return Decision("allow", "bypassPermissions mode", None, "mode")
-        for rule in self.ask:
-            if _bare(rule) == tool.name:
-                return self._asked(Decision("ask", f"{tool.name} requires approval (rule {rule})", rule, "ask-rules"))
-        for rule in self.allow:
-            if _bare(rule) == tool.name:
-                return Decision("allow", f"allowed by rule {rule}", rule, "allow-rules")
-        if tool.read_only and not tool.is_external:
-            return Decision("allow", f"{tool.name} is read-only", None, "tool-default")
-        if self.mode == "plan":
-            return Decision("deny", f"{tool.name} is not available in plan mode (read-only tools only)", None, "mode")
-        if self.mode == "acceptEdits" and tool.group == "fs":
-            return Decision("allow", "acceptEdits mode allows file edits", None, "mode")
-        return self._asked(Decision("ask", f"{tool.name} requires approval", None, "default"))
+    # --- deciding ----------------------------------------------------------------------------
 
-    def _asked(self, decision: Decision) -> Decision:
+    def decide(self, name: str, tool_input: Mapping[str, Any], tool: Tool | None = None) -> Decision:
+        call = Call(name, tool_input if isinstance(tool_input, Mapping) else {}, tool, self)
+        trace: list[StageResult] = []
+        for _, stage in self.stages:
+            result = stage(call)
+            trace.append(result)
+            if result.verdict == "deny":
+                return Decision("deny", result.reason, result.rule, result.stage, tuple(trace))
+        return self._conclude(call, trace)
+
+    def _conclude(self, call: Call, trace: list[StageResult]) -> Decision:
+        asks = [r for r in trace if r.verdict == "ask" and r.stage != "default"]
+        always = next((r for r in asks if r.strength == "always"), None)
+        hard = next((r for r in asks if r.strength == "hard"), None)
+        allowed = next((r for r in trace if r.verdict == "allow" and r.stage != "default"), None)
+        soft = next((r for r in asks if r.strength == "soft"), None)
+        default = trace[-1]
+        if always is not None:
+            final = Decision("ask", always.reason, always.rule, always.stage, tuple(trace))
+        elif self.mode == "bypassPermissions":
+            return Decision("allow", "bypassPermissions mode", None, "mode", tuple(trace))
+        elif hard is not None:
+            final = Decision("ask", hard.reason, hard.rule, hard.stage, tuple(trace))
+        elif allowed is not None:
+            return Decision("allow", allowed.reason, allowed.rule, allowed.stage, tuple(trace))
+        elif soft is not None:
+            final = Decision("ask", soft.reason, soft.rule, soft.stage, tuple(trace))
+        elif default.verdict == "allow":
+            return Decision("allow", default.reason, None, "default", tuple(trace))
+        else:
+            final = Decision("ask", default.reason, None, "default", tuple(trace))
         if self.mode == "dontAsk":
-            return Decision("deny", decision.reason + " and dontAsk mode denies what would ask", decision.rule, "mode")
-        return decision
+            return Decision(
+                "deny", f"{final.reason} (dontAsk mode denies what would ask)", final.rule, "mode", final.trace
+            )
+        return Decision(final.decision, final.reason, final.rule, final.stage, final.trace, self._suggest(call))
+
+    # --- stages ------------------------------------------------------------------------------
+
+    def _deny_stage(self, call: Call, stage: str, *, managed: bool) -> StageResult:
+        rules = self.rules_of("deny", managed=managed)
+        hit = self._match(call, rules, broad=True)
+        if hit is not None:
+            rule, detail = hit
+            return StageResult(stage, "deny", f"{detail} is denied by rule {rule.text} ({rule.source})", rule.text)
+        return StageResult(stage, "continue")
+
+    def _ask_stage(self, call: Call) -> StageResult:
+        hit = self._match(call, self.rules_of("ask"), broad=True)
+        if hit is not None:
+            rule, detail = hit
+            return StageResult(
+                "user-ask", "ask", f"{detail} requires approval (rule {rule.text})", rule.text, strength="always"
+            )
+        return StageResult("user-ask", "continue")
+
+    def _allow_stage(self, call: Call, stage: str, *, managed: bool) -> StageResult:
+        rules = self.rules_of("allow", managed=managed)
+        if not rules:
+            return StageResult(stage, "continue")
+        if call.name == "Bash":
+            return self._bash_allow(call, rules, stage)
+        hit = self._match(call, rules, broad=False)
+        if hit is not None:
+            rule, _ = hit
+            return StageResult(stage, "allow", f"allowed by rule {rule.text} ({rule.source})", rule.text)
+        return StageResult(stage, "continue")
+
+    def _channel_stage(self, call: Call) -> StageResult:
+        rules = self.channel_rules.get(self.channel, [])
+        for kind in ("deny", "ask", "allow"):
+            hit = self._match(call, [r for r in rules if r.kind == kind], broad=kind != "allow")
+            if hit is not None:
+                rule, detail = hit
+                verdict: Verdict = "deny" if kind == "deny" else ("ask" if kind == "ask" else "allow")
+                return StageResult(
+                    "channel", verdict, f"{detail}: {kind} in the {self.channel} channel ({rule.text})", rule.text
+                )
+        return StageResult("channel", "continue")
+
+    def _group_stage(self, call: Call) -> StageResult:
+        group = call.tool.group if call.tool is not None else ("custom" if not call.name.startswith("mcp__") else "")
+        verdict = self.groups.get(group) if group else None
+        if verdict is None:
+            return StageResult("group", "continue")
+        return StageResult("group", verdict, f"tool group {group} is set to {verdict}")
+
+    def _tool_stage(self, call: Call) -> StageResult:
+        if call.name == "Bash":
+            return self._bash_tool(call)
+        if call.paths is not None and (call.is_edit or call.name in READ_TOOLS):
+            lexical, real = call.paths
+            if call.is_edit:
+                why = protected(lexical, self.keel_home) or protected(real, self.keel_home)
+                if why:
+                    return StageResult("tool", "ask", f"{call.name} {lexical}: {why}; always asks", strength="always")
+            if not (inside(lexical, self.working_dirs) and inside(real, self.working_dirs)):
+                where = lexical if lexical == real else f"{lexical} (-> {real})"
+                return StageResult("tool", "ask", f"{call.name} {where} is outside the working directories")
+            return StageResult("tool", "continue")
+        if call.name == "WebFetch" and call.host is None:
+            return StageResult(
+                "tool", "ask", "WebFetch: keel cannot tell the URL's host with confidence", strength="hard"
+            )
+        if call.tool is not None and call.tool.requires_approval:
+            return StageResult("tool", "ask", f"{call.name} requires approval")
+        return StageResult("tool", "continue")
+
+    def _domain_stage(self, call: Call) -> StageResult:
+        if call.tool is not None and call.tool.is_transactional:
+            return StageResult(
+                "domain-safety", "ask", f"{call.name} is transactional; it always asks", strength="always"
+            )
+        if call.tool is not None and call.tool.accesses_sensitive_data:
+            return StageResult("domain-safety", "continue", f"{call.name} accesses sensitive data")
+        return StageResult("domain-safety", "continue")
+
+    def _default_stage(self, call: Call) -> StageResult:
+        mode = self.mode
+        if call.name == "Bash":
+            analysis = call.bash
+            safe = analysis is not None and self._bash_safe(analysis)
+            if safe:
+                return StageResult("default", "allow", "read-only commands inside the working directories")
+            if mode == "plan":
+                return StageResult("default", "deny", "plan mode: only read-only commands run")
+            return StageResult("default", "ask", "Bash commands require approval")
+        if call.read_only:
+            return StageResult("default", "allow", f"{call.name} is read-only")
+        if mode == "plan":
+            return StageResult("default", "deny", f"{call.name} is not available in plan mode (read-only tools only)")
+        if mode == "acceptEdits" and call.is_edit:
+            return StageResult("default", "allow", "acceptEdits mode allows file edits in the working directories")
+        return StageResult("default", "ask", f"{call.name} requires approval")
+
+    # --- matching ----------------------------------------------------------------------------
+
+    def _match(self, call: Call, rules: list[Rule], *, broad: bool) -> tuple[Rule, str] | None:
+        """The first rule that matches the call, with what it matched. ``broad`` is for deny and
+        ask: either path of a symlink, case folded, every shell form; allow needs all of them."""
+        for rule in rules:
+            if rule.bare and rule.covers_tool(call.name):
+                return rule, call.name
+        for rule in rules:
+            if rule.bare or not rule.covers_tool(call.name):
+                continue
+            detail = self._specifier_matches(call, rule, broad=broad)
+            if detail is not None:
+                return rule, detail
+        if broad and call.name == "Bash":
+            return self._bash_path_rules(call, rules)
+        return None
+
+    def _specifier_matches(self, call: Call, rule: Rule, *, broad: bool) -> str | None:
+        spec = rule.specifier or ""
+        if call.name == "Bash" and rule.tool == "Bash":
+            analysis = call.bash
+            if analysis is None:
+                return None
+            for cmd in analysis.commands:
+                if broad and sp.rule_catches(spec, cmd):
+                    return f"`{sp._show(cmd)}`"
+            return None
+        if rule.tool in ("Read", "Edit", "Write") and call.paths is not None:
+            if rule.tool == "Write" and call.name != "Write":
+                return None
+            lexical, real = call.paths
+            pattern = path_pattern(spec, self.cwd, self.home, rule.root)
+            if broad:
+                if pattern.matches(lexical, fold_case=True) or pattern.matches(real, fold_case=True):
+                    return f"{call.name} {lexical}"
+                return None
+            if pattern.matches(lexical) and pattern.matches(real):
+                return f"{call.name} {lexical}"
+            return None
+        if call.name == "WebFetch":
+            host = call.host
+            if host is None:
+                return "WebFetch of an unreadable URL" if broad and spec.strip() == "domain:*" else None
+            return f"WebFetch {host}" if domain_matches(spec, host) else None
+        if call.name == "Task":
+            agent = call.input.get("subagent_type")
+            return f"Task({agent})" if isinstance(agent, str) and agent == spec.strip() else None
+        if call.name == "Skill":
+            skill = call.input.get("skill") or call.input.get("command")
+            return f"Skill({skill})" if isinstance(skill, str) and skill == spec.strip() else None
+        return None
+
+    def _bash_path_rules(self, call: Call, rules: list[Rule]) -> tuple[Rule, str] | None:
+        """Read/Edit deny and ask rules also hold for what a shell command reads or writes."""
+        path_rules = [r for r in rules if r.tool in ("Read", "Edit", "Write") and not r.bare]
+        analysis = call.bash
+        if not path_rules or analysis is None:
+            return None
+        probes: list[tuple[str, str]] = []  # (path as written, cwd)
+        for cmd in analysis.commands:
+            for word in sp.path_words(cmd):
+                probes.append((word, cmd.cwd))
+            for g in cmd.globbed:
+                expanded = sp.expand_glob(g, cmd.cwd)
+                if expanded is None:
+                    return path_rules[0], f"`{g}` (a glob too large to check)"
+                probes += [(p, cmd.cwd) for p in expanded]
+        probes += [(r.target, r.cwd) for r in analysis.redirects if DYNAMIC not in r.target]
+        for word, cwd in probes:
+            lexical, real = candidates(word, cwd, self.home)
+            for rule in path_rules:
+                pattern = path_pattern(rule.specifier or "", self.cwd, self.home, rule.root)
+                if pattern.matches(lexical, fold_case=True) or pattern.matches(real, fold_case=True):
+                    return rule, f"Bash touching {lexical}"
+        return None
+
+    # --- Bash --------------------------------------------------------------------------------
+
+    def _bash_allow(self, call: Call, rules: list[Rule], stage: str) -> StageResult:
+        analysis = call.bash
+        bare = next((r for r in rules if r.bare and r.tool in ("Bash", "*")), None)
+        if bare is not None:
+            return StageResult(stage, "allow", f"allowed by rule {bare.text} ({bare.source})", bare.text)
+        bash_rules = [r for r in rules if r.tool == "Bash" and not r.bare]
+        if analysis is None or not analysis.confident or not analysis.commands or not bash_rules:
+            return StageResult(stage, "continue")
+        used: list[str] = []
+        for cmd in analysis.commands:
+            rule = sp.part_allowed(cmd, bash_rules)
+            if rule is not None:
+                used.append(rule.text)
+            elif not sp.safe_read_only(cmd, self.working_dirs, self.home):
+                return StageResult(stage, "continue", sp.why_not_allowed(cmd))
+        if not used:
+            return StageResult(stage, "continue")
+        rules_text = ", ".join(dict.fromkeys(used))
+        return StageResult(stage, "allow", f"every command is allowed ({rules_text})", rules_text)
+
+    def _bash_safe(self, analysis: BashAnalysis) -> bool:
+        return (
+            analysis.confident
+            and bool(analysis.commands)
+            and all(sp.safe_read_only(c, self.working_dirs, self.home) for c in analysis.commands)
+            and all(r.mode == "read" or r.target in _HARMLESS_TARGETS for r in analysis.redirects)
+            and all(
+                inside(candidates(r.target, r.cwd, self.home)[1], self.working_dirs)
+                for r in analysis.redirects
+                if r.mode == "read"
+            )
+        )
+
+    def _bash_tool(self, call: Call) -> StageResult:
+        """Hard asks a shell command earns whatever allowed it: unreadable syntax, writes to
+        protected files or outside the working directories, redirects no Edit rule covers."""
+        analysis = call.bash
+        assert analysis is not None
+        if not analysis.confident:
+            return StageResult("tool", "ask", "keel cannot check this command: " + "; ".join(analysis.problems))
+        for cmd in analysis.commands:
+            for target in sp.write_targets(cmd):
+                verdict = self._write_check(target, cmd.cwd, f"`{sp._show(cmd)}`")
+                if verdict is not None:
+                    return verdict
+        for redirect in analysis.redirects:
+            if redirect.mode != "write" or redirect.target in _HARMLESS_TARGETS:
+                continue
+            if DYNAMIC in redirect.target:
+                return StageResult("tool", "ask", "redirects to a file known only at run time", strength="hard")
+            verdict = self._write_check(redirect.target, redirect.cwd, f"redirect {redirect.op} {redirect.target}")
+            if verdict is not None:
+                return verdict
+            lexical, real = candidates(redirect.target, redirect.cwd, self.home)
+            if inside(lexical, self.scratch_dirs) and inside(real, self.scratch_dirs):
+                continue
+            edit = self.decide("Edit", {"file_path": lexical}, None)
+            if edit.decision != "allow":
+                return StageResult(
+                    "tool", "ask", f"redirect {redirect.op} {lexical} writes a file: {edit.reason}", strength="hard"
+                )
+        return StageResult("tool", "continue")
+
+    def _write_check(self, target: str, cwd: str, what: str) -> StageResult | None:
+        if target in _HARMLESS_TARGETS:
+            return None
+        if DYNAMIC in target:
+            return StageResult("tool", "ask", f"{what} writes to a path known only at run time", strength="hard")
+        lexical, real = candidates(target, cwd, self.home)
+        why = protected(lexical, self.keel_home) or protected(real, self.keel_home)
+        if why:
+            return StageResult("tool", "ask", f"{what} writes {lexical}: {why}; always asks", strength="always")
+        within = (*self.working_dirs, *self.scratch_dirs)
+        if not (inside(lexical, within) and inside(real, within)):
+            return StageResult(
+                "tool", "ask", f"{what} writes {lexical}, outside the working directories", strength="hard"
+            )
+        return None
+
+    # --- suggestions -------------------------------------------------------------------------
+
+    def _suggest(self, call: Call) -> tuple[str, ...]:
+        if call.name == "Bash":
+            analysis = call.bash
+            if analysis is None or not analysis.confident:
+                return ()
+            allow = [r for r in self.rules_of("allow") if r.tool == "Bash"]
+            out = [
+                s
+                for c in analysis.commands
+                if sp.part_allowed(c, allow) is None and not sp.safe_read_only(c, self.working_dirs, self.home)
+                if (s := sp.uncovered_suggestion(c)) is not None
+            ]
+            return tuple(dict.fromkeys(out))
+        if call.paths is not None and (call.is_edit or call.name in READ_TOOLS):
+            lexical, _ = call.paths
+            directory = lexical if call.name in ("LS", "Glob", "Grep") else posixpath.dirname(lexical)
+            kind = "Edit" if call.is_edit else "Read"
+            if inside(directory, (self.cwd,)):
+                rel = posixpath.relpath(directory, self.cwd)
+                return (f"{kind}(/{'' if rel == '.' else rel + '/'}**)",)
+            return (f"{kind}(/{directory}/**)",)
+        if call.name == "WebFetch" and call.host:
+            return (f"WebFetch(domain:{call.host})",)
+        return (call.name,)
+
+
+def rule_root(settings_path: str) -> str:
+    """Where ``/pattern`` rules from a settings file are anchored: the project holding .claude/.keel."""
+    directory = posixpath.dirname(posixpath.abspath(settings_path))
+    if posixpath.basename(directory) in (".claude", ".keel"):
+        return posixpath.dirname(directory)
+    return directory

@@ -52,6 +52,13 @@ KNOWN_COMPAT_KEYS = frozenset(
 )
 
 
+class ChannelRules(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    allow: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+
 class PermissionSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
     allow: list[str] = Field(default_factory=list)
@@ -60,6 +67,9 @@ class PermissionSettings(BaseModel):
     defaultMode: PermissionMode | None = None
     additionalDirectories: list[str] = Field(default_factory=list)
     disableBypassPermissionsMode: Literal["disable"] | None = None
+    # keel extensions: default verdicts per tool group, and rules per channel
+    groups: dict[str, Literal["allow", "ask", "deny"]] = Field(default_factory=dict)
+    channels: dict[str, ChannelRules] = Field(default_factory=dict)
 
 
 class Settings(BaseModel):
@@ -147,6 +157,34 @@ def unknown_keys(layer: SettingsLayer) -> list[str]:
     return [f"{layer.path}: unknown key '{k}' ignored" for k in layer.data if k not in known]
 
 
+# what an untrusted project's settings may still say: only keys that narrow what keel does
+_UNTRUSTED_KEEP = frozenset(
+    {"$schema", "model", "maxTokens", "theme", "includeCoAuthoredBy", "cleanupPeriodDays", "outputStyle", "verbose"}
+)
+_UNTRUSTED_MODES = frozenset({"default", "plan", "dontAsk"})
+
+
+def narrow_untrusted(layer: SettingsLayer) -> tuple[SettingsLayer, list[str]]:
+    """Drop everything from a project layer that widens permissions or runs code (allow rules,
+    bypass modes, env, hooks, helpers, URLs, MCP servers); keep deny and ask rules."""
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for key, value in layer.data.items():
+        if key == "permissions" and isinstance(value, dict):
+            perms: dict[str, Any] = {}
+            for pk, pv in value.items():
+                if pk in ("deny", "ask") or (pk == "defaultMode" and pv in _UNTRUSTED_MODES):
+                    perms[pk] = pv
+                else:
+                    dropped.append(f"permissions.{pk}")
+            kept[key] = perms
+        elif key in _UNTRUSTED_KEEP:
+            kept[key] = value
+        else:
+            dropped.append(key)
+    return SettingsLayer(layer.path, layer.scope, kept), dropped
+
+
 def load_settings(
     cwd: Path,
     *,
@@ -155,7 +193,10 @@ def load_settings(
     extra_files: list[Path] | None = None,
     managed: Path | None = None,
     include: frozenset[Scope] = frozenset({"user", "project", "local", "cli", "managed"}),
+    trusted_project: bool = True,
 ) -> LoadedSettings:
+    """Read and merge every layer. With ``trusted_project=False`` the project and local layers
+    keep only what narrows permissions (see :func:`narrow_untrusted`)."""
     candidates = [(p, s) for p, s in layer_paths(cwd, home, keel_home) if s in include]
     for f in extra_files or []:
         if not f.is_file():
@@ -166,7 +207,15 @@ def load_settings(
     layers = [layer for p, s in candidates if (layer := read_layer(p, s)) is not None]
     merged: dict[str, Any] = {}
     warnings: list[str] = []
+    narrowed: list[SettingsLayer] = []
     for layer in layers:
-        merged = merge(merged, layer.data)
         warnings += unknown_keys(layer)
-    return LoadedSettings(validate(merged, "merged settings"), layers, warnings)
+        if not trusted_project and layer.scope in ("project", "local"):
+            layer, dropped = narrow_untrusted(layer)
+            if dropped:
+                warnings.append(
+                    f"{layer.path}: ignored until you trust this folder (`keel trust`): {', '.join(dropped)}"
+                )
+        narrowed.append(layer)
+        merged = merge(merged, layer.data)
+    return LoadedSettings(validate(merged, "merged settings"), narrowed, warnings)

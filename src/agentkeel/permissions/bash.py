@@ -1,0 +1,533 @@
+"""Static analysis of a Bash command line for permission checks, on tree-sitter-bash's grammar.
+
+:func:`analyse` turns a command string into the simple commands it would execute (each as an
+argv with wrappers such as ``timeout``/``env``/``xargs`` stripped and nested commands from
+``$(..)``, ``<(..)``, ``bash -c``, ``eval`` and ``find -exec`` pulled out), the files it
+redirects to or from, and a list of *problems*: anything keel cannot read with confidence
+(syntax errors, function definitions, arguments whose value is only known at run time).
+A command with problems is never auto-allowed; deny rules are still checked on every part
+that was understood.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
+
+DYNAMIC = "\x00"  # stands for a value known only at run time; no rule literal ever contains it
+MAX_DEPTH = 4  # nesting of bash -c / eval / $(..) we follow before giving up
+
+# wrappers stripped before matching: ``timeout 5 git status`` is checked as ``git status``
+_WRAPPER_OPTS_WITH_VALUE: dict[str, frozenset[str]] = {
+    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
+    "xargs": frozenset(
+        {"-n", "-L", "-l", "-I", "-i", "-d", "-P", "-s", "-E", "-e", "-a", "--arg-file", "--delimiter", "--max-args"}
+    ),
+    "env": frozenset({"-u", "--unset"}),
+    "time": frozenset({"-f", "--format", "-o", "--output"}),
+    "command": frozenset(),
+    "builtin": frozenset(),
+    "noglob": frozenset(),
+    "nohup": frozenset(),
+    "exec": frozenset({"-a"}),
+}
+_WORDLIKE = frozenset(
+    {"word", "string", "raw_string", "concatenation", "number", "simple_expansion", "expansion", "extglob_pattern"}
+)
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish"})
+_SAFE_VARS = frozenset({"HOME", "PWD", "USER", "LOGNAME", "SHELL", "TMPDIR"})
+# environment assignments that do not change which program runs or what it loads
+_SAFE_ASSIGNMENTS = re.compile(
+    r"(?x)^(CI|NODE_ENV|RUST_LOG|RUST_BACKTRACE|DEBUG|LANG|LANGUAGE|LC_[A-Z]+|TZ|FORCE_COLOR|NO_COLOR|TERM|COLUMNS|"
+    r"PYTHONUNBUFFERED|PYTHONDONTWRITEBYTECODE|PYTHONHASHSEED|GOFLAGS|CGO_ENABLED|GOOS|GOARCH|VERBOSE|"
+    r"RAILS_ENV|MIX_ENV|PYTEST_ADDOPTS|CARGO_TERM_COLOR|GIT_PAGER|PAGER|NPM_CONFIG_LOGLEVEL|LOG_LEVEL)$"
+)
+
+
+@dataclass
+class SimpleCommand:
+    """One program invocation. ``argv`` items equal to :data:`DYNAMIC` (or containing it) are unknown."""
+
+    argv: list[str]
+    assignments: list[tuple[str, str]] = field(default_factory=list)
+    wrappers: list[str] = field(default_factory=list)  # stripped wrappers, outermost first
+    privileged: list[str] = field(default_factory=list)  # sudo/doas prefixes (kept for allow matching)
+    globbed: list[str] = field(default_factory=list)  # literal arguments with unquoted glob characters
+    cwd: str = ""  # the directory it runs in, after literal ``cd``s earlier in the line
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.argv)
+
+    @property
+    def full_text(self) -> str:
+        """With privilege prefixes, as an allow rule must cover it."""
+        return " ".join([*self.privileged, *self.argv])
+
+    @property
+    def name(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+    @property
+    def dynamic(self) -> bool:
+        return any(DYNAMIC in a for a in self.argv) or any(DYNAMIC in v for _, v in self.assignments)
+
+
+@dataclass(frozen=True)
+class Redirect:
+    op: str
+    target: str  # DYNAMIC when unknown
+    mode: Literal["read", "write"]
+    cwd: str
+
+
+@dataclass
+class BashAnalysis:
+    commands: list[SimpleCommand] = field(default_factory=list)
+    redirects: list[Redirect] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def confident(self) -> bool:
+        return not self.problems
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Parser | None:
+    try:
+        import tree_sitter
+        import tree_sitter_bash
+    except ImportError:  # pragma: no cover - the bash extra is a core dependency; fail closed regardless
+        return None
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+
+def analyse(command: str, cwd: str, home: str | None = None) -> BashAnalysis:
+    """Analyse ``command`` as run in ``cwd``. Never raises on any input."""
+    out = BashAnalysis()
+    parser = _parser()
+    if parser is None:
+        out.problems.append("no shell parser available (install tree-sitter-bash)")
+        return out
+    if "\x00" in command:
+        out.problems.append("the command contains a NUL byte")
+        return out
+    _Walker(out, home or os.path.expanduser("~")).script(parser, command, cwd, depth=0)
+    return out
+
+
+class _Walker:
+    def __init__(self, out: BashAnalysis, home: str) -> None:
+        self.out = out
+        self.home = home
+        self.vars: dict[str, str] = {}  # literal assignments seen earlier in the line
+
+    # --- statements ----------------------------------------------------------------------
+
+    def script(self, parser: Parser, source: str, cwd: str, depth: int) -> str:
+        if depth > MAX_DEPTH:
+            self.problem("commands nested too deeply to check")
+            return cwd
+        tree = parser.parse(source.encode("utf-8", "surrogatepass"))
+        root = tree.root_node
+        if root.has_error:
+            self.problem("the command does not parse as shell syntax")
+        return self.statements(root.children, cwd, depth)
+
+    def statements(self, nodes: list[Node], cwd: str, depth: int) -> str:
+        for node in nodes:
+            cwd = self.statement(node, cwd, depth)
+        return cwd
+
+    def statement(self, node: Node, cwd: str, depth: int) -> str:
+        t = node.type
+        if not node.is_named or t == "comment":
+            if node.is_missing:
+                self.problem("the command is incomplete")
+            return cwd
+        if t == "command":
+            return self.command(node, cwd, depth)
+        if t in ("list", "pipeline", "program", "compound_statement", "do_group", "else_clause", "elif_clause"):
+            return self.statements(node.children, cwd, depth)
+        if t == "subshell":
+            self.statements(node.children, cwd, depth)  # cd inside a subshell does not leak out
+            return cwd
+        if t == "negated_command":
+            return self.statements(node.children, cwd, depth)
+        if t == "redirected_statement":
+            for child in node.children:
+                if child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                    self.redirect(child, cwd, depth)
+                else:
+                    cwd = self.statement(child, cwd, depth)
+            return cwd
+        if t in ("variable_assignment", "variable_assignments"):
+            for name, value in self.assignments(node, cwd, depth):
+                self.remember(name, value)
+                if not _SAFE_ASSIGNMENTS.match(name):
+                    self.out.commands.append(SimpleCommand(argv=[], assignments=[(name, value)], cwd=cwd))
+            return cwd
+        if t in ("declaration_command", "unset_command"):
+            argv = [self.word(c, cwd, depth) for c in node.children if c.is_named and c.type != "variable_assignment"]
+            keyword = node.children[0].text.decode() if node.children and node.children[0].text else t
+            assigned = self.assignments(node, cwd, depth)
+            for name, value in assigned:
+                self.remember(name, value)
+            argv = [keyword, *[f"{n}={v}" for n, v in assigned], *argv]
+            self.out.commands.append(SimpleCommand(argv=argv, cwd=cwd))
+            return cwd
+        if t in ("if_statement", "while_statement", "case_statement", "case_item"):
+            for child in node.children:
+                if child.is_named:
+                    self.statement_or_word(child, cwd, depth)
+            return cwd
+        if t in ("for_statement", "c_style_for_statement"):
+            var = node.child_by_field_name("variable")
+            if var is not None and var.text is not None:
+                self.vars[var.text.decode()] = DYNAMIC
+            for child in node.children:
+                if child.type in ("word", "string", "raw_string", "concatenation", "simple_expansion", "expansion"):
+                    self.word(child, cwd, depth)
+                elif child.is_named and child.type != "variable_name":
+                    self.statement_or_word(child, cwd, depth)
+            return cwd
+        if t in ("test_command", "arithmetic_expansion", "binary_expression", "unary_expression"):
+            self.nested(node, cwd, depth)
+            return cwd
+        if t == "function_definition":
+            self.problem("defines a shell function (it could shadow any command)")
+            self.nested(node, cwd, depth)
+            return cwd
+        if t == "ERROR":
+            self.problem("the command does not parse as shell syntax")
+            self.nested(node, cwd, depth)
+            return cwd
+        self.problem(f"unsupported shell construct: {t}")
+        self.nested(node, cwd, depth)
+        return cwd
+
+    def statement_or_word(self, node: Node, cwd: str, depth: int) -> None:
+        if node.type in _WORDLIKE:
+            self.word(node, cwd, depth)
+        else:
+            self.statement(node, cwd, depth)
+
+    def nested(self, node: Node, cwd: str, depth: int) -> None:
+        """Collect every command that runs inside an expression (substitutions)."""
+        for child in node.children:
+            if child.type in ("command_substitution", "process_substitution"):
+                self.statements(child.children, cwd, depth + 1)
+            elif child.type == "command":
+                self.command(child, cwd, depth)
+            else:
+                self.nested(child, cwd, depth)
+
+    def problem(self, text: str) -> None:
+        if text not in self.out.problems:
+            self.out.problems.append(text)
+
+    def remember(self, name: str, value: str) -> None:
+        self.vars[name] = value
+
+    def assignments(self, node: Node, cwd: str, depth: int) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        targets = [node] if node.type == "variable_assignment" else node.children
+        for a in targets:
+            if a.type != "variable_assignment":
+                continue
+            name_node = a.child_by_field_name("name")
+            value_node = a.child_by_field_name("value")
+            name = name_node.text.decode() if name_node is not None and name_node.text else DYNAMIC
+            value = self.word(value_node, cwd, depth) if value_node is not None else ""
+            if any(c.type == "+=" for c in a.children):
+                value = DYNAMIC
+            found.append((name, value))
+        return found
+
+    # --- commands ------------------------------------------------------------------------
+
+    def command(self, node: Node, cwd: str, depth: int) -> str:
+        assignments: list[tuple[str, str]] = []
+        words: list[str] = []
+        globbed: list[str] = []
+        for child in node.children:
+            if child.type == "variable_assignment":
+                assignments += self.assignments(child, cwd, depth)
+            elif child.type == "command_name":
+                for c in child.children:
+                    words.append(self.word(c, cwd, depth))
+            elif child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                self.redirect(child, cwd, depth)
+            elif child.is_named:
+                value = self.word(child, cwd, depth)
+                if value != DYNAMIC and _has_glob(child):
+                    globbed.append(value)
+                words.append(value)
+        cmd = SimpleCommand(argv=words, assignments=assignments, globbed=globbed, cwd=cwd)
+        self.unwrap(cmd, cwd, depth)
+        if cmd.argv and cmd.argv[0] == "cd":
+            return self.cd(cmd, cwd)
+        return cwd
+
+    def cd(self, cmd: SimpleCommand, cwd: str) -> str:
+        args = [a for a in cmd.argv[1:] if a not in ("-P", "-L", "--")]
+        target = args[0] if args else self.home
+        if DYNAMIC in target or target == "-":
+            self.problem("changes to a directory known only at run time")
+            return cwd
+        return posixpath.normpath(posixpath.join(cwd, os.path.expanduser(target)))
+
+    def unwrap(self, cmd: SimpleCommand, cwd: str, depth: int) -> None:
+        """Strip wrappers and pull nested commands out; append what remains."""
+        argv = cmd.argv
+        while argv:
+            name = posixpath.basename(argv[0]) if DYNAMIC not in argv[0] else argv[0]
+            if name in ("sudo", "doas"):
+                rest = _skip_options(argv[1:], frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}))
+                cmd.privileged += argv[: len(argv) - len(rest)]
+                argv = rest
+                continue
+            if name == "env":
+                rest = argv[1:]
+                while rest and (rest[0].startswith("-") or "=" in rest[0]):
+                    opt = rest.pop(0)
+                    if opt in ("-S", "--split-string") or opt.startswith(("-S", "--split-string=")):
+                        self.problem("env -S splits a string into a command")
+                        return
+                    if opt in ("-u", "--unset") and rest:
+                        rest.pop(0)
+                    elif "=" in opt and not opt.startswith("-"):
+                        k, _, v = opt.partition("=")
+                        cmd.assignments.append((k, v))
+                cmd.wrappers.append("env")
+                argv = rest
+                continue
+            if name in _WRAPPER_OPTS_WITH_VALUE and name not in ("env",):
+                if name == "command" and len(argv) > 1 and argv[1] in ("-v", "-V"):
+                    break  # ``command -v x`` only looks x up
+                rest = _skip_options(argv[1:], _WRAPPER_OPTS_WITH_VALUE[name])
+                if name == "timeout" and rest:
+                    rest = rest[1:]  # the duration
+                if name == "nice" and rest and re.fullmatch(r"-\d+", rest[0]):
+                    rest = rest[1:]
+                cmd.wrappers.append(name)
+                if name == "xargs":
+                    if not rest:
+                        rest = ["echo"]
+                    rest = [*rest, DYNAMIC]  # xargs appends arguments from its input
+                argv = rest
+                continue
+            if name in _SHELLS and len(argv) >= 2:
+                inner = _shell_c(argv[1:])
+                if inner is None:
+                    break  # ``bash script.sh``: a command like any other
+                if DYNAMIC in inner:
+                    self.problem(f"{name} -c runs a string known only at run time")
+                    return
+                self._nested_script(inner, cmd, cwd, depth)
+                return
+            if name == "eval":
+                inner = " ".join(argv[1:])
+                if DYNAMIC in inner:
+                    self.problem("eval runs a string known only at run time")
+                    return
+                self._nested_script(inner, cmd, cwd, depth)
+                return
+            if name in ("find", "fd", "fdfind"):
+                argv = self.find_exec(argv, cmd, cwd, depth)
+            break
+        cmd.argv = argv
+        if argv or cmd.assignments:
+            self.out.commands.append(cmd)
+
+    def _nested_script(self, inner: str, cmd: SimpleCommand, cwd: str, depth: int) -> None:
+        parser = _parser()
+        assert parser is not None
+        if cmd.assignments or cmd.privileged:
+            self.out.commands.append(
+                SimpleCommand(argv=[], assignments=cmd.assignments, privileged=cmd.privileged, cwd=cwd)
+            )
+        self.script(parser, inner, cwd, depth + 1)
+
+    def find_exec(self, argv: list[str], cmd: SimpleCommand, cwd: str, depth: int) -> list[str]:
+        """``find . -exec rm {} ;``: the command after -exec runs too and is checked on its own."""
+        kept: list[str] = []
+        i = 0
+        while i < len(argv):
+            a = argv[i]
+            if a in ("-exec", "-execdir", "-ok", "-okdir", "-x", "--exec", "-X", "--exec-batch"):
+                j = i + 1
+                inner: list[str] = []
+                while j < len(argv) and argv[j] not in (";", "+", "\\;"):
+                    inner.append(argv[j])
+                    j += 1
+                kept.append(a)
+                if inner:
+                    nested = SimpleCommand(argv=inner, cwd=cwd)
+                    self.unwrap(nested, cwd, depth + 1)
+                i = j + 1
+                continue
+            kept.append(a)
+            i += 1
+        return kept
+
+    def redirect(self, node: Node, cwd: str, depth: int) -> None:
+        if node.type == "heredoc_redirect":
+            self.nested(node, cwd, depth)
+            return
+        if node.type == "herestring_redirect":
+            for c in node.children:
+                if c.is_named:
+                    self.word(c, cwd, depth)
+            return
+        op = ""
+        dest: Node | None = None
+        for c in node.children:
+            if not c.is_named:
+                op = c.type
+            elif c.type != "file_descriptor":
+                dest = c
+        if dest is None:
+            self.problem("a redirect without a target")
+            return
+        target = self.word(dest, cwd, depth)
+        if op in (">&", "<&", ">&-", "<&-") and re.fullmatch(r"\d+|-", target):
+            return  # 2>&1: duplicates a descriptor, names no file
+        mode: Literal["read", "write"] = "read" if op in ("<", "<&") else "write"
+        self.out.redirects.append(Redirect(op, target, mode, cwd))
+        if op == "<>":
+            self.out.redirects.append(Redirect(op, target, "read", cwd))
+
+    # --- words ---------------------------------------------------------------------------
+
+    def word(self, node: Node, cwd: str, depth: int) -> str:
+        """The value of a word after quote removal; DYNAMIC marks parts known only at run time."""
+        t = node.type
+        raw = node.text.decode("utf-8", "replace") if node.text is not None else ""
+        if t == "word":
+            if re.search(r"(?<!\\)\{[^{}]*(,|\.\.)[^{}]*\}", raw):
+                return DYNAMIC  # brace expansion
+            value = re.sub(r"\\(.)", r"\1", raw.replace("\\\n", ""), flags=re.S)
+            if value.startswith("~"):
+                head, sep, rest = value.partition("/")
+                if head == "~":
+                    value = self.home + sep + rest
+                else:
+                    return DYNAMIC  # ~user
+            return value
+        if t in ("number", "variable_name", "test_operator", "regex", "extglob_pattern"):
+            return raw
+        if t == "raw_string":
+            return raw[1:-1]
+        if t == "ansi_c_string":
+            return _ansi_c(raw[2:-1])
+        if t in ("string", "translated_string"):
+            parts: list[str] = []
+            for c in node.children:
+                if c.type == "string_content":
+                    text = c.text.decode("utf-8", "replace") if c.text else ""
+                    parts.append(re.sub(r'\\([$`"\\\n])', r"\1", text))
+                elif c.is_named:
+                    parts.append(self.word(c, cwd, depth))
+            return "".join(parts)
+        if t == "concatenation":
+            if raw.startswith("{") and re.search(r"[,.]", raw) and raw.endswith("}"):
+                return DYNAMIC
+            return "".join(self.word(c, cwd, depth) for c in node.children if c.is_named or c.type == "word")
+        if t == "simple_expansion":
+            name = raw[1:]
+            if name in self.vars:
+                return self.vars[name]
+            if name in _SAFE_VARS:
+                return self.home if name == "HOME" else (cwd if name == "PWD" else os.environ.get(name, DYNAMIC))
+            return DYNAMIC
+        if t in ("command_substitution", "process_substitution"):
+            self.statements(node.children, cwd, depth + 1)
+            return DYNAMIC
+        if t == "expansion":
+            inner = [c for c in node.children if c.is_named]
+            if len(inner) == 1 and inner[0].type == "variable_name" and inner[0].text:
+                return self._var(inner[0].text.decode(), cwd)
+            self.nested(node, cwd, depth)
+            return DYNAMIC
+        # arithmetic, arrays, anything else: run what it contains, value unknown
+        self.nested(node, cwd, depth)
+        return DYNAMIC
+
+    def _var(self, name: str, cwd: str) -> str:
+        if name in self.vars:
+            return self.vars[name]
+        if name == "HOME":
+            return self.home
+        if name == "PWD":
+            return cwd
+        return os.environ.get(name, DYNAMIC) if name in _SAFE_VARS else DYNAMIC
+
+
+def _has_glob(node: Node) -> bool:
+    """Unquoted ``*``, ``?`` or ``[`` in a word (quoted ones are literal)."""
+    if node.type == "word":
+        raw = node.text.decode("utf-8", "replace") if node.text else ""
+        return bool(re.search(r"(?<!\\)[*?\[]", raw))
+    if node.type == "concatenation":
+        return any(_has_glob(c) for c in node.children)
+    return False
+
+
+def _skip_options(args: list[str], with_value: frozenset[str]) -> list[str]:
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return args[i + 1 :]
+        if not a.startswith("-") or a == "-":
+            break
+        if a in with_value:
+            i += 2
+            continue
+        i += 1
+    return args[i:]
+
+
+def _shell_c(args: list[str]) -> str | None:
+    """The script of ``bash [-opts] -c SCRIPT``; None when it runs a file or stdin."""
+    for i, a in enumerate(args):
+        if a == "--":
+            return None
+        if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+            return args[i + 1] if i + 1 < len(args) else DYNAMIC
+        if a.startswith("+") or (a.startswith("-") and a != "-"):
+            continue
+        return None
+    return None
+
+
+def _ansi_c(body: str) -> str:
+    try:
+        return codecs.decode(body.encode("latin-1", "backslashreplace"), "unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return DYNAMIC
+
+
+def iter_words(analysis: BashAnalysis) -> Iterator[tuple[SimpleCommand, str]]:
+    for cmd in analysis.commands:
+        for a in cmd.argv[1:]:
+            yield cmd, a
+
+
+def describe(cmd: SimpleCommand) -> str:
+    text = cmd.full_text.replace(DYNAMIC, "…")
+    if cmd.assignments and not cmd.argv:
+        return " ".join(f"{k}={v}" for k, v in cmd.assignments).replace(DYNAMIC, "…")
+    return text

@@ -1,0 +1,135 @@
+"""Paths for permission checks: gitignore-style rule patterns, symlink-aware candidates,
+working-directory containment and protected paths. Never a string-prefix comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pathspec
+
+# always ask before writing here, whatever the mode or rules (SPEC section 3)
+PROTECTED_DIRS = frozenset({".git", ".keel", ".claude", ".ssh", ".gnupg", ".aws", ".kube", ".docker"})
+PROTECTED_FILES = frozenset(
+    {
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".zlogout",
+        ".kshrc",
+        ".cshrc",
+        ".tcshrc",
+        ".inputrc",
+        ".gitconfig",
+        ".gitmodules",
+        ".mcp.json",
+        ".envrc",
+        ".netrc",
+        ".npmrc",
+        ".pypirc",
+        "config.fish",
+        "managed-settings.json",
+    }
+)
+
+
+@dataclass(frozen=True)
+class PathPattern:
+    """A compiled ``Read(...)``/``Edit(...)`` specifier: a gitignore pattern anchored at ``base``."""
+
+    base: str
+    pattern: str
+
+    def matches(self, path: str, *, fold_case: bool = False) -> bool:
+        rel = _relative(path, self.base)
+        if rel is None:
+            return False
+        if rel == ".":
+            rel = ""
+        spec = _spec(self.pattern.lower() if fold_case else self.pattern)
+        probe = rel.lower() if fold_case else rel
+        if probe and spec.match_file(probe):
+            return True
+        return os.path.isdir(path) and spec.match_file(probe + "/") if probe else False
+
+
+@lru_cache(maxsize=4096)
+def _spec(pattern: str) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines([pattern])
+
+
+def _relative(path: str, base: str) -> str | None:
+    if base == "/":
+        return path.lstrip("/") or "."
+    try:
+        if os.path.commonpath([path, base]) != base:
+            return None
+    except ValueError:
+        return None
+    return os.path.relpath(path, base)
+
+
+def compile_path_pattern(specifier: str, *, cwd: str, home: str, root: str) -> PathPattern:
+    """Claude Code's anchors: ``//abs``, ``~/home``, ``/relative-to-settings-root``, ``./cwd`` or bare."""
+    s = specifier.strip()
+    if s.startswith("//"):
+        base, pattern = "/", "/" + s[2:].lstrip("/")
+    elif s == "~" or s.startswith("~/"):
+        base, pattern = home, "/" + s[2:] if len(s) > 2 else "/**"
+    elif s.startswith("/"):
+        base, pattern = root, s
+    elif s.startswith("./"):
+        base, pattern = cwd, "/" + s[2:]
+    else:
+        base, pattern = cwd, s
+    if pattern in ("/", ""):
+        pattern = "/**"
+    return PathPattern(posixpath.normpath(base), pattern)
+
+
+def candidates(path: str, cwd: str, home: str) -> tuple[str, str]:
+    """(lexical, resolved): ``..`` folded, ``~`` expanded, and symlinks followed for the second."""
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    lexical = posixpath.normpath(posixpath.join(cwd, path))
+    if lexical.startswith("//"):
+        lexical = "/" + lexical.lstrip("/")
+    try:
+        real = os.path.realpath(lexical)
+    except (OSError, ValueError):
+        real = lexical
+    return lexical, real
+
+
+def inside(path: str, dirs: tuple[str, ...]) -> bool:
+    for d in dirs:
+        try:
+            if os.path.commonpath([path, d]) == d:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def protected(path: str, keel_home: str | None = None) -> str | None:
+    """Why writing ``path`` always asks, or None."""
+    parts = [p.lower() for p in path.split("/") if p]
+    for part in parts[:-1]:
+        if part in PROTECTED_DIRS:
+            return f"{part}/ is a protected directory"
+    if parts and parts[-1] in PROTECTED_DIRS:
+        return f"{parts[-1]} is a protected directory"
+    if parts and parts[-1] in PROTECTED_FILES:
+        return f"{parts[-1]} is a protected file"
+    if keel_home and inside(path, (keel_home,)):
+        return "keel's own settings and data are protected"
+    return None
