@@ -20,6 +20,7 @@ approval); then the default. dontAsk turns every final ask into deny.
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import tempfile
@@ -45,6 +46,8 @@ from agentkeel.permissions.rules import (
     url_host,
 )
 from agentkeel.settings import PermissionMode
+
+log = logging.getLogger("agentkeel.permissions")
 
 DecisionKind = Literal["allow", "ask", "deny"]
 Verdict = Literal["allow", "ask", "deny", "continue"]
@@ -179,6 +182,7 @@ class PermissionEngine:
     groups: dict[str, GroupVerdict] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    scratch_dirs: tuple[str, ...] | None = None  # where shell commands may write freely (default: the temp dir)
 
     def __post_init__(self) -> None:
         self.cwd = posixpath.normpath(os.path.abspath(self.cwd))
@@ -186,8 +190,10 @@ class PermissionEngine:
         real = os.path.realpath(self.cwd)
         dirs = [self.cwd, real, *self.additional_dirs, *(os.path.realpath(d) for d in self.additional_dirs)]
         self.working_dirs: tuple[str, ...] = tuple(dict.fromkeys(dirs))
-        tmp = {posixpath.normpath(tempfile.gettempdir()), "/tmp"}  # noqa: S108 - writes there are allowed, nothing is created
-        self.scratch_dirs: tuple[str, ...] = tuple(tmp | {os.path.realpath(t) for t in tmp})
+        if self.scratch_dirs is None:  # shell output may go to the temp dir, unless the project lives in it
+            tmp = {posixpath.normpath(tempfile.gettempdir()), "/tmp"}  # noqa: S108 - nothing is created here
+            tmp |= {os.path.realpath(t) for t in tmp}
+            self.scratch_dirs = tuple(t for t in tmp if not inside(self.cwd, (t,)) and not inside(real, (t,)))
         self.stages: list[tuple[str, Stage]] = [
             ("global-deny", lambda c: self._deny_stage(c, "global-deny", managed=True)),
             ("global-allow", lambda c: self._allow_stage(c, "global-allow", managed=True)),
@@ -232,6 +238,16 @@ class PermissionEngine:
     # --- deciding ----------------------------------------------------------------------------
 
     def decide(self, name: str, tool_input: Mapping[str, Any], tool: Tool | None = None) -> Decision:
+        """Never raises: a crash inside the pipeline denies (fail closed) and is logged."""
+        try:
+            return self._decide(name, tool_input, tool)
+        except Exception as exc:
+            log.exception("permission check crashed for %s", name)
+            return Decision(
+                "deny", f"the permission check failed ({type(exc).__name__}); denied for safety", None, "error"
+            )
+
+    def _decide(self, name: str, tool_input: Mapping[str, Any], tool: Tool | None) -> Decision:
         call = Call(name, tool_input if isinstance(tool_input, Mapping) else {}, tool, self)
         trace: list[StageResult] = []
         for _, stage in self.stages:
@@ -301,6 +317,15 @@ class PermissionEngine:
 
     def _channel_stage(self, call: Call) -> StageResult:
         rules = self.channel_rules.get(self.channel, [])
+        allow = [r for r in rules if r.kind == "allow"]
+        if (
+            call.name == "Bash"
+            and allow
+            and not any(r.kind != "allow" and self._match(call, [r], broad=True) for r in rules)
+        ):
+            result = self._bash_allow(call, allow, "channel")
+            if result.verdict == "allow":
+                return result
         for kind in ("deny", "ask", "allow"):
             hit = self._match(call, [r for r in rules if r.kind == kind], broad=kind != "allow")
             if hit is not None:
@@ -400,7 +425,7 @@ class PermissionEngine:
             lexical, real = call.paths
             pattern = path_pattern(spec, self.cwd, self.home, rule.root)
             if broad:
-                if pattern.matches(lexical, fold_case=True) or pattern.matches(real, fold_case=True):
+                if pattern.matches(lexical, broad=True) or pattern.matches(real, broad=True):
                     return f"{call.name} {lexical}"
                 return None
             if pattern.matches(lexical) and pattern.matches(real):
@@ -439,7 +464,7 @@ class PermissionEngine:
             lexical, real = candidates(word, cwd, self.home)
             for rule in path_rules:
                 pattern = path_pattern(rule.specifier or "", self.cwd, self.home, rule.root)
-                if pattern.matches(lexical, fold_case=True) or pattern.matches(real, fold_case=True):
+                if pattern.matches(lexical, broad=True) or pattern.matches(real, broad=True):
                     return rule, f"Bash touching {lexical}"
         return None
 
@@ -499,7 +524,8 @@ class PermissionEngine:
             if verdict is not None:
                 return verdict
             lexical, real = candidates(redirect.target, redirect.cwd, self.home)
-            if inside(lexical, self.scratch_dirs) and inside(real, self.scratch_dirs):
+            scratch = self.scratch_dirs or ()
+            if inside(lexical, scratch) and inside(real, scratch):
                 continue
             edit = self.decide("Edit", {"file_path": lexical}, None)
             if edit.decision != "allow":
@@ -517,7 +543,11 @@ class PermissionEngine:
         why = protected(lexical, self.keel_home) or protected(real, self.keel_home)
         if why:
             return StageResult("tool", "ask", f"{what} writes {lexical}: {why}; always asks", strength="always")
-        within = (*self.working_dirs, *self.scratch_dirs)
+        if any(inside(d, (lexical,)) or inside(d, (real,)) for d in self.working_dirs):
+            return StageResult(
+                "tool", "ask", f"{what} writes {lexical}, which holds the working directory", "", "always"
+            )
+        within = (*self.working_dirs, *(self.scratch_dirs or ()))
         if not (inside(lexical, within) and inside(real, within)):
             return StageResult(
                 "tool", "ask", f"{what} writes {lexical}, outside the working directories", strength="hard"

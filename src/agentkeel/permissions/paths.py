@@ -49,13 +49,18 @@ class PathPattern:
     base: str
     pattern: str
 
-    def matches(self, path: str, *, fold_case: bool = False) -> bool:
+    def matches(self, path: str, *, broad: bool = False) -> bool:
+        """``broad`` (deny and ask rules) folds case, and a pattern that does not compile matches
+        everything (fail closed); otherwise (allow rules) it matches nothing."""
+        fold_case = broad
         rel = _relative(path, self.base)
         if rel is None:
             return False
         if rel == ".":
             rel = ""
         spec = _spec(self.pattern.lower() if fold_case else self.pattern)
+        if spec is None:
+            return broad
         probe = rel.lower() if fold_case else rel
         if probe and spec.match_file(probe):
             return True
@@ -63,8 +68,11 @@ class PathPattern:
 
 
 @lru_cache(maxsize=4096)
-def _spec(pattern: str) -> pathspec.GitIgnoreSpec:
-    return pathspec.GitIgnoreSpec.from_lines([pattern])
+def _spec(pattern: str) -> pathspec.GitIgnoreSpec | None:
+    try:
+        return pathspec.GitIgnoreSpec.from_lines([pattern])
+    except Exception:  # pathspec raises assorted errors on malformed patterns
+        return None
 
 
 def _relative(path: str, base: str) -> str | None:

@@ -139,6 +139,9 @@ SAFE_COMMANDS: dict[str, SafeCommand] = {
     "uniq": SafeCommand(max_paths=1),
     "rg": SafeCommand(frozenset({"--pre", "--pre-glob"})),
     "test": SafeCommand(),
+    "find": SafeCommand(
+        frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"})
+    ),
     "[": SafeCommand(),
 }
 _SAFE_GIT = frozenset({"status", "diff", "log", "show", "rev-parse", "ls-files", "blame", "branch"})
@@ -241,7 +244,10 @@ def _git_escalations(args: list[str]) -> list[str]:
         found.append(sub)
     if sub == "rebase" and any(a in ("-x", "--exec") or a.startswith("--exec=") for a in rest):
         found.append("--exec")
-    if sub in ("grep",) and any(a == "-O" or a.startswith("--open-files-in-pager") for a in rest):
+    if sub == "grep" and any(
+        a.startswith("--open-files-in-pager") or (a.startswith("-") and not a.startswith("--") and "O" in a)
+        for a in rest
+    ):
         found.append("-O")
     if sub in ("fetch", "pull", "clone", "ls-remote") and "-u" in rest:
         found.append("-u")
