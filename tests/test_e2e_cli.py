@@ -120,7 +120,7 @@ def test_headless_default_mode_denies_writes_with_guidance(
     assert run.code == 0
     assert not (project / "made-by-bash").exists()
     denial = _tool_results(server.cursor.requests[-1]["body"]["messages"], "anthropic")[0]
-    assert "--allowedTools 'Bash(touch *)'" in denial
+    assert "--allowedTools 'Bash(touch made-by-bash)'" in denial
     # allowed explicitly, the same call runs
     server2 = fake_llm(
         {"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "touch made-by-bash"}}]}, "Done."]}

@@ -45,6 +45,10 @@ def test_repl_streams_asks_interrupts_and_exits(
         child.sendline("/cost")
         child.expect(r"\$\d+\.\d{4}")
         child.expect("> ")
+        child.sendline("/permissions")
+        child.expect("Permission mode: default")
+        child.expect("Deny rules")
+        child.expect("> ")
         child.sendline("slow question")
         time.sleep(1.0)
         child.sendintr()  # Ctrl-C interrupts the running turn
@@ -59,3 +63,39 @@ def test_repl_streams_asks_interrupts_and_exits(
         child.close()
     assert child.exitstatus == 0
     assert (tmp_path / "keelhome" / "history").read_text().count("write hello.txt") == 1
+
+
+def test_untrusted_folder_prompts_once_and_always_for_project_persists(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    import json
+
+    (project / ".keel").mkdir()
+    (project / ".keel" / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Bash(rm *)"]}}))
+    server = fake_llm(
+        {"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "npm --version"}}]}, "ran it", "bye"]}
+    )
+    env = {**os.environ, **wire_env(server, "anthropic"), "TERM": "dumb"}
+    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=20, dimensions=(40, 200))
+    try:
+        child.expect(r"Trust .*\? \[y/N\]")
+        child.sendline("y")
+        child.expect("> ")
+        child.sendline("check npm")
+        child.expect(r"\[p\] always in this project")
+        child.sendline("p")
+        child.expect("ran it")
+        child.expect("> ")
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    local = json.loads((project / ".keel" / "settings.local.json").read_text())
+    assert local["permissions"]["allow"] == ["Bash(npm --version)"]
+    # keel's own write to settings.local.json re-recorded trust: the next start does not ask again
+    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=20, dimensions=(40, 200))
+    try:
+        index = child.expect([r"Trust .*\? \[y/N\]", "/help for commands"])
+        assert index == 1
+    finally:
+        child.close(force=True)

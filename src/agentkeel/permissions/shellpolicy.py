@@ -446,8 +446,8 @@ def uncovered_suggestion(cmd: SimpleCommand) -> str | None:
         return None
     words = [*cmd.privileged, *cmd.argv]
     if len(words) >= 2 and words[0] in _SUBCOMMAND_TOOLS and not words[1].startswith("-"):
-        return f"Bash({words[0]} {words[1]} *)"
-    return f"Bash({words[0]} *)" if len(words) > 1 else f"Bash({words[0]})"
+        return f"Bash({words[0]} {words[1]} *)"  # `npm test *`: that subcommand, any arguments
+    return f"Bash({' '.join(words)})"  # anything else: exactly this command, never a whole program
 
 
 def all_parts(analysis: BashAnalysis) -> list[SimpleCommand]:
