@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from permission_corpus import decide, engine_for, load_cases, make_project  # noqa: E402
+from permission_corpus import decide, engine_for, load_cases, make_project
 
 
 def main() -> None:
