@@ -103,3 +103,17 @@ def test_headless_run_redacts_results_and_stops_doom_loops(
     assert "same input 3 times" in sent  # the third identical call was stopped with advice
     transcript = "".join(p.read_text() for p in session_files(tmp_path / "keelhome"))
     assert FAKE_KEY not in transcript
+
+
+def test_directory_searches_skip_read_denied_files(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    (project / ".env").write_text("API_TOKEN_MARKER=obviously-fake\n")
+    (project / "app.py").write_text("API_TOKEN_MARKER = None\n")
+    grep = {"name": "Grep", "input": {"pattern": "API_TOKEN_MARKER", "path": ".", "output_mode": "content"}}
+    glob = {"name": "Glob", "input": {"pattern": "**/.env*"}}
+    server = fake_llm({"steps": [{"tool_calls": [grep, glob]}, "done"]})
+    run = keel("-p", "search", "--disallowedTools", "Read(./.env)", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    sent = json.dumps(server.cursor.requests[-1]["body"]["messages"])
+    assert "app.py" in sent and "obviously-fake" not in sent and ".env" not in sent.replace("**/.env*", "")

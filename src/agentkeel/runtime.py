@@ -224,6 +224,7 @@ class Runtime:
             additional_dirs=add_dirs,
             env=dict(settings.env),
             scratch_dir=sessions / session_id / "tool-results",
+            hidden_path=engine.read_denied if engine.has_read_denials() else None,
         )
         agent = Agent(
             provider,

@@ -273,6 +273,7 @@ class Agent:
             additional_dirs=self.context.additional_dirs,
             env=self.context.env,
             scratch_dir=self.context.scratch_dir,
+            hidden_path=self.context.hidden_path,
         )
         try:
             args = tool.parse(call.input)

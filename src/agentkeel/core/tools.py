@@ -75,6 +75,7 @@ class ToolContext:
     additional_dirs: tuple[Path, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     scratch_dir: Path | None = None  # where tools may spill large output
+    hidden_path: Callable[[Path], bool] | None = None  # files a directory search must skip (denied reads)
 
 
 Runner = Callable[[Any, ToolContext], Awaitable[ToolOutput]]

@@ -231,6 +231,19 @@ class PermissionEngine:
     def rules_of(self, kind: RuleKind, *, managed: bool | None = None) -> list[Rule]:
         return [r for r in self.rules if r.kind == kind and (managed is None or (r.scope == "managed") == managed)]
 
+    def has_read_denials(self) -> bool:
+        return any(r.tool == "Read" and not r.bare for r in self.rules_of("deny"))
+
+    def read_denied(self, path: object) -> bool:
+        """Would a Read deny rule catch this file? Directory searches (Grep, Glob) skip such files."""
+        lexical, real = candidates(str(path), self.cwd, self.home)
+        for rule in self.rules_of("deny"):
+            if rule.tool == "Read" and not rule.bare:
+                pattern = path_pattern(rule.specifier or "", self.cwd, self.home, rule.root)
+                if pattern.matches(lexical, broad=True) or pattern.matches(real, broad=True):
+                    return True
+        return False
+
     def hidden(self, tool: Tool) -> bool:
         """A bare deny rule removes the tool from the model's view."""
         return any(r.bare and r.covers_tool(tool.name) for r in self.rules_of("deny"))

@@ -12,7 +12,7 @@ import bisect
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -187,8 +187,11 @@ async def _glob(args: GlobInput, ctx: ToolContext) -> ToolOutput:
     rx = glob_regex(pattern)
     hidden = any(seg.startswith(".") for seg in pattern.split("/"))
 
+    skip = ctx.hidden_path
+
     def run() -> list[Path]:
-        return [p for p in walk_files(root, hidden=hidden) if rx.match(p.relative_to(root).as_posix())]
+        found = [p for p in walk_files(root, hidden=hidden) if rx.match(p.relative_to(root).as_posix())]
+        return [p for p in found if skip is None or not skip(p)]
 
     matches = await asyncio.to_thread(run)
     matches.sort(key=_mtime, reverse=True)
@@ -255,11 +258,13 @@ def _wanted(path: Path, root: Path, filters: list[tuple[str, re.Pattern[str]]]) 
     return True
 
 
-def python_grep(args: GrepInput, root: Path) -> list[str]:
-    """The fallback search; output lines in ripgrep's format."""
+def python_grep(args: GrepInput, root: Path, hidden: Callable[[Path], bool] | None = None) -> list[str]:
+    """The fallback search; output lines in ripgrep's format. ``hidden`` files are skipped."""
     rx = _compile(args)
     filters = _file_filter(args)
     files = [root] if root.is_file() else [p for p in walk_files(root) if _wanted(p, root, filters)]
+    if hidden is not None:
+        files = [p for p in files if not hidden(p)]
     before = args.before if args.before is not None else (args.context or 0)
     after = args.after if args.after is not None else (args.context or 0)
     results: list[tuple[Path, list[str]]] = []
@@ -380,10 +385,12 @@ async def _grep(args: GrepInput, ctx: ToolContext) -> ToolOutput:
     _compile(args)  # same error for both engines
     rg = shutil.which("rg")
     engine = "ripgrep" if rg and not os.environ.get("KEEL_GREP_PYTHON") else "python"
+    if ctx.hidden_path is not None:
+        engine = "python"  # it can skip files a deny rule hides; ripgrep cannot be told reliably
     if rg and engine == "ripgrep":
         lines = await ripgrep(args, root, rg)
     else:
-        lines = await asyncio.to_thread(python_grep, args, root)
+        lines = await asyncio.to_thread(python_grep, args, root, ctx.hidden_path)
     total = len(lines)
     start = args.offset or 0
     lines = lines[start:]
