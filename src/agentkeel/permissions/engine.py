@@ -26,15 +26,14 @@ import posixpath
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Literal
 
 from agentkeel.core.tools import Tool
 from agentkeel.permissions import shellpolicy as sp
-from agentkeel.permissions.bash import DYNAMIC, BashAnalysis, analyse
+from agentkeel.permissions.bash import DYNAMIC, BashAnalysis
+from agentkeel.permissions.call import Call
 from agentkeel.permissions.paths import candidates, inside, protected
 from agentkeel.permissions.rules import (
-    EDIT_TOOLS,
     READ_TOOLS,
     Rule,
     RuleError,
@@ -43,7 +42,6 @@ from agentkeel.permissions.rules import (
     parse_rule,
     path_pattern,
     tool_prefix,
-    url_host,
 )
 from agentkeel.settings import PermissionMode
 
@@ -93,77 +91,6 @@ class Decision:
         if trace:
             out["trace"] = [s.to_json() for s in self.trace]
         return out
-
-
-@dataclass
-class Call:
-    """One tool call being decided, with what the stages compute about it on demand."""
-
-    name: str
-    input: Mapping[str, Any]
-    tool: Tool | None
-    engine: PermissionEngine
-
-    @property
-    def read_only(self) -> bool:
-        if self.tool is not None:
-            return self.tool.read_only and not self.tool.is_external
-        return self.name in READ_TOOLS
-
-    @property
-    def is_edit(self) -> bool:
-        return self.name in EDIT_TOOLS or (
-            self.tool is not None and self.tool.group == "fs" and not self.tool.read_only
-        )
-
-    @cached_property
-    def path(self) -> str | None:
-        """The file or directory a file tool touches (as given), or None."""
-        for key in ("file_path", "notebook_path", "path"):
-            value = self.input.get(key)
-            if isinstance(value, str) and value:
-                if self.name == "Glob":
-                    return _glob_base(value, self.input.get("pattern"))
-                return value
-        if self.name in ("Glob", "Grep", "LS"):
-            return _glob_base(".", self.input.get("pattern")) if self.name == "Glob" else "."
-        return None
-
-    @cached_property
-    def paths(self) -> tuple[str, str] | None:
-        if self.path is None:
-            return None
-        e = self.engine
-        return candidates(self.path, e.cwd, e.home)
-
-    @cached_property
-    def bash(self) -> BashAnalysis | None:
-        if self.name != "Bash":
-            return None
-        command = self.input.get("command")
-        if not isinstance(command, str):
-            return BashAnalysis(problems=["the command is not a string"])
-        return analyse(command, self.engine.cwd, self.engine.home)
-
-    @cached_property
-    def host(self) -> str | None:
-        url = self.input.get("url")
-        return url_host(url) if isinstance(url, str) else None
-
-
-def _glob_base(path: str, pattern: object) -> str:
-    """Where a Glob can reach: its path joined with the pattern's literal prefix."""
-    if not isinstance(pattern, str) or not pattern:
-        return path
-    literal = []
-    for part in pattern.split("/"):
-        if any(c in part for c in "*?[{"):
-            break
-        literal.append(part)
-    joined = "/".join(literal)
-    if pattern.startswith("/"):
-        return joined or "/"
-    return posixpath.join(path, joined) if joined else path
 
 
 Stage = Callable[[Call], StageResult]
@@ -261,7 +188,7 @@ class PermissionEngine:
             )
 
     def _decide(self, name: str, tool_input: Mapping[str, Any], tool: Tool | None) -> Decision:
-        call = Call(name, tool_input if isinstance(tool_input, Mapping) else {}, tool, self)
+        call = Call(name, tool_input if isinstance(tool_input, Mapping) else {}, tool, self.cwd, self.home)
         trace: list[StageResult] = []
         for _, stage in self.stages:
             result = stage(call)
