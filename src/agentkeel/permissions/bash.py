@@ -15,7 +15,6 @@ import codecs
 import os
 import posixpath
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
@@ -518,16 +517,3 @@ def _ansi_c(body: str) -> str:
         return codecs.decode(body.encode("latin-1", "backslashreplace"), "unicode_escape")
     except (UnicodeDecodeError, ValueError):
         return DYNAMIC
-
-
-def iter_words(analysis: BashAnalysis) -> Iterator[tuple[SimpleCommand, str]]:
-    for cmd in analysis.commands:
-        for a in cmd.argv[1:]:
-            yield cmd, a
-
-
-def describe(cmd: SimpleCommand) -> str:
-    text = cmd.full_text.replace(DYNAMIC, "…")
-    if cmd.assignments and not cmd.argv:
-        return " ".join(f"{k}={v}" for k, v in cmd.assignments).replace(DYNAMIC, "…")
-    return text

@@ -14,7 +14,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from agentkeel.permissions.bash import _SAFE_ASSIGNMENTS, DYNAMIC, BashAnalysis, SimpleCommand
+from agentkeel.permissions.bash import _SAFE_ASSIGNMENTS, DYNAMIC, SimpleCommand
 from agentkeel.permissions.rules import Rule, bash_matches, literal_words
 
 # flags that turn a command an allow rule names into something else: they must appear in the
@@ -448,7 +448,3 @@ def uncovered_suggestion(cmd: SimpleCommand) -> str | None:
     if len(words) >= 2 and words[0] in _SUBCOMMAND_TOOLS and not words[1].startswith("-"):
         return f"Bash({words[0]} {words[1]} *)"  # `npm test *`: that subcommand, any arguments
     return f"Bash({' '.join(words)})"  # anything else: exactly this command, never a whole program
-
-
-def all_parts(analysis: BashAnalysis) -> list[SimpleCommand]:
-    return analysis.commands
