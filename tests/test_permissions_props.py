@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentkeel.permissions import PermissionEngine
@@ -87,6 +87,7 @@ def _allowed_invocation(line: str) -> bool:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prefix=st.sampled_from(["git status", "ls -la", "ls"]), tail=st.lists(st.sampled_from(FRAGMENTS), max_size=10))
+@example(prefix="ls -la", tail=["\\", "\\", "$'\\x72m'"])  # an escaped backslash, then $'\x72m': one ls argument
 def test_allowed_prefix_with_arbitrary_syntax_runs_only_allowed_programs(
     tmp_path: Path, prefix: str, tail: list[str]
 ) -> None:
@@ -99,7 +100,8 @@ def test_allowed_prefix_with_arbitrary_syntax_runs_only_allowed_programs(
         shims.mkdir()
         for name in PROGRAMS:
             shim = shims / name
-            shim.write_text(f'#!/bin/sh\necho "{name} $*" >> "$KEEL_TRACE"\n')
+            # printf, not echo: dash's echo would turn a literal backslash-r argument into a carriage return
+            shim.write_text(f'#!/bin/sh\nprintf \'%s\\n\' "{name} $*" >> "$KEEL_TRACE"\n')
             shim.chmod(0o755)
         for name in WRAPPERS:
             real = shutil.which(name)
@@ -116,7 +118,7 @@ def test_allowed_prefix_with_arbitrary_syntax_runs_only_allowed_programs(
         subprocess.run(["/bin/bash", "-c", command], cwd=project, env=env, capture_output=True, timeout=5, check=False)
     except subprocess.TimeoutExpired:
         pass
-    ran = trace.read_text().splitlines() if trace.exists() else []
+    ran = [line for line in trace.read_text().split("\n") if line] if trace.exists() else []
     assert all(_allowed_invocation(line) for line in ran), f"{command!r} was allowed but ran {ran}"
     assert sorted(p.name for p in project.iterdir()) == before, f"{command!r} was allowed but changed files"
 
