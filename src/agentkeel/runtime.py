@@ -6,12 +6,13 @@ core depends on none of it.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentkeel._version import __version__
 from agentkeel.core.events import EventBus, Notice, SessionEnded, SessionStarted
@@ -19,6 +20,7 @@ from agentkeel.core.extensions import Extensions
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
+from agentkeel.core.types import Message, TextBlock
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
 from agentkeel.prompt import build_system_prompt
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
@@ -26,11 +28,16 @@ from agentkeel.redact import redact_obj
 from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
 from agentkeel.session.load import LoadReport, find_session, list_sessions, load_session
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
-from agentkeel.settings import LoadedSettings, PermissionMode, SettingsError, load_settings
+from agentkeel.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
 from agentkeel.tools import builtin_tools
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.shell import ShellState
 from agentkeel.trust import TrustState, TrustStore, untrusted_notice
+
+if TYPE_CHECKING:
+    from agentkeel.memory.plugin import MemoryPlugin
+
+log = logging.getLogger(__name__)
 
 
 def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
@@ -45,6 +52,22 @@ def _max_tokens(info: ModelInfo, configured: int | None, thinking: int | None) -
     if thinking:
         wanted = max(wanted, thinking + 4096)  # the thinking budget must fit inside max_tokens
     return min(info.max_output, wanted)
+
+
+def _memory_plugin(settings: Settings, cwd: Path, home_dir: Path, session_id: str, window: int) -> MemoryPlugin | None:
+    """Memory for this session, or None when disabled or broken (memory fails open)."""
+    from agentkeel.memory.plugin import MemoryConfig, MemoryPlugin
+
+    config = MemoryConfig.from_settings((settings.model_extra or {}).get("memory"))
+    if not config.enabled:
+        return None
+    try:
+        plugin = MemoryPlugin(config, cwd=cwd, keel_home=home_dir, session_id=session_id, window_tokens=window)
+        plugin.outbox.resume()
+        return plugin
+    except Exception as exc:
+        log.warning("memory disabled for this session: %s", exc)
+        return None
 
 
 class KeelError(Exception):
@@ -130,6 +153,7 @@ class Runtime:
         self.resumed = resumed
         self.permissions = permissions
         self.trust = trust
+        self.memory: MemoryPlugin | None = None
         self._started = False
 
     @classmethod
@@ -198,6 +222,9 @@ class Runtime:
         ext.before_tool += [LoopDetector(opts.ask_repeat), breaker.before, gate]
         ext.after_tool += [breaker.after, ResultGuard(), OutputBudget(sessions / session_id / "tool-results")]
         ext.hide_tool.append(engine.hidden)
+        memory = _memory_plugin(settings, cwd, home_dir, session_id, info.context_window)
+        if memory is not None:
+            memory.attach(bus)
         thinking = _int_env(env, "MAX_THINKING_TOKENS", 0) or None  # Claude Code's variable
         config = LoopConfig(
             model=info.model,
@@ -228,7 +255,7 @@ class Runtime:
         )
         agent = Agent(
             provider,
-            ToolRegistry(builtin_tools()),
+            ToolRegistry(builtin_tools() + (memory.tools() if memory is not None else [])),
             config,
             bus=bus,
             extensions=ext,
@@ -247,6 +274,7 @@ class Runtime:
             permissions=engine,
             trust=trust,
         )
+        rt.memory = memory
         return rt
 
     @staticmethod
@@ -285,6 +313,9 @@ class Runtime:
 
     async def run(self, prompt: str) -> RunResult:
         self._start()
+        context = self.memory.prompt_context(prompt) if self.memory is not None else None
+        if context:
+            return await self.agent.run(Message(role="user", content=[TextBlock(text=prompt), TextBlock(text=context)]))
         return await self.agent.run(prompt)
 
     async def aclose(self, reason: str = "exit") -> None:
@@ -294,5 +325,7 @@ class Runtime:
             await self.agent.services.get(ShellState).aclose()
             await self.agent.provider.aclose()
         finally:
+            if self.memory is not None:
+                self.memory.close()
             self.writer.close()
             self.lock.release()

@@ -53,7 +53,13 @@ def run_subcommand(argv: list[str]) -> int:
     fake.add_argument("--port", type=int, default=0, help="0 picks a free port")
     fake.add_argument("--verbose", action="store_true")
 
+    from agentkeel.cli import mem
+
+    mem.add_parser(sub)
+
     args = p.parse_args(argv)
+    if args.command == "mem":
+        return mem.run(args)
     if args.command == "sessions":
         return _sessions_list(args)
     if args.command == "permissions":

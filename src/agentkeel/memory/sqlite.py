@@ -190,7 +190,9 @@ class SQLiteStore(StoreBase):
         with self._lock:
             ver = self._next_ver()
             self._db.execute("UPDATE events SET superseded_by = ? WHERE id = ?", (new_id, old_id))
-            self._db.execute("UPDATE vectors SET ver = ? WHERE rid = (SELECT rid FROM events WHERE id = ?)", (ver, old_id))
+            self._db.execute(
+                "UPDATE vectors SET ver = ? WHERE rid = (SELECT rid FROM events WHERE id = ?)", (ver, old_id)
+            )
 
     def forget(self, ids: Sequence[str]) -> int:
         """Erase entries for good (the user's right): text, metadata, index rows and vectors."""

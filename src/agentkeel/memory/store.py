@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens, one_line, parse_time
-from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
+from agentkeel.memory.privacy import Masker
 
 CONTEXT_SPAN = 2
 RRF_K = 5.0
@@ -33,10 +33,12 @@ WEIGHTS = {"lexical": 0.55, "vector": 0.30, "context": 0.15}
 CANDIDATES = 100
 
 STOPWORDS = frozenset(
-    """a an the is are was were be been to of in on at for and or but with what when where who whom which why
-    how did do does has have had i you he she it they we my your his her their our me him them this that these
-    those there as by from about into over after before not no so if then than too very can could would should
-    will just also any some all""".split()
+    (
+        "a an the is are was were be been to of in on at for and or but with what when where who whom which why how "
+        "did do does has have had i you he she it they we my your his her their our me him them this that these those "
+        "there as by from about into over after before not no so if then than too very can could would should will "
+        "just also any some all"
+    ).split()
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -65,7 +67,7 @@ class Filters:
         cls,
         project: str | None = None,
         session: str | None = None,
-        type: str | Sequence[str] | None = None,  # noqa: A002 - the record field's name
+        type: str | Sequence[str] | None = None,
         since: str | float | None = None,
         until: str | float | None = None,
         file: str | None = None,
@@ -272,7 +274,11 @@ class StoreBase:
             sequence = tail + new
             first_changed = max(0, len(tail) - CONTEXT_SPAN)
             for i in range(first_changed, len(sequence)):
-                around = [sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)]
+                around = [
+                    sequence[j]
+                    for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1)
+                    if j != i and 0 <= j < len(sequence)
+                ]
                 text = " ".join(t for _, t, _ in around)
                 vector = _mean([v for _, _, v in around if v is not None])
                 self._set_context(sequence[i][0], text, vector)

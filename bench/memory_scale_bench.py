@@ -1,0 +1,119 @@
+"""Memory store at scale: batched ingest throughput and search latency at 10k and 100k records.
+
+    python bench/memory_scale_bench.py [--sizes 10000,100000] [--backends sqlite,postgres]
+
+Records are synthetic coding-session events (prompts, tool observations with file paths and
+commands, answers) drawn from a fixed vocabulary with a fixed seed, spread over 200 sessions
+in 5 projects. Lexical index only (no embedder): embedding cost is a property of the
+embedder, measured in locomo_bench.py. Queries are 200 fixed two-to-four word phrases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from agentkeel.memory import open_store  # noqa: E402
+
+WORDS = (
+    "parser token lexer session cache index query schema migration config settings permission hook "
+    "retry timeout socket stream buffer thread lock queue worker scheduler logger metric trace span "
+    "request response handler router middleware client server database table column vector embedding "
+    "memory store outbox batch commit rollback snapshot checkpoint compaction summary lesson fact test "
+    "fixture benchmark latency throughput error exception traceback warning deprecation refactor rename "
+    "module package import export build release deploy docker kubernetes terraform ansible nginx redis"
+).split()
+FILES = [f"src/{a}/{b}.py" for a in WORDS[:20] for b in WORDS[20:40]]
+
+
+def records(n: int, seed: int = 7) -> list[dict[str, object]]:
+    rng = random.Random(seed)
+    out: list[dict[str, object]] = []
+    for i in range(n):
+        project = f"proj{i % 5}"
+        session = f"s{(i // 50) % 200}"
+        kind = rng.choice(["user_prompt", "tool_observation", "tool_observation", "assistant_response"])
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40)))
+        meta: dict[str, object] = {}
+        if kind == "tool_observation":
+            path = rng.choice(FILES)
+            meta = {"tool": "Edit", "file_path": path}
+            words = f"Edit {path}: {words}"
+        out.append(
+            {
+                "id": f"r{i}",
+                "type": kind,
+                "project": project,
+                "session": session,
+                "timestamp": f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T10:00:00Z",
+                "text": words,
+                "metadata": meta,
+            }
+        )
+    return out
+
+
+def run(backend: str, size: int, tmp: Path) -> dict[str, object]:
+    server = None
+    if backend == "postgres":
+        import pgserver  # type: ignore[import-untyped]
+
+        server = pgserver.get_server(tmp / f"pg{size}", cleanup_mode="stop")
+        target = server.get_uri()
+    else:
+        target = str(tmp / f"scale{size}.db")
+    store = open_store(target, embedder="none")
+    data = records(size)
+    started = time.perf_counter()
+    for i in range(0, size, 500):
+        store.add_many(data[i : i + 500])
+    ingest = time.perf_counter() - started
+    rng = random.Random(1)
+    queries = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 4))) for _ in range(200)]
+    latencies = []
+    for i, query in enumerate(queries):
+        filters = {"project": f"proj{i % 5}"} if i % 2 else {}
+        t0 = time.perf_counter()
+        store.search(query, k=10, **filters)
+        latencies.append((time.perf_counter() - t0) * 1000)
+    store.close()
+    if server is not None:
+        server.cleanup()
+    latencies.sort()
+    return {
+        "backend": backend,
+        "records": size,
+        "ingest_records_per_s": round(size / ingest),
+        "search_ms_p50": round(statistics.median(latencies), 2),
+        "search_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--backends", default="sqlite,postgres")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in args.backends.split(","):
+            for size in (int(s) for s in args.sizes.split(",")):
+                result = run(backend, size, Path(tmp))
+                print(json.dumps(result))
+                results.append(result)
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "memory_scale.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

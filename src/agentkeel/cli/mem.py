@@ -1,0 +1,239 @@
+"""``keel mem ...``: search, timeline, get, import, export, stats, forget, mirror, sync, retry, mcp."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def add_parser(sub: Any) -> None:
+    mem = sub.add_parser("mem", help="keel's memory: search, inspect, import, export, forget")
+    mem.add_argument("--store", default=None, help="SQLite file or postgresql:// DSN (default: settings / $KEEL_HOME)")
+    mem.add_argument("--embedder", default=None, help="auto | none | minilm | openai:<model>")
+    mem.add_argument("--project", default=None, help="project id (default: from the git common dir of --cwd)")
+    mem.add_argument("--cwd", default=None)
+    msub = mem.add_subparsers(dest="action", required=True)
+
+    search = msub.add_parser("search", help="layer 1: ids and one-line summaries")
+    search.add_argument("query")
+    search.add_argument("-k", "--limit", type=int, default=10)
+    search.add_argument("--type", default=None)
+    search.add_argument("--session", default=None)
+    search.add_argument("--since", default=None, help="ISO 8601")
+    search.add_argument("--until", default=None, help="ISO 8601")
+    search.add_argument("--file", default=None)
+    search.add_argument("--all-projects", action="store_true")
+    search.add_argument("--budget", type=int, default=None, help="token budget for the result list")
+    search.add_argument("--json", action="store_true")
+
+    timeline = msub.add_parser("timeline", help="layer 2: entries around an id")
+    timeline.add_argument("id")
+    timeline.add_argument("--before", type=int, default=3)
+    timeline.add_argument("--after", type=int, default=3)
+    timeline.add_argument("--json", action="store_true")
+
+    get = msub.add_parser("get", help="layer 3: full entries")
+    get.add_argument("ids", nargs="+")
+    get.add_argument("--budget", type=int, default=None)
+    get.add_argument("--json", action="store_true")
+
+    imp = msub.add_parser("import", help="import Claude Code, Codex or generic JSONL histories")
+    imp.add_argument("source", choices=["claude-code", "codex", "jsonl"])
+    imp.add_argument(
+        "path", nargs="?", default=None, help="a file or folder (default: ~/.claude/projects, ~/.codex/sessions)"
+    )
+
+    exp = msub.add_parser("export", help="every entry as JSONL (masked) on stdout")
+    exp.add_argument("--type", default=None)
+    exp.add_argument("--all-projects", action="store_true")
+
+    msub.add_parser("stats", help="entries by type, outbox and dead letters").add_argument(
+        "--json", action="store_true"
+    )
+    forget = msub.add_parser("forget", help="erase entries for good")
+    forget.add_argument("ids", nargs="+")
+    mirror = msub.add_parser("mirror", help="write the project's facts, lessons and summaries as editable markdown")
+    mirror.add_argument("path", nargs="?", default=None)
+    sync = msub.add_parser("sync", help="apply edits made to the markdown mirror")
+    sync.add_argument("path", nargs="?", default=None)
+    msub.add_parser("retry", help="requeue dead-lettered capture records and index the outbox")
+    msub.add_parser("mcp", help="serve search/timeline/get as an MCP server over stdio")
+
+
+def _keel_home() -> Path:
+    return Path(os.environ.get("KEEL_HOME") or Path.home() / ".keel")
+
+
+def _configured_store() -> str | None:
+    for path in (_keel_home() / "settings.json", Path.home() / ".claude" / "settings.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        memory = data.get("memory") if isinstance(data, dict) else None
+        if isinstance(memory, dict) and isinstance(memory.get("store"), str):
+            return str(memory["store"])
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentkeel.memory import RecordError, open_store
+    from agentkeel.memory.embed import EmbedderError
+    from agentkeel.memory.project import project_id
+
+    cwd = Path(args.cwd or Path.cwd())
+    project = project_id(cwd, args.project)
+    location = args.store or _configured_store() or str(_keel_home() / "memory" / "memory.db")
+    try:
+        store = open_store(location, embedder=args.embedder)
+    except (RuntimeError, EmbedderError, OSError) as exc:
+        print(f"keel mem: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        _drain_outbox(store)
+        return _dispatch(args, store, project, cwd)
+    except (RecordError, EmbedderError, RuntimeError) as exc:
+        print(f"keel mem: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        store.close()
+
+
+def _outbox(store: Any) -> Any:
+    from agentkeel.memory.capture import Outbox
+
+    return Outbox(_keel_home() / "memory" / "outbox.db", store)
+
+
+def _drain_outbox(store: Any) -> None:
+    """Index what capture acknowledged but no session finished indexing (a crash, a kill)."""
+    path = _keel_home() / "memory" / "outbox.db"
+    if path.exists():
+        outbox = _outbox(store)
+        try:
+            outbox.drain()
+        finally:
+            outbox.close()
+
+
+def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path) -> int:
+    action = args.action
+    scope = None if getattr(args, "all_projects", False) else project
+    if action == "search":
+        hits = store.search(
+            args.query,
+            k=args.limit,
+            budget_tokens=args.budget,
+            project=scope,
+            type=args.type,
+            session=args.session,
+            since=args.since,
+            until=args.until,
+            file=args.file,
+        )
+        if args.json:
+            print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
+        else:
+            print("\n".join(h.line() for h in hits) if hits else "no memories match")
+        return EXIT_OK
+    if action == "timeline":
+        hits = store.timeline(args.id, args.before, args.after)
+        if not hits:
+            print(f"keel mem: no memory with id {args.id}", file=sys.stderr)
+            return EXIT_ERROR
+        if args.json:
+            print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
+        else:
+            print("\n".join(("→ " if h.id == args.id else "  ") + h.line() for h in hits))
+        return EXIT_OK
+    if action == "get":
+        entries = store.get(args.ids, budget_tokens=args.budget)
+        if not entries:
+            print("keel mem: no memories with those ids", file=sys.stderr)
+            return EXIT_ERROR
+        if args.json:
+            print(json.dumps([e.to_dict() for e in entries], ensure_ascii=False, indent=2))
+        else:
+            print("\n\n".join(f"[{e.id}] {e.timestamp} {e.type} session={e.session or '-'}\n{e.text}" for e in entries))
+        return EXIT_OK
+    if action == "import":
+        return _import(args, store, project)
+    if action == "export":
+        for entry in store.export(project=scope, type=args.type):
+            print(json.dumps(entry.to_dict(), ensure_ascii=False))
+        return EXIT_OK
+    if action == "stats":
+        stats = store.stats()
+        stats["project"] = project
+        stats["outbox"] = _outbox(store).counts()
+        if args.json:
+            print(json.dumps(stats, indent=2))
+        else:
+            for key, value in stats.items():
+                print(f"{key}: {value}")
+        return EXIT_OK
+    if action == "forget":
+        count = store.forget(args.ids)
+        print(f"forgot {count} of {len(args.ids)} entries")
+        return EXIT_OK if count else EXIT_ERROR
+    if action in ("mirror", "sync"):
+        from agentkeel.memory.consolidate import sync_mirror, write_mirror
+
+        path = Path(args.path) if args.path else cwd / ".keel" / "memory" / "MEMORY.md"
+        if action == "mirror":
+            print(f"wrote {write_mirror(store, path, project)} entries to {path}")
+        else:
+            if not path.exists():
+                print(f"keel mem: no mirror at {path}: run `keel mem mirror` first", file=sys.stderr)
+                return EXIT_ERROR
+            result = sync_mirror(store, path, project)
+            print(f"{result['changed']} entries superseded, {result['added']} added")
+        return EXIT_OK
+    if action == "retry":
+        outbox = _outbox(store)
+        requeued = outbox.retry_dead()
+        indexed = outbox.drain(force=True)
+        outbox.close()
+        print(f"requeued {requeued} dead letters; indexed {indexed} records")
+        return EXIT_OK
+    from agentkeel.memory.mcp_server import serve
+
+    serve(store, project)
+    return EXIT_OK
+
+
+def _import(args: argparse.Namespace, store: Any, project: str) -> int:
+    from agentkeel.memory import importers
+
+    source = "generic" if args.source == "jsonl" else args.source
+    path = Path(args.path).expanduser() if args.path else None
+    if source == "generic" and path is None:
+        print("keel mem import jsonl: name the file or folder", file=sys.stderr)
+        return EXIT_USAGE
+    if path is not None and not path.exists():
+        print(f"keel mem import: {path} does not exist", file=sys.stderr)
+        return EXIT_ERROR
+    files = importers.find_files(source, path, Path.home())
+    report = importers.ImportReport()
+    reader = {"claude-code": importers.claude_code, "codex": importers.codex, "generic": importers.generic}[source]
+    batch: list[dict[str, Any]] = []
+    added = 0
+    for record in reader(files, project, report):
+        batch.append(record)
+        if len(batch) >= 256:
+            added += store.add_many(batch)
+            batch = []
+    added += store.add_many(batch)
+    print(
+        f"imported {added} new records from {report.files} files"
+        + (f"; skipped {report.skipped_lines} unreadable lines" if report.skipped_lines else "")
+    )
+    for problem in report.problems[:5]:
+        print(f"  {problem}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,346 @@
+"""Capture: session events -> memory records, through a durable outbox, off the loop's thread.
+
+``MemoryCapture`` subscribes to the event bus. Its handler only turns an event into a small
+dict (tool output compressed per tool, secrets masked) and puts it on an in-memory queue:
+no I/O, no model call, so the loop never waits on memory. A writer thread appends batches
+to the outbox (a SQLite file; a committed row is *acknowledged*), then indexes them into
+the store. A batch that fails is retried with backoff; after ``MAX_ATTEMPTS`` its records
+go to the dead-letter list (``keel mem stats`` shows it; ``keel mem retry`` requeues).
+Whatever was acknowledged survives kill -9: the next ``Outbox`` on that file drains it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from agentkeel.core.events import AssistantMessage, Event, SessionEnded, ToolResults, ToolStarted, UserMessage
+from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
+from agentkeel.memory.model import Record, new_record_id, now_iso
+from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
+from agentkeel.memory.store import MemoryStore
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+BATCH = 64
+CONTEXT_TAG = "<memory-context"  # injected context is not captured back as a prompt
+DEFAULT_EXCLUDED = frozenset({"TodoWrite", "MemorySearch", "MemoryTimeline", "MemoryGet"})
+
+
+class Outbox:
+    """A durable queue in front of a store: put -> acknowledged (on disk) -> indexed -> deleted."""
+
+    def __init__(self, path: Path, store: MemoryStore | Callable[[], MemoryStore], retry_base_s: float = 0.5) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._store = store if isinstance(store, MemoryStore) else None
+        self._factory = None if isinstance(store, MemoryStore) else store
+        self.retry_base_s = retry_base_s
+        self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL,"
+            " attempts INTEGER NOT NULL DEFAULT 0, next_try REAL NOT NULL DEFAULT 0, last_error TEXT,"
+            " dead INTEGER NOT NULL DEFAULT 0)"
+        )
+        self._lock = threading.Lock()
+        self._drain_lock = threading.Lock()
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self.on_ack: Callable[[list[str]], None] | None = None
+
+    @property
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            assert self._factory is not None
+            self._store = self._factory()
+        return self._store
+
+    # -- writing ------------------------------------------------------------------------------------
+    def put(self, record: dict[str, Any]) -> None:
+        """Queue a record without waiting (the capture path); the writer thread acknowledges it."""
+        self._idle.clear()
+        self._queue.put(record)
+        self._ensure_thread()
+
+    def put_durable(self, records: Iterable[dict[str, Any]]) -> list[str]:
+        """Write records to the outbox and return once they are on disk (acknowledged)."""
+        rows = [Record.from_dict(r).to_dict() for r in records]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("INSERT INTO outbox(record) VALUES (?)", [(json.dumps(r),) for r in rows])
+            self._db.execute("COMMIT")
+        ids = [r["id"] for r in rows]
+        if self.on_ack is not None:
+            self.on_ack(ids)
+        return ids
+
+    # -- draining -----------------------------------------------------------------------------------
+    def resume(self) -> None:
+        """Index, in the background, what an earlier process acknowledged but did not index."""
+        if self.counts()["pending"]:
+            threading.Thread(target=self._drain_quietly, name="keel-memory-resume", daemon=True).start()
+
+    def _drain_quietly(self) -> None:
+        try:
+            self.drain()
+        except Exception:
+            log.exception("memory indexing failed; the records stay in %s", self.path)
+
+    def drain(self, force: bool = False) -> int:
+        """Index every pending record whose retry time has come; returns how many were indexed."""
+        with self._drain_lock:
+            return self._drain(force)
+
+    def _drain(self, force: bool) -> int:
+        done = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT seq, record, attempts FROM outbox WHERE dead = 0 AND next_try <= ? ORDER BY seq LIMIT ?",
+                    (float("inf") if force else time.time(), BATCH * 4),
+                ).fetchall()
+            if not rows:
+                return done
+            try:
+                self.store.add_many(json.loads(r[1]) for r in rows)
+            except Exception as exc:  # the store is down or rejected the batch: retry, then dead-letter
+                log.warning("memory indexing failed (%s); will retry", exc)
+                self._failed(rows, f"{type(exc).__name__}: {exc}")
+                if not force:
+                    return done
+                continue
+            with self._lock:
+                self._db.executemany("DELETE FROM outbox WHERE seq = ?", [(r[0],) for r in rows])
+            done += len(rows)
+
+    def _failed(self, rows: list[tuple[Any, ...]], error: str) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            for seq, _, attempts in rows:
+                dead = attempts + 1 >= MAX_ATTEMPTS
+                delay = self.retry_base_s * (2**attempts)
+                self._db.execute(
+                    "UPDATE outbox SET attempts = attempts + 1, last_error = ?, dead = ?, next_try = ? WHERE seq = ?",
+                    (error[:500], int(dead), time.time() + delay, seq),
+                )
+            self._db.execute("COMMIT")
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            pending, dead = self._db.execute(
+                "SELECT COALESCE(SUM(dead = 0), 0), COALESCE(SUM(dead = 1), 0) FROM outbox"
+            ).fetchone()
+        return {"pending": int(pending), "dead": int(dead)}
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute("SELECT seq, record, attempts, last_error FROM outbox WHERE dead = 1").fetchall()
+        return [{"seq": r[0], "id": json.loads(r[1]).get("id"), "attempts": r[2], "error": r[3]} for r in rows]
+
+    def retry_dead(self) -> int:
+        with self._lock:
+            cursor = self._db.execute("UPDATE outbox SET dead = 0, attempts = 0, next_try = 0 WHERE dead = 1")
+        return cursor.rowcount
+
+    # -- the writer thread --------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="keel-memory-outbox", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                self._idle.set()
+                return
+            batch = [first]
+            deadline = time.monotonic() + 0.05
+            while len(batch) < BATCH:
+                try:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)
+                    break
+                batch.append(item)
+            try:
+                self.put_durable(batch)
+            except Exception:
+                log.exception("memory capture could not write its outbox %s", self.path)
+            if self._queue.empty():
+                self._idle.set()  # acknowledged; indexing below may take longer and may be cut short
+            try:
+                self.drain()
+            except Exception:
+                log.exception("memory indexing failed; the records stay in %s", self.path)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything queued is acknowledged (on disk); indexing may still be running."""
+        if self._thread is not None and self._thread.is_alive():
+            return self._idle.wait(timeout)
+        return True
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the writer after it has indexed what it holds (within timeout); pending rows stay durable."""
+        if self._thread is not None and self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                return  # still indexing: the daemon thread dies with the process; the outbox keeps the rows
+        with self._lock:
+            self._db.close()
+
+
+# -- events -> records --------------------------------------------------------------------------------
+
+
+def _head_tail(text: str, limit: int = 1200) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n… [{len(text) - limit} chars omitted] …\n{text[-half:]}"
+
+
+def _result_text(block: ToolResultBlock) -> str:
+    if isinstance(block.content, str):
+        return block.content
+    return "\n".join(getattr(part, "text", "") for part in block.content if getattr(part, "type", "") == "text")
+
+
+def observe(name: str, tool_input: dict[str, Any], output: str, is_error: bool) -> tuple[str, dict[str, Any]]:
+    """A tool run, compressed the way its tool needs: (one text to index, per-tool metadata)."""
+    meta: dict[str, Any] = {"tool": name, "success": not is_error}
+    lines = output.count("\n") + 1 if output else 0
+    path = tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
+    if isinstance(path, str):
+        meta["file_path"] = path
+        meta["file_type"] = Path(path).suffix.lstrip(".") or "none"
+    if name == "Read":
+        meta["line_count"] = lines
+        text = f"Read {path} ({lines} lines)\n{_head_tail(output, 600)}"
+    elif name in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
+        change = tool_input.get("new_string") or tool_input.get("content") or ""
+        if name == "MultiEdit":
+            change = "\n".join(str(e.get("new_string", "")) for e in tool_input.get("edits", []) if isinstance(e, dict))
+        meta["line_count"] = str(change).count("\n") + 1 if change else 0
+        text = f"{name} {path}: {output.splitlines()[0] if output else ''}\n{_head_tail(str(change), 600)}"
+    elif name in ("Bash", "BashOutput"):
+        command = str(tool_input.get("command", ""))
+        meta["command"] = command[:500]
+        code = _exit_code(output)
+        if code is not None:
+            meta["exit_code"] = code
+        text = f"$ {command}\n{_head_tail(output)}"
+    elif name == "Grep":
+        meta["pattern"] = tool_input.get("pattern")
+        files = [line.split(":", 1)[0] for line in output.splitlines() if line.strip()]
+        unique = list(dict.fromkeys(files))
+        meta["match_count"] = len(files)
+        meta["files"] = unique[:50]
+        text = f"Grep {tool_input.get('pattern')!r}: {len(files)} matches in {len(unique)} files\n" + "\n".join(
+            unique[:30]
+        )
+    elif name == "Glob":
+        meta["pattern"] = tool_input.get("pattern")
+        found = [line for line in output.splitlines() if line.strip()]
+        meta["match_count"] = len(found)
+        meta["files"] = found[:50]
+        text = f"Glob {tool_input.get('pattern')!r}: {len(found)} files\n" + "\n".join(found[:30])
+    elif name in ("WebFetch", "WebSearch"):
+        meta["url"] = tool_input.get("url") or tool_input.get("query")
+        text = f"{name} {meta['url']}\n{_head_tail(output, 800)}"
+    else:
+        text = f"{name} {json.dumps(tool_input, default=str)[:300]}\n{_head_tail(output)}"
+    return text, meta
+
+
+def _exit_code(output: str) -> int | None:
+    for line in output.splitlines()[-3:]:
+        if "exit code" in line.lower():
+            digits = "".join(ch for ch in line.rsplit(" ", 1)[-1] if ch.isdigit() or ch == "-")
+            if digits.lstrip("-").isdigit():
+                return int(digits)
+    return None
+
+
+class MemoryCapture:
+    """Bus subscriber: user prompts, assistant text and tool observations -> the outbox."""
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        project: str,
+        session: str,
+        excluded_tools: Iterable[str] = (),
+        masker: Masker | None = None,
+    ) -> None:
+        self.outbox = outbox
+        self.project = project
+        self.session = session
+        self.excluded = DEFAULT_EXCLUDED | frozenset(excluded_tools)
+        self.masker = masker or DEFAULT_MASKER
+        self._pending: dict[str, tuple[str, dict[str, Any], float]] = {}
+        self.captured: list[dict[str, Any]] = []  # this session's records, for the end-of-session summary
+
+    def __call__(self, event: Event) -> None:
+        try:
+            self._handle(event)
+        except Exception:  # capture is a convenience: it never stops the agent
+            log.exception("memory capture failed on %s", event.type)
+
+    def _record(self, kind: str, text: str, metadata: dict[str, Any]) -> None:
+        if not text.strip():
+            return
+        record = {
+            "id": new_record_id(),
+            "type": kind,
+            "project": self.project,
+            "session": self.session,
+            "timestamp": now_iso(),
+            "text": self.masker.text(text),
+            "metadata": self.masker.obj(metadata),
+        }
+        self.outbox.put(record)
+        if len(self.captured) < 2000:
+            self.captured.append(record)
+
+    def _handle(self, event: Event) -> None:
+        if isinstance(event, ToolStarted):
+            if event.name not in self.excluded:
+                self._pending[event.tool_use_id] = (event.name, dict(event.input), time.monotonic())
+        elif isinstance(event, UserMessage):
+            text = "\n".join(
+                b.text for b in event.message.content if isinstance(b, TextBlock) and not b.text.startswith(CONTEXT_TAG)
+            )
+            self._record("user_prompt", text, {})
+        elif isinstance(event, AssistantMessage):
+            text = "\n".join(b.text for b in event.message.content if isinstance(b, TextBlock))
+            tools = [b.name for b in event.message.content if isinstance(b, ToolUseBlock)]
+            self._record("assistant_response", text, {"tools": tools} if tools else {})
+        elif isinstance(event, ToolResults):
+            for block in event.message.content:
+                if not isinstance(block, ToolResultBlock):
+                    continue
+                started = self._pending.pop(block.tool_use_id, None)
+                if started is None:
+                    continue
+                name, tool_input, t0 = started
+                text, meta = observe(name, tool_input, _result_text(block), block.is_error)
+                meta["duration_ms"] = int((time.monotonic() - t0) * 1000)
+                self._record("tool_observation", text, meta)
+        elif isinstance(event, SessionEnded):
+            self._pending.clear()

@@ -1,0 +1,224 @@
+"""Memory in a session: capture from the bus, context at each prompt, tools, a summary at the end.
+
+Configured by the ``memory`` settings key::
+
+    "memory": {"enabled": true, "store": "~/.keel/memory/memory.db" | "postgresql://...",
+               "embedder": "auto" | "none" | "minilm" | "openai:<model>", "project": "<override>",
+               "excludeTools": ["Bash"], "maskPatterns": ["ACME-[0-9]+"], "inject": true, "tools": true}
+
+The runtime builds one ``MemoryPlugin`` per session. Everything here fails open: a broken
+store costs the session its memory, never its work.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentkeel.core.events import EventBus, Notice
+from agentkeel.core.tools import Tool
+from agentkeel.memory.model import Entry, estimate_tokens, now_iso, one_line
+from agentkeel.memory.store import MemoryStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class MemoryConfig:
+    enabled: bool = True
+    store: str | None = None
+    embedder: str = "auto"
+    project: str | None = None
+    exclude_tools: list[str] = field(default_factory=list)
+    mask_patterns: list[str] = field(default_factory=list)
+    inject: bool = True
+    tools: bool = True
+
+    @classmethod
+    def from_settings(cls, raw: Any) -> MemoryConfig:
+        if not isinstance(raw, dict):
+            return cls(enabled=raw is not False)
+        return cls(
+            enabled=raw.get("enabled", True) is not False,
+            store=raw.get("store") if isinstance(raw.get("store"), str) else None,
+            embedder=str(raw.get("embedder") or "auto"),
+            project=raw.get("project") if isinstance(raw.get("project"), str) else None,
+            exclude_tools=[str(t) for t in raw.get("excludeTools", []) if isinstance(t, str)],
+            mask_patterns=[str(p) for p in raw.get("maskPatterns", []) if isinstance(p, str)],
+            inject=raw.get("inject", True) is not False,
+            tools=raw.get("tools", True) is not False,
+        )
+
+
+def context_budget(window_tokens: int) -> int:
+    """2% of the model's window, between 300 and 2,000 tokens."""
+    return max(300, min(2000, window_tokens // 50))
+
+
+class MemoryPlugin:
+    def __init__(
+        self,
+        config: MemoryConfig,
+        *,
+        cwd: Path,
+        keel_home: Path,
+        session_id: str,
+        window_tokens: int,
+        agent_type: str = "main",
+    ) -> None:
+        from agentkeel.memory.project import project_id
+
+        self.config = config
+        self.cwd = cwd
+        self.keel_home = keel_home
+        self.session_id = session_id
+        self.project = project_id(cwd, config.project)
+        self.budget = context_budget(window_tokens)
+        self.agent_type = agent_type
+        self.location = config.store or str(keel_home / "memory" / "memory.db")
+        self._reader: MemoryStore | None = None
+        self._full: MemoryStore | None = None
+        self._prompts = 0
+        from agentkeel.memory.capture import MemoryCapture, Outbox
+        from agentkeel.memory.privacy import Masker
+
+        self.masker = Masker(config.mask_patterns)
+        self.outbox = Outbox(keel_home / "memory" / "outbox.db", self._open_full)
+        self.capture = MemoryCapture(
+            self.outbox, self.project, session_id, excluded_tools=config.exclude_tools, masker=self.masker
+        )
+
+    # -- stores (opened on first use) --------------------------------------------------------------
+    def _open_full(self) -> MemoryStore:
+        if self._full is None:
+            from agentkeel.memory import open_store
+
+            self._full = open_store(
+                self.location, embedder=self.config.embedder, mask_patterns=tuple(self.config.mask_patterns)
+            )
+        return self._full
+
+    def _open_reader(self) -> MemoryStore:
+        """Lexical only: the prompt path never waits for an embedding model to load."""
+        if self._reader is None:
+            from agentkeel.memory import open_store
+
+            self._reader = open_store(self.location, embedder="none", mask_patterns=tuple(self.config.mask_patterns))
+        return self._reader
+
+    # -- wiring ----------------------------------------------------------------------------------------
+    def attach(self, bus: EventBus) -> None:
+        bus.subscribe(self.capture)
+        self._emit = bus.emit
+
+    def tools(self) -> list[Tool]:
+        if not self.config.tools:
+            return []
+        from agentkeel.memory.tools import memory_tools
+
+        return memory_tools(self._open_full, self.project, budget_tokens=self.budget)
+
+    def prompt_context(self, prompt: str) -> str | None:
+        """The ``<memory-context>`` block for a new prompt (UserPromptSubmit; SessionStart on the first)."""
+        if not self.config.inject:
+            return None
+        try:
+            return self._prompt_context(prompt)
+        except Exception as exc:  # fail open
+            log.warning("memory context skipped: %s", exc)
+            return None
+
+    def _prompt_context(self, prompt: str) -> str | None:
+        from agentkeel.memory.consolidate import read_agent_memory
+
+        store = self._open_reader()
+        first = self._prompts == 0
+        self._prompts += 1
+        sections: list[tuple[str, list[str]]] = []
+        spent = 0
+
+        def add(title: str, lines: list[str]) -> None:
+            nonlocal spent
+            kept: list[str] = []
+            for line in lines:
+                cost = estimate_tokens(line)
+                if spent + cost > self.budget:
+                    break
+                kept.append(line)
+                spent += cost
+            if kept:
+                sections.append((title, kept))
+
+        if first:
+            notes = read_agent_memory(self.agent_type, self.cwd, self.keel_home, limit_chars=self.budget * 2)
+            if notes:
+                add(f"MEMORY.md ({self.agent_type})", [notes])
+            recent = [e for e in store.recent(["session_summary"], project=self.project, limit=3)]
+            add("Recent sessions", [_cite(e) for e in recent])
+        hits = [
+            h
+            for h in store.search(prompt, k=8, project=self.project, recency_half_life_days=30.0)
+            if h.session != self.session_id and h.type != "lesson"
+        ]
+        add("Relevant memories", [h.line() for h in hits[:5]])
+        lessons = store.search(prompt, k=3, type="lesson")
+        add("Lessons from similar tasks", [h.line() for h in lessons])
+        if not sections:
+            return None
+        body = "\n".join(f"{title}:\n" + "\n".join(f"- {line}" for line in lines) for title, lines in sections)
+        return (
+            f'<memory-context project="{self.project}">\n'
+            "From keel's memory of earlier sessions. Each line cites its memory id;"
+            " MemoryGet(ids) reads the full entry.\n"
+            f"{body}\n</memory-context>"
+        )
+
+    def close(self) -> None:
+        """Session end: queue an extractive summary, make sure everything is acknowledged."""
+        try:
+            captured = [_entry(r) for r in self.capture.captured if r["session"] == self.session_id]
+            if captured:
+                from agentkeel.memory.consolidate import extractive_summary
+
+                text = extractive_summary(captured)
+                if text:
+                    self.outbox.put(
+                        {
+                            "id": f"summary:{self.session_id}:{len(captured)}",
+                            "type": "session_summary",
+                            "project": self.project,
+                            "session": self.session_id,
+                            "timestamp": now_iso(),
+                            "text": text,
+                            "metadata": {"entries": len(captured), "summary": one_line(text, 140)},
+                        }
+                    )
+            if not self.outbox.flush(5.0):
+                log.warning("memory outbox did not acknowledge in time; pending records stay in memory")
+            self.outbox.close(timeout=2.0)
+            for store in (self._reader,):
+                if store is not None:
+                    store.close()
+        except Exception as exc:
+            log.warning("memory close failed: %s", exc)
+
+
+def _cite(entry: Entry) -> str:
+    return f"[{entry.id}] {entry.timestamp[:10]} {entry.type}: {entry.summary()}"
+
+
+def _entry(record: dict[str, Any]) -> Entry:
+    return Entry(
+        id=record["id"],
+        type=record["type"],
+        project=record["project"],
+        session=record["session"],
+        timestamp=record["timestamp"],
+        text=record["text"],
+        metadata=record["metadata"],
+    )
+
+
+__all__ = ["MemoryConfig", "MemoryPlugin", "Notice", "context_budget"]

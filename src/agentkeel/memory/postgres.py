@@ -1,0 +1,344 @@
+"""The team memory store: PostgreSQL with full-text search and pgvector, same Protocol as SQLite.
+
+Lexical search is a weighted ``tsvector`` (own text A, date words B, session context C)
+ranked with ``ts_rank``; vectors live in pgvector columns with HNSW indexes (cosine).
+Needs ``pip install 'agentkeel[postgres]'`` (psycopg) and the ``vector`` extension.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from agentkeel.memory.embed import Embedder
+from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
+from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
+from agentkeel.memory.sqlite import files_of
+from agentkeel.memory.store import Filters, Row, StoreBase
+
+_COLUMNS = "e.rid, e.id, e.type, e.project, e.session, e.ts, e.timestamp, e.text, e.metadata, e.superseded_by"
+_TSV = (
+    "setweight(to_tsvector('english', coalesce(s.text, '')), 'A') || "
+    "setweight(to_tsvector('simple', coalesce(s.whn, '')), 'B') || "
+    "setweight(to_tsvector('english', coalesce(s.ctx, '')), 'C')"
+)
+RANK_WEIGHTS = "{0.1, 0.2, 1.0, 0.5}"  # D, C (context), B (date words), A (own text)
+
+
+class PostgresStore(StoreBase):
+    def __init__(self, dsn: str, embedder: Embedder | None = None, masker: Masker | None = None) -> None:
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise RuntimeError("the PostgreSQL memory store needs psycopg: pip install 'agentkeel[postgres]'") from exc
+        self.dsn = dsn
+        self.embedder = embedder
+        self.masker = masker or DEFAULT_MASKER
+        self._lock = threading.RLock()
+        try:
+            self._db = psycopg.connect(dsn, autocommit=False)
+        except psycopg.Error as exc:
+            raise RuntimeError(f"cannot connect to the memory database: {str(exc).strip().splitlines()[0]}") from exc
+        self._setup()
+
+    def _setup(self) -> None:
+        dim = self.embedder.dim if self.embedder is not None else 0
+        with self._db.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(727274)")
+            cur.execute(
+                """
+                CREATE TABLE IF NOT EXISTS keel_events (
+                    rid BIGSERIAL PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    type TEXT NOT NULL,
+                    project TEXT NOT NULL DEFAULT '',
+                    session TEXT NOT NULL DEFAULT '',
+                    ts DOUBLE PRECISION NOT NULL,
+                    timestamp TEXT NOT NULL,
+                    text TEXT NOT NULL,
+                    metadata JSONB NOT NULL DEFAULT '{}',
+                    files TEXT NOT NULL DEFAULT '',
+                    superseded_by TEXT,
+                    forgotten BOOLEAN NOT NULL DEFAULT FALSE
+                );
+                CREATE INDEX IF NOT EXISTS keel_events_session ON keel_events(project, session, rid);
+                CREATE INDEX IF NOT EXISTS keel_events_type_ts ON keel_events(type, ts);
+                CREATE TABLE IF NOT EXISTS keel_search (
+                    rid BIGINT PRIMARY KEY REFERENCES keel_events(rid) ON DELETE CASCADE,
+                    text TEXT, ctx TEXT, whn TEXT, tsv TSVECTOR
+                );
+                CREATE INDEX IF NOT EXISTS keel_search_tsv ON keel_search USING GIN (tsv);
+                CREATE TABLE IF NOT EXISTS keel_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                """
+            )
+            if dim:
+                cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                cur.execute(
+                    f"""
+                    CREATE TABLE IF NOT EXISTS keel_vectors (
+                        rid BIGINT PRIMARY KEY REFERENCES keel_events(rid) ON DELETE CASCADE,
+                        own vector({dim}), ctx vector({dim})
+                    );
+                    CREATE INDEX IF NOT EXISTS keel_vectors_own ON keel_vectors USING hnsw (own vector_cosine_ops);
+                    CREATE INDEX IF NOT EXISTS keel_vectors_ctx ON keel_vectors USING hnsw (ctx vector_cosine_ops);
+                    """
+                )
+                assert self.embedder is not None
+                cur.execute("SELECT value FROM keel_meta WHERE key = 'embedder'")
+                row = cur.fetchone()
+                if row is None:
+                    cur.execute("INSERT INTO keel_meta VALUES ('embedder', %s)", (self.embedder.name,))
+                elif row[0] != self.embedder.name:
+                    self._db.rollback()
+                    raise RuntimeError(
+                        f"this memory database was indexed with embedder {row[0]!r}, not {self.embedder.name!r}"
+                    )
+        self._db.commit()
+
+    def _commit(self) -> None:
+        self._db.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def add_many(self, records: Any) -> int:
+        with self._lock:
+            try:
+                return super().add_many(records)
+            except BaseException:
+                self._db.rollback()
+                raise
+
+    # -- primitives ---------------------------------------------------------------------------------
+    def _known_ids(self, ids: Sequence[str]) -> set[str]:
+        rows = self._db.execute("SELECT id FROM keel_events WHERE id = ANY(%s)", (list(ids),)).fetchall()
+        return {r[0] for r in rows}
+
+    def _insert(self, prepared: list[tuple[Record, str, list[float] | None]]) -> list[int]:
+        rids: list[int] = []
+        with self._db.cursor() as cur:
+            for record, _, _ in prepared:
+                cur.execute(
+                    "INSERT INTO keel_events(id, type, project, session, ts, timestamp, text, metadata, files)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rid",
+                    (
+                        record.id,
+                        record.type,
+                        record.project,
+                        record.session,
+                        record.ts,
+                        record.timestamp,
+                        record.text,
+                        dumps(record.metadata),
+                        files_of(record.metadata),
+                    ),
+                )
+                row = cur.fetchone()
+                assert row is not None
+                rids.append(int(row[0]))
+            cur.executemany(
+                "INSERT INTO keel_search(rid, text, ctx, whn, tsv) VALUES (%s, %s, '', %s,"
+                " setweight(to_tsvector('english', %s), 'A') || setweight(to_tsvector('simple', %s), 'B'))",
+                [(rid, r.text, when, r.text, when) for rid, (r, when, _) in zip(rids, prepared, strict=True)],
+            )
+            with_vectors = [(rid, _vec(v)) for rid, (_, _, v) in zip(rids, prepared, strict=True) if v is not None]
+            if with_vectors:
+                cur.executemany("INSERT INTO keel_vectors(rid, own) VALUES (%s, %s::vector)", with_vectors)
+        return rids
+
+    def _session_tail(self, project: str, session: str, n: int) -> list[tuple[Row, list[float] | None]]:
+        join = "LEFT JOIN keel_vectors v ON v.rid = e.rid" if self.embedder else ""
+        own = "v.own::text" if self.embedder else "NULL"
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS}, {own} FROM keel_events e {join}"
+            " WHERE e.project = %s AND e.session = %s AND NOT e.forgotten ORDER BY e.rid DESC LIMIT %s",
+            (project, session, n),
+        ).fetchall()
+        return [(_row(r), json.loads(r[-1]) if r[-1] else None) for r in reversed(rows)]
+
+    def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
+        self._db.execute("UPDATE keel_search SET ctx = %s WHERE rid = %s", (context, rid))
+        self._db.execute(f"UPDATE keel_search s SET tsv = {_TSV} WHERE s.rid = %s", (rid,))
+        if vector is not None:
+            self._db.execute("UPDATE keel_vectors SET ctx = %s::vector WHERE rid = %s", (_vec(vector), rid))
+
+    def _mark_superseded(self, old_id: str, new_id: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE keel_events SET superseded_by = %s WHERE id = %s", (new_id, old_id))
+
+    def forget(self, ids: Sequence[str]) -> int:
+        with self._lock:
+            rows = self._db.execute(
+                "UPDATE keel_events SET text = '', metadata = '{}', files = '', forgotten = TRUE"
+                " WHERE id = ANY(%s) AND NOT forgotten RETURNING rid",
+                (list(ids),),
+            ).fetchall()
+            rids = [r[0] for r in rows]
+            self._db.execute("DELETE FROM keel_search WHERE rid = ANY(%s)", (rids,))
+            if self.embedder is not None:
+                self._db.execute("DELETE FROM keel_vectors WHERE rid = ANY(%s)", (rids,))
+            self._db.commit()
+            return len(rids)
+
+    @staticmethod
+    def _where(filters: Filters) -> tuple[str, list[Any]]:
+        clauses = ["NOT e.forgotten"]
+        params: list[Any] = []
+        if not filters.include_superseded:
+            clauses.append("e.superseded_by IS NULL")
+        if filters.project is not None:
+            clauses.append("e.project = %s")
+            params.append(filters.project)
+        if filters.session is not None:
+            clauses.append("e.session = %s")
+            params.append(filters.session)
+        if filters.types:
+            clauses.append("e.type = ANY(%s)")
+            params.append(list(filters.types))
+        if filters.since is not None:
+            clauses.append("e.ts >= %s")
+            params.append(filters.since)
+        if filters.until is not None:
+            clauses.append("e.ts <= %s")
+            params.append(filters.until)
+        if filters.file is not None:
+            clauses.append("strpos(e.files, %s) > 0")
+            params.append(filters.file)
+        return " AND ".join(clauses), params
+
+    def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
+        words = " | ".join(t.replace("'", "") for t in terms if t.replace("'", ""))
+        if not words:
+            return []
+        where, params = self._where(filters)
+        with self._lock:
+            rows = self._db.execute(
+                "WITH q AS (SELECT to_tsquery('english', %s) || to_tsquery('simple', %s) AS query)"
+                f" SELECT e.rid FROM keel_search s JOIN keel_events e ON e.rid = s.rid, q"
+                f" WHERE s.tsv @@ q.query AND {where}"
+                f" ORDER BY ts_rank('{RANK_WEIGHTS}', s.tsv, q.query, 1) DESC LIMIT %s",
+                [words, words, *params, limit],
+            ).fetchall()
+            self._db.rollback()
+        return [int(r[0]) for r in rows]
+
+    def _vector(self, vector: list[float], column: str, filters: Filters, limit: int) -> list[int]:
+        col = "own" if column == "own" else "ctx"
+        where, params = self._where(filters)
+        with self._lock:
+            self._db.execute("SET LOCAL hnsw.ef_search = 200")
+            rows = self._db.execute(
+                f"SELECT e.rid FROM keel_vectors v JOIN keel_events e ON e.rid = v.rid"
+                f" WHERE v.{col} IS NOT NULL AND {where} ORDER BY v.{col} <=> %s::vector LIMIT %s",
+                [*params, _vec(vector), limit],
+            ).fetchall()
+            self._db.rollback()
+        return [int(r[0]) for r in rows]
+
+    def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM keel_events e WHERE e.rid = ANY(%s)", (list(rids),)
+            ).fetchall()
+            self._db.rollback()
+        return {int(r[0]): _row(r) for r in rows}
+
+    def _rows_by_id(self, ids: Sequence[str]) -> list[Row]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM keel_events e WHERE e.id = ANY(%s) AND NOT e.forgotten", (list(ids),)
+            ).fetchall()
+            self._db.rollback()
+        return [_row(r) for r in rows]
+
+    def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
+        if not row.session:
+            return [row]
+        with self._lock:
+            earlier = self._db.execute(
+                f"SELECT {_COLUMNS} FROM keel_events e WHERE e.project = %s AND e.session = %s AND e.rid < %s"
+                " AND NOT e.forgotten ORDER BY e.rid DESC LIMIT %s",
+                (row.project, row.session, row.rid, before),
+            ).fetchall()
+            later = self._db.execute(
+                f"SELECT {_COLUMNS} FROM keel_events e WHERE e.project = %s AND e.session = %s AND e.rid > %s"
+                " AND NOT e.forgotten ORDER BY e.rid LIMIT %s",
+                (row.project, row.session, row.rid, after),
+            ).fetchall()
+            self._db.rollback()
+        return [_row(r) for r in reversed(earlier)] + [row] + [_row(r) for r in later]
+
+    def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]:
+        where, params = self._where(Filters.build(project=project, type=list(types)))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM keel_events e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT %s",
+                [*params, limit],
+            ).fetchall()
+            self._db.rollback()
+        return [_row(r).entry(self.masker) for r in rows]
+
+    def export(self, **filters: Any) -> Iterator[Entry]:
+        where, params = self._where(Filters.build(include_superseded=True, **filters))
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT {_COLUMNS} FROM keel_events e WHERE {where} AND e.rid > %s ORDER BY e.rid LIMIT 500",
+                    [*params, last],
+                ).fetchall()
+                self._db.rollback()
+            if not rows:
+                return
+            for r in rows:
+                yield _row(r).entry(self.masker)
+            last = int(rows[-1][0])
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            by_type: dict[str, int] = dict(
+                self._db.execute("SELECT type, COUNT(*) FROM keel_events WHERE NOT forgotten GROUP BY type").fetchall()
+            )
+            counts = self._db.execute(
+                "SELECT COUNT(DISTINCT project), COUNT(DISTINCT session), COUNT(superseded_by)"
+                " FROM keel_events WHERE NOT forgotten"
+            ).fetchone()
+            vectors = (
+                self._db.execute("SELECT COUNT(*) FROM keel_vectors").fetchone() if self.embedder is not None else (0,)
+            )
+            self._db.rollback()
+        assert counts is not None and vectors is not None
+        return {
+            "backend": "postgresql",
+            "location": self.dsn.split("@")[-1],
+            "entries": sum(by_type.values()),
+            "by_type": {t: by_type.get(t, 0) for t in EVENT_TYPES if by_type.get(t)},
+            "projects": counts[0],
+            "sessions": counts[1],
+            "vectors": vectors[0],
+            "superseded": counts[2],
+            "embedder": self.embedder.name if self.embedder else None,
+        }
+
+
+def _vec(vector: list[float]) -> str:
+    return "[" + ",".join(f"{v:.7g}" for v in vector) + "]"
+
+
+def _row(r: Sequence[Any]) -> Row:
+    metadata = r[8] if isinstance(r[8], dict) else {}
+    return Row(
+        rid=int(r[0]),
+        id=r[1],
+        type=r[2],
+        project=r[3],
+        session=r[4],
+        ts=float(r[5]),
+        timestamp=r[6],
+        text=r[7],
+        metadata=metadata,
+        superseded_by=r[9],
+    )

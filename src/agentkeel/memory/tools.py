@@ -1,0 +1,89 @@
+"""Memory tools for the model: MemorySearch (layer 1), MemoryTimeline (layer 2), MemoryGet (layer 3)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentkeel.core.tools import Tool, ToolContext, ToolOutput
+from agentkeel.memory.store import MemoryStore
+
+
+class SearchInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    query: str = Field(min_length=1, description="What to look for, in plain words")
+    limit: int = Field(10, ge=1, le=50)
+    type: str | None = Field(
+        None, description="user_prompt, assistant_response, tool_observation, session_summary, lesson or fact"
+    )
+    all_projects: bool = Field(False, description="Search every project, not only this one")
+    file: str | None = Field(None, description="Only entries about this file path")
+
+
+class TimelineInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    id: str = Field(min_length=1, description="A memory id from MemorySearch")
+    before: int = Field(3, ge=0, le=20)
+    after: int = Field(3, ge=0, le=20)
+
+
+class GetInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    ids: list[str] = Field(min_length=1, max_length=20, description="Memory ids from MemorySearch or MemoryTimeline")
+
+
+def memory_tools(store: Callable[[], MemoryStore], project: str, budget_tokens: int = 2000) -> list[Tool]:
+    """The three tools over a store (opened on first use by ``store``)."""
+
+    async def search(args: SearchInput, ctx: ToolContext) -> ToolOutput:
+        hits = await asyncio.to_thread(
+            store().search,
+            args.query,
+            k=args.limit,
+            budget_tokens=budget_tokens,
+            project=None if args.all_projects else project,
+            type=args.type,
+            file=args.file,
+        )
+        if not hits:
+            return ToolOutput("No memories match. Try other words, or all_projects=true.")
+        lines = [h.line() for h in hits]
+        return ToolOutput(
+            "\n".join(lines) + "\n\nUse MemoryTimeline(id) for what happened around one, MemoryGet(ids) for full text.",
+            metadata={"count": len(hits)},
+        )
+
+    async def timeline(args: TimelineInput, ctx: ToolContext) -> ToolOutput:
+        hits = await asyncio.to_thread(store().timeline, args.id, args.before, args.after, budget_tokens)
+        if not hits:
+            return ToolOutput(f"No memory with id {args.id}.", is_error=True)
+        return ToolOutput("\n".join(("→ " if h.id == args.id else "  ") + h.line() for h in hits))
+
+    async def get(args: GetInput, ctx: ToolContext) -> ToolOutput:
+        entries = await asyncio.to_thread(store().get, args.ids, budget_tokens * 2)
+        if not entries:
+            return ToolOutput("No memories with those ids.", is_error=True)
+        blocks = [f"[{e.id}] {e.timestamp} {e.type} (session {e.session or '-'})\n{e.text}" for e in entries]
+        return ToolOutput("\n\n".join(blocks))
+
+    common = {"group": "custom", "read_only": True, "timeout_s": 30.0}
+    return [
+        Tool(
+            "MemorySearch",
+            "Search keel's memory of earlier sessions in this project (prompts, answers, tool results, "
+            "summaries, lessons, facts). Returns ids with one-line summaries.",
+            SearchInput,
+            search,
+            **common,  # type: ignore[arg-type]
+        ),
+        Tool(
+            "MemoryTimeline",
+            "Show what happened just before and after a memory id, in its session.",
+            TimelineInput,
+            timeline,
+            **common,  # type: ignore[arg-type]
+        ),
+        Tool("MemoryGet", "Read memories in full by id.", GetInput, get, **common),  # type: ignore[arg-type]
+    ]
