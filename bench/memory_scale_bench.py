@@ -2,10 +2,11 @@
 
     python bench/memory_scale_bench.py [--sizes 10000,100000] [--backends sqlite,postgres]
 
-Records are synthetic coding-session events (prompts, tool observations with file paths and
-commands, answers) drawn from a fixed vocabulary with a fixed seed, spread over 200 sessions
-in 5 projects. Lexical index only (no embedder): embedding cost is a property of the
-embedder, measured in locomo_bench.py. Queries are 200 fixed two-to-four word phrases.
+Records are built from real conversational English: each is one to three LoCoMo dialog turns
+picked with a fixed seed (so word frequencies are natural, not a toy vocabulary), a third of
+them tool observations with file paths; 200 sessions in 5 projects. Queries are 200 LoCoMo
+questions, half filtered to one project. Lexical index only (no embedder): embedding cost is
+a property of the embedder and is measured in locomo_bench.py.
 """
 
 from __future__ import annotations
@@ -35,6 +36,22 @@ WORDS = (
 FILES = [f"src/{a}/{b}.py" for a in WORDS[:20] for b in WORDS[20:40]]
 
 
+def _locomo() -> tuple[list[str], list[str]]:
+    data = json.loads((ROOT.parent / "shared" / "data" / "locomo" / "dev.json").read_text())
+    turns = [
+        t["text"]
+        for sample in data
+        for key, value in sample["conversation"].items()
+        if key.startswith("session_") and isinstance(value, list)
+        for t in value
+    ]
+    questions = [qa["question"] for sample in data for qa in sample["qa"]]
+    return turns, questions
+
+
+TURNS, QUESTIONS = _locomo()
+
+
 def records(n: int, seed: int = 7) -> list[dict[str, object]]:
     rng = random.Random(seed)
     out: list[dict[str, object]] = []
@@ -42,7 +59,7 @@ def records(n: int, seed: int = 7) -> list[dict[str, object]]:
         project = f"proj{i % 5}"
         session = f"s{(i // 50) % 200}"
         kind = rng.choice(["user_prompt", "tool_observation", "tool_observation", "assistant_response"])
-        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40)))
+        words = " ".join(rng.choice(TURNS) for _ in range(rng.randint(1, 3)))
         meta: dict[str, object] = {}
         if kind == "tool_observation":
             path = rng.choice(FILES)
@@ -78,7 +95,7 @@ def run(backend: str, size: int, tmp: Path) -> dict[str, object]:
         store.add_many(data[i : i + 500])
     ingest = time.perf_counter() - started
     rng = random.Random(1)
-    queries = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 4))) for _ in range(200)]
+    queries = rng.sample(QUESTIONS, 200)
     latencies = []
     for i, query in enumerate(queries):
         filters = {"project": f"proj{i % 5}"} if i % 2 else {}

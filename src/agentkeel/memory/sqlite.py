@@ -75,10 +75,15 @@ class SQLiteStore(StoreBase):
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise RuntimeError(
+                f"{path} is not a usable memory database ({exc}): move it aside or set memory.store to another file"
+            ) from None
         self._in_tx = False
         self._cache = _VectorCache()
         if embedder is not None:

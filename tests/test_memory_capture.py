@@ -1,0 +1,203 @@
+"""Capture: the durable outbox (kill -9, retries, dead letters) and memory through real `keel` sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.memory import open_store
+from agentkeel.memory.capture import MAX_ATTEMPTS, Outbox, observe
+from agentkeel.memory.project import project_id
+from conftest import KeelRun, wire_env
+
+WRITER = r"""
+import sys, time
+from pathlib import Path
+from agentkeel.memory import open_store
+from agentkeel.memory.capture import Outbox
+root = Path(sys.argv[1])
+store = open_store(root / "mem.db", embedder="none")
+outbox = Outbox(root / "outbox.db", store)
+i = 0
+while True:
+    batch = [{"id": f"r{i + j}", "type": "tool_observation", "project": "p", "session": "s",
+              "text": f"observation number {i + j} " + "x" * 200} for j in range(5)]
+    for rid in outbox.put_durable(batch):
+        print(rid, flush=True)          # acknowledged: on disk
+    outbox.drain()                       # indexing, which the kill may cut short
+    i += 5
+"""
+
+
+def test_kill_9_during_capture_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    acked: list[str] = []
+    assert proc.stdout is not None
+    while len(acked) < 400:
+        line = proc.stdout.readline()
+        assert line, "writer died early"
+        acked.append(line.strip())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    acked += [line.strip() for line in proc.stdout.read().splitlines() if line.strip()]
+
+    store = open_store(tmp_path / "mem.db", embedder="none")
+    outbox = Outbox(tmp_path / "outbox.db", store)
+    outbox.drain()  # the outbox resumes where the killed process stopped
+    found = {e.id for e in store.export()}
+    assert set(acked) <= found
+    assert outbox.counts() == {"pending": 0, "dead": 0}
+    assert len(found) == len({e.id for e in store.export()})  # no duplicates
+    outbox.close()
+    store.close()
+
+
+def test_unreachable_store_retries_then_dead_letters_then_recovers(tmp_path: Path) -> None:
+    down = "postgresql://keel:fake-password@127.0.0.1:9/nowhere?connect_timeout=1"
+    outbox = Outbox(tmp_path / "outbox.db", lambda: open_store(down, embedder="none"), retry_base_s=0.0)
+    outbox.put_durable([{"id": "keep-me", "type": "fact", "text": "never silently dropped"}])
+    for _ in range(MAX_ATTEMPTS):
+        assert outbox.drain() == 0
+    assert outbox.counts() == {"pending": 0, "dead": 1}
+    assert outbox.dead_letters()[0]["id"] == "keep-me"
+    assert "fake-password" not in json.dumps(outbox.dead_letters())
+    outbox.close()
+
+    store = open_store(tmp_path / "mem.db", embedder="none")
+    again = Outbox(tmp_path / "outbox.db", store)
+    assert again.retry_dead() == 1 and again.drain() == 1
+    assert [e.id for e in store.export()] == ["keep-me"]
+    again.close()
+    store.close()
+
+
+def test_observations_are_compressed_per_tool() -> None:
+    text, meta = observe("Grep", {"pattern": "TODO"}, "a.py:1:x\na.py:9:y\nb.py:2:z", False)
+    assert meta["match_count"] == 3 and meta["files"] == ["a.py", "b.py"] and "2 files" in text
+    text, meta = observe("Bash", {"command": "pytest"}, "line\n" * 5000 + "exit code 1", True)
+    assert meta["success"] is False and meta["command"] == "pytest" and "chars omitted" in text and len(text) < 1500
+    text, meta = observe("Read", {"file_path": "/p/app.py"}, "1\n2\n3", False)
+    assert meta == {"tool": "Read", "success": True, "file_path": "/p/app.py", "file_type": "py", "line_count": 3}
+
+
+def test_project_identity_is_stable_across_worktrees(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    (repo / "f").write_text("x")
+    subprocess.run([*git, "-C", str(repo), "add", "f"], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-qm", "init"], check=True)
+    subprocess.run([*git, "-C", str(repo), "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "feature"], check=True)
+    (repo / "sub").mkdir()
+    assert project_id(repo) == project_id(tmp_path / "wt") == project_id(repo / "sub")
+    assert project_id(repo).startswith("repo-")
+    assert project_id(repo, override="shared-name") == "shared-name"
+    assert project_id(tmp_path / "wt") != project_id(tmp_path)
+
+
+def _requests(server: FakeLLMServer) -> list[dict[str, Any]]:
+    return [r["body"] for r in server.cursor.requests]
+
+
+def test_sessions_remember_through_keel(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    (project / "notes.txt").write_text("The staging database runs on port 6543.\napi_key = sk-FAKEFAKEFAKEFAKEFAKE00\n")
+    first = fake_llm(
+        {
+            "steps": [
+                {
+                    "text": "Reading.",
+                    "tool_calls": [{"name": "Read", "input": {"file_path": str(project / "notes.txt")}}],
+                },
+                "The staging database port is 6543.",
+            ]
+        }
+    )
+    run = keel(
+        "-p",
+        "which port does the staging database use?",
+        "--permission-mode",
+        "bypassPermissions",
+        env=wire_env(first, "anthropic"),
+    )
+    assert run.code == 0, run.stderr
+
+    found = keel("mem", "search", "staging database port", "--json")
+    assert found.code == 0, found.stderr
+    hits = found.json()
+    kinds = {h["type"] for h in hits}
+    assert {"tool_observation", "user_prompt"} <= kinds
+    exported = keel("mem", "export")
+    assert "6543" in exported.stdout and "sk-FAKEFAKEFAKEFAKEFAKE00" not in exported.stdout
+    summaries = [json.loads(x) for x in exported.stdout.splitlines() if '"session_summary"' in x]
+    assert summaries and "staging database" in summaries[0]["text"]
+
+    second = fake_llm({"steps": ["Port 6543, from memory."]})
+    run = keel("-p", "remind me: staging database port?", env=wire_env(second, "anthropic"))
+    assert run.code == 0, run.stderr
+    body = json.dumps(_requests(second)[0])
+    assert "<memory-context" in body and "6543" in body and "sk-FAKEFAKEFAKEFAKEFAKE00" not in body
+    stats = keel("mem", "stats", "--json").json()
+    assert stats["outbox"] == {"pending": 0, "dead": 0} and stats["by_type"]["user_prompt"] == 2
+
+
+def test_memory_tools_are_offered_and_work(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    seed = project / "seed.jsonl"
+    fact = {"id": "fact-1", "type": "fact", "project": project_id(project), "text": "Deploys go through Argo CD."}
+    seed.write_text(json.dumps(fact) + "\n")
+    assert keel("mem", "import", "jsonl", str(seed)).code == 0
+    server = fake_llm(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "MemorySearch", "input": {"query": "how do deploys work"}}]},
+                {"tool_calls": [{"name": "MemoryGet", "input": {"ids": ["fact-1"]}}]},
+                "Argo CD.",
+            ]
+        }
+    )
+    run = keel("-p", "how do we deploy?", "--output-format", "json", env=wire_env(server, "openai"))
+    assert run.code == 0, run.stderr
+    requests = _requests(server)
+    assert any(t.get("function", {}).get("name") == "MemorySearch" for t in requests[0]["tools"])
+    later = json.dumps(requests[2])
+    assert "[fact-1]" in json.dumps(requests[1]) and "Deploys go through Argo CD." in later
+
+
+def test_memory_can_be_switched_off(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    (project / ".keel").mkdir()
+    (project / ".keel" / "settings.json").write_text(json.dumps({"memory": {"enabled": False}}))
+    assert keel("trust").code == 0
+    server = fake_llm({"steps": ["ok"]})
+    assert keel("-p", "hello", env=wire_env(server, "anthropic")).code == 0
+    assert not (tmp_path / "keelhome" / "memory" / "outbox.db").exists()
+    assert "MemorySearch" not in json.dumps(_requests(server)[0]["tools"])
+
+
+def test_capture_never_slows_or_breaks_the_session_when_memory_is_broken(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    home = tmp_path / "keelhome" / "memory"
+    home.mkdir(parents=True)
+    (home / "memory.db").write_bytes(b"this is not a database" * 100)
+    server = fake_llm({"steps": ["still answering"]})
+    started = time.monotonic()
+    run = keel("-p", "hello", env=wire_env(server, "anthropic"))
+    assert run.code == 0 and "still answering" in run.stdout, run.stderr
+    assert "Traceback" not in run.stderr
+    assert time.monotonic() - started < 60
+    bad = keel("mem", "stats")
+    assert bad.code == 1 and bad.stderr.startswith("keel mem:") and "Traceback" not in bad.stderr

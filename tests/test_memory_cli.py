@@ -1,0 +1,193 @@
+"""`keel mem` end to end: importers, the MCP server over stdio, the markdown mirror."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from agentkeel.memory.project import project_id
+from conftest import KEEL, KeelRun
+
+FAKE_KEY = "sk-ant-api03-FAKEFAKEFAKEFAKEFAKEFAKE0000"
+
+
+def _claude_code_transcript(path: Path, session: str) -> None:
+    lines = [
+        {
+            "type": "user",
+            "uuid": "u1",
+            "sessionId": session,
+            "timestamp": "2025-10-01T10:00:00Z",
+            "message": {"role": "user", "content": "why does the flaky login test fail?"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "sessionId": session,
+            "timestamp": "2025-10-01T10:00:05Z",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Let me run it."},
+                    {
+                        "type": "tool_use",
+                        "id": "tu1",
+                        "name": "Bash",
+                        "input": {"command": "pytest tests/test_login.py"},
+                    },
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "u2",
+            "sessionId": session,
+            "timestamp": "2025-10-01T10:00:09Z",
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "tu1", "content": f"FAILED: token {FAKE_KEY} expired"}
+                ],
+            },
+        },
+        "this line is torn {",
+        {
+            "type": "assistant",
+            "uuid": "a2",
+            "sessionId": session,
+            "timestamp": "2025-10-01T10:01:00Z",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "The session clock skews by 5 minutes."}],
+            },
+        },
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+
+
+def _codex_rollout(path: Path) -> None:
+    lines = [
+        {"timestamp": "2025-09-01T08:00:00Z", "type": "session_meta", "payload": {"id": "codex-sess-1"}},
+        {
+            "timestamp": "2025-09-01T08:00:01Z",
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "bump the nginx image"}],
+            },
+        },
+        {
+            "timestamp": "2025-09-01T08:00:02Z",
+            "type": "response_item",
+            "payload": {
+                "type": "function_call",
+                "name": "shell",
+                "call_id": "c1",
+                "arguments": json.dumps({"command": ["bash", "-lc", "grep -rn nginx: deploy/"]}),
+            },
+        },
+        {
+            "timestamp": "2025-09-01T08:00:03Z",
+            "type": "response_item",
+            "payload": {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": "deploy/web.yaml:3: image: nginx:1.25",
+            },
+        },
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def test_import_claude_code_and_codex_histories(project: Path, tmp_path: Path, keel: Callable[..., KeelRun]) -> None:
+    home = Path(os.environ["HOME"])
+    _claude_code_transcript(home / ".claude" / "projects" / "-work-app" / "s-1.jsonl", "s-1")
+    _codex_rollout(home / ".codex" / "sessions" / "2025" / "09" / "01" / "rollout-1.jsonl")
+
+    run = keel("mem", "import", "claude-code")
+    assert run.code == 0, run.stderr
+    assert "imported 4 new records from 1 files; skipped 1 unreadable lines" in run.stdout
+    assert keel("mem", "import", "claude-code").stdout.startswith("imported 0 new records")  # idempotent
+    run = keel("mem", "import", "codex")
+    assert run.code == 0 and "imported 2 new records" in run.stdout, run.stdout + run.stderr
+
+    hits = keel("mem", "search", "flaky login test", "--json").json()
+    assert hits[0]["session"] == "s-1"
+    obs = keel("mem", "search", "pytest test_login", "--type", "tool_observation", "--json").json()
+    entry = keel("mem", "get", obs[0]["id"], "--json").json()[0]
+    assert entry["metadata"]["command"] == "pytest tests/test_login.py" and FAKE_KEY not in json.dumps(entry)
+    nginx = keel("mem", "search", "nginx image", "--json").json()
+    assert nginx[0]["session"] == "codex-sess-1"
+    assert keel("mem", "timeline", obs[0]["id"]).stdout.count("\n") >= 2
+    missing = keel("mem", "import", "jsonl", str(tmp_path / "nope.jsonl"))
+    assert missing.code == 1 and "does not exist" in missing.stderr
+
+
+def test_mcp_server_serves_the_three_layers_without_secrets(project: Path, keel: Callable[..., KeelRun]) -> None:
+    pid = project_id(project)
+    seed = project / "seed.jsonl"
+    seed.write_text(
+        "\n".join(
+            json.dumps({"id": f"m{i}", "type": "fact", "project": pid, "session": "s", "text": text})
+            for i, text in enumerate(
+                ["The release train leaves on Thursdays.", f"Release signing uses key {FAKE_KEY}.", "Lunch is at noon."]
+            )
+        )
+        + "\n"
+    )
+    assert keel("mem", "import", "jsonl", str(seed)).code == 0
+
+    import anyio
+
+    async def talk() -> list[str]:
+        params = StdioServerParameters(command=KEEL, args=["mem", "mcp"], cwd=str(project), env=dict(os.environ))
+        out: list[str] = []
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {t.name for t in (await session.list_tools()).tools}
+            assert tools == {"search", "timeline", "get"}
+            for name, args in [
+                ("search", {"query": "release signing key"}),
+                ("timeline", {"id": "m1"}),
+                ("get", {"ids": ["m0", "m1"]}),
+            ]:
+                result: Any = await session.call_tool(name, args)
+                out.append("".join(getattr(c, "text", "") for c in result.content))
+        return out
+
+    search, timeline, get = anyio.run(talk)
+    assert json.loads(search)[0]["id"] in {"m1", "m0"}
+    assert [h["id"] for h in json.loads(timeline)] == ["m0", "m1", "m2"]
+    assert "Thursdays" in get and "[REDACTED" in get
+    for payload in (search, timeline, get):
+        assert FAKE_KEY not in payload
+
+
+def test_markdown_mirror_round_trip(project: Path, keel: Callable[..., KeelRun]) -> None:
+    pid = project_id(project)
+    seed = project / "seed.jsonl"
+    seed.write_text(json.dumps({"id": "f1", "type": "fact", "project": pid, "text": "CI runs on Node 18."}) + "\n")
+    assert keel("mem", "import", "jsonl", str(seed)).code == 0
+    assert keel("mem", "mirror").code == 0
+    mirror = project / ".keel" / "memory" / "MEMORY.md"
+    text = mirror.read_text()
+    assert "- [f1] CI runs on Node 18." in text
+    mirror.write_text(
+        text.replace("Node 18", "Node 22").replace("## lesson", "- Deploys need a green CI.\n\n## lesson")
+    )
+    run = keel("mem", "sync")
+    assert run.code == 0 and "1 entries superseded, 1 added" in run.stdout, run.stderr
+    hits = keel("mem", "search", "CI Node", "--json").json()
+    assert "Node 22" in hits[0]["summary"] and all("Node 18" not in h["summary"] for h in hits)
+    assert keel("mem", "get", "f1", "--json").json()[0]["superseded_by"]
+    assert shutil.which(KEEL) or Path(KEEL).exists()

@@ -1,0 +1,220 @@
+"""The memory store through its public API, on SQLite and PostgreSQL alike (one suite, two backends)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentkeel.memory import RecordError, open_store
+from agentkeel.memory.store import MemoryStore, query_terms
+from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
+
+FAKE_SECRETS = [
+    "sk-ant-api03-FAKEFAKEFAKEFAKEFAKEFAKE0000",
+    "ghp_FAKEfakeFAKEfakeFAKEfakeFAKEfake0000",
+    "AKIAFAKEFAKEFAKE0000",
+]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return postgres_dsn(request.getfixturevalue("pg_root"))
+    return str(tmp_path / "mem.db")
+
+
+@pytest.fixture
+def store(backend: str) -> Iterator[MemoryStore]:
+    s = open_store(backend, embedder="none")
+    yield s
+    s.close()
+
+
+def rec(rid: str, text: str, **kw: Any) -> dict[str, Any]:
+    base = {"id": rid, "type": "fact", "project": "p", "session": "s1", "timestamp": "2024-05-08T10:00:00Z"}
+    base.update(kw)
+    base["text"] = text
+    return base
+
+
+def test_ids_are_kept_and_search_finds_by_words(store: MemoryStore) -> None:
+    n = store.add_many(
+        [
+            rec("D1:1", "Caroline: I went to the LGBTQ support group yesterday."),
+            rec("D1:2", "Melanie: That sounds powerful. I painted a sunrise last week."),
+            rec("D1:3", "Caroline: The transgender stories were inspiring."),
+        ]
+    )
+    assert n == 3
+    hits = store.search("support group", k=5)
+    assert hits and hits[0].id == "D1:1"
+    assert "support group" in hits[0].summary
+    assert store.add_many([rec("D1:1", "again")]) == 0  # re-import adds nothing
+
+
+def test_neighbouring_turns_give_context(store: MemoryStore) -> None:
+    store.add_many(
+        [
+            rec("a", "Tim: How did your kids like the military memorial?"),
+            rec("b", "John: They were awestruck and humbled."),
+            rec("c", "Tim: Nice. I am reading about dragons."),
+            rec("z", "unrelated chatter about the weather", session="s2"),
+        ]
+    )
+    ids = [h.id for h in store.search("kids reaction military memorial", k=3)]
+    assert ids[:2] == ["a", "b"] or set(ids[:2]) == {"a", "b"}
+
+
+def test_date_words_are_searchable(store: MemoryStore) -> None:
+    store.add_many(
+        [
+            rec("may", "we shipped the parser", timestamp="2023-05-20T09:00:00Z", session="x"),
+            rec("jul", "we shipped the lexer", timestamp="2023-07-02T09:00:00Z", session="y"),
+        ]
+    )
+    assert store.search("what shipped in May 2023", k=1)[0].id == "may"
+
+
+def test_filters(store: MemoryStore) -> None:
+    store.add_many(
+        [
+            rec("1", "cache bug in parser", project="a", session="s1", timestamp="2024-01-01T00:00:00Z"),
+            rec("2", "cache bug in lexer", project="b", session="s2", timestamp="2024-06-01T00:00:00Z"),
+            rec("3", "cache bug fixed", type="lesson", project="a", session="s3", timestamp="2024-07-01T00:00:00Z"),
+            rec(
+                "4",
+                "edited cache code",
+                type="tool_observation",
+                project="a",
+                session="s4",
+                timestamp="2024-08-01T00:00:00Z",
+                metadata={"file_path": "src/cache.py"},
+            ),
+        ]
+    )
+    assert {h.id for h in store.search("cache", project="a")} == {"1", "3", "4"}
+    assert [h.id for h in store.search("cache", type="lesson")] == ["3"]
+    assert [h.id for h in store.search("cache", session="s2")] == ["2"]
+    window = store.search("cache", since="2024-05-01T00:00:00Z", until="2024-06-30T00:00:00Z")
+    assert {h.id for h in window} == {"2"}
+    assert [h.id for h in store.search("cache", file="src/cache.py")] == ["4"]
+    assert store.search("nothing-matches-this") == []
+    assert store.search("") == [] and store.search("the of and") == []
+
+
+def test_progressive_disclosure_and_budgets(store: MemoryStore) -> None:
+    store.add_many([rec(f"t{i}", f"turn {i} about deployment step {i} " + "detail " * 40) for i in range(10)])
+    hits = store.search("deployment", k=10, budget_tokens=60)
+    assert len(hits) == 1 or (len(hits) < 10 and sum(h.tokens for h in hits) <= 60)
+    line = store.timeline("t5", before=2, after=2)
+    assert [h.id for h in line] == ["t3", "t4", "t5", "t6", "t7"]
+    budgeted = store.timeline("t5", before=5, after=5, budget_tokens=90)
+    assert "t5" in [h.id for h in budgeted] and sum(h.tokens for h in budgeted) <= 90 and len(budgeted) < 11
+    assert store.timeline("missing") == []
+    full = store.get(["t2", "t1"])
+    assert [e.id for e in full] == ["t2", "t1"] and "detail detail" in full[0].text
+    cut = store.get(["t1", "t2", "t3"], budget_tokens=70)
+    assert cut[-1].text.endswith("ask for this id alone to read the rest]")
+
+
+def test_supersede_keeps_the_old_entry_but_hides_it(store: MemoryStore) -> None:
+    store.add_many([rec("old", "the API port is 8080")])
+    store.supersede("old", rec("new", "the API port is 9090"))
+    assert [h.id for h in store.search("API port")] == ["new"]
+    old = store.get(["old"])[0]
+    assert old.superseded_by == "new" and "8080" in old.text
+    assert {e.id for e in store.export()} == {"old", "new"}
+
+
+def test_forget_erases(store: MemoryStore) -> None:
+    store.add_many([rec("x", "my home address is 12 Elm Street"), rec("y", "Elm trees in the park")])
+    assert store.forget(["x", "nope"]) == 1
+    assert [h.id for h in store.search("Elm")] == ["y"]
+    assert store.get(["x"]) == []
+    assert all(e.id != "x" for e in store.export())
+
+
+def test_stats_and_recent(store: MemoryStore) -> None:
+    store.add_many([rec("a", "one"), rec("b", "two", type="session_summary", timestamp="2024-06-01T00:00:00Z")])
+    stats = store.stats()
+    assert stats["entries"] == 2 and stats["by_type"] == {"session_summary": 1, "fact": 1}
+    assert [e.id for e in store.recent(["session_summary"], project="p")] == ["b"]
+
+
+def test_bad_records_are_rejected_with_the_field_named(store: MemoryStore) -> None:
+    for bad, word in [
+        ({"id": "1"}, "text"),
+        ({"text": "x", "type": "gossip"}, "type"),
+        ({"text": "x", "timestamp": "yesterday"}, "timestamp"),
+        ("text", "object"),
+    ]:
+        with pytest.raises(RecordError, match=word):
+            store.add_many([bad])  # type: ignore[list-item]
+    assert store.stats()["entries"] == 0
+
+
+def test_planted_secrets_never_come_back(store: MemoryStore) -> None:
+    records = [
+        rec("s1", f"deploy with key {FAKE_SECRETS[0]} and then restart"),
+        rec("s2", f"export GITHUB_TOKEN={FAKE_SECRETS[1]} before pushing"),
+        rec("s3", "aws creds", metadata={"note": f"access key {FAKE_SECRETS[2]}"}),
+        rec("s4", "the db password is <private>hunter2-correct-horse</private> remember it"),
+        rec("s5", "password = Tr0ub4dor&3xyz for staging"),
+    ]
+    store.add_many(records)
+    seen: list[str] = []
+    for query in [
+        "deploy key restart",
+        "GITHUB_TOKEN pushing",
+        "aws creds",
+        "db password",
+        "staging password",
+        *FAKE_SECRETS,
+        "hunter2",
+    ]:
+        for h in store.search(query, k=10):
+            seen.append(h.summary)
+            seen += [t.summary for t in store.timeline(h.id)]
+    seen += [e.text + repr(e.metadata) for e in store.get([r["id"] for r in records])]
+    seen += [e.text + repr(e.metadata) for e in store.export()]
+    blob = "\n".join(seen)
+    assert "deploy with key" in blob  # the rest of the text survives
+    for secret in [*FAKE_SECRETS, "hunter2-correct-horse", "Tr0ub4dor&3xyz"]:
+        assert secret not in blob
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.text(max_size=80))
+def test_any_query_gets_an_answer_not_a_crash(tmp_path: Path, query: str) -> None:
+    s = open_store(tmp_path / "q.db", embedder="none")
+    try:
+        s.add_many([rec("a", "alpha beta gamma"), rec("b", "quotes \" and ' and * and NEAR(x y)")])
+        hits = s.search(query, k=3)
+        assert all(h.id in {"a", "b"} for h in hits)
+        assert query_terms(query) == [t for t in query_terms(query) if t]
+    finally:
+        s.close()
+
+
+def test_hybrid_search_with_the_local_embedder(backend: str) -> None:
+    store = open_store(backend, embedder="minilm")
+    try:
+        store.add_many(
+            [
+                rec("pet", "Nate: I adopted a small dog from the shelter last month.", session="a"),
+                rec("job", "Nate: My new role at the bank starts on Monday.", session="b"),
+                rec("food", "Nate: I have been experimenting with coconut milk ice cream.", session="c"),
+            ]
+        )
+        # no shared words with the answer: only the vectors can find it
+        assert store.search("puppy", k=1)[0].id == "pet"
+        assert store.stats()["vectors"] == 3
+    finally:
+        store.close()
+    with pytest.raises(RuntimeError, match="embedder"):
+        open_store(backend, embedder="openai:text-embedding-3-small")
