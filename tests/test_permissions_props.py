@@ -87,6 +87,7 @@ def _allowed_invocation(line: str) -> bool:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prefix=st.sampled_from(["git status", "ls -la", "ls"]), tail=st.lists(st.sampled_from(FRAGMENTS), max_size=10))
+@example(prefix="ls -la", tail=["'", "\n", ";", "'"])  # a quoted newline and ';': one ls argument, not two programs
 @example(prefix="ls -la", tail=["\\", "\\", "$'\\x72m'"])  # an escaped backslash, then $'\x72m': one ls argument
 def test_allowed_prefix_with_arbitrary_syntax_runs_only_allowed_programs(
     tmp_path: Path, prefix: str, tail: list[str]
@@ -100,8 +101,9 @@ def test_allowed_prefix_with_arbitrary_syntax_runs_only_allowed_programs(
         shims.mkdir()
         for name in PROGRAMS:
             shim = shims / name
-            # printf, not echo: dash's echo would turn a literal backslash-r argument into a carriage return
-            shim.write_text(f'#!/bin/sh\nprintf \'%s\\n\' "{name} $*" >> "$KEEL_TRACE"\n')
+            # printf, not echo: dash's echo would turn a literal backslash-r argument into a carriage return;
+            # each invocation ends with a NUL (no argument can hold one): an argument with a newline stays one entry
+            shim.write_text(f'#!/bin/sh\nprintf \'%s\\0\' "{name} $*" >> "$KEEL_TRACE"\n')
             shim.chmod(0o755)
         for name in WRAPPERS:
             real = shutil.which(name)
@@ -118,7 +120,7 @@ def test_allowed_prefix_with_arbitrary_syntax_runs_only_allowed_programs(
         subprocess.run(["/bin/bash", "-c", command], cwd=project, env=env, capture_output=True, timeout=5, check=False)
     except subprocess.TimeoutExpired:
         pass
-    ran = [line for line in trace.read_text().split("\n") if line] if trace.exists() else []
+    ran = [line for line in trace.read_text().split("\0") if line] if trace.exists() else []
     assert all(_allowed_invocation(line) for line in ran), f"{command!r} was allowed but ran {ran}"
     assert sorted(p.name for p in project.iterdir()) == before, f"{command!r} was allowed but changed files"
 
