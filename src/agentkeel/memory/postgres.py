@@ -16,8 +16,15 @@ from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sqlite import files_of
-from agentkeel.memory.store import Filters, Row, StoreBase
+from agentkeel.memory.store import Dialect, Filters, Row, StoreBase, where_clause
 
+POSTGRES = Dialect(
+    ph="%s",
+    live="NOT e.forgotten",
+    any_of=lambda n: "e.type = ANY(%s)",
+    list_param=True,
+    contains="strpos(e.files, %s) > 0",
+)
 _COLUMNS = "e.rid, e.id, e.type, e.project, e.session, e.ts, e.timestamp, e.text, e.metadata, e.superseded_by"
 _TSV = (
     "setweight(to_tsvector('english', coalesce(s.text, '')), 'A') || "
@@ -185,29 +192,7 @@ class PostgresStore(StoreBase):
 
     @staticmethod
     def _where(filters: Filters) -> tuple[str, list[Any]]:
-        clauses = ["NOT e.forgotten"]
-        params: list[Any] = []
-        if not filters.include_superseded:
-            clauses.append("e.superseded_by IS NULL")
-        if filters.project is not None:
-            clauses.append("e.project = %s")
-            params.append(filters.project)
-        if filters.session is not None:
-            clauses.append("e.session = %s")
-            params.append(filters.session)
-        if filters.types:
-            clauses.append("e.type = ANY(%s)")
-            params.append(list(filters.types))
-        if filters.since is not None:
-            clauses.append("e.ts >= %s")
-            params.append(filters.since)
-        if filters.until is not None:
-            clauses.append("e.ts <= %s")
-            params.append(filters.until)
-        if filters.file is not None:
-            clauses.append("strpos(e.files, %s) > 0")
-            params.append(filters.file)
-        return " AND ".join(clauses), params
+        return where_clause(filters, POSTGRES)
 
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
         words = " | ".join(t.replace("'", "") for t in terms if t.replace("'", ""))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
-from agentkeel.memory.store import Filters, Row, StoreBase
+from agentkeel.memory.store import Dialect, Filters, Row, StoreBase, where_clause
 
 if TYPE_CHECKING:
     import numpy as np
@@ -220,30 +220,8 @@ class SQLiteStore(StoreBase):
             return count
 
     @staticmethod
-    def _where(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
-        clauses = [f"{alias}.forgotten = 0"]
-        params: list[Any] = []
-        if not filters.include_superseded:
-            clauses.append(f"{alias}.superseded_by IS NULL")
-        if filters.project is not None:
-            clauses.append(f"{alias}.project = ?")
-            params.append(filters.project)
-        if filters.session is not None:
-            clauses.append(f"{alias}.session = ?")
-            params.append(filters.session)
-        if filters.types:
-            clauses.append(f"{alias}.type IN ({','.join('?' * len(filters.types))})")
-            params.extend(filters.types)
-        if filters.since is not None:
-            clauses.append(f"{alias}.ts >= ?")
-            params.append(filters.since)
-        if filters.until is not None:
-            clauses.append(f"{alias}.ts <= ?")
-            params.append(filters.until)
-        if filters.file is not None:
-            clauses.append(f"{alias}.files LIKE ? ESCAPE '\\'")
-            params.append("%" + filters.file.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
-        return " AND ".join(clauses), params
+    def _where(filters: Filters) -> tuple[str, list[Any]]:
+        return where_clause(filters, SQLITE)
 
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
@@ -349,6 +327,13 @@ class SQLiteStore(StoreBase):
         }
 
 
+SQLITE = Dialect(
+    ph="?",
+    live="e.forgotten = 0",
+    any_of=lambda n: f"e.type IN ({','.join('?' * n)})",
+    list_param=False,
+    contains="instr(e.files, ?) > 0",
+)
 _COLUMNS = "e.rid, e.id, e.type, e.project, e.session, e.ts, e.timestamp, e.text, e.metadata, e.superseded_by"
 
 

@@ -19,7 +19,7 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -87,6 +87,43 @@ class Filters:
             file=file or None,
             include_superseded=include_superseded,
         )
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one SQL backend spells the filter clauses (values are always bound parameters)."""
+
+    ph: str  # the parameter placeholder: ? or %s
+    live: str  # an entry not forgotten
+    any_of: Callable[[int], str]  # "e.type IN (?,?)" / "e.type = ANY(%s)"; gets the number of values
+    list_param: bool  # True: the values go as one list parameter
+    contains: str  # files column contains a path
+
+
+def where_clause(filters: Filters, dialect: Dialect) -> tuple[str, list[Any]]:
+    """The WHERE clause (over alias ``e``) and its parameters for a set of filters."""
+    ph = dialect.ph
+    clauses = [dialect.live]
+    params: list[Any] = []
+    if not filters.include_superseded:
+        clauses.append("e.superseded_by IS NULL")
+    for column, value in (("e.project", filters.project), ("e.session", filters.session)):
+        if value is not None:
+            clauses.append(f"{column} = {ph}")
+            params.append(value)
+    if filters.types:
+        clauses.append(dialect.any_of(len(filters.types)))
+        params.extend([list(filters.types)] if dialect.list_param else filters.types)
+    if filters.since is not None:
+        clauses.append(f"e.ts >= {ph}")
+        params.append(filters.since)
+    if filters.until is not None:
+        clauses.append(f"e.ts <= {ph}")
+        params.append(filters.until)
+    if filters.file is not None:
+        clauses.append(dialect.contains)
+        params.append(filters.file)
+    return " AND ".join(clauses), params
 
 
 def _when(value: str | float | None) -> float | None:
