@@ -201,3 +201,67 @@ def test_capture_never_slows_or_breaks_the_session_when_memory_is_broken(
     assert time.monotonic() - started < 60
     bad = keel("mem", "stats")
     assert bad.code == 1 and bad.stderr.startswith("keel mem:") and "Traceback" not in bad.stderr
+
+
+def test_a_session_leaves_a_lesson_that_comes_back_for_a_similar_task(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    calc = project / "calc.py"
+    calc.write_text("def add(a, b):\n    return a - b\n")
+    (project / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    check = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
+    first = fake_llm(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "Bash", "input": {"command": check}}]},
+                {"tool_calls": [{"name": "Read", "input": {"file_path": str(calc)}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "Edit",
+                            "input": {"file_path": str(calc), "old_string": "a - b", "new_string": "a + b"},
+                        }
+                    ]
+                },
+                {"tool_calls": [{"name": "Bash", "input": {"command": check}}]},
+                "Fixed: add subtracted instead of adding.",
+            ]
+        }
+    )
+    run = keel(
+        "-p", "fix the failing test in calc", "--permission-mode", "bypassPermissions", env=wire_env(first, "anthropic")
+    )
+    assert run.code == 0, run.stderr
+    assert calc.read_text() == "def add(a, b):\n    return a + b\n"
+
+    lessons = [json.loads(x) for x in keel("mem", "export").stdout.splitlines() if '"lesson"' in x]
+    assert len(lessons) == 1, lessons
+    lesson = lessons[0]
+    meta = lesson["metadata"]
+    assert meta["task_type"] == "bugfix" and meta["success"] is True and 0.5 <= meta["score"] <= 1.0
+    assert any("verified with" in s and "pytest" in s for s in meta["strengths"])
+    assert any(w.startswith("1 tool call(s) failed") for w in meta["weaknesses"])
+    assert any("Bash failed" in item and "exit 1" in item for item in meta["lessons"])
+
+    second = fake_llm({"steps": ["On it."]})
+    run = keel("-p", "fix the failing test in the parser", env=wire_env(second, "anthropic"))
+    assert run.code == 0, run.stderr
+    body = json.dumps(_requests(second)[0])
+    assert "Lessons from similar tasks" in body and f"[{lesson['id']}]" in body
+
+
+def test_agent_memory_files_are_injected_at_session_start(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    user = tmp_path / "keelhome" / "agents" / "main" / "MEMORY.md"
+    shared = project / ".keel" / "agents" / "main" / "MEMORY.md"
+    local = project / ".keel" / "agents" / "main" / "MEMORY.local.md"
+    for path, text in ((user, "Prefer small commits."), (shared, "Docs live in docs/."), (local, "My DB is on 5433.")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    server = fake_llm({"steps": ["noted", "still noted"]})
+    run = keel("-p", "hello", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    body = json.dumps(_requests(server)[0])
+    order = [body.index(s) for s in ("Prefer small commits.", "Docs live in docs/.", "My DB is on 5433.")]
+    assert order == sorted(order) and "MEMORY.md (main)" in body

@@ -105,32 +105,150 @@ class Lesson:
         return "\n".join(lines)
 
 
-def record_lesson(store: MemoryStore, lesson: Lesson, project: str = "", session: str = "") -> str:
+def lesson_record(lesson: Lesson, project: str = "", session: str = "") -> dict[str, Any]:
     from agentkeel.memory.model import new_record_id
 
-    record_id = new_record_id()
-    store.add_many(
-        [
-            {
-                "id": record_id,
-                "type": "lesson",
-                "project": project,
-                "session": session,
-                "timestamp": now_iso(),
-                "text": lesson.text(),
-                "metadata": {
-                    "task_type": lesson.task_type,
-                    "success": lesson.success,
-                    "score": lesson.score,
-                    "strengths": lesson.strengths,
-                    "weaknesses": lesson.weaknesses,
-                    "lessons": lesson.lessons,
-                    "summary": one_line("; ".join(lesson.lessons) or lesson.task, 140),
-                },
-            }
-        ]
+    return {
+        "id": new_record_id(),
+        "type": "lesson",
+        "project": project,
+        "session": session,
+        "timestamp": now_iso(),
+        "text": lesson.text(),
+        "metadata": {
+            "task_type": lesson.task_type,
+            "success": lesson.success,
+            "score": lesson.score,
+            "strengths": lesson.strengths,
+            "weaknesses": lesson.weaknesses,
+            "lessons": lesson.lessons,
+            "summary": one_line("; ".join(lesson.lessons) or lesson.task, 140),
+        },
+    }
+
+
+def record_lesson(store: MemoryStore, lesson: Lesson, project: str = "", session: str = "") -> str:
+    record = lesson_record(lesson, project, session)
+    store.add_many([record])
+    return str(record["id"])
+
+
+_TASK_TYPES = (
+    ("bugfix", re.compile(r"\b(fix|bug|broken|crash|error|fail\w*|regression|issue)\b", re.I)),
+    ("testing", re.compile(r"\b(tests?|coverage|pytest|jest|spec)\b", re.I)),
+    ("refactor", re.compile(r"\b(refactor\w*|rename|clean\s*up|simplify|extract|move)\b", re.I)),
+    ("feature", re.compile(r"\b(add|implement|create|build|support|introduce|write)\b", re.I)),
+    ("review", re.compile(r"\b(review|audit|check)\b", re.I)),
+    ("question", re.compile(r"^\s*(what|why|how|where|which|who|explain|describe)\b", re.I)),
+)
+_CHECK = re.compile(
+    r"\b(pytest|tox|nox|unittest|jest|vitest|mocha|go (test|vet|build)|cargo (test|check|build|clippy)|"
+    r"(npm|pnpm|yarn|bun) (run )?(test|build|lint|check)|make( \w+)?|mypy|pyright|ruff|eslint|tsc|gradle|mvn)\b"
+)
+_EDITS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+
+
+def task_type(task: str) -> str:
+    for name, pattern in _TASK_TYPES:
+        if pattern.search(task):
+            return name
+    return "general"
+
+
+def reflect(entries: Sequence[Entry]) -> Lesson | None:
+    """A reflexion lesson from what a session did, with no model call.
+
+    The signal is the session's own evidence: the last check it ran (tests, build, lint) and
+    its exit code, which tool calls failed and what worked after them, whether edits were ever
+    verified. A session that ran no tool taught nothing worth a lesson and returns None.
+    """
+    prompts = [e for e in entries if e.type == "user_prompt"]
+    runs = [e for e in entries if e.type == "tool_observation"]
+    if not prompts or not runs:
+        return None
+    task = one_line(prompts[0].text, 160)
+    failed = [e for e in runs if e.metadata.get("success") is False]
+    checks = [e for e in runs if _CHECK.search(str(e.metadata.get("command", "")))]
+    edited = list(dict.fromkeys(str(e.metadata.get("file_path")) for e in runs if e.metadata.get("tool") in _EDITS))
+    last_check = checks[-1] if checks else None
+    check_ok = None if last_check is None else _succeeded(last_check)
+    ok_ratio = 1 - len(failed) / len(runs)
+    if check_ok is None:
+        success = _succeeded(runs[-1])
+        score = 0.5 * ok_ratio + 0.25
+    else:
+        success = check_ok
+        score = 0.5 * ok_ratio + (0.5 if check_ok else 0.0)
+
+    strengths: list[str] = []
+    weaknesses: list[str] = []
+    lessons: list[str] = []
+    if last_check is not None:
+        command = one_line(str(last_check.metadata.get("command")), 80)
+        code = last_check.metadata.get("exit_code")
+        if check_ok:
+            strengths.append(f"verified with `{command}`" + (f" (exit {code})" if code is not None else ""))
+        else:
+            weaknesses.append(f"`{command}` still failing at the end" + (f" (exit {code})" if code is not None else ""))
+            lessons.append(f"`{command}` was still failing when the session ended; start from its output")
+    elif edited:
+        weaknesses.append(f"changed {len(edited)} file(s) without running a test or build")
+        lessons.append("run the project's tests or build after editing; this session never checked its change")
+    if edited:
+        strengths.append("changed " + ", ".join(edited[:5]))
+    if failed:
+        counts: dict[str, int] = {}
+        for e in failed:
+            counts[str(e.metadata.get("tool"))] = counts.get(str(e.metadata.get("tool")), 0) + 1
+        weaknesses.append(f"{len(failed)} tool call(s) failed: " + ", ".join(f"{t} x{n}" for t, n in counts.items()))
+    for bad, fix in _recoveries(runs):
+        lessons.append(f"{bad.metadata.get('tool')} failed ({_describe(bad)}); what worked next: {_describe(fix)}")
+    if success and not lessons:
+        steps = list(dict.fromkeys(_step(e) for e in runs))
+        lessons.append("an approach that worked: " + " -> ".join(steps[:8]))
+    return Lesson(
+        task_type=task_type(task),
+        success=success,
+        score=round(max(0.0, min(1.0, score)), 2),
+        lessons=lessons[:4],
+        strengths=strengths,
+        weaknesses=weaknesses,
+        task=task,
     )
-    return record_id
+
+
+def _succeeded(entry: Entry) -> bool:
+    code = entry.metadata.get("exit_code")
+    return entry.metadata.get("success") is not False and (code is None or code == 0)
+
+
+def _describe(entry: Entry) -> str:
+    """`command` (exit n) for a shell run, else the observation's first line (which carries a tool's error)."""
+    if "command" in entry.metadata:
+        code = entry.metadata.get("exit_code")
+        return f"`{one_line(str(entry.metadata['command']), 80)}`" + (f" exit {code}" if code is not None else "")
+    return one_line((entry.text.strip().splitlines() or [""])[0], 100)
+
+
+def _step(entry: Entry) -> str:
+    tool = str(entry.metadata.get("tool"))
+    if "command" in entry.metadata:
+        return f"{tool} `{one_line(str(entry.metadata['command']), 40)}`"
+    path = entry.metadata.get("file_path")
+    return f"{tool} {Path(str(path)).name}" if path else tool
+
+
+def _recoveries(runs: Sequence[Entry]) -> list[tuple[Entry, Entry]]:
+    """Each failed tool call paired with the next successful call of the same tool."""
+    pairs: list[tuple[Entry, Entry]] = []
+    for i, bad in enumerate(runs):
+        if _succeeded(bad):
+            continue
+        tool = bad.metadata.get("tool")
+        fix = next((e for e in runs[i + 1 :] if e.metadata.get("tool") == tool and _succeeded(e)), None)
+        if fix is not None and all(fix is not f for _, f in pairs):
+            pairs.append((bad, fix))
+    return pairs[:3]
 
 
 def lessons_for(store: MemoryStore, task: str, project: str | None = None, k: int = 3) -> list[Any]:

@@ -4,7 +4,11 @@ Configured by the ``memory`` settings key::
 
     "memory": {"enabled": true, "store": "~/.keel/memory/memory.db" | "postgresql://...",
                "embedder": "auto" | "none" | "minilm" | "openai:<model>", "project": "<override>",
-               "excludeTools": ["Bash"], "maskPatterns": ["ACME-[0-9]+"], "inject": true, "tools": true}
+               "excludeTools": ["Bash"], "maskPatterns": ["ACME-[0-9]+"], "inject": true, "tools": true,
+               "lessons": true}
+
+At session end the plugin writes an extractive summary and, when the session ran tools, a
+reflexion lesson (``consolidate.reflect``); both go through the outbox like any capture.
 
 The runtime builds one ``MemoryPlugin`` per session. Everything here fails open: a broken
 store costs the session its memory, never its work.
@@ -35,6 +39,7 @@ class MemoryConfig:
     mask_patterns: list[str] = field(default_factory=list)
     inject: bool = True
     tools: bool = True
+    lessons: bool = True
 
     @classmethod
     def from_settings(cls, raw: Any) -> MemoryConfig:
@@ -49,6 +54,7 @@ class MemoryConfig:
             mask_patterns=[str(p) for p in raw.get("maskPatterns", []) if isinstance(p, str)],
             inject=raw.get("inject", True) is not False,
             tools=raw.get("tools", True) is not False,
+            lessons=raw.get("lessons", True) is not False,
         )
 
 
@@ -131,7 +137,7 @@ class MemoryPlugin:
             return None
 
     def _prompt_context(self, prompt: str) -> str | None:
-        from agentkeel.memory.consolidate import read_agent_memory
+        from agentkeel.memory.consolidate import lessons_for, read_agent_memory
 
         store = self._open_reader()
         first = self._prompts == 0
@@ -163,8 +169,7 @@ class MemoryPlugin:
             if h.session != self.session_id and h.type != "lesson"
         ]
         add("Relevant memories", [h.line() for h in hits[:5]])
-        lessons = store.search(prompt, k=3, type="lesson")
-        add("Lessons from similar tasks", [h.line() for h in lessons])
+        add("Lessons from similar tasks", [h.line() for h in lessons_for(store, prompt, self.project, k=3)])
         if not sections:
             return None
         body = "\n".join(f"{title}:\n" + "\n".join(f"- {line}" for line in lines) for title, lines in sections)
@@ -176,12 +181,15 @@ class MemoryPlugin:
         )
 
     def close(self) -> None:
-        """Session end: queue an extractive summary, make sure everything is acknowledged."""
+        """Session end: queue a lesson and an extractive summary, make sure everything is acknowledged."""
         try:
             captured = [_entry(r) for r in self.capture.captured if r["session"] == self.session_id]
             if captured:
-                from agentkeel.memory.consolidate import extractive_summary
+                from agentkeel.memory.consolidate import extractive_summary, lesson_record, reflect
 
+                lesson = reflect(captured) if self.config.lessons else None
+                if lesson is not None:
+                    self.outbox.put(lesson_record(lesson, self.project, self.session_id))
                 text = extractive_summary(captured)
                 if text:
                     self.outbox.put(
