@@ -12,8 +12,9 @@ from typing import Any
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.memory.project import project_id
-from conftest import KEEL, KeelRun
+from conftest import KEEL, KeelRun, wire_env
 
 FAKE_KEY = "sk-ant-api03-FAKEFAKEFAKEFAKEFAKEFAKE0000"
 
@@ -191,3 +192,32 @@ def test_markdown_mirror_round_trip(project: Path, keel: Callable[..., KeelRun])
     assert "Node 22" in hits[0]["summary"] and all("Node 18" not in h["summary"] for h in hits)
     assert keel("mem", "get", "f1", "--json").json()[0]["superseded_by"]
     assert shutil.which(KEEL) or Path(KEEL).exists()
+
+
+def test_reindex_through_the_cli(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    seed = project / "seed.jsonl"
+    rows = [
+        {"id": "m1", "type": "fact", "project": project_id(project), "session": "s", "text": "what did they do there"},
+        {"id": "m2", "type": "fact", "project": project_id(project), "session": "s", "text": "the build is green"},
+    ]
+    seed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert keel("mem", "--embedder", "none", "import", "jsonl", str(seed)).code == 0
+
+    none = keel("mem", "--embedder", "none", "reindex")
+    assert none.code == 2 and "no embedder to reindex with" in none.stderr
+
+    server = fake_llm({"steps": []})
+    env = wire_env(server, "openai")
+    mismatch = keel("mem", "--embedder", "openai:fake-embed", "stats", env=env)
+    assert mismatch.code == 0, mismatch.stderr  # a store without vectors takes any embedder
+    done = keel("mem", "--embedder", "openai:fake-embed", "reindex", env=env)
+    assert done.code == 0, done.stderr
+    assert done.stdout.strip() == "reindexed 2 entries with openai:fake-embed"
+    other = keel("mem", "--embedder", "openai:other-model", "stats", env=env)
+    assert other.code == 1 and "keel mem reindex" in other.stderr and "Traceback" not in other.stderr
+    found = keel("mem", "--embedder", "openai:fake-embed", "search", "what did they do there", "--json", env=env)
+    assert [h["id"] for h in found.json()][:1] == ["m1"]
+    stats = keel("mem", "--embedder", "openai:fake-embed", "stats", "--json", env=env).json()
+    assert stats["vectors"] == 2 and stats["embedder"] == "openai:fake-embed"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkeel.memory import RecordError, open_store
+from agentkeel.fakellm.script import fake_embedding
+from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.memory import RecordError, embed, open_store
 from agentkeel.memory.store import MemoryStore, query_terms
 from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
 
@@ -218,3 +222,96 @@ def test_hybrid_search_with_the_local_embedder(backend: str) -> None:
         store.close()
     with pytest.raises(RuntimeError, match="embedder"):
         open_store(backend, embedder="openai:text-embedding-3-small")
+
+
+# -- an OpenAI-compatible embeddings endpoint, and reindexing ------------------------------------------
+
+STOPWORD_QUERY = "what did they do there"  # no lexical terms: anything found came through the vectors
+
+
+@pytest.fixture
+def embeddings_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
+    server = FakeLLMServer({"steps": []})
+    server.start_background()
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-for-tests")
+    embed._CACHE.clear()
+    yield server
+    server.shutdown()
+    embed._CACHE.clear()
+
+
+def test_openai_embedder_speaks_the_sdk_wire_format(embeddings_endpoint: FakeLLMServer) -> None:
+    embedder = embed.OpenAIEmbedder("fake-embed")
+    vectors = embedder.embed(["the staging database", "a sunrise painting"] * 200)  # two requests of <= 256
+    assert len(vectors) == 400 and embedder.dim == 64
+    assert [len(r["input"]) for r in embeddings_endpoint.embedding_requests] == [256, 144]
+    assert embeddings_endpoint.embedding_requests[0]["encoding_format"] == "base64"  # the SDK's default
+    expected = fake_embedding("the staging database")
+    assert max(abs(a - b) for a, b in zip(vectors[0], expected, strict=True)) < 1e-6
+
+
+def test_an_unreachable_endpoint_is_one_clear_error() -> None:
+    embedder = embed.OpenAIEmbedder("fake-embed", base_url="http://127.0.0.1:9/v1", api_key="sk-fake")
+    embedder._connect().max_retries = 0
+    with pytest.raises(embed.EmbedderError, match=r"embeddings endpoint http://127.0.0.1:9/v1 failed"):
+        embedder.embed(["x"])
+
+
+@pytest.fixture
+def endpoint_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen[str]]:
+    """``keel dev fake-llm`` in its own process, so a test can take the endpoint down for real."""
+    script = tmp_path / "script.json"
+    script.write_text('{"steps": []}')
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("keel")), "dev", "fake-llm", "--script", str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().split()[-1]
+    monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-for-tests")
+    embed._CACHE.clear()
+    yield proc
+    proc.kill()
+    proc.wait()
+    embed._CACHE.clear()
+
+
+def test_reindex_adds_vectors_and_an_outage_loses_no_entry(
+    backend: str, endpoint_process: subprocess.Popen[str]
+) -> None:
+    plain = open_store(backend, embedder="none")
+    plain.add_many(
+        [
+            rec("t1", "Tim: what did they do there at the memorial?"),
+            rec("t2", "John: the kids laid flowers"),
+            rec("t3", "unrelated: the build is green", session="s2"),
+        ]
+    )
+    assert plain.search(STOPWORD_QUERY) == []
+    plain.close()
+    with pytest.raises(RuntimeError, match="reindex"):  # vectors from another embedder would mislead
+        _indexed_with_other(backend)
+
+    store = open_store(backend, embedder="none")
+    assert store.reindex(embed.get_embedder("openai:fake-embed")) == 3  # type: ignore[arg-type]
+    store.close()
+    store = open_store(backend, embedder="openai:fake-embed")
+    assert store.stats()["vectors"] == 3
+    assert store.search(STOPWORD_QUERY, k=1)[0].id == "t1"
+
+    endpoint_process.kill()  # the endpoint goes away mid-session
+    endpoint_process.wait()
+    assert store.add_many([rec("t4", "Tim: the flowers were tulips")]) == 1
+    assert store.search("tulips")[0].id == "t4"  # lexical still answers
+    assert store.stats()["vectors"] == 3
+    store.close()
+
+
+def _indexed_with_other(path: str) -> None:
+    """A store whose vectors came from another embedder refuses to open with this one."""
+    store = open_store(path, embedder="openai:fake-embed")
+    store.close()
+    open_store(path, embedder="openai:other-model")

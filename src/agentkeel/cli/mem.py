@@ -1,4 +1,4 @@
-"""``keel mem ...``: search, timeline, get, import, export, stats, forget, mirror, sync, retry, mcp."""
+"""``keel mem ...``: search, timeline, get, import, export, stats, forget, mirror, sync, retry, reindex, mcp."""
 
 from __future__ import annotations
 
@@ -64,6 +64,7 @@ def add_parser(sub: Any) -> None:
     sync = msub.add_parser("sync", help="apply edits made to the markdown mirror")
     sync.add_argument("path", nargs="?", default=None)
     msub.add_parser("retry", help="requeue dead-lettered capture records and index the outbox")
+    msub.add_parser("reindex", help="rebuild every vector with --embedder (after switching, or an endpoint outage)")
     msub.add_parser("mcp", help="serve search/timeline/get as an MCP server over stdio")
 
 
@@ -71,15 +72,16 @@ def _keel_home() -> Path:
     return Path(os.environ.get("KEEL_HOME") or Path.home() / ".keel")
 
 
-def _configured_store() -> str | None:
+def _configured(key: str) -> str | None:
+    """``memory.<key>`` from the user settings."""
     for path in (_keel_home() / "settings.json", Path.home() / ".claude" / "settings.json"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         memory = data.get("memory") if isinstance(data, dict) else None
-        if isinstance(memory, dict) and isinstance(memory.get("store"), str):
-            return str(memory["store"])
+        if isinstance(memory, dict) and isinstance(memory.get(key), str):
+            return str(memory[key])
     return None
 
 
@@ -90,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
     cwd = Path(args.cwd or Path.cwd())
     project = project_id(cwd, args.project)
-    location = args.store or _configured_store() or str(_keel_home() / "memory" / "memory.db")
+    location = args.store or _configured("store") or str(_keel_home() / "memory" / "memory.db")
+    if args.action == "reindex":
+        return _reindex(location, args.embedder or _configured("embedder"))
     try:
         store = open_store(location, embedder=args.embedder)
     except (RuntimeError, EmbedderError, OSError) as exc:
@@ -101,6 +105,36 @@ def run(args: argparse.Namespace) -> int:
         return _dispatch(args, store, project, cwd)
     except (RecordError, EmbedderError, RuntimeError, sqlite3.Error) as exc:
         print(f"keel mem: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        store.close()
+
+
+def _reindex(location: str, spec: str | None) -> int:
+    from agentkeel.memory import open_store, resolve_embedder
+    from agentkeel.memory.embed import EmbedderError
+
+    try:
+        embedder = resolve_embedder(spec)
+        if embedder is None:
+            print(
+                "keel mem: no embedder to reindex with: pass --embedder minilm or openai:<model>"
+                " (the local one needs `pip install 'agentkeel[memory]'`)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        store = open_store(location, embedder="none")
+    except (RuntimeError, EmbedderError, OSError) as exc:
+        print(f"keel mem: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        _drain_outbox(store)
+        count = store.reindex(embedder, progress=lambda n: print(f"\r{n} entries embedded", end="", file=sys.stderr))
+        print(file=sys.stderr)
+        print(f"reindexed {count} entries with {embedder.name}")
+        return EXIT_OK
+    except (EmbedderError, RuntimeError, sqlite3.Error) as exc:
+        print(f"\nkeel mem: reindex stopped, run it again: {exc}", file=sys.stderr)
         return EXIT_ERROR
     finally:
         store.close()

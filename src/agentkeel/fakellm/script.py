@@ -175,6 +175,45 @@ def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def fake_embedding(text: str, dim: int = 64) -> list[float]:
+    """A deterministic bag-of-words vector (hashed words, unit length): texts sharing words
+    point the same way, which is all a test of the vector path needs."""
+    import hashlib
+    import math
+    import re
+
+    vector = [0.0] * dim
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+        vector[int.from_bytes(digest[:4], "little") % dim] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
+def openai_embeddings(body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /v1/embeddings``: float lists or, as the official SDK asks by default, base64 float32."""
+    import base64
+    import struct
+
+    raw = body.get("input", [])
+    inputs = [raw] if isinstance(raw, str) else [str(x) for x in raw]
+    dim = int(body.get("dimensions") or 64)
+    data = []
+    for index, text in enumerate(inputs):
+        vector = fake_embedding(text, dim)
+        encoded: Any = vector
+        if body.get("encoding_format") == "base64":
+            encoded = base64.b64encode(struct.pack(f"<{dim}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": encoded})
+    tokens = sum(estimate_tokens(t) for t in inputs)
+    return {
+        "object": "list",
+        "data": data,
+        "model": str(body.get("model", "fake-embedding")),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
 def usage_for(step: Step, request_body: str) -> dict[str, int]:
     out_text = step.text + step.thinking + "".join(json.dumps(c.input) for c in step.tool_calls)
     usage = {

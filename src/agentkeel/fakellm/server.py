@@ -2,7 +2,8 @@
 
 Anthropic Messages (``POST /v1/messages``, ``/v1/messages/count_tokens``) and OpenAI Chat
 Completions (``POST /v1/chat/completions``), streamed as SSE or whole, so that tests and
-benchmarks drive the official SDK clients. ``GET /_keel/requests`` returns every request
+benchmarks drive the official SDK clients; OpenAI Embeddings (``POST /v1/embeddings``) answer
+deterministic bag-of-words vectors outside the script. ``GET /_keel/requests`` returns every request
 body received, for tests to assert on.
 """
 
@@ -24,6 +25,7 @@ from agentkeel.fakellm.script import (
     anthropic_sse,
     estimate_tokens,
     openai_completion,
+    openai_embeddings,
     openai_error,
     openai_sse,
 )
@@ -66,6 +68,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply("anthropic", path, body, raw)
         elif path.endswith("/chat/completions"):
             self._reply("openai", path, body, raw)
+        elif path.endswith("/embeddings"):
+            self.server.embedding_requests.append(body)
+            self._json(200, openai_embeddings(body))
         else:
             self._json(404, {"error": {"message": f"no route {path}"}})
 
@@ -146,6 +151,7 @@ class FakeLLMServer(ThreadingHTTPServer):
 
     def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False) -> None:
         self.cursor = ScriptCursor(script)
+        self.embedding_requests: list[dict[str, Any]] = []  # kept apart: embeddings do not advance the script
         self.verbose = verbose
         super().__init__((host, port), _Handler)
 

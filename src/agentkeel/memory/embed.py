@@ -9,7 +9,8 @@ Two are built in:
   wheels, two seconds to import) for a model this small; ``tests/test_memory_embed.py``
   checks the vectors against ones sentence-transformers computed.
 - ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM, LM
-  Studio), over httpx.
+  Studio), through the official openai SDK (the ``openai`` extra); ``OPENAI_BASE_URL`` and
+  ``OPENAI_API_KEY`` point it.
 
 Everything heavy (numpy, tokenizers, safetensors) is imported when an embedder is built,
 never at ``import agentkeel``.
@@ -168,9 +169,10 @@ class MiniLMEmbedder:
 
 
 class OpenAIEmbedder:
-    """An OpenAI-compatible embeddings endpoint (``POST {base_url}/embeddings``)."""
+    """An OpenAI-compatible embeddings endpoint (``POST {base_url}/embeddings``), through the official SDK."""
 
     name = "openai"
+    BATCH = 256
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, dim: int = 0) -> None:
         self.model = model
@@ -178,25 +180,36 @@ class OpenAIEmbedder:
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         self.dim = dim
         self.name = f"openai:{model}"
+        self._client: Any = None
+
+    def _connect(self) -> Any:
+        if self._client is None:
+            try:
+                import openai
+            except ImportError as exc:
+                raise EmbedderError(
+                    "the openai embedder needs the openai SDK: pip install 'agentkeel[openai]'"
+                ) from exc
+            # a local endpoint (Ollama, vLLM) takes no key, but the SDK insists on one
+            self._client = openai.OpenAI(
+                base_url=self.base_url, api_key=self._api_key or "no-key", max_retries=2, timeout=60.0
+            )
+        return self._client
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        import httpx
-
         if not texts:
             return []
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        try:
-            response = httpx.post(
-                f"{self.base_url}/embeddings",
-                json={"model": self.model, "input": list(texts)},
-                headers=headers,
-                timeout=60.0,
-            )
-            response.raise_for_status()
-            data = response.json()["data"]
-        except (httpx.HTTPError, KeyError, ValueError) as exc:
-            raise EmbedderError(f"embeddings endpoint {self.base_url} failed: {exc}") from exc
-        vectors = [_unit(item["embedding"]) for item in sorted(data, key=lambda d: d.get("index", 0))]
+        import openai
+
+        client = self._connect()
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.BATCH):
+            try:
+                response = client.embeddings.create(model=self.model, input=list(texts[start : start + self.BATCH]))
+            except openai.OpenAIError as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise EmbedderError(f"embeddings endpoint {self.base_url} failed: {first}") from exc
+            vectors += [_unit(list(item.embedding)) for item in sorted(response.data, key=lambda d: d.index)]
         if vectors and not self.dim:
             self.dim = len(vectors[0])
         return vectors

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from agentkeel.memory.embed import Embedder
@@ -81,17 +81,7 @@ class PostgresStore(StoreBase):
                 """
             )
             if dim:
-                cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                cur.execute(
-                    f"""
-                    CREATE TABLE IF NOT EXISTS keel_vectors (
-                        rid BIGINT PRIMARY KEY REFERENCES keel_events(rid) ON DELETE CASCADE,
-                        own vector({dim}), ctx vector({dim})
-                    );
-                    CREATE INDEX IF NOT EXISTS keel_vectors_own ON keel_vectors USING hnsw (own vector_cosine_ops);
-                    CREATE INDEX IF NOT EXISTS keel_vectors_ctx ON keel_vectors USING hnsw (ctx vector_cosine_ops);
-                    """
-                )
+                _create_vectors(cur, dim)
             if self.embedder is not None:
                 cur.execute("SELECT value FROM keel_meta WHERE key = 'embedder'")
                 row = cur.fetchone()
@@ -100,7 +90,8 @@ class PostgresStore(StoreBase):
                 elif row[0] != self.embedder.name:
                     self._db.rollback()
                     raise RuntimeError(
-                        f"this memory database was indexed with embedder {row[0]!r}, not {self.embedder.name!r}"
+                        f"this memory database was indexed with embedder {row[0]!r}, not {self.embedder.name!r}: "
+                        f"set memory.embedder to {row[0]!r} or run `keel mem reindex`"
                     )
         self._db.commit()
 
@@ -165,6 +156,45 @@ class PostgresStore(StoreBase):
             (project, session, n),
         ).fetchall()
         return [(_row(r), json.loads(r[-1]) if r[-1] else None) for r in reversed(rows)]
+
+    def _reset_vectors(self, name: str, dim: int) -> None:
+        with self._db.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(727274)")
+            cur.execute("DROP TABLE IF EXISTS keel_vectors")
+            _create_vectors(cur, dim)
+            cur.execute(
+                "INSERT INTO keel_meta VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (name,),
+            )
+
+    def _put_vectors(self, vectors: list[tuple[int, list[float]]]) -> None:
+        with self._db.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO keel_vectors(rid, own) VALUES (%s, %s::vector)"
+                " ON CONFLICT (rid) DO UPDATE SET own = EXCLUDED.own",
+                [(rid, _vec(v)) for rid, v in vectors],
+            )
+
+    def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM keel_events e WHERE e.rid > %s AND NOT e.forgotten ORDER BY e.rid LIMIT %s",
+            (after_rid, limit),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def _sessions(self) -> list[tuple[str, str]]:
+        rows = self._db.execute(
+            "SELECT DISTINCT project, session FROM keel_events WHERE NOT forgotten AND session != ''"
+        ).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
+        with self._lock:
+            try:
+                return super().reindex(embedder, batch, progress)
+            except BaseException:
+                self._db.rollback()
+                raise
 
     def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
         self._db.execute("UPDATE keel_search SET ctx = %s WHERE rid = %s", (context, rid))
@@ -307,6 +337,20 @@ class PostgresStore(StoreBase):
             "superseded": counts[2],
             "embedder": self.embedder.name if self.embedder else None,
         }
+
+
+def _create_vectors(cur: Any, dim: int) -> None:
+    cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    cur.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS keel_vectors (
+            rid BIGINT PRIMARY KEY REFERENCES keel_events(rid) ON DELETE CASCADE,
+            own vector({int(dim)}), ctx vector({int(dim)})
+        );
+        CREATE INDEX IF NOT EXISTS keel_vectors_own ON keel_vectors USING hnsw (own vector_cosine_ops);
+        CREATE INDEX IF NOT EXISTS keel_vectors_ctx ON keel_vectors USING hnsw (ctx vector_cosine_ops);
+        """
+    )
 
 
 def _vec(vector: list[float]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,10 +132,21 @@ class SQLiteStore(StoreBase):
             try:
                 return super().add_many(records)
             except BaseException:
-                if self._in_tx:
-                    self._db.execute("ROLLBACK")
-                    self._in_tx = False
+                self._rollback()
                 raise
+
+    def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
+        with self._lock:
+            try:
+                return super().reindex(embedder, batch, progress)
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        if self._in_tx:
+            self._db.execute("ROLLBACK")
+            self._in_tx = False
 
     # -- primitives ---------------------------------------------------------------------------------
     def _known_ids(self, ids: Sequence[str]) -> set[str]:
@@ -181,6 +192,35 @@ class SQLiteStore(StoreBase):
             (project, session, n),
         ).fetchall()
         return [(_row(r), _unblob(r[-1])) for r in reversed(rows)]
+
+    def _reset_vectors(self, name: str, dim: int) -> None:
+        self._next_ver()
+        self._db.execute("DELETE FROM vectors")
+        self._set_meta("embedder", name)
+        self._set_meta("epoch", str(int(self._meta("epoch") or 0) + 1))  # every reader's cache starts over
+
+    def _begin_batch(self) -> None:
+        self._next_ver()
+
+    def _put_vectors(self, vectors: list[tuple[int, list[float]]]) -> None:
+        ver = int(self._meta("ver") or 0)
+        self._db.executemany(
+            "INSERT OR REPLACE INTO vectors(rid, own, ctx, ver) VALUES (?, ?, NULL, ?)",
+            [(rid, _blob(v), ver) for rid, v in vectors],
+        )
+
+    def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM events e WHERE e.rid > ? AND e.forgotten = 0 ORDER BY e.rid LIMIT ?",
+            (after_rid, limit),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def _sessions(self) -> list[tuple[str, str]]:
+        rows = self._db.execute(
+            "SELECT DISTINCT project, session FROM events WHERE forgotten = 0 AND session != ''"
+        ).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
         self._db.execute("UPDATE fts SET ctx = ? WHERE rowid = ?", (context, rid))
@@ -375,6 +415,10 @@ class _VectorCache:
     """Every live vector of the file in two float32 matrices, refreshed by row version."""
 
     def __init__(self) -> None:
+        self.epoch = ""
+        self.clear()
+
+    def clear(self) -> None:
         self.ver = 0
         self.index: dict[int, int] = {}
         self.rids: npt.NDArray[np.int64] | None = None
@@ -385,8 +429,11 @@ class _VectorCache:
     def refresh(self, db: sqlite3.Connection) -> None:
         import numpy as np
 
-        row = db.execute("SELECT value FROM meta WHERE key = 'ver'").fetchone()
-        current = int(row[0]) if row else 0
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('ver', 'epoch')").fetchall())
+        current = int(meta.get("ver") or 0)
+        if meta.get("epoch", "") != self.epoch:  # the vectors were rebuilt (`keel mem reindex`)
+            self.clear()
+            self.epoch = meta.get("epoch", "")
         if current == self.ver:
             return
         changed = db.execute(

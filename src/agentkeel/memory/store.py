@@ -18,14 +18,17 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from agentkeel.memory.embed import Embedder
+from agentkeel.memory.embed import Embedder, EmbedderError
 from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens, one_line, parse_time
 from agentkeel.memory.privacy import Masker
+
+log = logging.getLogger(__name__)
 
 CONTEXT_SPAN = 2
 RRF_K = 5.0
@@ -175,6 +178,7 @@ class MemoryStore(Protocol):
     def export(self, **filters: Any) -> Iterable[Entry]: ...
     def stats(self) -> dict[str, Any]: ...
     def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]: ...
+    def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int: ...
     def close(self) -> None: ...
 
 
@@ -258,6 +262,21 @@ class StoreBase:
     def _known_ids(self, ids: Sequence[str]) -> set[str]:
         raise NotImplementedError
 
+    def _reset_vectors(self, name: str, dim: int) -> None:
+        raise NotImplementedError
+
+    def _put_vectors(self, vectors: list[tuple[int, list[float]]]) -> None:
+        raise NotImplementedError
+
+    def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
+        raise NotImplementedError
+
+    def _sessions(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def _begin_batch(self) -> None:
+        """Open a write batch (SQLite bumps the row version its vector cache follows)."""
+
     # -- writing -----------------------------------------------------------------------------------
     def add_many(self, records: Iterable[dict[str, Any] | Record]) -> int:
         """Append records (masked), index them, and refresh the context of their session neighbours.
@@ -290,7 +309,10 @@ class StoreBase:
             return 0
         vectors: list[list[float] | None] = [None] * len(fresh)
         if self.embedder is not None:
-            vectors = list(self.embedder.embed([r.text for r in fresh]))
+            try:
+                vectors = list(self.embedder.embed([r.text for r in fresh]))
+            except EmbedderError as exc:  # the entries matter more than their vectors
+                log.warning("memory: %s; stored without vectors (`keel mem reindex` fills them in)", exc)
         rids = self._insert([(r, date_words(r.ts), v) for r, v in zip(fresh, vectors, strict=True)])
         self._refresh_contexts(fresh, rids, vectors)
         self._commit()
@@ -308,17 +330,41 @@ class StoreBase:
                 for row, vector in self._session_tail(project, session, 2 * CONTEXT_SPAN + len(new))
                 if row.rid not in new_rids
             ]
-            sequence = tail + new
-            first_changed = max(0, len(tail) - CONTEXT_SPAN)
-            for i in range(first_changed, len(sequence)):
-                around = [
-                    sequence[j]
-                    for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1)
-                    if j != i and 0 <= j < len(sequence)
-                ]
-                text = " ".join(t for _, t, _ in around)
-                vector = _mean([v for _, _, v in around if v is not None])
-                self._set_context(sequence[i][0], text, vector)
+            self._write_contexts(tail + new, first=max(0, len(tail) - CONTEXT_SPAN))
+
+    def _write_contexts(self, sequence: list[tuple[int, str, list[float] | None]], first: int = 0) -> None:
+        """Each entry's context: the text and mean vector of its ±CONTEXT_SPAN session neighbours."""
+        for i in range(first, len(sequence)):
+            around = [
+                sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)
+            ]
+            text = " ".join(t for _, t, _ in around)
+            vector = _mean([v for _, _, v in around if v is not None])
+            self._set_context(sequence[i][0], text, vector)
+
+    def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild every vector with ``embedder``: after switching embedders, or to fill in the
+        vectors an unreachable endpoint left out. Entries and the lexical index are untouched."""
+        if not embedder.dim:
+            embedder.embed(["dimension probe"])  # an endpoint tells its dimension by answering
+        self._reset_vectors(embedder.name, embedder.dim)
+        self._commit()
+        self.embedder = embedder
+        done, last = 0, 0
+        while rows := self._live_rows(last, batch):
+            vectors = embedder.embed([r.text for r in rows])
+            self._begin_batch()
+            self._put_vectors([(r.rid, v) for r, v in zip(rows, vectors, strict=True)])
+            self._commit()
+            done += len(rows)
+            last = rows[-1].rid
+            if progress is not None:
+                progress(done)
+        for project, session in self._sessions():
+            self._begin_batch()
+            self._write_contexts([(row.rid, row.text, v) for row, v in self._session_tail(project, session, 1 << 30)])
+            self._commit()
+        return done
 
     def supersede(self, old_id: str, new_record: dict[str, Any] | Record) -> str:
         """Add the new record and mark the old one superseded (kept, hidden from search)."""
@@ -348,8 +394,8 @@ class StoreBase:
         terms = query_terms(query)
         if terms:
             lists.append((WEIGHTS["lexical"], self._lexical(terms, flt, CANDIDATES)))
-        if self.embedder is not None and query.strip():
-            vector = self.embedder.embed([query])[0]
+        vector = self._embed_query(query)
+        if vector is not None:
             lists.append((WEIGHTS["vector"], self._vector(vector, "own", flt, CANDIDATES)))
             lists.append((WEIGHTS["context"], self._vector(vector, "context", flt, CANDIDATES)))
         scores = rrf(lists)
@@ -367,6 +413,15 @@ class StoreBase:
             ranked = sorted(rows, key=lambda rid: -scores[rid])[:k]
         hits = [to_hit(rows[rid], scores[rid], self.masker) for rid in ranked if rid in rows]
         return within_budget(hits, budget_tokens, lambda h: h.tokens)
+
+    def _embed_query(self, query: str) -> list[float] | None:
+        if self.embedder is None or not query.strip():
+            return None
+        try:
+            return self.embedder.embed([query])[0]
+        except EmbedderError as exc:  # lexical results still answer
+            log.warning("memory: %s; searching without vectors", exc)
+            return None
 
     def timeline(self, anchor: str, before: int = 3, after: int = 3, budget_tokens: int | None = None) -> list[Hit]:
         """Layer 2: the entries around ``anchor`` in its session, in order, as one-line summaries."""
