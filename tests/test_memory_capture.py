@@ -265,3 +265,23 @@ def test_agent_memory_files_are_injected_at_session_start(
     body = json.dumps(_requests(server)[0])
     order = [body.index(s) for s in ("Prefer small commits.", "Docs live in docs/.", "My DB is on 5433.")]
     assert order == sorted(order) and "MEMORY.md (main)" in body
+
+
+def test_sessions_index_lexically_and_the_next_vector_search_embeds_what_is_pending(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    (project / ".keel").mkdir()
+    (project / ".keel" / "settings.json").write_text(json.dumps({"memory": {"embedder": "openai:fake-embed"}}))
+    assert keel("trust").code == 0
+    server = fake_llm({"steps": ["They went to the lake and did some fishing there."]})
+    env = wire_env(server, "openai")
+    assert keel("-p", "tell me about the trip", env=env).code == 0
+    assert server.embedding_requests == []  # the session itself never embedded anything
+    before = keel("mem", "--embedder", "none", "stats", "--json").json()
+    assert before["vectors"] == 0 and before["entries"] >= 2
+
+    found = keel("mem", "--embedder", "openai:fake-embed", "search", "what did they do there", "--json", env=env)
+    assert found.code == 0, found.stderr
+    assert "assistant_response" in {h["type"] for h in found.json()}  # stopwords only: the vectors found it
+    after = keel("mem", "--embedder", "openai:fake-embed", "stats", "--json", env=env).json()
+    assert after["vectors"] == after["entries"]

@@ -58,7 +58,7 @@ def _memory_plugin(settings: Settings, cwd: Path, home_dir: Path, session_id: st
     """Memory for this session, or None when disabled or broken (memory fails open)."""
     from agentkeel.memory.plugin import MemoryConfig, MemoryPlugin
 
-    config = MemoryConfig.from_settings((settings.model_extra or {}).get("memory"))
+    config = MemoryConfig.from_settings(settings.memory.model_dump() if settings.memory is not None else None)
     if not config.enabled:
         return None
     try:

@@ -85,13 +85,14 @@ class MemoryPlugin:
         self.agent_type = agent_type
         self.location = config.store or str(keel_home / "memory" / "memory.db")
         self._reader: MemoryStore | None = None
+        self._writer: MemoryStore | None = None
         self._full: MemoryStore | None = None
         self._prompts = 0
         from agentkeel.memory.capture import MemoryCapture, Outbox
         from agentkeel.memory.privacy import Masker
 
         self.masker = Masker(config.mask_patterns)
-        self.outbox = Outbox(keel_home / "memory" / "outbox.db", self._open_full)
+        self.outbox = Outbox(keel_home / "memory" / "outbox.db", self._open_writer)
         self.capture = MemoryCapture(
             self.outbox, self.project, session_id, excluded_tools=config.exclude_tools, masker=self.masker
         )
@@ -105,6 +106,15 @@ class MemoryPlugin:
                 self.location, embedder=self.config.embedder, mask_patterns=tuple(self.config.mask_patterns)
             )
         return self._full
+
+    def _open_writer(self) -> MemoryStore:
+        """Capture indexes lexically: no session pays for loading an embedding model. The next
+        vector search (a memory tool, `keel mem search`, the MCP server) embeds what is pending."""
+        if self._writer is None:
+            from agentkeel.memory import open_store
+
+            self._writer = open_store(self.location, embedder="none", mask_patterns=tuple(self.config.mask_patterns))
+        return self._writer
 
     def _open_reader(self) -> MemoryStore:
         """Lexical only: the prompt path never waits for an embedding model to load."""
@@ -206,7 +216,7 @@ class MemoryPlugin:
             if not self.outbox.flush(5.0):
                 log.warning("memory outbox did not acknowledge in time; pending records stay in memory")
             self.outbox.close(timeout=2.0)
-            for store in (self._reader,):
+            for store in (self._reader, self._full):
                 if store is not None:
                     store.close()
         except Exception as exc:

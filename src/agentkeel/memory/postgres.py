@@ -51,7 +51,6 @@ class PostgresStore(StoreBase):
         self._setup()
 
     def _setup(self) -> None:
-        dim = self.embedder.dim if self.embedder is not None else 0
         with self._db.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(727274)")
             cur.execute(
@@ -80,19 +79,26 @@ class PostgresStore(StoreBase):
                 CREATE TABLE IF NOT EXISTS keel_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 """
             )
-            if dim:
-                _create_vectors(cur, dim)
             if self.embedder is not None:
                 cur.execute("SELECT value FROM keel_meta WHERE key = 'embedder'")
                 row = cur.fetchone()
-                if row is None:
-                    cur.execute("INSERT INTO keel_meta VALUES ('embedder', %s)", (self.embedder.name,))
-                elif row[0] != self.embedder.name:
+                if row is not None and row[0] != self.embedder.name:
                     self._db.rollback()
                     raise RuntimeError(
                         f"this memory database was indexed with embedder {row[0]!r}, not {self.embedder.name!r}: "
                         f"set memory.embedder to {row[0]!r} or run `keel mem reindex`"
                     )
+                if not self.embedder.dim:
+                    try:
+                        self.embedder.embed(["dimension probe"])  # an endpoint tells its dimension by answering
+                    except BaseException:
+                        self._db.rollback()
+                        self._db.close()
+                        raise
+                _create_vectors(cur, self.embedder.dim)
+                cur.execute(
+                    "INSERT INTO keel_meta VALUES ('embedder', %s) ON CONFLICT (key) DO NOTHING", (self.embedder.name,)
+                )
         self._db.commit()
 
     def _commit(self) -> None:
@@ -181,6 +187,35 @@ class PostgresStore(StoreBase):
             (after_rid, limit),
         ).fetchall()
         return [_row(r) for r in rows]
+
+    def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM keel_events e WHERE e.rid > %s AND NOT e.forgotten"
+            " AND NOT EXISTS (SELECT 1 FROM keel_vectors v WHERE v.rid = e.rid) ORDER BY e.rid LIMIT %s",
+            (after_rid, limit),
+        ).fetchall()
+        top = self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM keel_events").fetchone()
+        return [_row(r) for r in rows], int(top[0]) if top else 0
+
+    def _vector_mark(self) -> int:
+        row = self._db.execute("SELECT value FROM keel_meta WHERE key = 'vector_mark'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _set_vector_mark(self, rid: int) -> None:
+        self._db.execute(
+            "INSERT INTO keel_meta VALUES ('vector_mark', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (str(rid),),
+        )
+
+    def embed_pending(self, limit: int = 512) -> int:
+        with self._lock:
+            try:
+                count = super().embed_pending(limit)
+                self._db.commit()  # also ends the read transaction a no-op leaves open
+                return count
+            except BaseException:
+                self._db.rollback()
+                raise
 
     def _sessions(self) -> list[tuple[str, str]]:
         rows = self._db.execute(

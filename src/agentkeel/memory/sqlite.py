@@ -143,6 +143,14 @@ class SQLiteStore(StoreBase):
                 self._rollback()
                 raise
 
+    def embed_pending(self, limit: int = 512) -> int:
+        with self._lock:
+            try:
+                return super().embed_pending(limit)
+            except BaseException:
+                self._rollback()
+                raise
+
     def _rollback(self) -> None:
         if self._in_tx:
             self._db.execute("ROLLBACK")
@@ -215,6 +223,21 @@ class SQLiteStore(StoreBase):
             (after_rid, limit),
         ).fetchall()
         return [_row(r) for r in rows]
+
+    def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM events e WHERE e.rid > ? AND e.forgotten = 0"
+            " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = e.rid) ORDER BY e.rid LIMIT ?",
+            (after_rid, limit),
+        ).fetchall()
+        top = self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM events").fetchone()[0]
+        return [_row(r) for r in rows], int(top)
+
+    def _vector_mark(self) -> int:
+        return int(self._meta("vector_mark") or 0)
+
+    def _set_vector_mark(self, rid: int) -> None:
+        self._set_meta("vector_mark", str(rid))
 
     def _sessions(self) -> list[tuple[str, str]]:
         rows = self._db.execute(

@@ -179,6 +179,7 @@ class MemoryStore(Protocol):
     def stats(self) -> dict[str, Any]: ...
     def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]: ...
     def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int: ...
+    def embed_pending(self, limit: int = 512) -> int: ...
     def close(self) -> None: ...
 
 
@@ -274,6 +275,16 @@ class StoreBase:
     def _sessions(self) -> list[tuple[str, str]]:
         raise NotImplementedError
 
+    def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
+        """Live rows past ``after_rid`` that have no vector, and the highest rid stored."""
+        raise NotImplementedError
+
+    def _vector_mark(self) -> int:
+        raise NotImplementedError
+
+    def _set_vector_mark(self, rid: int) -> None:
+        raise NotImplementedError
+
     def _begin_batch(self) -> None:
         """Open a write batch (SQLite bumps the row version its vector cache follows)."""
 
@@ -332,9 +343,11 @@ class StoreBase:
             ]
             self._write_contexts(tail + new, first=max(0, len(tail) - CONTEXT_SPAN))
 
-    def _write_contexts(self, sequence: list[tuple[int, str, list[float] | None]], first: int = 0) -> None:
+    def _write_contexts(
+        self, sequence: list[tuple[int, str, list[float] | None]], first: int = 0, last: int | None = None
+    ) -> None:
         """Each entry's context: the text and mean vector of its ±CONTEXT_SPAN session neighbours."""
-        for i in range(first, len(sequence)):
+        for i in range(first, len(sequence) if last is None else last):
             around = [
                 sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)
             ]
@@ -342,12 +355,49 @@ class StoreBase:
             vector = _mean([v for _, _, v in around if v is not None])
             self._set_context(sequence[i][0], text, vector)
 
+    def embed_pending(self, limit: int = 512) -> int:
+        """Give vectors to entries stored without one: those a session captured (sessions index
+        lexically so that no session pays for loading an embedding model) or that arrived while
+        an endpoint was down. Runs before each vector search; a no-op costs one indexed query."""
+        if self.embedder is None:
+            return 0
+        mark = self._vector_mark()
+        rows, top = self._unembedded(mark, limit)
+        if not rows:
+            if top > mark:
+                self._begin_batch()
+                self._set_vector_mark(top)
+                self._commit()
+            return 0
+        try:
+            vectors = self.embedder.embed([r.text for r in rows])
+        except EmbedderError as exc:
+            log.warning("memory: %s; %d entries wait for their vectors", exc, len(rows))
+            return 0
+        self._begin_batch()
+        self._put_vectors([(r.rid, v) for r, v in zip(rows, vectors, strict=True)])
+        fresh = {r.rid for r in rows}
+        for project, session in {(r.project, r.session) for r in rows if r.session}:
+            sequence = [(row.rid, row.text, v) for row, v in self._session_tail(project, session, 1 << 30)]
+            near = {
+                j
+                for i, (rid, _, _) in enumerate(sequence)
+                if rid in fresh
+                for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1)
+            }
+            for i in sorted(j for j in near if 0 <= j < len(sequence)):
+                self._write_contexts(sequence, first=i, last=i + 1)
+        self._set_vector_mark(top if len(rows) < limit else rows[-1].rid)
+        self._commit()
+        return len(rows)
+
     def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild every vector with ``embedder``: after switching embedders, or to fill in the
         vectors an unreachable endpoint left out. Entries and the lexical index are untouched."""
         if not embedder.dim:
             embedder.embed(["dimension probe"])  # an endpoint tells its dimension by answering
         self._reset_vectors(embedder.name, embedder.dim)
+        self._set_vector_mark(0)
         self._commit()
         self.embedder = embedder
         done, last = 0, 0
@@ -396,6 +446,7 @@ class StoreBase:
             lists.append((WEIGHTS["lexical"], self._lexical(terms, flt, CANDIDATES)))
         vector = self._embed_query(query)
         if vector is not None:
+            self.embed_pending()
             lists.append((WEIGHTS["vector"], self._vector(vector, "own", flt, CANDIDATES)))
             lists.append((WEIGHTS["context"], self._vector(vector, "context", flt, CANDIDATES)))
         scores = rrf(lists)

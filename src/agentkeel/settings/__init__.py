@@ -72,6 +72,21 @@ class PermissionSettings(BaseModel):
     channels: dict[str, ChannelRules] = Field(default_factory=dict)
 
 
+class MemorySettings(BaseModel):
+    """The ``memory`` key (see agentkeel.memory.plugin)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    store: str | None = None
+    embedder: str = "auto"
+    project: str | None = None
+    excludeTools: list[str] = Field(default_factory=list)
+    maskPatterns: list[str] = Field(default_factory=list)
+    inject: bool = True
+    tools: bool = True
+    lessons: bool = True
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str | None = None
@@ -80,6 +95,7 @@ class Settings(BaseModel):
     hooks: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
     disabled_hooks: list[str] = Field(default_factory=list)
     maxTokens: int | None = Field(None, ge=1)
+    memory: MemorySettings | None = None
 
 
 class SettingsError(ValueError):
