@@ -16,16 +16,16 @@ from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sqlite import files_of
-from agentkeel.memory.store import Dialect, Filters, Row, StoreBase, where_clause
+from agentkeel.memory.store import COLUMNS, Dialect, Filters, Row, StoreBase, row_of, where_clause
 
 POSTGRES = Dialect(
+    table="keel_events",
     ph="%s",
     live="NOT e.forgotten",
     any_of=lambda n: "e.type = ANY(%s)",
     list_param=True,
     contains="strpos(e.files, %s) > 0",
 )
-_COLUMNS = "e.rid, e.id, e.type, e.project, e.session, e.ts, e.timestamp, e.text, e.metadata, e.superseded_by"
 _TSV = (
     "setweight(to_tsvector('english', coalesce(s.text, '')), 'A') || "
     "setweight(to_tsvector('simple', coalesce(s.whn, '')), 'B') || "
@@ -35,6 +35,8 @@ RANK_WEIGHTS = "{0.1, 0.2, 1.0, 0.5}"  # D, C (context), B (date words), A (own 
 
 
 class PostgresStore(StoreBase):
+    dialect = POSTGRES
+
     def __init__(self, dsn: str, embedder: Embedder | None = None, masker: Masker | None = None) -> None:
         try:
             import psycopg
@@ -157,11 +159,11 @@ class PostgresStore(StoreBase):
         join = "LEFT JOIN keel_vectors v ON v.rid = e.rid" if self.embedder else ""
         own = "v.own::text" if self.embedder else "NULL"
         rows = self._db.execute(
-            f"SELECT {_COLUMNS}, {own} FROM keel_events e {join}"
+            f"SELECT {COLUMNS}, {own} FROM keel_events e {join}"
             " WHERE e.project = %s AND e.session = %s AND NOT e.forgotten ORDER BY e.rid DESC LIMIT %s",
             (project, session, n),
         ).fetchall()
-        return [(_row(r), json.loads(r[-1]) if r[-1] else None) for r in reversed(rows)]
+        return [(row_of(r), json.loads(r[-1]) if r[-1] else None) for r in reversed(rows)]
 
     def _reset_vectors(self, name: str, dim: int) -> None:
         with self._db.cursor() as cur:
@@ -183,19 +185,19 @@ class PostgresStore(StoreBase):
 
     def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM keel_events e WHERE e.rid > %s AND NOT e.forgotten ORDER BY e.rid LIMIT %s",
+            f"SELECT {COLUMNS} FROM keel_events e WHERE e.rid > %s AND NOT e.forgotten ORDER BY e.rid LIMIT %s",
             (after_rid, limit),
         ).fetchall()
-        return [_row(r) for r in rows]
+        return [row_of(r) for r in rows]
 
     def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM keel_events e WHERE e.rid > %s AND NOT e.forgotten"
+            f"SELECT {COLUMNS} FROM keel_events e WHERE e.rid > %s AND NOT e.forgotten"
             " AND NOT EXISTS (SELECT 1 FROM keel_vectors v WHERE v.rid = e.rid) ORDER BY e.rid LIMIT %s",
             (after_rid, limit),
         ).fetchall()
         top = self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM keel_events").fetchone()
-        return [_row(r) for r in rows], int(top[0]) if top else 0
+        return [row_of(r) for r in rows], int(top[0]) if top else 0
 
     def _vector_mark(self) -> int:
         row = self._db.execute("SELECT value FROM keel_meta WHERE key = 'vector_mark'").fetchone()
@@ -259,6 +261,12 @@ class PostgresStore(StoreBase):
     def _where(filters: Filters) -> tuple[str, list[Any]]:
         return where_clause(filters, POSTGRES)
 
+    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            rows = list(self._db.execute(sql, list(params)).fetchall())
+            self._db.rollback()
+        return rows
+
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
         words = " | ".join(t.replace("'", "") for t in terms if t.replace("'", ""))
         if not words:
@@ -291,45 +299,28 @@ class PostgresStore(StoreBase):
     def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM keel_events e WHERE e.rid = ANY(%s)", (list(rids),)
+                f"SELECT {COLUMNS} FROM keel_events e WHERE e.rid = ANY(%s)", (list(rids),)
             ).fetchall()
             self._db.rollback()
-        return {int(r[0]): _row(r) for r in rows}
+        return {int(r[0]): row_of(r) for r in rows}
 
     def _rows_by_id(self, ids: Sequence[str]) -> list[Row]:
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM keel_events e WHERE e.id = ANY(%s) AND NOT e.forgotten", (list(ids),)
+                f"SELECT {COLUMNS} FROM keel_events e WHERE e.id = ANY(%s) AND NOT e.forgotten", (list(ids),)
             ).fetchall()
             self._db.rollback()
-        return [_row(r) for r in rows]
-
-    def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
-        if not row.session:
-            return [row]
-        with self._lock:
-            earlier = self._db.execute(
-                f"SELECT {_COLUMNS} FROM keel_events e WHERE e.project = %s AND e.session = %s AND e.rid < %s"
-                " AND NOT e.forgotten ORDER BY e.rid DESC LIMIT %s",
-                (row.project, row.session, row.rid, before),
-            ).fetchall()
-            later = self._db.execute(
-                f"SELECT {_COLUMNS} FROM keel_events e WHERE e.project = %s AND e.session = %s AND e.rid > %s"
-                " AND NOT e.forgotten ORDER BY e.rid LIMIT %s",
-                (row.project, row.session, row.rid, after),
-            ).fetchall()
-            self._db.rollback()
-        return [_row(r) for r in reversed(earlier)] + [row] + [_row(r) for r in later]
+        return [row_of(r) for r in rows]
 
     def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]:
         where, params = self._where(Filters.build(project=project, type=list(types)))
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM keel_events e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT %s",
+                f"SELECT {COLUMNS} FROM keel_events e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT %s",
                 [*params, limit],
             ).fetchall()
             self._db.rollback()
-        return [_row(r).entry(self.masker) for r in rows]
+        return [row_of(r).entry(self.masker) for r in rows]
 
     def export(self, **filters: Any) -> Iterator[Entry]:
         where, params = self._where(Filters.build(include_superseded=True, **filters))
@@ -337,14 +328,14 @@ class PostgresStore(StoreBase):
         while True:
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT {_COLUMNS} FROM keel_events e WHERE {where} AND e.rid > %s ORDER BY e.rid LIMIT 500",
+                    f"SELECT {COLUMNS} FROM keel_events e WHERE {where} AND e.rid > %s ORDER BY e.rid LIMIT 500",
                     [*params, last],
                 ).fetchall()
                 self._db.rollback()
             if not rows:
                 return
             for r in rows:
-                yield _row(r).entry(self.masker)
+                yield row_of(r).entry(self.masker)
             last = int(rows[-1][0])
 
     def stats(self) -> dict[str, Any]:
@@ -390,19 +381,3 @@ def _create_vectors(cur: Any, dim: int) -> None:
 
 def _vec(vector: list[float]) -> str:
     return "[" + ",".join(f"{v:.7g}" for v in vector) + "]"
-
-
-def _row(r: Sequence[Any]) -> Row:
-    metadata = r[8] if isinstance(r[8], dict) else {}
-    return Row(
-        rid=int(r[0]),
-        id=r[1],
-        type=r[2],
-        project=r[3],
-        session=r[4],
-        ts=float(r[5]),
-        timestamp=r[6],
-        text=r[7],
-        metadata=metadata,
-        superseded_by=r[9],
-    )

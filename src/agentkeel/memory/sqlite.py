@@ -8,7 +8,6 @@ an exact scan of 100k x 384 floats costs a few milliseconds, well inside the sea
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
-from agentkeel.memory.store import Dialect, Filters, Row, StoreBase, where_clause
+from agentkeel.memory.store import COLUMNS, Dialect, Filters, Row, StoreBase, row_of, where_clause
 
 if TYPE_CHECKING:
     import numpy as np
@@ -67,7 +66,19 @@ def files_of(metadata: dict[str, Any]) -> str:
     return "\n".join(found)
 
 
+SQLITE = Dialect(
+    table="events",
+    ph="?",
+    live="e.forgotten = 0",
+    any_of=lambda n: f"e.type IN ({','.join('?' * n)})",
+    list_param=False,
+    contains="instr(e.files, ?) > 0",
+)
+
+
 class SQLiteStore(StoreBase):
+    dialect = SQLITE
+
     def __init__(self, path: Path, embedder: Embedder | None = None, masker: Masker | None = None) -> None:
         self.path = path
         self.embedder = embedder
@@ -195,11 +206,11 @@ class SQLiteStore(StoreBase):
 
     def _session_tail(self, project: str, session: str, n: int) -> list[tuple[Row, list[float] | None]]:
         rows = self._db.execute(
-            f"SELECT {_COLUMNS}, v.own FROM events e LEFT JOIN vectors v ON v.rid = e.rid"
+            f"SELECT {COLUMNS}, v.own FROM events e LEFT JOIN vectors v ON v.rid = e.rid"
             " WHERE e.project = ? AND e.session = ? AND e.forgotten = 0 ORDER BY e.rid DESC LIMIT ?",
             (project, session, n),
         ).fetchall()
-        return [(_row(r), _unblob(r[-1])) for r in reversed(rows)]
+        return [(row_of(r), _unblob(r[-1])) for r in reversed(rows)]
 
     def _reset_vectors(self, name: str, dim: int) -> None:
         self._next_ver()
@@ -219,19 +230,19 @@ class SQLiteStore(StoreBase):
 
     def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM events e WHERE e.rid > ? AND e.forgotten = 0 ORDER BY e.rid LIMIT ?",
+            f"SELECT {COLUMNS} FROM events e WHERE e.rid > ? AND e.forgotten = 0 ORDER BY e.rid LIMIT ?",
             (after_rid, limit),
         ).fetchall()
-        return [_row(r) for r in rows]
+        return [row_of(r) for r in rows]
 
     def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM events e WHERE e.rid > ? AND e.forgotten = 0"
+            f"SELECT {COLUMNS} FROM events e WHERE e.rid > ? AND e.forgotten = 0"
             " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = e.rid) ORDER BY e.rid LIMIT ?",
             (after_rid, limit),
         ).fetchall()
         top = self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM events").fetchone()[0]
-        return [_row(r) for r in rows], int(top)
+        return [row_of(r) for r in rows], int(top)
 
     def _vector_mark(self) -> int:
         return int(self._meta("vector_mark") or 0)
@@ -286,6 +297,10 @@ class SQLiteStore(StoreBase):
     def _where(filters: Filters) -> tuple[str, list[Any]]:
         return where_clause(filters, SQLITE)
 
+    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return list(self._db.execute(sql, list(params)).fetchall())
+
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         where, params = self._where(filters)
@@ -311,8 +326,8 @@ class SQLiteStore(StoreBase):
             return {}
         marks = ",".join("?" * len(rids))
         with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM events e WHERE e.rid IN ({marks})", list(rids)).fetchall()
-        return {int(r[0]): _row(r) for r in rows}
+            rows = self._db.execute(f"SELECT {COLUMNS} FROM events e WHERE e.rid IN ({marks})", list(rids)).fetchall()
+        return {int(r[0]): row_of(r) for r in rows}
 
     def _rows_by_id(self, ids: Sequence[str]) -> list[Row]:
         if not ids:
@@ -320,25 +335,9 @@ class SQLiteStore(StoreBase):
         marks = ",".join("?" * len(ids))
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM events e WHERE e.id IN ({marks}) AND e.forgotten = 0", list(ids)
+                f"SELECT {COLUMNS} FROM events e WHERE e.id IN ({marks}) AND e.forgotten = 0", list(ids)
             ).fetchall()
-        return [_row(r) for r in rows]
-
-    def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
-        with self._lock:
-            earlier = self._db.execute(
-                f"SELECT {_COLUMNS} FROM events e WHERE e.project = ? AND e.session = ? AND e.rid < ?"
-                " AND e.forgotten = 0 ORDER BY e.rid DESC LIMIT ?",
-                (row.project, row.session, row.rid, before),
-            ).fetchall()
-            later = self._db.execute(
-                f"SELECT {_COLUMNS} FROM events e WHERE e.project = ? AND e.session = ? AND e.rid > ?"
-                " AND e.forgotten = 0 ORDER BY e.rid LIMIT ?",
-                (row.project, row.session, row.rid, after),
-            ).fetchall()
-        if not row.session:
-            earlier, later = [], []
-        return [_row(r) for r in reversed(earlier)] + [row] + [_row(r) for r in later]
+        return [row_of(r) for r in rows]
 
     # -- whole-store views ------------------------------------------------------------------------
     def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]:
@@ -346,10 +345,10 @@ class SQLiteStore(StoreBase):
         where, params = self._where(flt)
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM events e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT ?",
+                f"SELECT {COLUMNS} FROM events e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT ?",
                 [*params, limit],
             ).fetchall()
-        return [_row(r).entry(self.masker) for r in rows]
+        return [row_of(r).entry(self.masker) for r in rows]
 
     def export(self, **filters: Any) -> Iterator[Entry]:
         flt = Filters.build(include_superseded=True, **filters)
@@ -358,13 +357,13 @@ class SQLiteStore(StoreBase):
         while True:
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT {_COLUMNS} FROM events e WHERE {where} AND e.rid > ? ORDER BY e.rid LIMIT 500",
+                    f"SELECT {COLUMNS} FROM events e WHERE {where} AND e.rid > ? ORDER BY e.rid LIMIT 500",
                     [*params, last],
                 ).fetchall()
             if not rows:
                 return
             for r in rows:
-                yield _row(r).entry(self.masker)
+                yield row_of(r).entry(self.masker)
             last = int(rows[-1][0])
 
     def stats(self) -> dict[str, Any]:
@@ -388,35 +387,6 @@ class SQLiteStore(StoreBase):
             "embedder": self.embedder.name if self.embedder else None,
             "bytes": self.path.stat().st_size if self.path.exists() else 0,
         }
-
-
-SQLITE = Dialect(
-    ph="?",
-    live="e.forgotten = 0",
-    any_of=lambda n: f"e.type IN ({','.join('?' * n)})",
-    list_param=False,
-    contains="instr(e.files, ?) > 0",
-)
-_COLUMNS = "e.rid, e.id, e.type, e.project, e.session, e.ts, e.timestamp, e.text, e.metadata, e.superseded_by"
-
-
-def _row(r: Sequence[Any]) -> Row:
-    try:
-        metadata = json.loads(r[8]) if r[8] else {}
-    except ValueError:
-        metadata = {}
-    return Row(
-        rid=int(r[0]),
-        id=r[1],
-        type=r[2],
-        project=r[3],
-        session=r[4],
-        ts=float(r[5]),
-        timestamp=r[6],
-        text=r[7],
-        metadata=metadata if isinstance(metadata, dict) else {},
-        superseded_by=r[9],
-    )
 
 
 def _blob(vector: list[float]) -> bytes:

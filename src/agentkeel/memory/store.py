@@ -18,6 +18,7 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -92,10 +93,36 @@ class Filters:
         )
 
 
+COLUMNS = "e.rid, e.id, e.type, e.project, e.session, e.ts, e.timestamp, e.text, e.metadata, e.superseded_by"
+
+
+def row_of(r: Sequence[Any]) -> Row:
+    """A ``COLUMNS`` result row (metadata as JSON text on SQLite, already a dict from PostgreSQL's JSONB)."""
+    metadata: Any = r[8]
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata) if metadata else {}
+        except ValueError:
+            metadata = {}
+    return Row(
+        rid=int(r[0]),
+        id=r[1],
+        type=r[2],
+        project=r[3],
+        session=r[4],
+        ts=float(r[5]),
+        timestamp=r[6],
+        text=r[7],
+        metadata=metadata if isinstance(metadata, dict) else {},
+        superseded_by=r[9],
+    )
+
+
 @dataclass(frozen=True)
 class Dialect:
     """How one SQL backend spells the filter clauses (values are always bound parameters)."""
 
+    table: str  # the events table
     ph: str  # the parameter placeholder: ? or %s
     live: str  # an entry not forgotten
     any_of: Callable[[int], str]  # "e.type IN (?,?)" / "e.type = ANY(%s)"; gets the number of values
@@ -178,6 +205,7 @@ class MemoryStore(Protocol):
     def export(self, **filters: Any) -> Iterable[Entry]: ...
     def stats(self) -> dict[str, Any]: ...
     def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]: ...
+    def sessions(self, project: str | None = None, limit: int = 50) -> list[dict[str, Any]]: ...
     def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int: ...
     def embed_pending(self, limit: int = 512) -> int: ...
     def close(self) -> None: ...
@@ -231,6 +259,7 @@ class StoreBase:
 
     masker: Masker
     embedder: Embedder | None
+    dialect: Dialect
 
     # -- primitives a backend implements ------------------------------------------------------
     def _insert(self, prepared: list[tuple[Record, str, list[float] | None]]) -> list[int]:
@@ -257,8 +286,51 @@ class StoreBase:
     def _rows_by_id(self, ids: Sequence[str]) -> list[Row]:
         raise NotImplementedError
 
-    def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
+    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """One read query, under the backend's lock."""
         raise NotImplementedError
+
+    def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
+        if not row.session:
+            return [row]
+        d = self.dialect
+        same = f"SELECT {COLUMNS} FROM {d.table} e WHERE e.project = {d.ph} AND e.session = {d.ph} AND {d.live}"
+        earlier = self._fetch(
+            f"{same} AND e.rid < {d.ph} ORDER BY e.rid DESC LIMIT {d.ph}", (row.project, row.session, row.rid, before)
+        )
+        later = self._fetch(
+            f"{same} AND e.rid > {d.ph} ORDER BY e.rid LIMIT {d.ph}", (row.project, row.session, row.rid, after)
+        )
+        return [row_of(r) for r in reversed(earlier)] + [row] + [row_of(r) for r in later]
+
+    def sessions(self, project: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """Sessions, newest first: id, project, first and last timestamp, entry count, first prompt."""
+        d = self.dialect
+        where, params = where_clause(Filters.build(project=project, include_superseded=True), d)
+        rows = self._fetch(
+            f"SELECT e.project, e.session, MIN(e.timestamp), MAX(e.timestamp), COUNT(*), MAX(e.ts)"
+            f" FROM {d.table} e WHERE {where} AND e.session != '' GROUP BY e.project, e.session"
+            f" ORDER BY MAX(e.ts) DESC LIMIT {d.ph}",
+            [*params, limit],
+        )
+        out = []
+        for proj, session, first, last, count, _ in rows:
+            prompt = self._fetch(
+                f"SELECT {COLUMNS} FROM {d.table} e WHERE e.project = {d.ph} AND e.session = {d.ph} AND {d.live}"
+                f" AND e.type = 'user_prompt' ORDER BY e.rid LIMIT 1",
+                (proj, session),
+            )
+            out.append(
+                {
+                    "session": session,
+                    "project": proj,
+                    "first": first,
+                    "last": last,
+                    "entries": int(count),
+                    "prompt": summarise(row_of(prompt[0]), self.masker) if prompt else "",
+                }
+            )
+        return out
 
     def _known_ids(self, ids: Sequence[str]) -> set[str]:
         raise NotImplementedError
