@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -221,3 +224,81 @@ def test_reindex_through_the_cli(
     assert [h["id"] for h in found.json()][:1] == ["m1"]
     stats = keel("mem", "--embedder", "openai:fake-embed", "stats", "--json", env=env).json()
     assert stats["vectors"] == 2 and stats["embedder"] == "openai:fake-embed"
+
+
+def test_web_dashboard_serves_live_search_and_sessions_without_secrets(
+    project: Path, keel: Callable[..., KeelRun]
+) -> None:
+    pid = project_id(project)
+    first = [
+        {"id": "w1", "type": "user_prompt", "project": pid, "session": "s-web", "text": "deploy the billing service"},
+        {
+            "id": "w2",
+            "type": "tool_observation",
+            "project": pid,
+            "session": "s-web",
+            "text": f"$ ./deploy.sh\nusing token {FAKE_KEY}\ndeployed billing v2",
+            "metadata": {"tool": "Bash", "command": "./deploy.sh"},
+        },
+    ]
+    seed = project / "first.jsonl"
+    seed.write_text("".join(json.dumps(r) + "\n" for r in first))
+    assert keel("mem", "--embedder", "none", "import", "jsonl", str(seed)).code == 0
+
+    proc = subprocess.Popen(
+        [KEEL, "mem", "--embedder", "none", "web", "--port", "0"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("keel memory dashboard on http://127.0.0.1:"), line
+        url = line.split()[-1].rstrip("/")
+        with httpx.Client(base_url=url, timeout=10) as http:
+            for _ in range(50):  # uvicorn is up a moment after the socket is bound
+                try:
+                    page = http.get("/")
+                    break
+                except httpx.ConnectError:
+                    time.sleep(0.1)
+            assert page.status_code == 200 and "keel memory" in page.text
+            hits = http.get("/api/search", params={"q": "billing deploy"}).json()
+            assert {h["id"] for h in hits} == {"w1", "w2"}
+            assert http.get("/api/search", params={"q": "x", "type": "nonsense"}).status_code == 400
+            sessions = http.get("/api/sessions").json()
+            assert sessions[0]["session"] == "s-web" and sessions[0]["entries"] == 2
+            assert sessions[0]["prompt"] == "deploy the billing service"
+            entries = http.get("/api/session", params={"id": "s-web"}).json()
+            assert [e["id"] for e in entries] == ["w1", "w2"] and "deployed billing v2" in entries[1]["text"]
+            got = http.get("/api/get", params={"ids": "w2"}).json()
+            # DNS rebinding: a page on another origin resolving to 127.0.0.1 is refused
+            assert http.get("/api/stats", headers={"Host": "attacker.example"}).status_code == 400
+
+            with http.stream("GET", "/api/stream") as live:
+                seen: list[dict[str, Any]] = []
+                lines = live.iter_lines()
+                for raw in lines:  # the backlog first, then a ": live" comment
+                    if raw.startswith("data: "):
+                        seen.append(json.loads(raw[6:]))
+                    if raw == ": live":
+                        break
+                assert [e["id"] for e in seen] == ["w1", "w2"]
+                later = project / "later.jsonl"
+                later.write_text(
+                    json.dumps({"id": "w3", "type": "fact", "project": pid, "session": "s-web", "text": "rolled back"})
+                )
+                assert keel("mem", "--embedder", "none", "import", "jsonl", str(later)).code == 0
+                for raw in lines:
+                    if raw.startswith("data: "):
+                        assert json.loads(raw[6:])["id"] == "w3"
+                        break
+        everything = json.dumps([hits, sessions, entries, got, seen])
+        assert FAKE_KEY not in everything and "deployed billing v2" in everything
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")

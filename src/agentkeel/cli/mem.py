@@ -1,4 +1,4 @@
-"""``keel mem ...``: search, timeline, get, import, export, stats, forget, mirror, sync, retry, reindex, mcp."""
+"""``keel mem ...``: search, timeline, get, import, export, stats, forget, mirror, sync, retry, reindex, mcp, web."""
 
 from __future__ import annotations
 
@@ -66,6 +66,10 @@ def add_parser(sub: Any) -> None:
     msub.add_parser("retry", help="requeue dead-lettered capture records and index the outbox")
     msub.add_parser("reindex", help="rebuild every vector with --embedder (after switching, or an endpoint outage)")
     msub.add_parser("mcp", help="serve search/timeline/get as an MCP server over stdio")
+    web = msub.add_parser("web", help="a read-only dashboard: live observations, search, sessions")
+    web.add_argument("--host", default="127.0.0.1", help="loopback by default; memory is private")
+    web.add_argument("--port", type=int, default=7377, help="0 picks a free port")
+    web.add_argument("--all-projects", action="store_true")
 
 
 def _keel_home() -> Path:
@@ -237,9 +241,32 @@ def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path) -> 
         outbox.close()
         print(f"requeued {requeued} dead letters; indexed {indexed} records")
         return EXIT_OK
+    if action == "web":
+        return _web(args, store, scope)
     from agentkeel.memory.mcp_server import serve
 
     serve(store, project)
+    return EXIT_OK
+
+
+def _web(args: argparse.Namespace, store: Any, scope: str | None) -> int:
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+
+        from agentkeel.memory.web import serve
+    except ImportError:
+        print("keel mem web: the dashboard needs starlette and uvicorn: pip install 'agentkeel[web]'", file=sys.stderr)
+        return EXIT_ERROR
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"keel mem web: warning: serving memory on {args.host}, reachable beyond this machine", file=sys.stderr)
+    try:
+        serve(store, scope, args.host, args.port)
+    except OSError as exc:
+        print(f"keel mem web: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        pass
     return EXIT_OK
 
 
