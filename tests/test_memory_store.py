@@ -315,3 +315,26 @@ def _indexed_with_other(path: str) -> None:
     store = open_store(path, embedder="openai:fake-embed")
     store.close()
     open_store(path, embedder="openai:other-model")
+
+
+def test_common_terms_and_narrow_filters_rank_like_a_plain_query(store: MemoryStore) -> None:
+    """Words in most entries add nothing to BM25; filters keep exactly the right entries."""
+    store.add_many(
+        [
+            rec(
+                f"n{i}",
+                f"alpha note {i}" + (" zulu" if i < 6 else ""),
+                project="a" if i % 2 == 0 else "b",
+                type="lesson" if i == 7 else "fact",
+                session=f"s{i}",
+            )
+            for i in range(40)
+        ]
+    )
+    hits = store.search("alpha zulu", k=10, project="a")
+    ids = [h.id for h in hits]
+    assert ids[:3] and set(ids[:3]) == {"n0", "n2", "n4"}  # the informative word decides
+    assert len(ids) == 10 and all(int(i[1:]) % 2 == 0 for i in ids)  # then entries with only "alpha"
+    assert [h.id for h in store.search("alpha zulu", k=5, type="lesson")] == ["n7"]  # a narrow filter
+    in_b = store.search("alpha", k=30, project="b")  # a single word found everywhere still finds
+    assert len(in_b) == 20 and all(int(h.id[1:]) % 2 == 1 for h in in_b)
