@@ -16,7 +16,7 @@ from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.memory import open_store
 from agentkeel.memory.capture import MAX_ATTEMPTS, Outbox, observe
 from agentkeel.memory.project import project_id
-from conftest import KeelRun, wire_env
+from conftest import KeelRun, session_files, wire_env
 
 WRITER = r"""
 import sys, time
@@ -285,3 +285,49 @@ def test_sessions_index_lexically_and_the_next_vector_search_embeds_what_is_pend
     assert "assistant_response" in {h["type"] for h in found.json()}  # stopwords only: the vectors found it
     after = keel("mem", "--embedder", "openai:fake-embed", "stats", "--json", env=env).json()
     assert after["vectors"] == after["entries"]
+
+
+def test_a_model_written_summary_is_opt_in_budgeted_and_announced(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    (project / ".keel").mkdir()
+    settings = {"memory": {"summary": "model", "summaryMaxTokens": 120}}
+    (project / ".keel" / "settings.json").write_text(json.dumps(settings))
+    assert keel("trust").code == 0
+    server = fake_llm({"steps": ["The flag is --verbose.", "Asked which flag prints more; answered --verbose."]})
+    run = keel(
+        "-p",
+        "which flag prints more?",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        env=wire_env(server, "anthropic"),
+    )
+    assert run.code == 0, run.stderr
+    notices = [x["message"] for x in run.lines() if x.get("subtype") == "notice"]
+    assert any("session summary written by" in n and "output tokens" in n for n in notices)  # never a hidden cost
+    logged = "".join(f.read_text() for f in session_files(project.parent / "keelhome"))
+    assert "session summary written by" in logged
+
+    last = _requests(server)[-1]
+    assert last["max_tokens"] == 120 and not last.get("tools") and "long-term memory" in json.dumps(last["system"])
+    assert "which flag prints more?" in json.dumps(last["messages"])
+    summaries = [json.loads(x) for x in keel("mem", "export").stdout.splitlines() if '"session_summary"' in x]
+    assert summaries[0]["text"] == "Asked which flag prints more; answered --verbose."
+    meta = summaries[0]["metadata"]
+    assert meta["by"] == "model" and meta["output_tokens"] > 0 and meta["extractive"].startswith("Asked:")
+
+
+def test_a_failing_model_summary_keeps_the_extractive_one(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    (project / ".keel").mkdir()
+    (project / ".keel" / "settings.json").write_text(json.dumps({"memory": {"summary": "model"}}))
+    assert keel("trust").code == 0
+    server = fake_llm({"steps": ["Fine.", {"error": {"status": 400, "message": "summaries not welcome"}}]})
+    run = keel("-p", "hello there", env=wire_env(server, "openai"))
+    assert run.code == 0 and "Fine." in run.stdout, run.stderr
+    assert "Traceback" not in run.stderr
+    summaries = [json.loads(x) for x in keel("mem", "export").stdout.splitlines() if '"session_summary"' in x]
+    assert summaries and summaries[0]["metadata"]["by"] == "extractive"
+    assert summaries[0]["text"].startswith("Asked: hello there")

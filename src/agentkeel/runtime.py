@@ -323,6 +323,8 @@ class Runtime:
             if self._started:
                 self.bus.emit(SessionEnded(reason=reason))
             await self.agent.services.get(ShellState).aclose()
+            if self.memory is not None and self._started:
+                await self.memory.summarise_with_model(self.agent.provider, self.agent.config.model)
             await self.agent.provider.aclose()
         finally:
             if self.memory is not None:

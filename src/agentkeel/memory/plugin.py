@@ -5,7 +5,7 @@ Configured by the ``memory`` settings key::
     "memory": {"enabled": true, "store": "~/.keel/memory/memory.db" | "postgresql://...",
                "embedder": "auto" | "none" | "minilm" | "openai:<model>", "project": "<override>",
                "excludeTools": ["Bash"], "maskPatterns": ["ACME-[0-9]+"], "inject": true, "tools": true,
-               "lessons": true}
+               "lessons": true, "summary": "extractive" | "model", "summaryMaxTokens": 400}
 
 At session end the plugin writes an extractive summary and, when the session ran tools, a
 reflexion lesson (``consolidate.reflect``); both go through the outbox like any capture.
@@ -16,12 +16,15 @@ store costs the session its memory, never its work.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from agentkeel.core.events import EventBus, Notice
+from agentkeel.core.events import Event, EventBus, Notice
+from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Tool
 from agentkeel.memory.model import Entry, estimate_tokens, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
@@ -40,6 +43,8 @@ class MemoryConfig:
     inject: bool = True
     tools: bool = True
     lessons: bool = True
+    summary: str = "extractive"  # or "model": one budgeted model call at session end
+    summary_max_tokens: int = 400
 
     @classmethod
     def from_settings(cls, raw: Any) -> MemoryConfig:
@@ -55,6 +60,8 @@ class MemoryConfig:
             inject=raw.get("inject", True) is not False,
             tools=raw.get("tools", True) is not False,
             lessons=raw.get("lessons", True) is not False,
+            summary="model" if raw.get("summary") == "model" else "extractive",
+            summary_max_tokens=int(raw.get("summaryMaxTokens") or 400),
         )
 
 
@@ -88,6 +95,8 @@ class MemoryPlugin:
         self._writer: MemoryStore | None = None
         self._full: MemoryStore | None = None
         self._prompts = 0
+        self._model_summary: tuple[str, dict[str, Any]] | None = None
+        self._emit: Callable[[Event], None] | None = None
         from agentkeel.memory.capture import MemoryCapture, Outbox
         from agentkeel.memory.privacy import Masker
 
@@ -190,10 +199,66 @@ class MemoryPlugin:
             f"{body}\n</memory-context>"
         )
 
-    def close(self) -> None:
-        """Session end: queue a lesson and an extractive summary, make sure everything is acknowledged."""
+    def _captured(self) -> list[Entry]:
+        return [_entry(r) for r in self.capture.captured if r["session"] == self.session_id]
+
+    async def summarise_with_model(self, provider: Provider, model: str, timeout_s: float = 30.0) -> None:
+        """``memory.summary = "model"``: one budgeted model call writes the session summary.
+
+        The input is what capture recorded (already masked), cut to ``SUMMARY_INPUT_CHARS``; the
+        output is capped at ``summaryMaxTokens``. Its token usage is announced on the bus, so the
+        cost is never hidden. Any failure leaves the extractive summary in place.
+        """
+        if self.config.summary != "model":
+            return
+        captured = self._captured()
+        if not captured:
+            return
+        from agentkeel.core.provider import ModelRequest, ModelResponse
+        from agentkeel.core.types import Message, TextBlock
+
+        request = ModelRequest(
+            model=model,
+            system=SUMMARY_SYSTEM,
+            messages=[Message(role="user", content=[TextBlock(text=summary_source(captured))])],
+            tools=[],
+            max_tokens=self.config.summary_max_tokens,
+        )
+        response: ModelResponse | None = None
         try:
-            captured = [_entry(r) for r in self.capture.captured if r["session"] == self.session_id]
+            async with asyncio.timeout(timeout_s):
+                async for chunk in provider.stream(request):
+                    if isinstance(chunk, ModelResponse):
+                        response = chunk
+        except Exception as exc:  # fail open: the extractive summary stands
+            self._notify(
+                "warning", f"memory: the model summary failed ({one_line(str(exc), 120)}); kept the extractive one"
+            )
+            return
+        if response is None:
+            return
+        text = "".join(b.text for b in response.message.content if isinstance(b, TextBlock)).strip()
+        if not text:
+            return
+        usage = response.usage
+        self._model_summary = (
+            text,
+            {"by": "model", "model": model, "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        )
+        self._notify(
+            "info",
+            f"memory: session summary written by {model}"
+            f" ({usage.input_tokens} input, {usage.output_tokens} output tokens)",
+        )
+
+    def _notify(self, level: Literal["info", "warning", "error"], message: str) -> None:
+        if self._emit is not None:
+            self._emit(Notice(level=level, message=message))
+
+    def close(self) -> None:
+        """Session end: queue a lesson and the summary, make sure everything is acknowledged."""
+        try:
+            captured = self._captured()
             if captured:
                 from agentkeel.memory.consolidate import extractive_summary, lesson_record, reflect
 
@@ -201,6 +266,10 @@ class MemoryPlugin:
                 if lesson is not None:
                     self.outbox.put(lesson_record(lesson, self.project, self.session_id))
                 text = extractive_summary(captured)
+                meta: dict[str, Any] = {"entries": len(captured), "by": "extractive"}
+                if self._model_summary is not None:
+                    meta |= {**self._model_summary[1], "extractive": text}
+                    text = self._model_summary[0]
                 if text:
                     self.outbox.put(
                         {
@@ -210,7 +279,7 @@ class MemoryPlugin:
                             "session": self.session_id,
                             "timestamp": now_iso(),
                             "text": text,
-                            "metadata": {"entries": len(captured), "summary": one_line(text, 140)},
+                            "metadata": {**meta, "summary": one_line(text, 140)},
                         }
                     )
             if not self.outbox.flush(5.0):
@@ -221,6 +290,29 @@ class MemoryPlugin:
                     store.close()
         except Exception as exc:
             log.warning("memory close failed: %s", exc)
+
+
+SUMMARY_SYSTEM = (
+    "You write the long-term memory of a coding agent. Summarise the session below for a future "
+    "session of the same project: what was asked, what was changed (files), what was run and how "
+    "it ended, decisions and their reasons, and anything left undone. Plain sentences, no preamble, "
+    "at most 12 lines. Never repeat secrets, tokens or passwords."
+)
+SUMMARY_INPUT_CHARS = 8000  # about 2,000 tokens: the model summary's input budget
+
+
+def summary_source(entries: list[Entry], limit: int = SUMMARY_INPUT_CHARS) -> str:
+    """What the model summary reads: the extractive summary, then the session in one line per entry."""
+    from agentkeel.memory.consolidate import extractive_summary
+
+    head = extractive_summary(entries)
+    lines = [f"{e.type}: {one_line(e.text, 240 if e.type != 'tool_observation' else 160)}" for e in entries]
+    body = "\n".join(lines)
+    room = max(0, limit - len(head) - 40)
+    if len(body) > room:  # keep the start (the task) and the end (how it went)
+        half = room // 2
+        body = body[:half] + "\n…\n" + body[-half:]
+    return f"{head}\n\nThe session, one line per entry:\n{body}"
 
 
 def _cite(entry: Entry) -> str:

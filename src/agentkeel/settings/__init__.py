@@ -85,6 +85,8 @@ class MemorySettings(BaseModel):
     inject: bool = True
     tools: bool = True
     lessons: bool = True
+    summary: Literal["extractive", "model"] = "extractive"
+    summaryMaxTokens: int = Field(400, ge=50, le=4000)
 
 
 class Settings(BaseModel):
