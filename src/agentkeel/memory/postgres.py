@@ -15,11 +15,13 @@ from typing import Any
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
+from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_clause
 from agentkeel.memory.sqlite import files_of
-from agentkeel.memory.store import COLUMNS, Dialect, Filters, Row, StoreBase, row_of, where_clause
+from agentkeel.memory.store import StoreBase
 
 POSTGRES = Dialect(
     table="keel_events",
+    vectors="keel_vectors",
     ph="%s",
     live="NOT e.forgotten",
     any_of=lambda n: "e.type = ANY(%s)",
@@ -183,22 +185,6 @@ class PostgresStore(StoreBase):
                 [(rid, _vec(v)) for rid, v in vectors],
             )
 
-    def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
-        rows = self._db.execute(
-            f"SELECT {COLUMNS} FROM keel_events e WHERE e.rid > %s AND NOT e.forgotten ORDER BY e.rid LIMIT %s",
-            (after_rid, limit),
-        ).fetchall()
-        return [row_of(r) for r in rows]
-
-    def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
-        rows = self._db.execute(
-            f"SELECT {COLUMNS} FROM keel_events e WHERE e.rid > %s AND NOT e.forgotten"
-            " AND NOT EXISTS (SELECT 1 FROM keel_vectors v WHERE v.rid = e.rid) ORDER BY e.rid LIMIT %s",
-            (after_rid, limit),
-        ).fetchall()
-        top = self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM keel_events").fetchone()
-        return [row_of(r) for r in rows], int(top[0]) if top else 0
-
     def _vector_mark(self) -> int:
         row = self._db.execute("SELECT value FROM keel_meta WHERE key = 'vector_mark'").fetchone()
         return int(row[0]) if row else 0
@@ -218,12 +204,6 @@ class PostgresStore(StoreBase):
             except BaseException:
                 self._db.rollback()
                 raise
-
-    def _sessions(self) -> list[tuple[str, str]]:
-        rows = self._db.execute(
-            "SELECT DISTINCT project, session FROM keel_events WHERE NOT forgotten AND session != ''"
-        ).fetchall()
-        return [(str(r[0]), str(r[1])) for r in rows]
 
     def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
         with self._lock:
@@ -261,11 +241,11 @@ class PostgresStore(StoreBase):
     def _where(filters: Filters) -> tuple[str, list[Any]]:
         return where_clause(filters, POSTGRES)
 
-    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        with self._lock:
-            rows = list(self._db.execute(sql, list(params)).fetchall())
-            self._db.rollback()
-        return rows
+    def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return list(self._db.execute(sql, list(params)).fetchall())
+
+    def _end_read(self) -> None:
+        self._db.rollback()
 
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
         words = " | ".join(t.replace("'", "") for t in terms if t.replace("'", ""))

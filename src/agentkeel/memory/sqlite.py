@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
-from agentkeel.memory.store import COLUMNS, Dialect, Filters, Row, StoreBase, row_of, where_clause
+from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_clause
+from agentkeel.memory.store import StoreBase
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,6 +69,7 @@ def files_of(metadata: dict[str, Any]) -> str:
 
 SQLITE = Dialect(
     table="events",
+    vectors="vectors",
     ph="?",
     live="e.forgotten = 0",
     any_of=lambda n: f"e.type IN ({','.join('?' * n)})",
@@ -228,33 +230,11 @@ class SQLiteStore(StoreBase):
             [(rid, _blob(v), ver) for rid, v in vectors],
         )
 
-    def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
-        rows = self._db.execute(
-            f"SELECT {COLUMNS} FROM events e WHERE e.rid > ? AND e.forgotten = 0 ORDER BY e.rid LIMIT ?",
-            (after_rid, limit),
-        ).fetchall()
-        return [row_of(r) for r in rows]
-
-    def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
-        rows = self._db.execute(
-            f"SELECT {COLUMNS} FROM events e WHERE e.rid > ? AND e.forgotten = 0"
-            " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = e.rid) ORDER BY e.rid LIMIT ?",
-            (after_rid, limit),
-        ).fetchall()
-        top = self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM events").fetchone()[0]
-        return [row_of(r) for r in rows], int(top)
-
     def _vector_mark(self) -> int:
         return int(self._meta("vector_mark") or 0)
 
     def _set_vector_mark(self, rid: int) -> None:
         self._set_meta("vector_mark", str(rid))
-
-    def _sessions(self) -> list[tuple[str, str]]:
-        rows = self._db.execute(
-            "SELECT DISTINCT project, session FROM events WHERE forgotten = 0 AND session != ''"
-        ).fetchall()
-        return [(str(r[0]), str(r[1])) for r in rows]
 
     def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
         self._db.execute("UPDATE fts SET ctx = ? WHERE rowid = ?", (context, rid))
@@ -297,9 +277,8 @@ class SQLiteStore(StoreBase):
     def _where(filters: Filters) -> tuple[str, list[Any]]:
         return where_clause(filters, SQLITE)
 
-    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return list(self._db.execute(sql, list(params)).fetchall())
+    def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return list(self._db.execute(sql, list(params)).fetchall())
 
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
         """BM25 over the FTS index, joined with the filters.

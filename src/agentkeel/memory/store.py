@@ -18,16 +18,16 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
 
 from __future__ import annotations
 
-import json
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agentkeel.memory.embed import Embedder, EmbedderError
-from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens, one_line, parse_time
+from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens, one_line
 from agentkeel.memory.privacy import Masker
+from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_clause
 
 log = logging.getLogger(__name__)
 
@@ -54,142 +54,6 @@ def query_terms(query: str) -> list[str]:
         if word not in STOPWORDS and word not in seen:
             seen[word] = None
     return list(seen)
-
-
-@dataclass(frozen=True)
-class Filters:
-    project: str | None = None
-    session: str | None = None
-    types: tuple[str, ...] = ()
-    since: float | None = None
-    until: float | None = None
-    file: str | None = None
-    include_superseded: bool = False
-
-    @classmethod
-    def build(
-        cls,
-        project: str | None = None,
-        session: str | None = None,
-        type: str | Sequence[str] | None = None,
-        since: str | float | None = None,
-        until: str | float | None = None,
-        file: str | None = None,
-        include_superseded: bool = False,
-    ) -> Filters:
-        types: tuple[str, ...] = ()
-        if isinstance(type, str):
-            types = tuple(t for t in type.split(",") if t)
-        elif type:
-            types = tuple(type)
-        return cls(
-            project=project or None,
-            session=session or None,
-            types=types,
-            since=_when(since),
-            until=_when(until),
-            file=file or None,
-            include_superseded=include_superseded,
-        )
-
-
-COLUMNS = "e.rid, e.id, e.type, e.project, e.session, e.ts, e.timestamp, e.text, e.metadata, e.superseded_by"
-
-
-def row_of(r: Sequence[Any]) -> Row:
-    """A ``COLUMNS`` result row (metadata as JSON text on SQLite, already a dict from PostgreSQL's JSONB)."""
-    metadata: Any = r[8]
-    if isinstance(metadata, str):
-        try:
-            metadata = json.loads(metadata) if metadata else {}
-        except ValueError:
-            metadata = {}
-    return Row(
-        rid=int(r[0]),
-        id=r[1],
-        type=r[2],
-        project=r[3],
-        session=r[4],
-        ts=float(r[5]),
-        timestamp=r[6],
-        text=r[7],
-        metadata=metadata if isinstance(metadata, dict) else {},
-        superseded_by=r[9],
-    )
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """How one SQL backend spells the filter clauses (values are always bound parameters)."""
-
-    table: str  # the events table
-    ph: str  # the parameter placeholder: ? or %s
-    live: str  # an entry not forgotten
-    any_of: Callable[[int], str]  # "e.type IN (?,?)" / "e.type = ANY(%s)"; gets the number of values
-    list_param: bool  # True: the values go as one list parameter
-    contains: str  # files column contains a path
-
-
-def where_clause(filters: Filters, dialect: Dialect) -> tuple[str, list[Any]]:
-    """The WHERE clause (over alias ``e``) and its parameters for a set of filters."""
-    ph = dialect.ph
-    clauses = [dialect.live]
-    params: list[Any] = []
-    if not filters.include_superseded:
-        clauses.append("e.superseded_by IS NULL")
-    for column, value in (("e.project", filters.project), ("e.session", filters.session)):
-        if value is not None:
-            clauses.append(f"{column} = {ph}")
-            params.append(value)
-    if filters.types:
-        clauses.append(dialect.any_of(len(filters.types)))
-        params.extend([list(filters.types)] if dialect.list_param else filters.types)
-    if filters.since is not None:
-        clauses.append(f"e.ts >= {ph}")
-        params.append(filters.since)
-    if filters.until is not None:
-        clauses.append(f"e.ts <= {ph}")
-        params.append(filters.until)
-    if filters.file is not None:
-        clauses.append(dialect.contains)
-        params.append(filters.file)
-    return " AND ".join(clauses), params
-
-
-def _when(value: str | float | None) -> float | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    return parse_time(value)
-
-
-@dataclass
-class Row:
-    """A stored entry as the backends hand it back (text already masked on write)."""
-
-    rid: int
-    id: str
-    type: str
-    project: str
-    session: str
-    ts: float
-    timestamp: str
-    text: str
-    metadata: dict[str, Any]
-    superseded_by: str | None = None
-
-    def entry(self, masker: Masker) -> Entry:
-        return Entry(
-            id=self.id,
-            type=self.type,
-            project=self.project,
-            session=self.session,
-            timestamp=self.timestamp,
-            text=masker.text(self.text),
-            metadata=masker.obj(self.metadata),
-            superseded_by=self.superseded_by,
-        )
 
 
 @runtime_checkable
@@ -260,6 +124,7 @@ class StoreBase:
     masker: Masker
     embedder: Embedder | None
     dialect: Dialect
+    _lock: threading.RLock
 
     # -- primitives a backend implements ------------------------------------------------------
     def _insert(self, prepared: list[tuple[Record, str, list[float] | None]]) -> list[int]:
@@ -286,9 +151,46 @@ class StoreBase:
     def _rows_by_id(self, ids: Sequence[str]) -> list[Row]:
         raise NotImplementedError
 
-    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """One read query, under the backend's lock."""
+    def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run one statement on the open transaction and return its rows (the caller holds the lock)."""
         raise NotImplementedError
+
+    def _end_read(self) -> None:
+        """End a read-only transaction (PostgreSQL would otherwise sit idle in one)."""
+
+    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """One read query on its own, under the backend's lock."""
+        with self._lock:
+            rows = self._query(sql, params)
+            self._end_read()
+        return rows
+
+    # -- reads shared by reindex and embed_pending (inside their write transaction) ----------------
+    def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
+        d = self.dialect
+        rows = self._query(
+            f"SELECT {COLUMNS} FROM {d.table} e WHERE e.rid > {d.ph} AND {d.live} ORDER BY e.rid LIMIT {d.ph}",
+            (after_rid, limit),
+        )
+        return [row_of(r) for r in rows]
+
+    def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
+        """Live rows past ``after_rid`` that have no vector, and the highest rid stored."""
+        d = self.dialect
+        rows = self._query(
+            f"SELECT {COLUMNS} FROM {d.table} e WHERE e.rid > {d.ph} AND {d.live}"
+            f" AND NOT EXISTS (SELECT 1 FROM {d.vectors} v WHERE v.rid = e.rid) ORDER BY e.rid LIMIT {d.ph}",
+            (after_rid, limit),
+        )
+        top = self._query(f"SELECT COALESCE(MAX(rid), 0) FROM {d.table}", ())
+        return [row_of(r) for r in rows], int(top[0][0])
+
+    def _sessions(self) -> list[tuple[str, str]]:
+        d = self.dialect
+        rows = self._query(
+            f"SELECT DISTINCT e.project, e.session FROM {d.table} e WHERE {d.live} AND e.session != ''", ()
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
         if not row.session:
@@ -339,16 +241,6 @@ class StoreBase:
         raise NotImplementedError
 
     def _put_vectors(self, vectors: list[tuple[int, list[float]]]) -> None:
-        raise NotImplementedError
-
-    def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
-        raise NotImplementedError
-
-    def _sessions(self) -> list[tuple[str, str]]:
-        raise NotImplementedError
-
-    def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
-        """Live rows past ``after_rid`` that have no vector, and the highest rid stored."""
         raise NotImplementedError
 
     def _vector_mark(self) -> int:

@@ -1,0 +1,148 @@
+"""What the SQL backends share: query filters, the row shape, and how each dialect spells them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentkeel.memory.model import Entry, parse_time
+from agentkeel.memory.privacy import Masker
+
+
+@dataclass(frozen=True)
+class Filters:
+    project: str | None = None
+    session: str | None = None
+    types: tuple[str, ...] = ()
+    since: float | None = None
+    until: float | None = None
+    file: str | None = None
+    include_superseded: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        project: str | None = None,
+        session: str | None = None,
+        type: str | Sequence[str] | None = None,
+        since: str | float | None = None,
+        until: str | float | None = None,
+        file: str | None = None,
+        include_superseded: bool = False,
+    ) -> Filters:
+        types: tuple[str, ...] = ()
+        if isinstance(type, str):
+            types = tuple(t for t in type.split(",") if t)
+        elif type:
+            types = tuple(type)
+        return cls(
+            project=project or None,
+            session=session or None,
+            types=types,
+            since=_when(since),
+            until=_when(until),
+            file=file or None,
+            include_superseded=include_superseded,
+        )
+
+
+COLUMNS = "e.rid, e.id, e.type, e.project, e.session, e.ts, e.timestamp, e.text, e.metadata, e.superseded_by"
+
+
+def row_of(r: Sequence[Any]) -> Row:
+    """A ``COLUMNS`` result row (metadata as JSON text on SQLite, already a dict from PostgreSQL's JSONB)."""
+    metadata: Any = r[8]
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata) if metadata else {}
+        except ValueError:
+            metadata = {}
+    return Row(
+        rid=int(r[0]),
+        id=r[1],
+        type=r[2],
+        project=r[3],
+        session=r[4],
+        ts=float(r[5]),
+        timestamp=r[6],
+        text=r[7],
+        metadata=metadata if isinstance(metadata, dict) else {},
+        superseded_by=r[9],
+    )
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one SQL backend spells the filter clauses (values are always bound parameters)."""
+
+    table: str  # the events table
+    vectors: str  # the vectors table
+    ph: str  # the parameter placeholder: ? or %s
+    live: str  # an entry not forgotten
+    any_of: Callable[[int], str]  # "e.type IN (?,?)" / "e.type = ANY(%s)"; gets the number of values
+    list_param: bool  # True: the values go as one list parameter
+    contains: str  # files column contains a path
+
+
+def where_clause(filters: Filters, dialect: Dialect) -> tuple[str, list[Any]]:
+    """The WHERE clause (over alias ``e``) and its parameters for a set of filters."""
+    ph = dialect.ph
+    clauses = [dialect.live]
+    params: list[Any] = []
+    if not filters.include_superseded:
+        clauses.append("e.superseded_by IS NULL")
+    for column, value in (("e.project", filters.project), ("e.session", filters.session)):
+        if value is not None:
+            clauses.append(f"{column} = {ph}")
+            params.append(value)
+    if filters.types:
+        clauses.append(dialect.any_of(len(filters.types)))
+        params.extend([list(filters.types)] if dialect.list_param else filters.types)
+    if filters.since is not None:
+        clauses.append(f"e.ts >= {ph}")
+        params.append(filters.since)
+    if filters.until is not None:
+        clauses.append(f"e.ts <= {ph}")
+        params.append(filters.until)
+    if filters.file is not None:
+        clauses.append(dialect.contains)
+        params.append(filters.file)
+    return " AND ".join(clauses), params
+
+
+def _when(value: str | float | None) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return parse_time(value)
+
+
+@dataclass
+class Row:
+    """A stored entry as the backends hand it back (text already masked on write)."""
+
+    rid: int
+    id: str
+    type: str
+    project: str
+    session: str
+    ts: float
+    timestamp: str
+    text: str
+    metadata: dict[str, Any]
+    superseded_by: str | None = None
+
+    def entry(self, masker: Masker) -> Entry:
+        return Entry(
+            id=self.id,
+            type=self.type,
+            project=self.project,
+            session=self.session,
+            timestamp=self.timestamp,
+            text=masker.text(self.text),
+            metadata=masker.obj(self.metadata),
+            superseded_by=self.superseded_by,
+        )
