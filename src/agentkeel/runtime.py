@@ -56,9 +56,10 @@ def _max_tokens(info: ModelInfo, configured: int | None, thinking: int | None) -
 
 def _memory_plugin(settings: Settings, cwd: Path, home_dir: Path, session_id: str, window: int) -> MemoryPlugin | None:
     """Memory for this session, or None when disabled or broken (memory fails open)."""
-    from agentkeel.memory.plugin import MemoryConfig, MemoryPlugin
+    from agentkeel.memory.plugin import MemoryPlugin
+    from agentkeel.settings import MemorySettings
 
-    config = MemoryConfig.from_settings(settings.memory.model_dump() if settings.memory is not None else None)
+    config = settings.memory or MemorySettings()
     if not config.enabled:
         return None
     try:

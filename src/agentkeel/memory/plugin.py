@@ -1,6 +1,6 @@
 """Memory in a session: capture from the bus, context at each prompt, tools, a summary at the end.
 
-Configured by the ``memory`` settings key::
+Configured by the ``memory`` settings key (validated as ``agentkeel.settings.MemorySettings``)::
 
     "memory": {"enabled": true, "store": "~/.keel/memory/memory.db" | "postgresql://...",
                "embedder": "auto" | "none" | "minilm" | "openai:<model>", "project": "<override>",
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,41 +27,9 @@ from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Tool
 from agentkeel.memory.model import Entry, estimate_tokens, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
+from agentkeel.settings import MemorySettings
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class MemoryConfig:
-    enabled: bool = True
-    store: str | None = None
-    embedder: str = "auto"
-    project: str | None = None
-    exclude_tools: list[str] = field(default_factory=list)
-    mask_patterns: list[str] = field(default_factory=list)
-    inject: bool = True
-    tools: bool = True
-    lessons: bool = True
-    summary: str = "extractive"  # or "model": one budgeted model call at session end
-    summary_max_tokens: int = 400
-
-    @classmethod
-    def from_settings(cls, raw: Any) -> MemoryConfig:
-        if not isinstance(raw, dict):
-            return cls(enabled=raw is not False)
-        return cls(
-            enabled=raw.get("enabled", True) is not False,
-            store=raw.get("store") if isinstance(raw.get("store"), str) else None,
-            embedder=str(raw.get("embedder") or "auto"),
-            project=raw.get("project") if isinstance(raw.get("project"), str) else None,
-            exclude_tools=[str(t) for t in raw.get("excludeTools", []) if isinstance(t, str)],
-            mask_patterns=[str(p) for p in raw.get("maskPatterns", []) if isinstance(p, str)],
-            inject=raw.get("inject", True) is not False,
-            tools=raw.get("tools", True) is not False,
-            lessons=raw.get("lessons", True) is not False,
-            summary="model" if raw.get("summary") == "model" else "extractive",
-            summary_max_tokens=int(raw.get("summaryMaxTokens") or 400),
-        )
 
 
 def context_budget(window_tokens: int) -> int:
@@ -73,7 +40,7 @@ def context_budget(window_tokens: int) -> int:
 class MemoryPlugin:
     def __init__(
         self,
-        config: MemoryConfig,
+        config: MemorySettings,
         *,
         cwd: Path,
         keel_home: Path,
@@ -100,10 +67,10 @@ class MemoryPlugin:
         from agentkeel.memory.capture import MemoryCapture, Outbox
         from agentkeel.memory.privacy import Masker
 
-        self.masker = Masker(config.mask_patterns)
+        self.masker = Masker(config.maskPatterns)
         self.outbox = Outbox(keel_home / "memory" / "outbox.db", self._open_writer)
         self.capture = MemoryCapture(
-            self.outbox, self.project, session_id, excluded_tools=config.exclude_tools, masker=self.masker
+            self.outbox, self.project, session_id, excluded_tools=config.excludeTools, masker=self.masker
         )
 
     # -- stores (opened on first use) --------------------------------------------------------------
@@ -112,7 +79,7 @@ class MemoryPlugin:
             from agentkeel.memory import open_store
 
             self._full = open_store(
-                self.location, embedder=self.config.embedder, mask_patterns=tuple(self.config.mask_patterns)
+                self.location, embedder=self.config.embedder, mask_patterns=tuple(self.config.maskPatterns)
             )
         return self._full
 
@@ -122,7 +89,7 @@ class MemoryPlugin:
         if self._writer is None:
             from agentkeel.memory import open_store
 
-            self._writer = open_store(self.location, embedder="none", mask_patterns=tuple(self.config.mask_patterns))
+            self._writer = open_store(self.location, embedder="none", mask_patterns=tuple(self.config.maskPatterns))
         return self._writer
 
     def _open_reader(self) -> MemoryStore:
@@ -130,7 +97,7 @@ class MemoryPlugin:
         if self._reader is None:
             from agentkeel.memory import open_store
 
-            self._reader = open_store(self.location, embedder="none", mask_patterns=tuple(self.config.mask_patterns))
+            self._reader = open_store(self.location, embedder="none", mask_patterns=tuple(self.config.maskPatterns))
         return self._reader
 
     # -- wiring ----------------------------------------------------------------------------------------
@@ -222,7 +189,7 @@ class MemoryPlugin:
             system=SUMMARY_SYSTEM,
             messages=[Message(role="user", content=[TextBlock(text=summary_source(captured))])],
             tools=[],
-            max_tokens=self.config.summary_max_tokens,
+            max_tokens=self.config.summaryMaxTokens,
         )
         response: ModelResponse | None = None
         try:
@@ -331,4 +298,4 @@ def _entry(record: dict[str, Any]) -> Entry:
     )
 
 
-__all__ = ["MemoryConfig", "MemoryPlugin", "Notice", "context_budget"]
+__all__ = ["MemoryPlugin", "Notice", "context_budget"]

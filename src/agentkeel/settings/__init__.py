@@ -86,7 +86,7 @@ class MemorySettings(BaseModel):
     tools: bool = True
     lessons: bool = True
     summary: Literal["extractive", "model"] = "extractive"
-    summaryMaxTokens: int = Field(400, ge=50, le=4000)
+    summaryMaxTokens: int = Field(default=400, ge=50, le=4000)
 
 
 class Settings(BaseModel):
