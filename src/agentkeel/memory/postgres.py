@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from agentkeel.memory.embed import Embedder
-from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
+from agentkeel.memory.model import EVENT_TYPES, Entry, Record
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
-from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_clause
-from agentkeel.memory.sqlite import files_of
+from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
 from agentkeel.memory.store import StoreBase
 
 POSTGRES = Dialect(
@@ -130,19 +129,9 @@ class PostgresStore(StoreBase):
         with self._db.cursor() as cur:
             for record, _, _ in prepared:
                 cur.execute(
-                    "INSERT INTO keel_events(id, type, project, session, ts, timestamp, text, metadata, files)"
+                    f"INSERT INTO keel_events({EVENT_COLUMNS})"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rid",
-                    (
-                        record.id,
-                        record.type,
-                        record.project,
-                        record.session,
-                        record.ts,
-                        record.timestamp,
-                        record.text,
-                        dumps(record.metadata),
-                        files_of(record.metadata),
-                    ),
+                    event_values(record),
                 )
                 row = cur.fetchone()
                 assert row is not None

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentkeel.memory.model import Entry, parse_time
+from agentkeel.memory.model import Entry, Record, dumps, parse_time
 from agentkeel.memory.privacy import Masker
 
 
@@ -146,3 +146,33 @@ class Row:
             metadata=masker.obj(self.metadata),
             superseded_by=self.superseded_by,
         )
+
+
+EVENT_COLUMNS = "id, type, project, session, ts, timestamp, text, metadata, files"
+
+
+def event_values(record: Record) -> tuple[Any, ...]:
+    """The values of one new event row, in ``EVENT_COLUMNS`` order."""
+    return (
+        record.id,
+        record.type,
+        record.project,
+        record.session,
+        record.ts,
+        record.timestamp,
+        record.text,
+        dumps(record.metadata),
+        files_of(record.metadata),
+    )
+
+
+def files_of(metadata: dict[str, Any]) -> str:
+    found: list[str] = []
+    for key in ("file_path", "path", "notebook_path"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            found.append(value)
+    files = metadata.get("files")
+    if isinstance(files, list):
+        found.extend(str(f) for f in files[:50])
+    return "\n".join(found)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkeel.memory.embed import Embedder
-from agentkeel.memory.model import EVENT_TYPES, Entry, Record, dumps
+from agentkeel.memory.model import EVENT_TYPES, Entry, Record
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
-from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_clause
+from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
 from agentkeel.memory.store import StoreBase
 
 if TYPE_CHECKING:
@@ -53,18 +53,6 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 LEXICAL_WEIGHTS = "1.0, 0.4, 2.0"  # own text, session context, date words
-
-
-def files_of(metadata: dict[str, Any]) -> str:
-    found: list[str] = []
-    for key in ("file_path", "path", "notebook_path"):
-        value = metadata.get(key)
-        if isinstance(value, str) and value:
-            found.append(value)
-    files = metadata.get("files")
-    if isinstance(files, list):
-        found.extend(str(f) for f in files[:50])
-    return "\n".join(found)
 
 
 SQLITE = Dialect(
@@ -183,19 +171,8 @@ class SQLiteStore(StoreBase):
         rids: list[int] = []
         for record, when, vector in prepared:
             cursor = self._db.execute(
-                "INSERT INTO events(id, type, project, session, ts, timestamp, text, metadata, files)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.id,
-                    record.type,
-                    record.project,
-                    record.session,
-                    record.ts,
-                    record.timestamp,
-                    record.text,
-                    dumps(record.metadata),
-                    files_of(record.metadata),
-                ),
+                f"INSERT INTO events({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                event_values(record),
             )
             rid = int(cursor.lastrowid or 0)
             rids.append(rid)
