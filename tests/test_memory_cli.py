@@ -302,3 +302,27 @@ def test_web_dashboard_serves_live_search_and_sessions_without_secrets(
         proc.terminate()
         proc.wait(timeout=10)
     assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
+
+
+def test_a_search_embeds_a_bounded_batch_and_embed_does_the_rest(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    seed = project / "many.jsonl"
+    rows = [
+        {"id": f"e{i}", "type": "fact", "project": project_id(project), "session": f"s{i // 10}", "text": f"note {i}"}
+        for i in range(100)
+    ]
+    seed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert keel("mem", "--embedder", "none", "import", "jsonl", str(seed)).code == 0
+    env = wire_env(fake_llm({"steps": []}), "openai")
+    mem = ("mem", "--embedder", "openai:fake-embed")
+    down = keel(*mem, "embed", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-fake"})
+    assert down.code == 1 and "100 entries still wait for a vector" in down.stderr
+    assert "Traceback" not in down.stderr
+
+    assert keel(*mem, "search", "note", env=env).code == 0
+    assert keel(*mem, "stats", "--json", env=env).json()["vectors"] == 32  # a search never waits on a backlog
+    done = keel(*mem, "embed", env=env)
+    assert done.code == 0, done.stderr
+    assert done.stdout.strip() == "embedded 68 pending entries with openai:fake-embed"
+    assert keel(*mem, "stats", "--json", env=env).json()["vectors"] == 100

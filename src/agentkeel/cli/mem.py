@@ -1,4 +1,5 @@
-"""``keel mem ...``: search, timeline, get, import, export, stats, forget, mirror, sync, retry, reindex, mcp, web."""
+"""``keel mem ...``: search, timeline, get, import, export, stats, forget, mirror, sync, retry,
+reindex, embed, mcp, web."""
 
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ def add_parser(sub: Any) -> None:
     sync.add_argument("path", nargs="?", default=None)
     msub.add_parser("retry", help="requeue dead-lettered capture records and index the outbox")
     msub.add_parser("reindex", help="rebuild every vector with --embedder (after switching, or an endpoint outage)")
+    msub.add_parser("embed", help="embed the entries still waiting for a vector (sessions capture lexically)")
     msub.add_parser("mcp", help="serve search/timeline/get as an MCP server over stdio")
     web = msub.add_parser("web", help="a read-only dashboard: live observations, search, sessions")
     web.add_argument("--host", default="127.0.0.1", help="loopback by default; memory is private")
@@ -97,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
     cwd = Path(args.cwd or Path.cwd())
     project = project_id(cwd, args.project)
     location = args.store or _configured("store") or str(_keel_home() / "memory" / "memory.db")
-    if args.action == "reindex":
-        return _reindex(location, args.embedder or _configured("embedder"))
+    if args.action in ("reindex", "embed"):
+        return _reindex(location, args.embedder or _configured("embedder"), only_pending=args.action == "embed")
     try:
         store = open_store(location, embedder=args.embedder)
     except (RuntimeError, EmbedderError, OSError) as exc:
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         store.close()
 
 
-def _reindex(location: str, spec: str | None) -> int:
+def _reindex(location: str, spec: str | None, only_pending: bool = False) -> int:
     from agentkeel.memory import open_store, resolve_embedder
     from agentkeel.memory.embed import EmbedderError
 
@@ -127,12 +129,26 @@ def _reindex(location: str, spec: str | None) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        store = open_store(location, embedder="none")
+        store = open_store(location, embedder=embedder.name if only_pending else "none")
     except (RuntimeError, EmbedderError, OSError) as exc:
         print(f"keel mem: {exc}", file=sys.stderr)
         return EXIT_ERROR
     try:
         _drain_outbox(store)
+        if only_pending:
+            count = 0
+            while done := store.embed_pending(512):
+                count += done
+                print(f"\r{count} entries embedded", end="", file=sys.stderr)
+            print(file=sys.stderr)
+            print(f"embedded {count} pending entries with {embedder.name}")
+            stats = store.stats()
+            if stats["vectors"] < stats["entries"]:
+                print(
+                    f"keel mem: {stats['entries'] - stats['vectors']} entries still wait for a vector", file=sys.stderr
+                )
+                return EXIT_ERROR
+            return EXIT_OK
         count = store.reindex(embedder, progress=lambda n: print(f"\r{n} entries embedded", end="", file=sys.stderr))
         print(file=sys.stderr)
         print(f"reindexed {count} entries with {embedder.name}")

@@ -35,6 +35,7 @@ CONTEXT_SPAN = 2
 RRF_K = 5.0
 WEIGHTS = {"lexical": 0.55, "vector": 0.30, "context": 0.15}
 CANDIDATES = 100
+EMBED_ON_SEARCH = 32  # pending entries a search embeds first (~0.5 s with MiniLM); `keel mem embed` does the rest
 
 STOPWORDS = frozenset(
     (
@@ -322,7 +323,8 @@ class StoreBase:
     def embed_pending(self, limit: int = 512) -> int:
         """Give vectors to entries stored without one: those a session captured (sessions index
         lexically so that no session pays for loading an embedding model) or that arrived while
-        an endpoint was down. Runs before each vector search; a no-op costs one indexed query."""
+        an endpoint was down. Each vector search first embeds up to ``EMBED_ON_SEARCH`` of them (a
+        no-op costs one indexed query); entries still waiting are found lexically meanwhile."""
         if self.embedder is None:
             return 0
         mark = self._vector_mark()
@@ -410,7 +412,7 @@ class StoreBase:
             lists.append((WEIGHTS["lexical"], self._lexical(terms, flt, CANDIDATES)))
         vector = self._embed_query(query)
         if vector is not None:
-            self.embed_pending()
+            self.embed_pending(EMBED_ON_SEARCH)
             lists.append((WEIGHTS["vector"], self._vector(vector, "own", flt, CANDIDATES)))
             lists.append((WEIGHTS["context"], self._vector(vector, "context", flt, CANDIDATES)))
         scores = rrf(lists)
