@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.memory.project import project_id
 from conftest import KEEL, KeelRun, wire_env
+from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
 
 FAKE_KEY = "sk-ant-api03-FAKEFAKEFAKEFAKEFAKEFAKE0000"
 
@@ -326,3 +328,16 @@ def test_a_search_embeds_a_bounded_batch_and_embed_does_the_rest(
     assert done.code == 0, done.stderr
     assert done.stdout.strip() == "embedded 68 pending entries with openai:fake-embed"
     assert keel(*mem, "stats", "--json", env=env).json()["vectors"] == 100
+
+
+def test_a_postgres_error_is_one_line(
+    project: Path, request: pytest.FixtureRequest, keel: Callable[..., KeelRun]
+) -> None:
+    import psycopg
+
+    dsn = postgres_dsn(request.getfixturevalue("pg_root"))
+    with psycopg.connect(dsn, autocommit=True) as db:  # someone else's table under keel's name
+        db.execute("CREATE TABLE keel_events (name TEXT)")
+    run = keel("mem", "--store", dsn, "--embedder", "none", "stats")
+    assert run.code == 1 and run.stderr.startswith("keel mem: ") and "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1

@@ -91,9 +91,24 @@ def _configured(key: str) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace) -> int:
-    from agentkeel.memory import RecordError, open_store
+def _store_errors() -> tuple[type[BaseException], ...]:
+    """What a store can raise that deserves one line, not a traceback."""
+    from agentkeel.memory import RecordError
     from agentkeel.memory.embed import EmbedderError
+
+    errors: tuple[type[BaseException], ...] = (RecordError, EmbedderError, RuntimeError, OSError, sqlite3.Error)
+    psycopg = sys.modules.get("psycopg")  # imported only when a PostgreSQL store was opened
+    return errors + ((psycopg.Error,) if psycopg is not None else ())
+
+
+def _fail(exc: BaseException, prefix: str = "keel mem: ") -> int:
+    lines = str(exc).strip().splitlines()
+    print(f"{prefix}{lines[0] if lines else type(exc).__name__}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentkeel.memory import open_store
     from agentkeel.memory.project import project_id
 
     cwd = Path(args.cwd or Path.cwd())
@@ -103,22 +118,19 @@ def run(args: argparse.Namespace) -> int:
         return _reindex(location, args.embedder or _configured("embedder"), only_pending=args.action == "embed")
     try:
         store = open_store(location, embedder=args.embedder)
-    except (RuntimeError, EmbedderError, OSError) as exc:
-        print(f"keel mem: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    except _store_errors() as exc:
+        return _fail(exc)
     try:
         _drain_outbox(store)
         return _dispatch(args, store, project, cwd)
-    except (RecordError, EmbedderError, RuntimeError, sqlite3.Error) as exc:
-        print(f"keel mem: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    except _store_errors() as exc:
+        return _fail(exc)
     finally:
         store.close()
 
 
 def _reindex(location: str, spec: str | None, only_pending: bool = False) -> int:
     from agentkeel.memory import open_store, resolve_embedder
-    from agentkeel.memory.embed import EmbedderError
 
     try:
         embedder = resolve_embedder(spec)
@@ -130,9 +142,8 @@ def _reindex(location: str, spec: str | None, only_pending: bool = False) -> int
             )
             return EXIT_USAGE
         store = open_store(location, embedder=embedder.name if only_pending else "none")
-    except (RuntimeError, EmbedderError, OSError) as exc:
-        print(f"keel mem: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    except _store_errors() as exc:
+        return _fail(exc)
     try:
         _drain_outbox(store)
         if only_pending:
@@ -153,9 +164,8 @@ def _reindex(location: str, spec: str | None, only_pending: bool = False) -> int
         print(file=sys.stderr)
         print(f"reindexed {count} entries with {embedder.name}")
         return EXIT_OK
-    except (EmbedderError, RuntimeError, sqlite3.Error) as exc:
-        print(f"\nkeel mem: reindex stopped, run it again: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    except _store_errors() as exc:
+        return _fail(exc, "\nkeel mem: stopped, run it again: ")
     finally:
         store.close()
 
