@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from agentkeel.memory import open_store
-from agentkeel.memory.capture import MAX_ATTEMPTS, Outbox, observe
+from agentkeel.memory import open_store, resolve_embedder
+from agentkeel.memory.capture import MAX_ATTEMPTS, Outbox, observe, outbox_path
 from agentkeel.memory.project import project_id
 from conftest import KeelRun, session_files, wire_env
 
 WRITER = r"""
 import sys, time
 from pathlib import Path
-from agentkeel.memory import open_store
+from agentkeel.memory import open_store, resolve_embedder
 from agentkeel.memory.capture import Outbox
 root = Path(sys.argv[1])
 store = open_store(root / "mem.db", embedder="none")
@@ -331,3 +331,39 @@ def test_a_failing_model_summary_keeps_the_extractive_one(
     summaries = [json.loads(x) for x in keel("mem", "export").stdout.splitlines() if '"session_summary"' in x]
     assert summaries and summaries[0]["metadata"]["by"] == "extractive"
     assert summaries[0]["text"].startswith("Asked: hello there")
+
+
+def test_keel_mem_uses_the_store_the_project_settings_name(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    team = tmp_path / "team-memory.db"
+    (project / ".keel").mkdir()
+    (project / ".keel" / "settings.json").write_text(json.dumps({"memory": {"store": str(team), "embedder": "none"}}))
+    assert keel("trust").code == 0
+    server = fake_llm({"steps": ["Noted: releases are cut on Thursdays."]})
+    assert keel("-p", "when are releases cut?", env=wire_env(server, "anthropic")).code == 0
+    assert team.exists() and not (tmp_path / "keelhome" / "memory" / "memory.db").exists()
+
+    found = keel("mem", "search", "releases Thursdays", "--json")  # no --store: the project's settings say where
+    assert found.code == 0, found.stderr
+    assert "assistant_response" in {h["type"] for h in found.json()}
+    assert keel("mem", "stats", "--json").json()["location"] == str(team)
+
+
+def test_each_store_has_its_own_outbox(tmp_path: Path, monkeypatch: Any) -> None:
+    home = tmp_path / "keelhome"
+    default = outbox_path(home, str(home / "memory" / "memory.db"))
+    assert default == home / "memory" / "outbox.db"
+    monkeypatch.chdir(tmp_path)
+    other = outbox_path(home, "team.db")
+    assert other != default and other == outbox_path(home, str(tmp_path / "team.db"))  # one file, however spelt
+    assert outbox_path(home, "postgresql://u@h/db") not in (default, other)
+
+
+def test_the_environment_refines_only_the_default_embedder(monkeypatch: Any) -> None:
+    monkeypatch.setenv("KEEL_MEMORY_EMBEDDER", "none")
+    assert resolve_embedder("auto") is None and resolve_embedder(None) is None
+    monkeypatch.setenv("KEEL_MEMORY_EMBEDDER", "openai:from-env")
+    chosen = resolve_embedder("auto")
+    assert chosen is not None and chosen.name == "openai:from-env"
+    assert resolve_embedder("none") is None  # an explicit choice wins

@@ -78,17 +78,21 @@ def _keel_home() -> Path:
     return Path(os.environ.get("KEEL_HOME") or Path.home() / ".keel")
 
 
-def _configured(key: str) -> str | None:
-    """``memory.<key>`` from the user settings."""
-    for path in (_keel_home() / "settings.json", Path.home() / ".claude" / "settings.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        memory = data.get("memory") if isinstance(data, dict) else None
-        if isinstance(memory, dict) and isinstance(memory.get(key), str):
-            return str(memory[key])
-    return None
+def _memory_settings(cwd: Path) -> Any:
+    """The ``memory`` settings a session in ``cwd`` would use (every layer; an untrusted project's dropped)."""
+    from agentkeel.settings import MemorySettings, load_settings
+    from agentkeel.trust import TrustStore
+
+    home_dir = _keel_home()
+    managed = Path(os.environ.get("KEEL_MANAGED_SETTINGS", "/etc/keel/managed-settings.json"))
+    loaded = load_settings(
+        cwd,
+        home=Path.home(),
+        keel_home=home_dir,
+        managed=managed if managed.is_file() else None,
+        trusted_project=TrustStore(home_dir).state(cwd).trusted,
+    )
+    return loaded.settings.memory or MemorySettings()
 
 
 def _store_errors() -> tuple[type[BaseException], ...]:
@@ -110,26 +114,34 @@ def _fail(exc: BaseException, prefix: str = "keel mem: ") -> int:
 def run(args: argparse.Namespace) -> int:
     from agentkeel.memory import open_store
     from agentkeel.memory.project import project_id
+    from agentkeel.settings import SettingsError
 
     cwd = Path(args.cwd or Path.cwd())
-    project = project_id(cwd, args.project)
-    location = args.store or _configured("store") or str(_keel_home() / "memory" / "memory.db")
-    if args.action in ("reindex", "embed"):
-        return _reindex(location, args.embedder or _configured("embedder"), only_pending=args.action == "embed")
     try:
-        store = open_store(location, embedder=args.embedder)
+        configured = _memory_settings(cwd)
+    except SettingsError as exc:
+        print(f"keel mem: invalid settings: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    project = project_id(cwd, args.project or configured.project)
+    location = args.store or configured.store or str(_keel_home() / "memory" / "memory.db")
+    masks = tuple(configured.maskPatterns)
+    if args.action in ("reindex", "embed"):
+        spec = args.embedder or configured.embedder
+        return _reindex(location, spec, masks, only_pending=args.action == "embed")
+    try:
+        store = open_store(location, embedder=args.embedder or configured.embedder, mask_patterns=masks)
     except _store_errors() as exc:
         return _fail(exc)
     try:
-        _drain_outbox(store)
-        return _dispatch(args, store, project, cwd)
+        _drain_outbox(store, location)
+        return _dispatch(args, store, project, cwd, location)
     except _store_errors() as exc:
         return _fail(exc)
     finally:
         store.close()
 
 
-def _reindex(location: str, spec: str | None, only_pending: bool = False) -> int:
+def _reindex(location: str, spec: str | None, masks: tuple[str, ...], only_pending: bool = False) -> int:
     from agentkeel.memory import open_store, resolve_embedder
 
     try:
@@ -141,11 +153,11 @@ def _reindex(location: str, spec: str | None, only_pending: bool = False) -> int
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        store = open_store(location, embedder=embedder.name if only_pending else "none")
+        store = open_store(location, embedder=embedder.name if only_pending else "none", mask_patterns=masks)
     except _store_errors() as exc:
         return _fail(exc)
     try:
-        _drain_outbox(store)
+        _drain_outbox(store, location)
         if only_pending:
             count = 0
             while done := store.embed_pending(512):
@@ -170,24 +182,25 @@ def _reindex(location: str, spec: str | None, only_pending: bool = False) -> int
         store.close()
 
 
-def _outbox(store: Any) -> Any:
-    from agentkeel.memory.capture import Outbox
+def _outbox(store: Any, location: str) -> Any:
+    from agentkeel.memory.capture import Outbox, outbox_path
 
-    return Outbox(_keel_home() / "memory" / "outbox.db", store)
+    return Outbox(outbox_path(_keel_home(), location), store)
 
 
-def _drain_outbox(store: Any) -> None:
+def _drain_outbox(store: Any, location: str) -> None:
     """Index what capture acknowledged but no session finished indexing (a crash, a kill)."""
-    path = _keel_home() / "memory" / "outbox.db"
-    if path.exists():
-        outbox = _outbox(store)
+    from agentkeel.memory.capture import outbox_path
+
+    if outbox_path(_keel_home(), location).exists():
+        outbox = _outbox(store, location)
         try:
             outbox.drain()
         finally:
             outbox.close()
 
 
-def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path) -> int:
+def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path, location: str) -> int:
     action = args.action
     scope = None if getattr(args, "all_projects", False) else project
     if action == "search":
@@ -236,7 +249,7 @@ def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path) -> 
     if action == "stats":
         stats = store.stats()
         stats["project"] = project
-        stats["outbox"] = _outbox(store).counts()
+        stats["outbox"] = _outbox(store, location).counts()
         if args.json:
             print(json.dumps(stats, indent=2))
         else:
@@ -261,7 +274,7 @@ def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path) -> 
             print(f"{result['changed']} entries superseded, {result['added']} added")
         return EXIT_OK
     if action == "retry":
-        outbox = _outbox(store)
+        outbox = _outbox(store, location)
         requeued = outbox.retry_dead()
         indexed = outbox.drain(force=True)
         outbox.close()

@@ -35,7 +35,8 @@ def resolve_embedder(spec: str | None) -> Embedder | None:
     """``auto`` (local MiniLM when its weights are installed, else none), ``none``, ``minilm``, ``openai:<model>``."""
     from agentkeel.memory.embed import EmbedderError, get_embedder
 
-    spec = spec or os.environ.get("KEEL_MEMORY_EMBEDDER") or "auto"
+    if spec in (None, "", "auto"):  # the environment refines a default, never an explicit choice
+        spec = os.environ.get("KEEL_MEMORY_EMBEDDER") or "auto"
     if spec == "auto":
         try:
             return get_embedder("minilm")

@@ -35,6 +35,22 @@ CONTEXT_TAG = "<memory-context"  # injected context is not captured back as a pr
 DEFAULT_EXCLUDED = frozenset({"TodoWrite", "MemorySearch", "MemoryTimeline", "MemoryGet"})
 
 
+def outbox_path(keel_home: Path, location: str) -> Path:
+    """One outbox per store: records a session acknowledged are only ever indexed into its own store.
+
+    The default store keeps the plain ``outbox.db``; any other location gets its own file."""
+    import hashlib
+
+    def canonical(where: str) -> str:
+        return where if where.startswith(("postgresql://", "postgres://")) else str(Path(where).expanduser().resolve())
+
+    location = canonical(location)
+    if location == canonical(str(keel_home / "memory" / "memory.db")):
+        return keel_home / "memory" / "outbox.db"
+
+    return keel_home / "memory" / f"outbox-{hashlib.sha256(location.encode()).hexdigest()[:16]}.db"
+
+
 class Outbox:
     """A durable queue in front of a store: put -> acknowledged (on disk) -> indexed -> deleted."""
 

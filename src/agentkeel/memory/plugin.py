@@ -64,11 +64,11 @@ class MemoryPlugin:
         self._prompts = 0
         self._model_summary: tuple[str, dict[str, Any]] | None = None
         self._emit: Callable[[Event], None] | None = None
-        from agentkeel.memory.capture import MemoryCapture, Outbox
+        from agentkeel.memory.capture import MemoryCapture, Outbox, outbox_path
         from agentkeel.memory.privacy import Masker
 
         self.masker = Masker(config.maskPatterns)
-        self.outbox = Outbox(keel_home / "memory" / "outbox.db", self._open_writer)
+        self.outbox = Outbox(outbox_path(keel_home, self.location), self._open_writer)
         self.capture = MemoryCapture(
             self.outbox, self.project, session_id, excluded_tools=config.excludeTools, masker=self.masker
         )
