@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentkeel.memory.embed import Embedder
-from agentkeel.memory.model import EVENT_TYPES, Entry, Record
+from agentkeel.memory.model import EVENT_TYPES, Record
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
 from agentkeel.memory.store import StoreBase
@@ -280,32 +280,6 @@ class PostgresStore(StoreBase):
             ).fetchall()
             self._db.rollback()
         return [row_of(r) for r in rows]
-
-    def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]:
-        where, params = self._where(Filters.build(project=project, type=list(types)))
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {COLUMNS} FROM keel_events e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT %s",
-                [*params, limit],
-            ).fetchall()
-            self._db.rollback()
-        return [row_of(r).entry(self.masker) for r in rows]
-
-    def export(self, **filters: Any) -> Iterator[Entry]:
-        where, params = self._where(Filters.build(include_superseded=True, **filters))
-        last = 0
-        while True:
-            with self._lock:
-                rows = self._db.execute(
-                    f"SELECT {COLUMNS} FROM keel_events e WHERE {where} AND e.rid > %s ORDER BY e.rid LIMIT 500",
-                    [*params, last],
-                ).fetchall()
-                self._db.rollback()
-            if not rows:
-                return
-            for r in rows:
-                yield row_of(r).entry(self.masker)
-            last = int(rows[-1][0])
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

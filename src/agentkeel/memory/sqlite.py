@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkeel.memory.embed import Embedder
-from agentkeel.memory.model import EVENT_TYPES, Entry, Record
+from agentkeel.memory.model import EVENT_TYPES, Record
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
 from agentkeel.memory.store import StoreBase
@@ -328,32 +328,6 @@ class SQLiteStore(StoreBase):
         return [row_of(r) for r in rows]
 
     # -- whole-store views ------------------------------------------------------------------------
-    def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]:
-        flt = Filters.build(project=project, type=list(types))
-        where, params = self._where(flt)
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {COLUMNS} FROM events e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT ?",
-                [*params, limit],
-            ).fetchall()
-        return [row_of(r).entry(self.masker) for r in rows]
-
-    def export(self, **filters: Any) -> Iterator[Entry]:
-        flt = Filters.build(include_superseded=True, **filters)
-        where, params = self._where(flt)
-        last = 0
-        while True:
-            with self._lock:
-                rows = self._db.execute(
-                    f"SELECT {COLUMNS} FROM events e WHERE {where} AND e.rid > ? ORDER BY e.rid LIMIT 500",
-                    [*params, last],
-                ).fetchall()
-            if not rows:
-                return
-            for r in rows:
-                yield row_of(r).entry(self.masker)
-            last = int(rows[-1][0])
-
     def stats(self) -> dict[str, Any]:
         with self._lock:
             by_type = dict(

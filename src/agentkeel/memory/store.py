@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentkeel.memory.embed import Embedder, EmbedderError
@@ -205,6 +205,29 @@ class StoreBase:
             f"{same} AND e.rid > {d.ph} ORDER BY e.rid LIMIT {d.ph}", (row.project, row.session, row.rid, after)
         )
         return [row_of(r) for r in reversed(earlier)] + [row] + [row_of(r) for r in later]
+
+    def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]:
+        """The newest entries of some types (session summaries at session start, the dashboard's feed)."""
+        d = self.dialect
+        where, params = where_clause(Filters.build(project=project, type=list(types)), d)
+        rows = self._fetch(
+            f"SELECT {COLUMNS} FROM {d.table} e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT {d.ph}",
+            [*params, limit],
+        )
+        return [row_of(r).entry(self.masker) for r in rows]
+
+    def export(self, **filters: Any) -> Iterator[Entry]:
+        """Every entry passing the filters (superseded ones included), masked, in insertion order."""
+        d = self.dialect
+        where, params = where_clause(Filters.build(include_superseded=True, **filters), d)
+        last = 0
+        while rows := self._fetch(
+            f"SELECT {COLUMNS} FROM {d.table} e WHERE {where} AND e.rid > {d.ph} ORDER BY e.rid LIMIT 500",
+            [*params, last],
+        ):
+            for r in rows:
+                yield row_of(r).entry(self.masker)
+            last = int(rows[-1][0])
 
     def sessions(self, project: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Sessions, newest first: id, project, first and last timestamp, entry count, first prompt."""
