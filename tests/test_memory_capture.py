@@ -308,6 +308,9 @@ def test_a_model_written_summary_is_opt_in_budgeted_and_announced(
     assert any("session summary written by" in n and "output tokens" in n for n in notices)  # never a hidden cost
     logged = "".join(f.read_text() for f in session_files(project.parent / "keelhome"))
     assert "session summary written by" in logged
+    again = fake_llm({"steps": ["Yes.", "Asked again; answered yes."]})
+    text = keel("-p", "still --verbose?", "--verbose", env=wire_env(again, "anthropic"))
+    assert text.code == 0 and "keel: memory: session summary written by" in text.stderr  # text mode, --verbose
 
     last = _requests(server)[-1]
     assert last["max_tokens"] == 120 and not last.get("tools") and "long-term memory" in json.dumps(last["system"])

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +129,7 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
     if args.output_format == "stream-json":
         rt.bus.subscribe(StreamJson(rt))
     else:
-        rt.bus.subscribe(_notices_to_stderr)
+        rt.bus.subscribe(_notices_to_stderr(verbose=bool(getattr(args, "verbose", False))))
     if not rt.trust.trusted and args.output_format != "text":  # text mode prints every notice to stderr
         print(f"keel: {untrusted_notice(rt.trust)}", file=sys.stderr)
     try:
@@ -137,9 +138,14 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
         return EXIT_INTERRUPTED
 
 
-def _notices_to_stderr(event: Event) -> None:
-    if isinstance(event, Notice) and event.level != "info":
-        print(f"keel: {event.message}", file=sys.stderr)
+def _notices_to_stderr(verbose: bool) -> Callable[[Event], None]:
+    """Warnings and errors always; info notices (a memory summary's token cost, ...) with --verbose."""
+
+    def show(event: Event) -> None:
+        if isinstance(event, Notice) and (verbose or event.level != "info"):
+            print(f"keel: {event.message}", file=sys.stderr)
+
+    return show
 
 
 async def _run(rt: Runtime, prompt: str, output_format: str, started: float) -> int:
