@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -350,3 +352,24 @@ def test_untrusted_project_settings_cannot_widen(project: Path, keel: Callable[.
     (project / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
     assert "changed" in keel("trust", "--status").stdout
     assert json.loads(keel(*check, '{"command": "curl x"}').stdout)["decision"] == "ask"
+
+
+CRASHER = r"""
+import sys
+from agentkeel.permissions.bash import analyse
+for command in ("echo {\U000f8501", "ls {1..\U000f8501}", "touch {12\U0010fffd", "x=\U000f8501 {\U000f8501"):
+    for _ in range(40):
+        assert not analyse(command, "/tmp", "/tmp").confident, command
+print("survived")
+"""
+
+
+def test_a_command_that_crashes_the_bash_grammar_is_never_parsed() -> None:
+    """tree-sitter-bash 0.25.1 calls isdigit() on the character after "{": above U+00FF it reads
+    past glibc's table and segfaults (most runs, not all). keel must not hand it such text."""
+    run = subprocess.run([sys.executable, "-c", CRASHER], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "survived", run.stderr[-2000:]
+    engine = PermissionEngine(cwd="/tmp", home="/tmp")
+    engine.add(["Bash(echo *)"], "allow", "test")
+    assert engine.decide("Bash", {"command": "echo {\U000f8501"}, None).decision != "allow"
+    assert engine.decide("Bash", {"command": "echo {é}"}, None).decision == "allow"  # Latin-1 is fine

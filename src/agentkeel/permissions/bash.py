@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 DYNAMIC = "\x00"  # stands for a value known only at run time; no rule literal ever contains it
 MAX_DEPTH = 4  # nesting of bash -c / eval / $(..) we follow before giving up
+# tree-sitter-bash's scanner (0.25.1, scanner.c brace_start) calls isdigit() on the character after
+# "{" (and after "{N.."): a character above U+00FF indexes past glibc's ctype table and can crash
+# the process. Such a command is never handed to the parser; it is not confidently analysed (asks).
+_SCANNER_UNSAFE = re.compile(r"\{[0-9]*(?:\.\.[0-9]*)?[^\x00-\xff]")
 
 # wrappers stripped before matching: ``timeout 5 git status`` is checked as ``git status``
 _WRAPPER_OPTS_WITH_VALUE: dict[str, frozenset[str]] = {
@@ -137,6 +141,9 @@ class _Walker:
     def script(self, parser: Parser, source: str, cwd: str, depth: int) -> str:
         if depth > MAX_DEPTH:
             self.problem("commands nested too deeply to check")
+            return cwd
+        if _SCANNER_UNSAFE.search(source):
+            self.problem("a non-Latin-1 character right after '{' (the shell parser cannot read it safely)")
             return cwd
         tree = parser.parse(source.encode("utf-8", "surrogatepass"))
         root = tree.root_node
