@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agentkeel.memory.embed import Embedder
@@ -111,14 +111,6 @@ class PostgresStore(StoreBase):
         with self._lock:
             self._db.close()
 
-    def add_many(self, records: Any) -> int:
-        with self._lock:
-            try:
-                return super().add_many(records)
-            except BaseException:
-                self._db.rollback()
-                raise
-
     # -- primitives ---------------------------------------------------------------------------------
     def _known_ids(self, ids: Sequence[str]) -> set[str]:
         rows = self._db.execute("SELECT id FROM keel_events WHERE id = ANY(%s)", (list(ids),)).fetchall()
@@ -184,24 +176,6 @@ class PostgresStore(StoreBase):
             (str(rid),),
         )
 
-    def embed_pending(self, limit: int = 512) -> int:
-        with self._lock:
-            try:
-                count = super().embed_pending(limit)
-                self._db.commit()  # also ends the read transaction a no-op leaves open
-                return count
-            except BaseException:
-                self._db.rollback()
-                raise
-
-    def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
-        with self._lock:
-            try:
-                return super().reindex(embedder, batch, progress)
-            except BaseException:
-                self._db.rollback()
-                raise
-
     def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
         self._db.execute("UPDATE keel_search SET ctx = %s WHERE rid = %s", (context, rid))
         self._db.execute(f"UPDATE keel_search s SET tsv = {_TSV} WHERE s.rid = %s", (rid,))
@@ -234,6 +208,9 @@ class PostgresStore(StoreBase):
         return list(self._db.execute(sql, list(params)).fetchall())
 
     def _end_read(self) -> None:
+        self._db.rollback()
+
+    def _rollback(self) -> None:
         self._db.rollback()
 
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:

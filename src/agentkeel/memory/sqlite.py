@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,30 +127,6 @@ class SQLiteStore(StoreBase):
                 self._db.execute("ROLLBACK")
                 self._in_tx = False
             self._db.close()
-
-    def add_many(self, records: Iterable[dict[str, Any] | Record]) -> int:
-        with self._lock:
-            try:
-                return super().add_many(records)
-            except BaseException:
-                self._rollback()
-                raise
-
-    def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
-        with self._lock:
-            try:
-                return super().reindex(embedder, batch, progress)
-            except BaseException:
-                self._rollback()
-                raise
-
-    def embed_pending(self, limit: int = 512) -> int:
-        with self._lock:
-            try:
-                return super().embed_pending(limit)
-            except BaseException:
-                self._rollback()
-                raise
 
     def _rollback(self) -> None:
         if self._in_tx:

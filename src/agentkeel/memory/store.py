@@ -22,6 +22,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
 from agentkeel.memory.embed import Embedder, EmbedderError
@@ -276,8 +277,36 @@ class StoreBase:
     def _begin_batch(self) -> None:
         """Open a write batch (SQLite bumps the row version its vector cache follows)."""
 
-    # -- writing -----------------------------------------------------------------------------------
+    def _rollback(self) -> None:
+        """Undo the open write transaction."""
+        raise NotImplementedError
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the store's lock for a write; undo the open transaction if it fails."""
+        with self._lock:
+            try:
+                yield
+            except BaseException:
+                self._rollback()
+                raise
+
     def add_many(self, records: Iterable[dict[str, Any] | Record]) -> int:
+        with self._writing():
+            return self._add_many(records)
+
+    def embed_pending(self, limit: int = 512) -> int:
+        with self._writing():
+            count = self._embed_pending(limit)
+            self._end_read()  # a no-op leaves a read transaction open on PostgreSQL
+            return count
+
+    def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
+        with self._writing():
+            return self._reindex(embedder, batch, progress)
+
+    # -- writing -----------------------------------------------------------------------------------
+    def _add_many(self, records: Iterable[dict[str, Any] | Record]) -> int:
         """Append records (masked), index them, and refresh the context of their session neighbours.
 
         Records whose id is already stored are skipped (re-importing is safe); the count of new
@@ -343,7 +372,7 @@ class StoreBase:
             vector = _mean([v for _, _, v in around if v is not None])
             self._set_context(sequence[i][0], text, vector)
 
-    def embed_pending(self, limit: int = 512) -> int:
+    def _embed_pending(self, limit: int) -> int:
         """Give vectors to entries stored without one: those a session captured (sessions index
         lexically so that no session pays for loading an embedding model) or that arrived while
         an endpoint was down. Each vector search first embeds up to ``EMBED_ON_SEARCH`` of them (a
@@ -380,7 +409,7 @@ class StoreBase:
         self._commit()
         return len(rows)
 
-    def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
+    def _reindex(self, embedder: Embedder, batch: int, progress: Callable[[int], None] | None) -> int:
         """Rebuild every vector with ``embedder``: after switching embedders, or to fill in the
         vectors an unreachable endpoint left out. Entries and the lexical index are untouched."""
         if not embedder.dim:
