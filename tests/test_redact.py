@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentkeel.fakellm.server import FakeLLMServer
@@ -109,3 +111,82 @@ def test_transcript_never_holds_a_planted_secret(
     text = log.read_text()
     assert all(secret not in text for secret in SECRETS.values())
     assert "[REDACTED:" in text
+
+
+# --- linear time -----------------------------------------------------------------------------
+# Redaction runs over whole files and command outputs, so keel writes two of its patterns
+# possessively. This is the plain, backtracking form of the whole redactor: the oracle the fast
+# one must agree with, character for character.
+_OBVIOUS = [
+    (r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
+     "private_key"),
+    (r"\bsk-ant-[A-Za-z0-9_\-]{16,}", "anthropic_key"),
+    (r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", "openai_key"),
+    (r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})", "github_token"),
+    (r"\bxox[abprs]-[A-Za-z0-9\-]{10,}", "slack_token"),
+    (r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", "aws_access_key"),
+    (r"\bAIza[0-9A-Za-z_\-]{35}\b", "google_api_key"),
+    (r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", "jwt"),
+    (r"(?i)(?<=\bbearer )[A-Za-z0-9_\-.=~+/]{12,}", "bearer_token"),
+    (r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)", "url_credentials"),
+]  # fmt: skip
+_OBVIOUS_ASSIGNMENT = re.compile(
+    r"""(?ix)
+    (?P<key>[A-Za-z0-9_.\-]*(?:password|passwd|pwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|
+        access[_\-]?token|refresh[_\-]?token|client[_\-]?secret|private[_\-]?key|token)[A-Za-z0-9_.\-]*)
+    (?P<sep>["']?\s*[:=]\s*["']?)
+    (?P<value>[^\s"',;}{\]\[]{6,})
+    """
+)
+_CODE_VALUE = re.compile(
+    r"^(?:\[REDACTED|self\.|this\.|os\.|process\.|env\.|config\.|settings\.|None$|null$|true$|false$)|[()$<>]"
+)
+
+
+def _obvious_redact(text: str) -> str:
+    for pattern, kind in _OBVIOUS:
+        text = re.sub(pattern, f"[REDACTED:{kind}]", text)
+    text = _OBVIOUS_ASSIGNMENT.sub(
+        lambda m: (
+            m.group(0) if _CODE_VALUE.search(m.group("value")) else f"{m.group('key')}{m.group('sep')}[REDACTED:secret]"
+        ),
+        text,
+    )
+
+    def card(m: re.Match[str]) -> str:
+        digits = re.sub(r"\D", "", m.group(0))
+        luhn = sum(int(c) if i % 2 == len(digits) % 2 else sum(divmod(2 * int(c), 10)) for i, c in enumerate(digits))
+        return "[REDACTED:card_number]" if luhn % 10 == 0 and len(set(digits)) >= 2 else m.group(0)
+
+    return re.sub(r"\b(?:\d[ -]?){13,19}\b", card, text)
+
+
+_PIECES = ["password", "token", "api_key", "Secret", "eyJ", "eyJhbGciOi", "abcdefgh", "sk-", "=", ":", '"', "'", " ",
+           ".", "-", "_", "x", "7", "4111", "1111", "\n", "://", "@", "bearer ", "get_token()", "AKIA"]  # fmt: skip
+
+
+@settings(max_examples=400)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
+def test_fast_patterns_agree_with_the_obvious_ones(text: str) -> None:
+    assert redact(text) == _obvious_redact(text)
+
+
+@pytest.mark.parametrize(
+    "unit",
+    ["a", "password", "eyJ-", "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0123456789+/", "token.", "a=", "1 ", "://a:b@"],
+)
+def test_redaction_time_grows_linearly(unit: str) -> None:
+    """Four times the input may cost about four times the time, not sixteen (quadratic) or more.
+    A ratio within one run, not a wall-clock limit: a 20 kB line of one of these used to take 28 s."""
+
+    def best(n: int) -> float:
+        text = unit * (n // len(unit))
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            redact(text)
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    small, large = best(20_000), best(80_000)
+    assert large / small < 10, (unit, small, large)
