@@ -15,13 +15,15 @@ import shutil
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import pathspec
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.tools.files import resolve
+
+if TYPE_CHECKING:
+    import pathspec
 
 GLOB_LIMIT = 100
 
@@ -154,6 +156,8 @@ def _load_ignore(d: Path, specs: list[tuple[Path, pathspec.PathSpec[Any]]]) -> b
         lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return False
+    import pathspec  # lazily: the first walk pays for it, not keel's startup
+
     specs.append((d, pathspec.GitIgnoreSpec.from_lines(lines)))
     return True
 
