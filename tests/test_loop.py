@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from agentkeel.core.events import Event, EventBus, Interrupted, StreamRetry, ToolFinished, ToolStarted
+from agentkeel.core.events import (
+    AssistantMessage,
+    Event,
+    EventBus,
+    Interrupted,
+    StreamRetry,
+    ToolFinished,
+    ToolStarted,
+)
 from agentkeel.core.extensions import Extensions, StopInfo, ToolCall, Verdict
 from agentkeel.core.loop import Agent, LoopConfig
 from agentkeel.core.retry import RetryPolicy
@@ -50,6 +59,18 @@ async def test_end_turn_success(tmp_path: Path) -> None:
     result = await agent.run("hi")
     assert (result.subtype, result.result, result.num_turns) == ("success", "hello", 1)
     assert [m.role for m in agent.messages] == ["user", "assistant"]
+
+
+async def test_scripted_model_counts_the_whole_request_each_turn(tmp_path: Path) -> None:
+    """Its input tokens are the request's JSON length / 4, though it serialises only new messages."""
+    agent, events = make_agent([{"tool_calls": [ls(str(tmp_path))]}] * 3 + ["done"], tmp_path)
+    provider = agent.provider
+    assert isinstance(provider, ScriptedProvider)
+    await agent.run("go")
+    # request i carried the prompt and i (assistant, tool results) pairs
+    expected = [len(json.dumps([m.model_dump() for m in agent.messages[: 1 + 2 * i]])) // 4 for i in range(4)]
+    assert [e.usage.input_tokens for e in events if isinstance(e, AssistantMessage)] == expected
+    assert expected == sorted(expected) and len(set(expected)) == 4
 
 
 async def test_max_turns(tmp_path: Path) -> None:

@@ -214,10 +214,11 @@ def openai_embeddings(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def usage_for(step: Step, request_body: str) -> dict[str, int]:
+def usage_for(step: Step, request_chars: int) -> dict[str, int]:
+    """A step's usage: its own figures, else about four characters a token (the request's length in)."""
     out_text = step.text + step.thinking + "".join(json.dumps(c.input) for c in step.tool_calls)
     usage = {
-        "input_tokens": estimate_tokens(request_body),
+        "input_tokens": max(1, request_chars // 4),
         "output_tokens": estimate_tokens(out_text),
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
@@ -258,7 +259,7 @@ def anthropic_message(step: Step, model: str, msg_id: str, request_body: str) ->
         "content": content,
         "stop_reason": step.final_stop_reason,
         "stop_sequence": None,
-        "usage": usage_for(step, request_body),
+        "usage": usage_for(step, len(request_body)),
     }
 
 
@@ -315,7 +316,7 @@ _FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length",
 
 
 def _openai_usage(step: Step, request_body: str) -> dict[str, Any]:
-    u = usage_for(step, request_body)
+    u = usage_for(step, len(request_body))
     prompt = u["input_tokens"] + u["cache_read_input_tokens"]
     return {
         "prompt_tokens": prompt,

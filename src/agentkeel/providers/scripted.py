@@ -18,6 +18,7 @@ class ScriptedProvider:
 
     def __init__(self, script: Script | str | Path) -> None:
         self.cursor = ScriptCursor(script if isinstance(script, Script) else Script.load(script))
+        self._sized: list[tuple[Message, int]] = []  # the last request's messages and their JSON lengths
 
     @property
     def requests(self) -> list[ModelRequest]:
@@ -43,8 +44,7 @@ class ScriptedProvider:
         if step.text:
             blocks.append(TextBlock(text=step.text))
         blocks += [ToolUseBlock(id=c.id, name=c.name, input=c.input) for c in step.tool_calls]
-        body = json.dumps([m.model_dump() for m in request.messages])
-        u = usage_for(step, body)
+        u = usage_for(step, self._request_chars(request.messages))
         usage = Usage(
             input_tokens=u["input_tokens"],
             output_tokens=u["output_tokens"],
@@ -52,6 +52,16 @@ class ScriptedProvider:
             cache_write_tokens=u["cache_creation_input_tokens"],
         )
         yield ModelResponse(Message(role="assistant", content=blocks), step.final_stop_reason, usage, request.model)
+
+    def _request_chars(self, messages: list[Message]) -> int:
+        """``len(json.dumps([m.model_dump() for m in messages]))``, serialising only the messages the
+        last request did not have: a session appends, so a long one would otherwise make this fake
+        model's bookkeeping, not the harness, the cost that grows."""
+        kept = 0
+        while kept < min(len(self._sized), len(messages)) and self._sized[kept][0] is messages[kept]:
+            kept += 1
+        self._sized = self._sized[:kept] + [(m, len(json.dumps(m.model_dump()))) for m in messages[kept:]]
+        return 2 + sum(n for _, n in self._sized) + 2 * max(0, len(messages) - 1)
 
     async def aclose(self) -> None:
         return None
