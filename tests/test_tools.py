@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
@@ -17,10 +18,19 @@ import pytest
 
 from agentkeel.core.events import Event, TodosUpdated
 from agentkeel.core.extensions import ToolCall
-from agentkeel.core.tools import Services, ToolContext, ToolError, ToolInputError, ToolOutput, ToolRegistry
+from agentkeel.core.tools import (
+    Services,
+    ToolContext,
+    ToolError,
+    ToolInputError,
+    ToolOutput,
+    ToolRegistry,
+    generated_schema,
+)
 from agentkeel.core.types import ImageBlock
 from agentkeel.tools import builtin_tools
 from agentkeel.tools.output import OutputBudget
+from agentkeel.tools.schemas import SCHEMA_FILE, generate, with_shipped_schemas
 
 REGISTRY = ToolRegistry(builtin_tools())
 
@@ -350,3 +360,20 @@ async def test_output_budget_spills_to_file(t: Harness, tmp_path: Path) -> None:
     assert out.text().startswith("line 0\n") and out.text().rstrip().endswith("line 1999")
     small = await budget(ToolCall("toolu_2", "Bash", {}, None), ToolOutput("short"))
     assert small.text() == "short"
+
+
+# --- shipped schemas -------------------------------------------------------------------------
+
+
+def test_shipped_schemas_are_the_models_schemas() -> None:
+    """tools/schemas.json is derived data; when this fails, run `python -m agentkeel.tools.schemas`."""
+    assert json.loads(SCHEMA_FILE.read_text(encoding="utf-8")) == generate()
+
+
+def test_builtin_tools_use_the_shipped_schemas_and_others_generate_theirs() -> None:
+    tools = {t.name: t for t in builtin_tools()}
+    assert all(t.raw_schema is not None for t in tools.values())
+    assert tools["Read"].input_schema == generated_schema(tools["Read"].input_model)
+    custom = replace(tools["Read"], name="NotShipped", raw_schema=None)
+    [kept] = with_shipped_schemas([custom])
+    assert kept.raw_schema is None and kept.input_schema == tools["Read"].input_schema

@@ -97,13 +97,13 @@ class Tool:
     timeout_s: float | None = None
     is_enabled: Callable[[], bool] | None = None
     source: ToolSource = "built-in"
-    raw_schema: dict[str, Any] | None = None  # for tools defined by JSON Schema (MCP)
+    raw_schema: dict[str, Any] | None = None  # the schema shown to the model, when not generated (MCP, shipped)
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
         if self.raw_schema is not None:
             return self.raw_schema
-        return _clean_schema(self.input_model.model_json_schema())
+        return generated_schema(self.input_model)
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
@@ -123,8 +123,12 @@ def format_validation_error(tool: str, err: ValidationError) -> str:
     return f"Invalid input for {tool}: " + "; ".join(parts)
 
 
+def generated_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON Schema without pydantic's titles: the model does not need them and they cost tokens."""
+    return _clean_schema(model.model_json_schema())
+
+
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop pydantic's titles: the model does not need them and they cost tokens."""
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):

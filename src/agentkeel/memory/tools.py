@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkeel.core.tools import Tool, ToolContext, ToolOutput
 from agentkeel.memory.store import MemoryStore
+from agentkeel.tools.schemas import with_shipped_schemas
 
 
 class SearchInput(BaseModel):
@@ -34,7 +35,9 @@ class GetInput(BaseModel):
     ids: list[str] = Field(min_length=1, max_length=20, description="Memory ids from MemorySearch or MemoryTimeline")
 
 
-def memory_tools(store: Callable[[], MemoryStore], project: str, budget_tokens: int = 2000) -> list[Tool]:
+def memory_tools(
+    store: Callable[[], MemoryStore], project: str, budget_tokens: int = 2000, *, shipped: bool = True
+) -> list[Tool]:
     """The three tools over a store (opened on first use by ``store``)."""
 
     async def search(args: SearchInput, ctx: ToolContext) -> ToolOutput:
@@ -69,7 +72,7 @@ def memory_tools(store: Callable[[], MemoryStore], project: str, budget_tokens: 
         return ToolOutput("\n\n".join(blocks))
 
     common = {"group": "custom", "read_only": True, "timeout_s": 30.0}
-    return [
+    tools = [
         Tool(
             "MemorySearch",
             "Search keel's memory of earlier sessions in this project (prompts, answers, tool results, "
@@ -87,3 +90,4 @@ def memory_tools(store: Callable[[], MemoryStore], project: str, budget_tokens: 
         ),
         Tool("MemoryGet", "Read memories in full by id.", GetInput, get, **common),  # type: ignore[arg-type]
     ]
+    return with_shipped_schemas(tools) if shipped else tools
