@@ -23,6 +23,10 @@ class RecordError(ValueError):
     """A record that cannot be stored; the message names the field."""
 
 
+# what a stored record is, in export and API order (Record and Entry share it)
+_STORED_KEYS = ("id", "type", "project", "session", "timestamp", "text", "metadata")
+
+
 @dataclass(frozen=True)
 class Record:
     """One memory event, as it goes into the log. ``id`` is kept exactly as given."""
@@ -67,15 +71,7 @@ class Record:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "type": self.type,
-            "project": self.project,
-            "session": self.session,
-            "timestamp": self.timestamp,
-            "text": self.text,
-            "metadata": self.metadata,
-        }
+        return {key: getattr(self, key) for key in _STORED_KEYS}
 
 
 @dataclass(frozen=True)
@@ -123,15 +119,7 @@ class Entry:
     superseded_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
-            "id": self.id,
-            "type": self.type,
-            "project": self.project,
-            "session": self.session,
-            "timestamp": self.timestamp,
-            "text": self.text,
-            "metadata": self.metadata,
-        }
+        data = {key: getattr(self, key) for key in _STORED_KEYS}
         if self.superseded_by:
             data["superseded_by"] = self.superseded_by
         return data
