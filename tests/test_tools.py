@@ -234,6 +234,7 @@ def _tree(root: Path) -> None:
         "src/web/index.ts": "export const hello = 'hello';\n",
         "README.md": "# Hello project\nSay hello.\n",
         "build/out.py": "def main(): pass\n",
+        "build/cache.tmp": "def main(): cached\n",
         "notes.tmp": "hello tmp\n",
         ".secret/hidden.py": "def main(): hidden\n",
     }.items():
@@ -290,6 +291,24 @@ async def test_grep_ripgrep_and_python_agree(
     with_py = await t("Grep", **case)
     assert with_rg.metadata["engine"] == "ripgrep"
     assert with_rg.text() == with_py.text()
+
+
+async def test_a_search_started_inside_an_ignored_directory_searches_it(
+    t: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ripgrep does: `build/` does not hide build's own files when asked for them; `*.tmp` still applies."""
+    _tree(tmp_path)
+    listed = (await t("Glob", pattern="**/*", path=str(tmp_path / "build"))).text().splitlines()
+    assert [Path(p).name for p in listed] == ["out.py"]
+    engines = [None, "1"] if shutil.which("rg") else ["1"]
+    found = []
+    for python in engines:
+        if python:
+            monkeypatch.setenv("KEEL_GREP_PYTHON", python)
+        out = await t("Grep", pattern="def main", path="build")
+        found.append(out.text())
+    assert all("out.py" in text and "cache.tmp" not in text for text in found)
+    assert len(set(found)) == 1  # ripgrep and the Python engine agree
 
 
 async def test_grep_bad_regex(t: Harness) -> None:

@@ -114,6 +114,7 @@ def walk_files(root: Path, *, hidden: bool = False) -> Iterator[Path]:
             _load_ignore(d, specs)
             if d == git_root:
                 break
+        specs = [(base, _below(spec, root.relative_to(base).as_posix())) for base, spec in specs]
 
     def ignored(path: Path, is_dir: bool) -> bool:
         for base, spec in specs:
@@ -146,6 +147,21 @@ def walk_files(root: Path, *, hidden: bool = False) -> Iterator[Path]:
             specs.pop()
 
     yield from walk(root)
+
+
+def _below(spec: pathspec.PathSpec[Any], root: str) -> pathspec.PathSpec[Any]:
+    """An enclosing directory's rules as they apply below ``root`` (relative to that directory).
+
+    A search started inside an ignored directory (``Glob`` in ``node_modules/pkg``) searches it,
+    as ripgrep does: the rules that ignore the start itself are dropped, the others (``*.log``)
+    still apply to what is found below it.
+    """
+    if root == ".":
+        return spec
+    import pathspec
+
+    kept = [p for p in spec.patterns if not (p.include and p.match_file(root + "/"))]
+    return spec if len(kept) == len(spec.patterns) else pathspec.GitIgnoreSpec(kept)
 
 
 def _load_ignore(d: Path, specs: list[tuple[Path, pathspec.PathSpec[Any]]]) -> bool:
