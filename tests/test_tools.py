@@ -232,6 +232,7 @@ def _tree(root: Path) -> None:
         "src/app.py": "def main():\n    return 'Hello'\n\nclass App:\n    pass\n",
         "src/util.py": "import os\n\ndef helper():\n    return os.sep\n",
         "src/web/index.ts": "export const hello = 'hello';\n",
+        "src-extra/more.py": "def main():\n    return 1\n",  # sorts after src/ in a walk, before it as a string
         "README.md": "# Hello project\nSay hello.\n",
         "build/out.py": "def main(): pass\n",
         "build/cache.tmp": "def main(): cached\n",
@@ -246,7 +247,7 @@ def _tree(root: Path) -> None:
 async def test_glob(t: Harness, tmp_path: Path) -> None:
     _tree(tmp_path)
     out = (await t("Glob", pattern="**/*.py")).text().splitlines()
-    assert sorted(Path(p).name for p in out) == ["app.py", "util.py"]  # build/ ignored, hidden skipped
+    assert sorted(Path(p).name for p in out) == ["app.py", "more.py", "util.py"]  # build/ ignored, hidden skipped
     braces = (await t("Glob", pattern="src/**/*.{ts,py}")).text().splitlines()
     assert len(braces) == 3
     assert (await t("Glob", pattern="*.nothing")).text() == "No files found"
