@@ -17,6 +17,7 @@ import pytest
 from agentkeel.core.events import Event, PermissionDecided
 from agentkeel.core.extensions import ToolCall
 from agentkeel.permissions import Decision, PermissionEngine, PermissionGate
+from agentkeel.permissions.bash import analyse
 from agentkeel.tools import builtin_tools
 from conftest import KeelRun
 
@@ -373,3 +374,25 @@ def test_a_command_that_crashes_the_bash_grammar_is_never_parsed() -> None:
     engine.add(["Bash(echo *)"], "allow", "test")
     assert engine.decide("Bash", {"command": "echo {\U000f8501"}, None).decision != "allow"
     assert engine.decide("Bash", {"command": "echo {é}"}, None).decision == "allow"  # Latin-1 is fine
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git status\n\\rm -rf src",  # the parser took "\n\\rm" for an argument of git status
+        "git status\\\nrm",  # bash joins "status\<newline>rm" into one word; the parser splits it
+        "ls sr\\\nc",  # bash lists src; the parser saw "sr" and "c"
+        "git status\\\r\nrm -rf src",  # to bash "\<CR>" is an escaped character and the LF ends the line
+        'cat "src/a\\\npp.py"',
+    ],
+)
+def test_where_the_bash_grammar_and_bash_disagree_keel_asks(tree: dict[str, Path], command: str) -> None:
+    e = engine(tree, allow=["Bash(git status)", "Bash(cat *)"])
+    assert decide(e, "Bash", command=command) == "ask"
+
+
+def test_continuations_between_words_are_still_understood(tree: dict[str, Path]) -> None:
+    e = engine(tree, allow=["Bash(ls *)", "Bash(echo *)"])
+    assert decide(e, "Bash", command="ls \\\n  -la \\\n  src") == "allow"
+    [echo] = analyse('echo "a\\\n b"', str(tree["project"])).commands  # inside "...", \<newline> is removed
+    assert echo.argv == ["echo", "a b"]

@@ -89,6 +89,8 @@ def _allowed_invocation(line: str) -> bool:
 @given(prefix=st.sampled_from(["git status", "ls -la", "ls"]), tail=st.lists(st.sampled_from(FRAGMENTS), max_size=10))
 @example(prefix="ls -la", tail=["'", "\n", ";", "'"])  # a quoted newline and ';': one ls argument, not two programs
 @example(prefix="ls -la", tail=["\\", "\\", "$'\\x72m'"])  # an escaped backslash, then $'\x72m': one ls argument
+@example(prefix="git status", tail=["\n", "\\", "rm"])  # tree-sitter-bash read "\n\\rm" as an argument; bash runs rm
+@example(prefix="git status", tail=["\\\r\n", "rm"])  # the grammar's CRLF continuation is an escaped CR to bash
 def test_allowed_prefix_with_arbitrary_syntax_runs_only_allowed_programs(
     tmp_path: Path, prefix: str, tail: list[str]
 ) -> None:

@@ -28,6 +28,10 @@ MAX_DEPTH = 4  # nesting of bash -c / eval / $(..) we follow before giving up
 # "{" (and after "{N.."): a character above U+00FF indexes past glibc's ctype table and can crash
 # the process. Such a command is never handed to the parser; it is not confidently analysed (asks).
 _SCANNER_UNSAFE = re.compile(r"\{[0-9]*(?:\.\.[0-9]*)?[^\x00-\xff]")
+# A line continuation between two non-blank characters joins them in bash ("stat\<newline>us" is
+# "status") but tree-sitter-bash 0.25 splits the word there, so what it reports is not what runs.
+# Flagged wherever it stands (inside '...' it is literal; asking there is merely cautious).
+_JOINING_CONTINUATION = re.compile(r"[^ \t\n]\\\n[^ \t\n]")
 
 # wrappers stripped before matching: ``timeout 5 git status`` is checked as ``git status``
 _WRAPPER_OPTS_WITH_VALUE: dict[str, frozenset[str]] = {
@@ -144,6 +148,14 @@ class _Walker:
             return cwd
         if _SCANNER_UNSAFE.search(source):
             self.problem("a non-Latin-1 character right after '{' (the shell parser cannot read it safely)")
+            return cwd
+        if _JOINING_CONTINUATION.search(source):
+            self.problem("a line continuation inside a word (the shell parser splits what bash joins)")
+            return cwd
+        if "\r" in source:
+            # the parser takes "\\<CR><LF>" for a line continuation and CR for a blank; to bash, CR
+            # is an ordinary character, so "a \\<CR><LF>rm" runs rm on the next line
+            self.problem("a carriage return (the shell parser and bash read it differently)")
             return cwd
         tree = parser.parse(source.encode("utf-8", "surrogatepass"))
         root = tree.root_node
@@ -422,6 +434,10 @@ class _Walker:
         t = node.type
         raw = node.text.decode("utf-8", "replace") if node.text is not None else ""
         if t == "word":
+            if _unescaped_blank(raw):
+                # tree-sitter-bash 0.25 reads "status\n\\rm" as one word; bash runs rm on a new line
+                self.problem(f"a blank inside the word {raw!r}: the parser and bash disagree")
+                return DYNAMIC
             if re.search(r"(?<!\\)\{[^{}]*(,|\.\.)[^{}]*\}", raw):
                 return DYNAMIC  # brace expansion
             value = re.sub(r"\\(.)", r"\1", raw.replace("\\\n", ""), flags=re.S)
@@ -443,7 +459,7 @@ class _Walker:
             for c in node.children:
                 if c.type == "string_content":
                     text = c.text.decode("utf-8", "replace") if c.text else ""
-                    parts.append(re.sub(r'\\([$`"\\\n])', r"\1", text))
+                    parts.append(_DQ_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text))
                 elif c.is_named:
                     parts.append(self.word(c, cwd, depth))
             return "".join(parts)
@@ -479,6 +495,23 @@ class _Walker:
         if name == "PWD":
             return cwd
         return os.environ.get(name, DYNAMIC) if name in _SAFE_VARS else DYNAMIC
+
+
+# inside "...": \$ \` \" \\ stand for the character; backslash-newline is removed (a continuation)
+_DQ_ESCAPE = re.compile(r'\\([$`"\\\n])')
+
+
+def _unescaped_blank(raw: str) -> bool:
+    """A space, tab or newline bash would split on, inside what the parser took for one bare word."""
+    i = 0
+    while i < len(raw):
+        if raw[i] == "\\":
+            i += 2  # an escaped character, or a line continuation
+        elif raw[i] in " \t\n":
+            return True
+        else:
+            i += 1
+    return False
 
 
 def _has_glob(node: Node) -> bool:
