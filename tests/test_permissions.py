@@ -384,6 +384,8 @@ def test_a_command_that_crashes_the_bash_grammar_is_never_parsed() -> None:
         "ls sr\\\nc",  # bash lists src; the parser saw "sr" and "c"
         "git status\\\r\nrm -rf src",  # to bash "\<CR>" is an escaped character and the LF ends the line
         'cat "src/a\\\npp.py"',
+        "git status\x0b#;rm -rf src",  # VT: a blank to the grammar (so "#;rm" is a comment), a letter to bash
+        "git status\x0c#;rm -rf src",  # FF likewise
     ],
 )
 def test_where_the_bash_grammar_and_bash_disagree_keel_asks(tree: dict[str, Path], command: str) -> None:

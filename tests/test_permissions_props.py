@@ -91,6 +91,7 @@ def _allowed_invocation(line: str) -> bool:
 @example(prefix="ls -la", tail=["\\", "\\", "$'\\x72m'"])  # an escaped backslash, then $'\x72m': one ls argument
 @example(prefix="git status", tail=["\n", "\\", "rm"])  # tree-sitter-bash read "\n\\rm" as an argument; bash runs rm
 @example(prefix="git status", tail=["\\\r\n", "rm"])  # the grammar's CRLF continuation is an escaped CR to bash
+@example(prefix="git status", tail=["\x0b", "#", ";", "rm"])  # VT: whitespace to the grammar, a letter to bash
 def test_allowed_prefix_with_arbitrary_syntax_runs_only_allowed_programs(
     tmp_path: Path, prefix: str, tail: list[str]
 ) -> None:

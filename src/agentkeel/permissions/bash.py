@@ -32,6 +32,8 @@ _SCANNER_UNSAFE = re.compile(r"\{[0-9]*(?:\.\.[0-9]*)?[^\x00-\xff]")
 # "status") but tree-sitter-bash 0.25 splits the word there, so what it reports is not what runs.
 # Flagged wherever it stands (inside '...' it is literal; asking there is merely cautious).
 _JOINING_CONTINUATION = re.compile(r"[^ \t\n]\\\n[^ \t\n]")
+# CR, VT, FF, NBSP, U+2028...: whitespace to the parser, ordinary characters to bash
+_OTHER_BLANK = re.compile(r"[^\S \t\n]")
 
 # wrappers stripped before matching: ``timeout 5 git status`` is checked as ``git status``
 _WRAPPER_OPTS_WITH_VALUE: dict[str, frozenset[str]] = {
@@ -152,10 +154,11 @@ class _Walker:
         if _JOINING_CONTINUATION.search(source):
             self.problem("a line continuation inside a word (the shell parser splits what bash joins)")
             return cwd
-        if "\r" in source:
-            # the parser takes "\\<CR><LF>" for a line continuation and CR for a blank; to bash, CR
-            # is an ordinary character, so "a \\<CR><LF>rm" runs rm on the next line
-            self.problem("a carriage return (the shell parser and bash read it differently)")
+        if _OTHER_BLANK.search(source):
+            # the parser splits words on any whitespace (and takes "\\<CR><LF>" for a continuation);
+            # bash only on space, tab and newline: "git status<VT>#;rm" is a comment to one and runs
+            # rm in the other
+            self.problem("a blank other than space, tab or newline (the shell parser and bash read it differently)")
             return cwd
         tree = parser.parse(source.encode("utf-8", "surrogatepass"))
         root = tree.root_node
