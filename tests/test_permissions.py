@@ -393,6 +393,14 @@ def test_where_the_bash_grammar_and_bash_disagree_keel_asks(tree: dict[str, Path
     assert decide(e, "Bash", command=command) == "ask"
 
 
+def test_a_quoted_string_and_an_escape_are_one_word_as_in_bash(tree: dict[str, Path]) -> None:
+    """tree-sitter-bash splits '.en'\\v into ".en" and "v"; bash reads .env, which is denied."""
+    e = engine(tree, allow=["Bash(cat *)"], deny=["Read(./.env)"])
+    assert decide(e, "Bash", command="cat .env") == "deny"
+    assert decide(e, "Bash", command="cat '.en'\\v") != "allow"
+    assert decide(e, "Bash", command="cat 'src'/app.py") == "allow"  # adjacent inside one word is fine
+
+
 def test_continuations_between_words_are_still_understood(tree: dict[str, Path]) -> None:
     e = engine(tree, allow=["Bash(ls *)", "Bash(echo *)"])
     assert decide(e, "Bash", command="ls \\\n  -la \\\n  src") == "allow"

@@ -110,6 +110,7 @@ PREFIXES = ["git status", "ls -la", "ls", "git diff", "cat file.txt", "head -n 1
 @example(prefix="git status", tail=["\n", "\\", "rm"])  # tree-sitter-bash read "\n\\rm" as an argument; bash runs rm
 @example(prefix="git status", tail=["\\\r\n", "rm"])  # the grammar's CRLF continuation is an escaped CR to bash
 @example(prefix="git status", tail=["\x0b", "#", ";", "rm"])  # VT: whitespace to the grammar, a letter to bash
+@example(prefix="git status", tail=["'", "'", "\\rm"])  # '' then \\rm: one word to bash, two to the grammar
 def test_allowed_prefix_with_arbitrary_syntax_runs_only_allowed_programs(
     tmp_path: Path, prefix: str, tail: list[str]
 ) -> None:

@@ -17,6 +17,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ _WORDLIKE = frozenset(
     {"word", "string", "raw_string", "concatenation", "number", "simple_expansion", "expansion", "extglob_pattern"}
 )
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish"})
+_REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 _SAFE_VARS = frozenset({"HOME", "PWD", "USER", "LOGNAME", "SHELL", "TMPDIR"})
 # environment assignments that do not change which program runs or what it loads
 _SAFE_ASSIGNMENTS = re.compile(
@@ -282,13 +284,18 @@ class _Walker:
         assignments: list[tuple[str, str]] = []
         words: list[str] = []
         globbed: list[str] = []
+        parts = [c for c in node.children if c.is_named and c.type not in _REDIRECTS]
+        if any(a.end_byte == b.start_byte for a, b in pairwise(parts)):
+            # two words with no blank between are one word to bash ('status'\rm is "statusrm"),
+            # but tree-sitter-bash 0.25 splits a quoted string from a backslash escape after it
+            self.problem("two words with nothing between them (the shell parser splits what bash joins)")
         for child in node.children:
             if child.type == "variable_assignment":
                 assignments += self.assignments(child, cwd, depth)
             elif child.type == "command_name":
                 for c in child.children:
                     words.append(self.word(c, cwd, depth))
-            elif child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+            elif child.type in _REDIRECTS:
                 self.redirect(child, cwd, depth)
             elif child.is_named:
                 value = self.word(child, cwd, depth)
