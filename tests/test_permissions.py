@@ -17,7 +17,7 @@ import pytest
 from agentkeel.core.events import Event, PermissionDecided
 from agentkeel.core.extensions import ToolCall
 from agentkeel.permissions import Decision, PermissionEngine, PermissionGate
-from agentkeel.permissions.bash import analyse
+from agentkeel.permissions.bash import DYNAMIC, analyse
 from agentkeel.tools import builtin_tools
 from conftest import KeelRun
 
@@ -386,6 +386,7 @@ def test_a_command_that_crashes_the_bash_grammar_is_never_parsed() -> None:
         'cat "src/a\\\npp.py"',
         "git status\x0b#;rm -rf src",  # VT: a blank to the grammar (so "#;rm" is a comment), a letter to bash
         "git status\x0c#;rm -rf src",  # FF likewise
+        "git status\n\\\nrm -rf src",  # LF, then a continuation: the grammar reads rm as an argument
     ],
 )
 def test_where_the_bash_grammar_and_bash_disagree_keel_asks(tree: dict[str, Path], command: str) -> None:
@@ -399,6 +400,29 @@ def test_a_quoted_string_and_an_escape_are_one_word_as_in_bash(tree: dict[str, P
     assert decide(e, "Bash", command="cat .env") == "deny"
     assert decide(e, "Bash", command="cat '.en'\\v") != "allow"
     assert decide(e, "Bash", command="cat 'src'/app.py") == "allow"  # adjacent inside one word is fine
+
+
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [
+        ("cat a$$", None),  # $$ is the shell's pid, not "a$"
+        ('cat a$""', None),  # $"..." is a translated string
+        ("cat $", ["cat", "$"]),  # a lone $ is literal
+        ('cat " "', ["cat", " "]),  # the grammar leaves the blank outside every token
+        ("cat == a", ["cat", "==", "a"]),  # the grammar leaves == bare
+        ("cat ''~", ["cat", "~"]),  # no tilde expansion after a quote, after \\, or before one
+        ("cat \\~", ["cat", "~"]),
+        ("cat ~''", ["cat", "~"]),
+        ("cat ~/x", ["cat", "HOME/x"]),
+    ],
+)
+def test_the_analyser_reads_words_as_bash_does(tree: dict[str, Path], command: str, argv: list[str] | None) -> None:
+    """Each case was a difference between keel's reading and bash's, found by the argv property test."""
+    [cmd] = analyse(command, str(tree["project"]), "HOME").commands
+    if argv is None:
+        assert any(DYNAMIC in arg for arg in cmd.argv), cmd.argv
+    else:
+        assert cmd.argv == argv
 
 
 def test_continuations_between_words_are_still_understood(tree: dict[str, Path]) -> None:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentkeel.permissions import PermissionEngine
+from agentkeel.permissions.bash import DYNAMIC, analyse
 from agentkeel.permissions.rules import parse_rule, url_host
 from agentkeel.tools import builtin_tools
 
@@ -177,3 +178,45 @@ def test_any_input_shape_gets_a_decision(tool_input: dict[str, object]) -> None:
     engine = PermissionEngine(cwd=os.getcwd())
     for name in ("Bash", "Read", "Write", "WebFetch", "Task", "Skill"):
         assert engine.decide(name, tool_input, TOOLS.get(name)).decision in ("allow", "ask", "deny")
+
+
+# --- what keel reads is what bash runs ---------------------------------------------------------
+WORD_PIECES = ["a", "b", "rm", "-f", "x.txt", "'", '"', "\\", " ", "\t", "\n", "''", '""', "'q r'", '"q r"',
+               "$'\\x41'", "\\ ", "\\\n", "\\\r\n", "\r", "\x0b", "#", ";", "&&", "|", "\\'", '\\"', "$", "{",
+               "}", "~", "cat ", "git ", "=", "X=1 "]  # fmt: skip
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.sampled_from(WORD_PIECES), min_size=1, max_size=12))
+@example(pieces=["'", "'", "\\", "rm"])  # cat ''\rm: one argument "rm" to bash
+@example(pieces=["\n", "\\\n", "a"])  # LF then a continuation: bash runs "a" as a new command
+@example(pieces=["a", "\\ ", "\\\n", "a"])  # an escaped blank, then a continuation: one word "a a"
+def test_every_program_bash_runs_is_one_keel_read_with_the_same_arguments(tmp_path: Path, pieces: list[str]) -> None:
+    """The analyser's argv against bash's: for a confidently analysed command whose words are all
+    known, every traced invocation must be one of the commands keel read, argument for argument.
+    This catches a split or a join the grammar makes and bash does not, before any rule is involved."""
+    project, home, shims, trace = tmp_path / "p", tmp_path / "home", tmp_path / "argv-shims", tmp_path / "argv"
+    if not shims.exists():
+        for d in (project, home, shims):
+            d.mkdir(exist_ok=True)
+        for name in PROGRAMS:
+            shim = shims / name
+            # one file per invocation: the programs of a pipeline run at once
+            shim.write_text(f'#!/bin/sh\nprintf \'%s\\0\' "{name}" "$@" > "$(mktemp "$KEEL_TRACE/run.XXXXXX")"\n')
+            shim.chmod(0o755)
+    command = "cat " + "".join(pieces)
+    analysis = analyse(command, str(project), str(home))
+    if not analysis.confident:
+        return
+    read = [c.argv for c in analysis.commands]
+    if any(DYNAMIC in arg for argv in read for arg in argv) or any(c.globbed for c in analysis.commands):
+        return  # values known only at run time, or glob expansion: not comparable
+    shutil.rmtree(trace, ignore_errors=True)
+    trace.mkdir()
+    env = {"PATH": f"{shims}:/usr/bin:/bin", "KEEL_TRACE": str(trace), "HOME": str(home)}
+    try:
+        subprocess.run(["/bin/bash", "-c", command], cwd=project, env=env, capture_output=True, timeout=5, check=False)
+    except subprocess.TimeoutExpired:
+        pass
+    ran = [f.read_bytes().decode("utf-8", "surrogateescape").split("\0")[:-1] for f in trace.iterdir()]
+    assert all(argv in read for argv in ran), f"{command!r}: keel read {read}, bash ran {ran}"

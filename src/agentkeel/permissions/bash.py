@@ -32,7 +32,7 @@ _SCANNER_UNSAFE = re.compile(r"\{[0-9]*(?:\.\.[0-9]*)?[^\x00-\xff]")
 # A line continuation between two non-blank characters joins them in bash ("stat\<newline>us" is
 # "status") but tree-sitter-bash 0.25 splits the word there, so what it reports is not what runs.
 # Flagged wherever it stands (inside '...' it is literal; asking there is merely cautious).
-_JOINING_CONTINUATION = re.compile(r"[^ \t\n]\\\n[^ \t\n]")
+_JOINING_CONTINUATION = re.compile(r"(?:[^ \t\n]|\\[ \t])\\\n[^ \t\n]")  # an escaped blank is no blank
 # CR, VT, FF, NBSP, U+2028...: whitespace to the parser, ordinary characters to bash
 _OTHER_BLANK = re.compile(r"[^\S \t\n]")
 
@@ -162,10 +162,13 @@ class _Walker:
             # rm in the other
             self.problem("a blank other than space, tab or newline (the shell parser and bash read it differently)")
             return cwd
-        tree = parser.parse(source.encode("utf-8", "surrogatepass"))
+        data = source.encode("utf-8", "surrogatepass")
+        tree = parser.parse(data)
         root = tree.root_node
         if root.has_error:
             self.problem("the command does not parse as shell syntax")
+        elif _skipped_text(root, data):
+            self.problem("text the shell parser skipped over (bash would read it)")
         return self.statements(root.children, cwd, depth)
 
     def statements(self, nodes: list[Node], cwd: str, depth: int) -> str:
@@ -284,11 +287,16 @@ class _Walker:
         assignments: list[tuple[str, str]] = []
         words: list[str] = []
         globbed: list[str] = []
-        parts = [c for c in node.children if c.is_named and c.type not in _REDIRECTS]
+        parts = [c for c in node.children if c.type not in _REDIRECTS]
         if any(a.end_byte == b.start_byte for a, b in pairwise(parts)):
             # two words with no blank between are one word to bash ('status'\rm is "statusrm"),
             # but tree-sitter-bash 0.25 splits a quoted string from a backslash escape after it
             self.problem("two words with nothing between them (the shell parser splits what bash joins)")
+        text = node.text or b""
+        gaps = (text[a.end_byte - node.start_byte : b.start_byte - node.start_byte] for a, b in pairwise(node.children))
+        if any(b"\n" in gap.replace(b"\\\n", b"") for gap in gaps):
+            # a newline ends a command in bash; the grammar reads "ls<LF>\\<LF>rm" as ls with an argument
+            self.problem("a line break inside one command (bash would start a new command there)")
         for child in node.children:
             if child.type == "variable_assignment":
                 assignments += self.assignments(child, cwd, depth)
@@ -297,11 +305,13 @@ class _Walker:
                     words.append(self.word(c, cwd, depth))
             elif child.type in _REDIRECTS:
                 self.redirect(child, cwd, depth)
-            elif child.is_named:
+            elif child.is_named or child.type == "$":  # a lone "$" is a literal to bash
                 value = self.word(child, cwd, depth)
                 if value != DYNAMIC and _has_glob(child):
                     globbed.append(value)
                 words.append(value)
+            elif child.text:  # a token the grammar left bare ("==", "=~"): a word to bash
+                words.append(child.text.decode("utf-8", "replace"))
         cmd = SimpleCommand(argv=words, assignments=assignments, globbed=globbed, cwd=cwd)
         self.unwrap(cmd, cwd, depth)
         if cmd.argv and cmd.argv[0] == "cd":
@@ -443,6 +453,8 @@ class _Walker:
         """The value of a word after quote removal; DYNAMIC marks parts known only at run time."""
         t = node.type
         raw = node.text.decode("utf-8", "replace") if node.text is not None else ""
+        if t == "$":
+            return _lone_dollar(node)
         if t == "word":
             if _unescaped_blank(raw):
                 # tree-sitter-bash 0.25 reads "status\n\\rm" as one word; bash runs rm on a new line
@@ -451,7 +463,11 @@ class _Walker:
             if re.search(r"(?<!\\)\{[^{}]*(,|\.\.)[^{}]*\}", raw):
                 return DYNAMIC  # brace expansion
             value = re.sub(r"\\(.)", r"\1", raw.replace("\\\n", ""), flags=re.S)
-            if value.startswith("~"):
+            # bash expands a leading unquoted ~ whose prefix (up to the first /) holds nothing quoted:
+            # not \~, ''~ or ~'' (a concatenation's later parts are quoted or expansions)
+            joined = node.parent is not None and node.parent.type == "concatenation"
+            tilde = raw.startswith("~") and (not joined or (node.prev_sibling is None and "/" in raw))
+            if tilde:
                 head, sep, rest = value.partition("/")
                 if head == "~":
                     value = self.home + sep + rest
@@ -464,19 +480,27 @@ class _Walker:
             return raw[1:-1]
         if t == "ansi_c_string":
             return _ansi_c(raw[2:-1])
-        if t in ("string", "translated_string"):
+        if t == "string":
+            # the literal text is everything between the quotes that is not an expansion, read from
+            # the source: the grammar leaves some of it (a lone blank) outside every token
+            data = node.text or b""
+            if len(data) < 2 or data[:1] != b'"' or data[-1:] != b'"':
+                return DYNAMIC
             parts: list[str] = []
+            pos = 1
             for c in node.children:
-                if c.type == "string_content":
-                    text = c.text.decode("utf-8", "replace") if c.text else ""
-                    parts.append(_DQ_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text))
-                elif c.is_named:
+                if (c.is_named and c.type != "string_content") or c.type == "$":
+                    parts.append(_dq_literal(data[pos : c.start_byte - node.start_byte]))
                     parts.append(self.word(c, cwd, depth))
+                    pos = c.end_byte - node.start_byte
+            parts.append(_dq_literal(data[pos:-1]))
             return "".join(parts)
+        if t == "translated_string":
+            return DYNAMIC  # $"...": the locale may translate it
         if t == "concatenation":
             if raw.startswith("{") and re.search(r"[,.]", raw) and raw.endswith("}"):
                 return DYNAMIC
-            return "".join(self.word(c, cwd, depth) for c in node.children if c.is_named or c.type == "word")
+            return "".join(self.word(c, cwd, depth) for c in node.children if c.is_named or c.type in ("word", "$"))
         if t == "simple_expansion":
             name = raw[1:]
             if name in self.vars:
@@ -509,6 +533,39 @@ class _Walker:
 
 # inside "...": \$ \` \" \\ stand for the character; backslash-newline is removed (a continuation)
 _DQ_ESCAPE = re.compile(r'\\([$`"\\\n])')
+
+
+def _dq_literal(raw: bytes) -> str:
+    return _DQ_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), raw.decode("utf-8", "replace"))
+
+
+def _lone_dollar(node: Node) -> str:
+    """A "$" the parser did not take for an expansion: literal to bash at the end of a word, but
+    the parser also leaves ``a$$`` (the shell's pid) this way, so anything after it is unknown."""
+    parent = node.parent
+    if parent is None or parent.text is None or node.text != b"$":  # "$$" comes as one such token
+        return DYNAMIC
+    at = node.end_byte - parent.start_byte
+    after = parent.text[at : at + 1]
+    if after in (b"", b" ", b"\t", b"\n") or (after == b'"' and parent.type == "string"):
+        return "$"
+    return DYNAMIC  # outside "...", $"..." is a translated string
+
+
+def _skipped_text(root: Node, data: bytes) -> bool:
+    """Whether the parser left anything but blanks and line continuations outside every token.
+    tree-sitter-bash 0.25 drops a word-initial escaped blank: ``cat \\ a`` has one argument, " a",
+    to bash, and the parser's tree has "a" alone."""
+    covered = bytearray(len(data))
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.child_count:
+            stack.extend(node.children)
+        else:
+            covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
+    gaps = bytes(b if not c else 0 for b, c in zip(data, covered, strict=True)).split(b"\x00")
+    return any(gap.replace(b"\\\n", b"").strip(b" \t\n") for gap in gaps)
 
 
 def _unescaped_blank(raw: str) -> bool:
