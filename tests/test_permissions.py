@@ -412,7 +412,9 @@ def test_a_quoted_string_and_an_escape_are_one_word_as_in_bash(tree: dict[str, P
         ("cat == a", ["cat", "==", "a"]),  # the grammar leaves == bare
         ("cat ''~", ["cat", "~"]),  # no tilde expansion after a quote, after \\, or before one
         ("cat \\~", ["cat", "~"]),
-        ("cat ~''", ["cat", "~"]),
+        ("cat ~''", None),  # bash keeps this ~ but expands ~=x: keel does not guess
+        ("cat ~=x", None),
+        ("cat a=~", None),  # bash expands ~ after = in an assignment-like word
         ("cat ~/x", ["cat", "HOME/x"]),
     ],
 )
@@ -423,6 +425,28 @@ def test_the_analyser_reads_words_as_bash_does(tree: dict[str, Path], command: s
         assert any(DYNAMIC in arg for arg in cmd.argv), cmd.argv
     else:
         assert cmd.argv == argv
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat -f2>a",  # the grammar takes -f2 for a descriptor; bash passes it to cat
+        "cat $<<EOF\nx\nEOF\n",  # the grammar labels "$" a "<<"
+        "cat {\\ {#",  # "#" inside a word taken for a comment
+        "cat \\ a",  # a word-initial escaped blank skipped
+        "cat a$$",  # "$$" as a lone-dollar token
+    ],
+)
+def test_tokens_the_grammar_misreads_are_not_trusted(tree: dict[str, Path], command: str) -> None:
+    assert not analyse(command, str(tree["project"]), "HOME").confident
+
+
+def test_words_after_a_redirect_target_do_not_hide_what_it_writes(tree: dict[str, Path]) -> None:
+    """tree-sitter-bash puts "junk" in the redirect and keel took it for the target; bash writes the hook."""
+    e = engine(tree, mode="acceptEdits", allow=["Bash(echo *)"])
+    assert decide(e, "Bash", command="echo x >notes.txt") == "allow"
+    assert decide(e, "Bash", command="echo x >.git/hooks/pre-commit junk") != "allow"
+    assert decide(e, "Bash", command=f"echo x >{tree['outside']}/cron y") != "allow"
 
 
 def test_continuations_between_words_are_still_understood(tree: dict[str, Path]) -> None:

@@ -183,7 +183,7 @@ def test_any_input_shape_gets_a_decision(tool_input: dict[str, object]) -> None:
 # --- what keel reads is what bash runs ---------------------------------------------------------
 WORD_PIECES = ["a", "b", "rm", "-f", "x.txt", "'", '"', "\\", " ", "\t", "\n", "''", '""', "'q r'", '"q r"',
                "$'\\x41'", "\\ ", "\\\n", "\\\r\n", "\r", "\x0b", "#", ";", "&&", "|", "\\'", '\\"', "$", "{",
-               "}", "~", "cat ", "git ", "=", "X=1 "]  # fmt: skip
+               "}", "~", "cat ", "git ", "=", "X=1 ", ">", "<", "2>", "<<EOF\n", "\nEOF\n", "(", ")"]  # fmt: skip
 
 
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -191,6 +191,7 @@ WORD_PIECES = ["a", "b", "rm", "-f", "x.txt", "'", '"', "\\", " ", "\t", "\n", "
 @example(pieces=["'", "'", "\\", "rm"])  # cat ''\rm: one argument "rm" to bash
 @example(pieces=["\n", "\\\n", "a"])  # LF then a continuation: bash runs "a" as a new command
 @example(pieces=["a", "\\ ", "\\\n", "a"])  # an escaped blank, then a continuation: one word "a a"
+@example(pieces=[">", "{", " ", "a"])  # cat >{ a: bash writes "{" and passes "a" to cat
 def test_every_program_bash_runs_is_one_keel_read_with_the_same_arguments(tmp_path: Path, pieces: list[str]) -> None:
     """The analyser's argv against bash's: for a confidently analysed command whose words are all
     known, every traced invocation must be one of the commands keel read, argument for argument.

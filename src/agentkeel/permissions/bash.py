@@ -57,6 +57,8 @@ _WORDLIKE = frozenset(
 )
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish"})
 _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+# what may stand before a word: where a "#" starts a comment for bash
+_WORD_START = frozenset(bytes([c]) for c in b" \t\n;&|()<>")
 _SAFE_VARS = frozenset({"HOME", "PWD", "USER", "LOGNAME", "SHELL", "TMPDIR"})
 # environment assignments that do not change which program runs or what it loads
 _SAFE_ASSIGNMENTS = re.compile(
@@ -167,8 +169,10 @@ class _Walker:
         root = tree.root_node
         if root.has_error:
             self.problem("the command does not parse as shell syntax")
-        elif _skipped_text(root, data):
-            self.problem("text the shell parser skipped over (bash would read it)")
+        else:
+            misread = _misread(root, data)
+            if misread:
+                self.problem(misread)
         return self.statements(root.children, cwd, depth)
 
     def statements(self, nodes: list[Node], cwd: str, depth: int) -> str:
@@ -430,15 +434,23 @@ class _Walker:
                     self.word(c, cwd, depth)
             return
         op = ""
-        dest: Node | None = None
+        targets: list[Node] = []
         for c in node.children:
             if not c.is_named:
                 op = c.type
             elif c.type != "file_descriptor":
-                dest = c
-        if dest is None:
+                targets.append(c)
+            elif not (c.text or b"").isdigit():
+                # the grammar takes "-f2" in "cat -f2>a" for a descriptor; to bash it is an argument
+                self.problem("a redirect descriptor that is not a number")
+        if not targets:
             self.problem("a redirect without a target")
             return
+        if len(targets) > 1:
+            # "echo x >.git/hooks/pre-commit junk": bash writes the first word and passes the rest
+            # to the command; tree-sitter-bash 0.25 puts them all in the redirect
+            self.problem("words after a redirect target (the shell parser does not say whose they are)")
+        dest = targets[0]
         target = self.word(dest, cwd, depth)
         if op in (">&", "<&", ">&-", "<&-") and re.fullmatch(r"\d+|-", target):
             return  # 2>&1: duplicates a descriptor, names no file
@@ -462,17 +474,17 @@ class _Walker:
                 return DYNAMIC
             if re.search(r"(?<!\\)\{[^{}]*(,|\.\.)[^{}]*\}", raw):
                 return DYNAMIC  # brace expansion
+            if re.search(r"(?<!\\)[=:]~", raw):
+                return DYNAMIC  # bash expands ~ after = or : in words that look like assignments (a=~)
             value = re.sub(r"\\(.)", r"\1", raw.replace("\\\n", ""), flags=re.S)
-            # bash expands a leading unquoted ~ whose prefix (up to the first /) holds nothing quoted:
-            # not \~, ''~ or ~'' (a concatenation's later parts are quoted or expansions)
+            # a leading unquoted ~ (not \~, not ''~): "~" or "~/..." is the home directory; any other
+            # prefix is a user name or bash's own rules (it expands ~=x, keeps ~'' literal): unknown
             joined = node.parent is not None and node.parent.type == "concatenation"
-            tilde = raw.startswith("~") and (not joined or (node.prev_sibling is None and "/" in raw))
-            if tilde:
+            if raw.startswith("~") and not (joined and node.prev_sibling is not None):
                 head, sep, rest = value.partition("/")
-                if head == "~":
-                    value = self.home + sep + rest
-                else:
-                    return DYNAMIC  # ~user
+                if head != "~" or (joined and not sep):
+                    return DYNAMIC
+                value = self.home + sep + rest
             return value
         if t in ("number", "variable_name", "test_operator", "regex", "extglob_pattern"):
             return raw
@@ -543,29 +555,43 @@ def _lone_dollar(node: Node) -> str:
     """A "$" the parser did not take for an expansion: literal to bash at the end of a word, but
     the parser also leaves ``a$$`` (the shell's pid) this way, so anything after it is unknown."""
     parent = node.parent
-    if parent is None or parent.text is None or node.text != b"$":  # "$$" comes as one such token
+    if parent is None or node.text != b"$":  # "$$" comes as one such token
         return DYNAMIC
-    at = node.end_byte - parent.start_byte
-    after = parent.text[at : at + 1]
+    root = parent
+    while root.parent is not None:
+        root = root.parent
+    after = (root.text or b"")[node.end_byte : node.end_byte + 1]  # the source, not the token: "$2>a"
     if after in (b"", b" ", b"\t", b"\n") or (after == b'"' and parent.type == "string"):
         return "$"
     return DYNAMIC  # outside "...", $"..." is a translated string
 
 
-def _skipped_text(root: Node, data: bytes) -> bool:
-    """Whether the parser left anything but blanks and line continuations outside every token.
-    tree-sitter-bash 0.25 drops a word-initial escaped blank: ``cat \\ a`` has one argument, " a",
-    to bash, and the parser's tree has "a" alone."""
+def _misread(root: Node, data: bytes) -> str | None:
+    """Why the parser's tokens cannot be what bash reads, if they cannot.
+
+    tree-sitter-bash 0.25 drops a word-initial escaped blank (``cat \\ a`` has the one argument
+    " a" to bash, "a" in the tree), sometimes labels a token with another token's type (the "$"
+    of ``cat $<<EOF`` comes back as a "<<"), and may start a comment inside a word (``{\\ {#``)."""
     covered = bytearray(len(data))
     stack = [root]
     while stack:
         node = stack.pop()
         if node.child_count:
             stack.extend(node.children)
-        else:
-            covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
+            continue
+        covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
+        if not node.is_named and (node.text or b"").strip() != node.type.encode():
+            return f"a token the shell parser misread ({node.text!r} taken for {node.type!r})"
+        if (
+            node.type == "comment"
+            and node.start_byte
+            and data[node.start_byte - 1 : node.start_byte] not in _WORD_START
+        ):
+            return "a '#' inside a word taken for a comment (bash passes it on)"
     gaps = bytes(b if not c else 0 for b, c in zip(data, covered, strict=True)).split(b"\x00")
-    return any(gap.replace(b"\\\n", b"").strip(b" \t\n") for gap in gaps)
+    if any(gap.replace(b"\\\n", b"").strip(b" \t\n") for gap in gaps):
+        return "text the shell parser skipped over (bash would read it)"
+    return None
 
 
 def _unescaped_blank(raw: str) -> bool:
