@@ -435,6 +435,7 @@ def test_the_analyser_reads_words_as_bash_does(tree: dict[str, Path], command: s
         "cat {\\ {#",  # "#" inside a word taken for a comment
         "cat \\ a",  # a word-initial escaped blank skipped
         "cat a$$",  # "$$" as a lone-dollar token
+        "cat >$ a",  # "$ a" read as the expansion $a; bash writes "$" and passes "a" to cat
     ],
 )
 def test_tokens_the_grammar_misreads_are_not_trusted(tree: dict[str, Path], command: str) -> None:

@@ -436,7 +436,9 @@ class _Walker:
         op = ""
         targets: list[Node] = []
         for c in node.children:
-            if not c.is_named:
+            if c.type == "$":  # a lone "$" is a word too (cat >$ a writes the file "$")
+                targets.append(c)
+            elif not c.is_named:
                 op = c.type
             elif c.type != "file_descriptor":
                 targets.append(c)
@@ -576,6 +578,8 @@ def _misread(root: Node, data: bytes) -> str | None:
     stack = [root]
     while stack:
         node = stack.pop()
+        if node.type == "simple_expansion" and any(b in (node.text or b"") for b in (b" ", b"\t", b"\n")):
+            return "an expansion with a blank inside ($ a), which bash reads as two words"
         if node.child_count:
             stack.extend(node.children)
             continue
