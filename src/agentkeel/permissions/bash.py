@@ -20,21 +20,13 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
+from agentkeel.permissions.grammar import source_problem, tree_problem, unescaped_blank
+
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
 DYNAMIC = "\x00"  # stands for a value known only at run time; no rule literal ever contains it
 MAX_DEPTH = 4  # nesting of bash -c / eval / $(..) we follow before giving up
-# tree-sitter-bash's scanner (0.25.1, scanner.c brace_start) calls isdigit() on the character after
-# "{" (and after "{N.."): a character above U+00FF indexes past glibc's ctype table and can crash
-# the process. Such a command is never handed to the parser; it is not confidently analysed (asks).
-_SCANNER_UNSAFE = re.compile(r"\{[0-9]*(?:\.\.[0-9]*)?[^\x00-\xff]")
-# A line continuation between two non-blank characters joins them in bash ("stat\<newline>us" is
-# "status") but tree-sitter-bash 0.25 splits the word there, so what it reports is not what runs.
-# Flagged wherever it stands (inside '...' it is literal; asking there is merely cautious).
-_JOINING_CONTINUATION = re.compile(r"(?:[^ \t\n]|\\[ \t])\\\n[^ \t\n]")  # an escaped blank is no blank
-# CR, VT, FF, NBSP, U+2028...: whitespace to the parser, ordinary characters to bash
-_OTHER_BLANK = re.compile(r"[^\S \t\n]")
 
 # wrappers stripped before matching: ``timeout 5 git status`` is checked as ``git status``
 _WRAPPER_OPTS_WITH_VALUE: dict[str, frozenset[str]] = {
@@ -57,8 +49,6 @@ _WORDLIKE = frozenset(
 )
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish"})
 _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
-# what may stand before a word: where a "#" starts a comment for bash
-_WORD_START = frozenset(bytes([c]) for c in b" \t\n;&|()<>")
 _SAFE_VARS = frozenset({"HOME", "PWD", "USER", "LOGNAME", "SHELL", "TMPDIR"})
 # environment assignments that do not change which program runs or what it loads
 _SAFE_ASSIGNMENTS = re.compile(
@@ -152,17 +142,9 @@ class _Walker:
         if depth > MAX_DEPTH:
             self.problem("commands nested too deeply to check")
             return cwd
-        if _SCANNER_UNSAFE.search(source):
-            self.problem("a non-Latin-1 character right after '{' (the shell parser cannot read it safely)")
-            return cwd
-        if _JOINING_CONTINUATION.search(source):
-            self.problem("a line continuation inside a word (the shell parser splits what bash joins)")
-            return cwd
-        if _OTHER_BLANK.search(source):
-            # the parser splits words on any whitespace (and takes "\\<CR><LF>" for a continuation);
-            # bash only on space, tab and newline: "git status<VT>#;rm" is a comment to one and runs
-            # rm in the other
-            self.problem("a blank other than space, tab or newline (the shell parser and bash read it differently)")
+        unreadable = source_problem(source)
+        if unreadable:
+            self.problem(unreadable)
             return cwd
         data = source.encode("utf-8", "surrogatepass")
         tree = parser.parse(data)
@@ -170,7 +152,7 @@ class _Walker:
         if root.has_error:
             self.problem("the command does not parse as shell syntax")
         else:
-            misread = _misread(root, data)
+            misread = tree_problem(root, data)
             if misread:
                 self.problem(misread)
         return self.statements(root.children, cwd, depth)
@@ -470,7 +452,7 @@ class _Walker:
         if t == "$":
             return _lone_dollar(node)
         if t == "word":
-            if _unescaped_blank(raw):
+            if unescaped_blank(raw):
                 # tree-sitter-bash 0.25 reads "status\n\\rm" as one word; bash runs rm on a new line
                 self.problem(f"a blank inside the word {raw!r}: the parser and bash disagree")
                 return DYNAMIC
@@ -566,49 +548,6 @@ def _lone_dollar(node: Node) -> str:
     if after in (b"", b" ", b"\t", b"\n") or (after == b'"' and parent.type == "string"):
         return "$"
     return DYNAMIC  # outside "...", $"..." is a translated string
-
-
-def _misread(root: Node, data: bytes) -> str | None:
-    """Why the parser's tokens cannot be what bash reads, if they cannot.
-
-    tree-sitter-bash 0.25 drops a word-initial escaped blank (``cat \\ a`` has the one argument
-    " a" to bash, "a" in the tree), sometimes labels a token with another token's type (the "$"
-    of ``cat $<<EOF`` comes back as a "<<"), and may start a comment inside a word (``{\\ {#``)."""
-    covered = bytearray(len(data))
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.type == "simple_expansion" and any(b in (node.text or b"") for b in (b" ", b"\t", b"\n")):
-            return "an expansion with a blank inside ($ a), which bash reads as two words"
-        if node.child_count:
-            stack.extend(node.children)
-            continue
-        covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
-        if not node.is_named and (node.text or b"").strip() != node.type.encode():
-            return f"a token the shell parser misread ({node.text!r} taken for {node.type!r})"
-        if (
-            node.type == "comment"
-            and node.start_byte
-            and data[node.start_byte - 1 : node.start_byte] not in _WORD_START
-        ):
-            return "a '#' inside a word taken for a comment (bash passes it on)"
-    gaps = bytes(b if not c else 0 for b, c in zip(data, covered, strict=True)).split(b"\x00")
-    if any(gap.replace(b"\\\n", b"").strip(b" \t\n") for gap in gaps):
-        return "text the shell parser skipped over (bash would read it)"
-    return None
-
-
-def _unescaped_blank(raw: str) -> bool:
-    """A space, tab or newline bash would split on, inside what the parser took for one bare word."""
-    i = 0
-    while i < len(raw):
-        if raw[i] == "\\":
-            i += 2  # an escaped character, or a line continuation
-        elif raw[i] in " \t\n":
-            return True
-        else:
-            i += 1
-    return False
 
 
 def _has_glob(node: Node) -> bool:
