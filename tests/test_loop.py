@@ -19,7 +19,7 @@ from agentkeel.core.events import (
     ToolFinished,
     ToolStarted,
 )
-from agentkeel.core.extensions import Extensions, StopInfo, ToolCall, Verdict
+from agentkeel.core.extensions import Extension, Extensions, StopInfo, ToolCall, Verdict
 from agentkeel.core.loop import Agent, LoopConfig
 from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, Tool, ToolContext, ToolOutput, ToolRegistry
@@ -192,7 +192,7 @@ async def test_before_tool_crash_fails_closed_after_tool_crash_withholds(tmp_pat
     async def crash(call: ToolCall) -> Verdict | None:
         raise RuntimeError("policy bug")
 
-    ext = Extensions(before_tool=[crash])
+    ext = Extensions([Extension("crash", before_tool=crash)])
     agent, _ = make_agent(
         [{"tool_calls": [{"name": "Write", "input": {"file_path": str(target), "content": "x"}}]}, "ok"],
         tmp_path,
@@ -206,7 +206,9 @@ async def test_before_tool_crash_fails_closed_after_tool_crash_withholds(tmp_pat
         raise ValueError("guard bug")
 
     agent, _ = make_agent(
-        [{"tool_calls": [ls(str(tmp_path))]}, "ok"], tmp_path, ext=Extensions(after_tool=[broken_guard])
+        [{"tool_calls": [ls(str(tmp_path))]}, "ok"],
+        tmp_path,
+        ext=Extensions([Extension("guard", after_tool=broken_guard)]),
     )
     await agent.run("go")
     assert agent.messages[2].tool_results()[0].text() == "[result withheld: post-processing failed]"
@@ -221,7 +223,9 @@ async def test_before_tool_can_rewrite_input_and_deny(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "inner.txt").write_text("x")
     calls = [ls("/"), {"name": "Write", "input": {"file_path": str(tmp_path / "w"), "content": "x"}}]
-    agent, _ = make_agent([{"tool_calls": calls}, "ok"], tmp_path, ext=Extensions(before_tool=[rewrite]))
+    agent, _ = make_agent(
+        [{"tool_calls": calls}, "ok"], tmp_path, ext=Extensions([Extension("rewrite", before_tool=rewrite)])
+    )
     await agent.run("go")
     listing, denied = agent.messages[2].tool_results()
     assert "inner.txt" in listing.text()
@@ -235,7 +239,7 @@ async def test_on_stop_can_continue_once(tmp_path: Path) -> None:
         seen.append(info)
         return None if info.continued else "Also check the tests."
 
-    agent, _ = make_agent(["first", "second"], tmp_path, ext=Extensions(on_stop=[stop_hook]))
+    agent, _ = make_agent(["first", "second"], tmp_path, ext=Extensions([Extension("stop", on_stop=stop_hook)]))
     result = await agent.run("go")
     assert result.result == "second" and result.num_turns == 2
     assert [s.continued for s in seen] == [False, True]
@@ -258,7 +262,7 @@ async def test_tool_timeout(tmp_path: Path) -> None:
 
 
 async def test_hidden_tools_are_not_offered(tmp_path: Path) -> None:
-    ext = Extensions(hide_tool=[lambda t: t.name == "Bash"])
+    ext = Extensions([Extension("hide", hide_tool=lambda t: t.name == "Bash")])
     agent, _ = make_agent(["ok"], tmp_path, ext=ext)
     await agent.run("hi")
     provider = agent.provider

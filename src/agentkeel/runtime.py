@@ -6,31 +6,31 @@ core depends on none of it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeel._version import __version__
-from agentkeel.core.events import EventBus, Notice, SessionEnded, SessionStarted
-from agentkeel.core.extensions import Extensions
+from agentkeel.core.events import EventBus, Notice, SessionEnded, SessionStarted, SinkFailed
+from agentkeel.core.extensions import Extension, Extensions
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
-from agentkeel.core.types import Message, TextBlock
+from agentkeel.extensions.builtins import SessionParts, default_extensions
+from agentkeel.extensions.redaction import redact_event
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
 from agentkeel.prompt import build_system_prompt
-from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
-from agentkeel.redact import redact_obj
-from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
-from agentkeel.session.load import LoadReport, find_session, list_sessions, load_session
+from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model, untrusted_model_allowed
+from agentkeel.safety import AskRepeat
+from agentkeel.session.load import AmbiguousSession, LoadReport, find_session, list_sessions, load_session
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
 from agentkeel.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
 from agentkeel.tools import builtin_tools
-from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.shell import ShellState
 from agentkeel.trust import TrustState, TrustStore, untrusted_notice
 
@@ -126,6 +126,9 @@ class RuntimeOptions:
     permission_hooks: list[RequestHook] = field(default_factory=list)  # the PermissionRequest extension point
     channel: str = "headless"  # interactive | headless | sdk | subagent: selects permissions.channels rules
     trust_project: bool | None = None  # None: as recorded by `keel trust`
+    extensions: list[Extension] = field(default_factory=list)  # added after the built-ins
+    services: dict[type[Any], Any] = field(default_factory=dict)  # provided per-session services (Services.put)
+    start_timeout_s: float = 30.0  # each extension's start() (MCP connects, SessionStart work)
 
 
 class Runtime:
@@ -142,6 +145,7 @@ class Runtime:
         resumed: LoadReport | None,
         permissions: PermissionEngine,
         trust: TrustState,
+        start_timeout_s: float = 30.0,
     ) -> None:
         self.agent = agent
         self.bus = agent.bus
@@ -155,7 +159,9 @@ class Runtime:
         self.permissions = permissions
         self.trust = trust
         self.memory: MemoryPlugin | None = None
+        self.start_timeout_s = start_timeout_s
         self._started = False
+        self._closed = False
 
     @classmethod
     def create(cls, opts: RuntimeOptions) -> Runtime:
@@ -167,7 +173,7 @@ class Runtime:
         settings = loaded.settings
         env = {**settings.env, **env} if settings.env else env
         try:
-            info = resolve_model(opts.model or env.get("KEEL_MODEL") or settings.model, env)
+            info = resolve_model(_model_name(opts, loaded, env, trust), env)
             from agentkeel.providers.factory import make_provider
 
             provider = make_provider(info, env)
@@ -175,6 +181,7 @@ class Runtime:
             raise KeelError(str(e)) from None
 
         sessions = project_dir(home_dir, cwd)
+        _writable(home_dir, sessions)
         session_path, prior = cls._pick_session(sessions, opts)
         session_id = session_path.stem
         lock = SessionLock(session_path)
@@ -182,17 +189,16 @@ class Runtime:
             lock.acquire()
         except SessionLocked as e:
             raise KeelError(str(e)) from None
+        except OSError as e:
+            raise KeelError(f"cannot lock session {session_path}: {e.strerror or e}") from None
         try:
             loaded_session = load_session(session_path) if prior else None
+            writer = SessionWriter(
+                session_path, session_id, parent_uuid=loaded_session.last_uuid if loaded_session else None
+            )
         except OSError as e:
             lock.release()
-            raise KeelError(f"cannot read session {session_path}: {e.strerror}") from None
-        writer = SessionWriter(  # redact_obj: no secret reaches a transcript
-            session_path,
-            session_id,
-            transform=redact_obj,
-            parent_uuid=loaded_session.last_uuid if loaded_session else None,
-        )
+            raise KeelError(f"cannot use session file {session_path}: {e.strerror or e}") from None
 
         engine = build_engine(
             loaded,
@@ -208,8 +214,8 @@ class Runtime:
         loaded.warnings.extend(engine.warnings)
         add_dirs = tuple(Path(d) for d in engine.additional_dirs)
         bus = EventBus()
-        bus.subscribe(writer)
-        ext = Extensions()
+        bus.transforms.append(redact_event)  # one redaction policy, before every reader
+        bus.subscribe(writer, critical=True)  # a transcript that cannot be written stops the run
         store = TrustStore(home_dir)
         gate = PermissionGate(
             engine,
@@ -217,15 +223,28 @@ class Runtime:
             ask=opts.ask,
             request_hooks=opts.permission_hooks,
             project_settings=cwd / ".keel" / "settings.local.json",
-            on_project_rule=(lambda: _retrust(store, cwd)) if trust.status == "trusted" else None,
+            # keel wrote that file itself: it must not cost the user their trust
+            on_project_rule=(lambda: _retrust(store, cwd)) if trust.trusted else None,
         )
-        breaker = CircuitBreaker(bus.emit)
-        ext.before_tool += [LoopDetector(opts.ask_repeat), breaker.before, gate]
-        ext.after_tool += [breaker.after, ResultGuard(), OutputBudget(sessions / session_id / "tool-results")]
-        ext.hide_tool.append(engine.hidden)
         memory = _memory_plugin(settings, cwd, home_dir, session_id, info.context_window)
-        if memory is not None:
-            memory.attach(bus)
+        parts = SessionParts(
+            bus=bus,
+            engine=engine,
+            gate=gate,
+            spill_dir=sessions / session_id / "tool-results",
+            provider=provider,
+            model=info.model,
+            ask_repeat=opts.ask_repeat,
+            memory=memory,
+        )
+        builtins, warnings = default_extensions(parts, settings.disabled_hooks)
+        loaded.warnings.extend(warnings)
+        ext = Extensions()
+        for item in [*builtins, *opts.extensions]:
+            ext.add(item)
+        for item in ext:
+            for subscriber in item.subscribers:
+                bus.subscribe(subscriber)
         thinking = _int_env(env, "MAX_THINKING_TOKENS", 0) or None  # Claude Code's variable
         config = LoopConfig(
             model=info.model,
@@ -244,24 +263,32 @@ class Runtime:
             cost=info.prices.cost,
             retry=RetryPolicy(max_retries=_int_env(env, "KEEL_MAX_RETRIES", 4)),
         )
+        services = Services()
+        for kind, item in opts.services.items():
+            services.put(kind, item)
         context = ToolContext(
             cwd=cwd,
             session_id=session_id,
-            services=Services(),
+            services=services,
             emit=bus.emit,
             additional_dirs=add_dirs,
             env=dict(settings.env),
             scratch_dir=sessions / session_id / "tool-results",
             hidden_path=engine.read_denied if engine.has_read_denials() else None,
         )
+        tools = ToolRegistry(builtin_tools())
+        for item in ext:
+            for tool in item.tools:
+                tools.register(tool)
         agent = Agent(
             provider,
-            ToolRegistry(builtin_tools() + (memory.tools() if memory is not None else [])),
+            tools,
             config,
             bus=bus,
             extensions=ext,
             context=context,
-            messages=loaded_session.messages if loaded_session else None,
+            events=loaded_session.events if loaded_session else None,
+            mode=lambda: engine.mode,
         )
         rt = cls(
             agent,
@@ -274,27 +301,48 @@ class Runtime:
             resumed=loaded_session.report if loaded_session else None,
             permissions=engine,
             trust=trust,
+            start_timeout_s=opts.start_timeout_s,
         )
         rt.memory = memory
         return rt
 
     @staticmethod
     def _pick_session(sessions: Path, opts: RuntimeOptions) -> tuple[Path, bool]:
-        if opts.resume:
-            found = find_session(sessions, opts.resume)
+        if opts.resume is not None:
+            ref = opts.resume.strip()
+            if not ref:
+                raise KeelError("-r needs a session id (or a unique prefix): see `keel sessions list`")
+            try:
+                found = find_session(sessions, ref)
+            except AmbiguousSession as e:
+                raise KeelError(str(e)) from None
             if found is None:
-                raise KeelError(f"no session '{opts.resume}' for this project: see `keel sessions list`")
+                raise KeelError(f"no session '{ref}' for this project: see `keel sessions list`")
             return found, True
         if opts.continue_session:
             existing = list_sessions(sessions)
-            if existing:
-                return existing[0].path, True
+            if not existing:
+                raise KeelError("no earlier session to continue in this directory: run without -c to start one")
+            return existing[0].path, True
         return sessions / f"{uuid.uuid4()}.jsonl", False
 
-    def _start(self) -> None:
+    async def start(self) -> None:
+        """Everything that must finish before the first request: each extension's ``start``
+        (MCP connects, SessionStart work), each under ``start_timeout_s``; then SessionStarted.
+        A start that fails or times out is a warning, never a hang."""
         if self._started:
             return
         self._started = True
+        for ext in self.agent.ext:
+            if ext.start is None:
+                continue
+            try:
+                await asyncio.wait_for(ext.start(), self.start_timeout_s)
+            except TimeoutError:
+                self.settings.warnings.append(f"{ext.name} did not start within {self.start_timeout_s:g}s; skipped")
+            except Exception as exc:
+                log.exception("extension %s failed to start", ext.name)
+                self.settings.warnings.append(f"{ext.name} failed to start: {exc}")
         source: Literal["startup", "resume"] = "resume" if self.resumed is not None else "startup"
         self.bus.emit(
             SessionStarted(
@@ -313,22 +361,66 @@ class Runtime:
             self.bus.emit(Notice(level="warning", message=warning))
 
     async def run(self, prompt: str) -> RunResult:
-        self._start()
-        context = self.memory.prompt_context(prompt) if self.memory is not None else None
-        if context:
-            return await self.agent.run(Message(role="user", content=[TextBlock(text=prompt), TextBlock(text=context)]))
-        return await self.agent.run(prompt)
+        try:
+            await self.start()
+        except SinkFailed as e:
+            return self.agent.failed(str(e))
+        source = "resume" if self.resumed is not None else "startup"
+        return await self.agent.run(prompt, source=source)
 
     async def aclose(self, reason: str = "exit") -> None:
+        if self._closed:
+            return
+        self._closed = True
         try:
             if self._started:
-                self.bus.emit(SessionEnded(reason=reason))
+                try:
+                    self.bus.emit(SessionEnded(reason=reason))
+                except SinkFailed:
+                    pass  # already reported by the run that hit it
             await self.agent.services.get(ShellState).aclose()
-            if self.memory is not None and self._started:
-                await self.memory.summarise_with_model(self.agent.provider, self.agent.config.model)
+            for ext in self.agent.ext:
+                if ext.close is None:
+                    continue
+                try:
+                    await ext.close()
+                except Exception:
+                    log.exception("extension %s failed to close", ext.name)
             await self.agent.provider.aclose()
         finally:
-            if self.memory is not None:
-                self.memory.close()
             self.writer.close()
             self.lock.release()
+
+
+def _model_name(opts: RuntimeOptions, loaded: LoadedSettings, env: Mapping[str, str], trust: TrustState) -> str | None:
+    """The model to use. An untrusted project may only pick a catalog model of a provider the
+    user already configured: never a provider, a path (``scripted:...``) or a base URL."""
+    chosen = opts.model or env.get("KEEL_MODEL")
+    if chosen:
+        return chosen
+    name = loaded.settings.model
+    if not name or trust.trusted:
+        return name
+    source = next((layer for layer in reversed(loaded.layers) if "model" in layer.data), None)
+    if source is None or source.scope not in ("project", "local"):
+        return name
+    if untrusted_model_allowed(name, env):
+        return name
+    loaded.warnings.append(
+        f"{source.path}: model '{name}' ignored until you trust this folder (`keel trust`): an untrusted "
+        "project may only choose a catalog model of a provider you have configured"
+    )
+    return None
+
+
+def _writable(home_dir: Path, sessions: Path) -> None:
+    try:
+        sessions.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KeelError(
+            f"cannot write to KEEL_HOME ({home_dir}): {e.strerror or e}; point KEEL_HOME at a writable folder"
+        ) from None
+    if not os.access(sessions, os.W_OK | os.X_OK):
+        raise KeelError(
+            f"cannot write to KEEL_HOME ({home_dir}): permission denied; point KEEL_HOME at a writable folder"
+        )

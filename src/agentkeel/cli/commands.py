@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentkeel.cli.main import EXIT_OK, EXIT_USAGE, split_tools
+from agentkeel.cli._common import EXIT_OK, EXIT_USAGE, split_tools
 
 if TYPE_CHECKING:
     from agentkeel.permissions import PermissionEngine

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -13,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentkeel.cli.main import (
+from agentkeel.cli._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUN_ERROR,
@@ -21,17 +20,11 @@ from agentkeel.cli.main import (
     EXIT_USAGE,
     split_tools,
 )
-from agentkeel.core.events import (
-    AssistantMessage,
-    Event,
-    Notice,
-    SessionStarted,
-    ToolResults,
-)
+from agentkeel.core.events import Event, Notice, RequestStarted, RunFinished, ToolFinished
 from agentkeel.core.loop import RunResult
+from agentkeel.protocol import stream_json
 from agentkeel.runtime import KeelError, Runtime, RuntimeOptions
 from agentkeel.settings import PermissionMode
-from agentkeel.trust import untrusted_notice
 
 
 def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
@@ -69,54 +62,40 @@ def result_object(rt: Runtime, result: RunResult) -> dict[str, Any]:
     }
 
 
-class StreamJson:
-    """Writes the session as Claude Code's stream-json lines to stdout."""
+class Output:
+    """stdout for one run. A reader that goes away (``| head -1``) is a normal end: the run
+    is stopped, nothing more is written, and keel exits quietly."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
+        self.closed = False
+
+    def write(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self.closed = True
+            self.rt.agent.interrupt()
+
+
+class StreamJson:
+    """Writes the session as Claude Code's stream-json lines (see agentkeel.protocol.stream_json).
+    The result line is written once the run is over, with the process's whole duration."""
+
+    def __init__(self, rt: Runtime, out: Output) -> None:
+        self.out = out
+        visible = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
+        self.session = stream_json.Session(rt.session_id, visible)
 
     def __call__(self, event: Event) -> None:
-        line: dict[str, Any] | None = None
-        sid = self.rt.session_id
-        if isinstance(event, SessionStarted):
-            line = {
-                "type": "system",
-                "subtype": "init",
-                "session_id": sid,
-                "cwd": event.cwd,
-                "model": event.model,
-                "tools": [t.name for t in self.rt.agent.tools.list()],
-                "keel_version": event.version,
-            }
-        elif isinstance(event, AssistantMessage):
-            msg = event.message.model_dump(mode="json")
-            msg.update(
-                {
-                    "type": "message",
-                    "model": event.model,
-                    "stop_reason": event.stop_reason,
-                    "usage": event.usage.to_wire(),
-                }
-            )
-            line = {"type": "assistant", "message": msg, "session_id": sid, "uuid": event.uuid}
-        elif isinstance(event, ToolResults):
-            line = {
-                "type": "user",
-                "message": event.message.model_dump(mode="json"),
-                "session_id": sid,
-                "uuid": event.uuid,
-            }
-        elif isinstance(event, Notice):
-            line = {
-                "type": "system",
-                "subtype": "notice",
-                "level": event.level,
-                "message": event.message,
-                "session_id": sid,
-            }
+        if isinstance(event, RunFinished):
+            return
+        line = stream_json.encode(event, self.session)
         if line is not None:
-            sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
-            sys.stdout.flush()
+            self.out.write(stream_json.dumps(line))
 
 
 def run_headless(args: argparse.Namespace, prompt: str) -> int:
@@ -126,29 +105,39 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
     except KeelError as e:
         print(f"keel: {e}", file=sys.stderr)
         return EXIT_USAGE
+    out = Output(rt)
+    verbose = bool(getattr(args, "verbose", False))
     if args.output_format == "stream-json":
-        rt.bus.subscribe(StreamJson(rt))
+        rt.bus.subscribe(StreamJson(rt, out))
     else:
-        rt.bus.subscribe(_notices_to_stderr(verbose=bool(getattr(args, "verbose", False))))
-    if not rt.trust.trusted and args.output_format != "text":  # text mode prints every notice to stderr
-        print(f"keel: {untrusted_notice(rt.trust)}", file=sys.stderr)
+        rt.bus.subscribe(_notices_to_stderr(verbose=verbose))
     try:
-        return asyncio.run(_run(rt, prompt, args.output_format, started))
+        return asyncio.run(_run(rt, prompt, args.output_format, started, out))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
 
 def _notices_to_stderr(verbose: bool) -> Callable[[Event], None]:
-    """Warnings and errors always; info notices (a memory summary's token cost, ...) with --verbose."""
+    """Warnings and errors always. With --verbose also info notices (a memory summary's token
+    cost, ...) and one line per model request and per tool call, as they happen."""
 
     def show(event: Event) -> None:
         if isinstance(event, Notice) and (verbose or event.level != "info"):
             print(f"keel: {event.message}", file=sys.stderr)
+        elif not verbose:
+            return
+        elif isinstance(event, RequestStarted):
+            print(f"keel: request {event.turn} to {event.model} ({event.message_count} messages)", file=sys.stderr)
+        elif isinstance(event, ToolFinished):
+            outcome = "error" if event.is_error else "ok"
+            code = event.metadata.get("exit_code")
+            detail = f", exit {code}" if code is not None else ""
+            print(f"keel: {event.name} {outcome}{detail} ({event.duration_ms} ms)", file=sys.stderr)
 
     return show
 
 
-async def _run(rt: Runtime, prompt: str, output_format: str, started: float) -> int:
+async def _run(rt: Runtime, prompt: str, output_format: str, started: float, out: Output) -> int:
     loop = asyncio.get_running_loop()
     signals: list[int] = []
 
@@ -165,14 +154,15 @@ async def _run(rt: Runtime, prompt: str, output_format: str, started: float) -> 
     finally:
         await rt.aclose("interrupted" if signals else "exit")
     result.duration_ms = int((time.monotonic() - started) * 1000)
-    obj = result_object(rt, result)
+    if out.closed:
+        return EXIT_OK  # the reader went away: a normal end
     if output_format == "text":
         if result.is_error:
             print(f"keel: {result.subtype}: {result.error or result.result}", file=sys.stderr)
         elif result.result:
-            print(result.result)
+            out.write(result.result + "\n")
     else:
-        print(json.dumps(obj, ensure_ascii=False))
+        out.write(stream_json.dumps(result_object(rt, result)))
     if signals:
         return EXIT_TERMINATED if signals[0] == signal.SIGTERM else EXIT_INTERRUPTED
     return EXIT_RUN_ERROR if result.is_error else EXIT_OK

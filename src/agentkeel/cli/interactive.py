@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
 
+from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
 from agentkeel.cli.commands import describe_rules
 from agentkeel.cli.headless import options_from_args
-from agentkeel.cli.main import EXIT_OK, EXIT_USAGE
 from agentkeel.core.events import Event, Notice, StreamRetry, TextDelta, ToolFinished, ToolStarted
 from agentkeel.core.extensions import ToolCall
 from agentkeel.permissions import Answer, Decision

@@ -16,29 +16,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import logging
 
-EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+from agentkeel.cli._common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_ERROR,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    split_tools,
+)
+
 SUBCOMMANDS = ("sessions", "permissions", "trust", "dev", "mem")
-
-
-def split_tools(values: list[str] | None) -> list[str]:
-    """``--allowedTools "Bash(git diff *),Read" Edit`` -> rules; commas inside parentheses kept."""
-    out: list[str] = []
-    for value in values or []:
-        depth, cur = 0, ""
-        for ch in value:
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth = max(0, depth - 1)
-            if ch == "," and depth == 0:
-                if cur.strip():
-                    out.append(cur.strip())
-                cur = ""
-            else:
-                cur += ch
-        if cur.strip():
-            out.append(cur.strip())
-    return out
+__all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_ERROR", "EXIT_TERMINATED", "EXIT_USAGE", "main", "split_tools"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="keel: an AI coding agent runtime.",
         epilog=(
             "Subcommands: keel sessions list | keel permissions check|list | keel trust [PATH] | "
-            "keel dev fake-llm --script FILE"
+            "keel mem search|timeline|get|stats|... (memory; keel mem --help) | keel dev fake-llm --script FILE"
         ),
     )
     p.add_argument("prompt", nargs="*", help="the prompt (interactive mode starts with it when -p is absent)")
@@ -150,6 +138,7 @@ def _setup_logging(verbose: bool) -> None:
     import os
     from pathlib import Path
 
+    logging.raiseExceptions = False  # a log file on a full disk must not flood stderr with tracebacks
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     console = logging.StreamHandler(sys.stderr)
@@ -170,10 +159,26 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def _quiet_closed_stdout() -> None:
+    """The reader of our output went away (``keel ... | head -1``): a normal end. Point stdout
+    at /dev/null so the interpreter's final flush does not complain."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def entry() -> None:
     """The console script: no traceback ever reaches the user; it goes to the log file."""
     try:
         code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_closed_stdout()
+        code = EXIT_OK
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     except Exception as exc:

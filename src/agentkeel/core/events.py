@@ -74,7 +74,8 @@ class AssistantMessage(Event):
 
 
 class ToolResults(Event):
-    """The user-role message carrying tool_result blocks for one assistant turn."""
+    """A user-role message carrying tool_result blocks. The loop appends one per finished tool,
+    as it finishes, so a crash mid-batch loses no finished result; the view merges them."""
 
     type: Literal["tool_results"] = "tool_results"
     message: Message
@@ -123,12 +124,25 @@ class ToolStarted(Event):
 
 
 class ToolFinished(Event):
+    """A tool call is done. ``metadata`` is the tool's own facts (exit code, paths, match counts,
+    timed_out...) after the result guard's public filter: what capture, hooks and UIs read."""
+
     type: Literal["tool_end"] = "tool_end"
     tool_use_id: str
     name: str
     is_error: bool
     duration_ms: int
     summary: str = ""
+    input: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class CwdChanged(Event):
+    """The shell's working directory moved (a ``cd`` in a Bash call)."""
+
+    type: Literal["cwd_changed"] = "cwd_changed"
+    old_cwd: str
+    new_cwd: str
 
 
 class PermissionDecided(Event):
@@ -170,6 +184,14 @@ class RunFinished(Event):
     total_cost_usd: float
 
 
+class OpaqueEvent(Event):
+    """A persisted entry of a type this version does not know (written by a newer keel or a
+    plugin not loaded now). Kept as read, so the session loads; the view ignores it."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
+    type: str = "opaque"
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.model_fields["type"].default: cls
     for cls in (
@@ -184,6 +206,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         StreamRetry,
         ToolStarted,
         ToolFinished,
+        CwdChanged,
         PermissionDecided,
         TodosUpdated,
         Notice,
@@ -193,42 +216,85 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
+def register_event_type(cls: type[Event]) -> type[Event]:
+    """Make a persisted event type known outside ``core`` (hook runs, compaction, subagents...).
+
+    Usable as a class decorator. The type string is the class's ``type`` default; registering
+    a different class under a taken type is an error, re-registering the same class is not.
+    """
+    key = cls.model_fields["type"].default
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"{cls.__name__} needs a literal default for its 'type' field")
+    if EVENT_TYPES.get(key, cls) is not cls:
+        raise ValueError(f"event type {key!r} is already registered by {EVENT_TYPES[key].__name__}")
+    EVENT_TYPES[key] = cls
+    return cls
+
+
 def event_from_dict(data: dict[str, Any]) -> Event | None:
-    """Rebuild an event from its stored form; None for unknown or invalid entries."""
-    cls = EVENT_TYPES.get(str(data.get("type")))
-    if cls is None:
-        return None
+    """Rebuild an event from its stored form. An unknown type comes back as an
+    :class:`OpaqueEvent`; an entry that does not fit its known type is None."""
+    kind = data.get("type")
+    cls = EVENT_TYPES.get(str(kind))
     try:
+        if cls is None:
+            if not isinstance(kind, str) or not kind:
+                return None
+            return OpaqueEvent.model_validate(data)
         return cls.model_validate(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
 Subscriber = Callable[[Event], None]
+Transform = Callable[[Event], Event]
+
+
+class SinkFailed(Exception):
+    """A critical subscriber (the session log) could not take an event: the run must stop."""
 
 
 class EventBus:
     """Synchronous fan-out of events to subscribers.
 
-    A subscriber that raises is logged and skipped: a broken reader (a UI, memory
-    capture) never stops the session. Subscribers that need to do slow work queue it.
+    Persisted events first pass the bus's transforms (redaction: one policy, one place), so
+    the session log, the model's view, stream-json and memory all see the same event; ``emit``
+    returns that event. A subscriber that raises is logged and skipped: a broken reader (a UI,
+    memory capture) never stops the session. A *critical* subscriber (the session writer) is
+    different: its failure is data lost, so ``emit`` raises :class:`SinkFailed` after the other
+    subscribers have had the event. ``publish`` is ``emit`` that returns the event as logged.
     """
 
     def __init__(self) -> None:
-        self._subscribers: list[Subscriber] = []
+        self._subscribers: list[tuple[Subscriber, bool]] = []
+        self.transforms: list[Transform] = []
 
-    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
-        self._subscribers.append(fn)
+    def subscribe(self, fn: Subscriber, *, critical: bool = False) -> Callable[[], None]:
+        entry = (fn, critical)
+        self._subscribers.append(entry)
 
         def unsubscribe() -> None:
-            if fn in self._subscribers:
-                self._subscribers.remove(fn)
+            if entry in self._subscribers:
+                self._subscribers.remove(entry)
 
         return unsubscribe
 
     def emit(self, event: Event) -> None:
-        for fn in tuple(self._subscribers):
+        self.publish(event)
+
+    def publish(self, event: Event) -> Event:
+        if event.persist:
+            for transform in self.transforms:
+                event = transform(event)
+        failure: Exception | None = None
+        for fn, critical in tuple(self._subscribers):
             try:
                 fn(event)
-            except Exception:
-                log.exception("event subscriber %r failed on %s", fn, event.type)
+            except Exception as exc:
+                if critical:
+                    failure = failure or exc
+                else:
+                    log.exception("event subscriber %r failed on %s", fn, event.type)
+        if failure is not None:
+            raise SinkFailed(str(failure)) from failure
+        return event

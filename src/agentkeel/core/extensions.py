@@ -1,17 +1,36 @@
 """Named extension points of the turn engine.
 
-The loop calls these and knows nothing of what is behind them: the permission system,
-hooks, the result guard, memory and the UI attach here (and to the event bus).
+The loop calls these and knows nothing of what is behind them: the permission system, the
+result guard, memory, hooks and the UI attach here (and to the event bus). An
+:class:`Extension` is a named bundle of handlers; :class:`Extensions` is the ordered list the
+loop consults. keel's own built-ins are extensions registered by name through the same seam
+the SDK uses, so a setting (``disabled_hooks``) can switch one off.
+
+Failure policy, point by point (a crash is an exception from a handler):
+
+=================  =====================================================================
+before_tool        fails closed: the call is denied
+after_tool         fails closed: the result is withheld
+before_request /   fail open (logged, skipped, noticed) unless the extension is
+after_response     ``fail_closed``, which ends the run with an error
+on_prompt          fails open
+on_stop, on_error  fail open
+=================  =====================================================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from agentkeel.core.provider import ModelRequest, ModelResponse
+from agentkeel.core.events import Subscriber
+from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError
 from agentkeel.core.tools import Tool, ToolOutput
+
+Decision = Literal["allow", "ask", "deny"]
+_STRENGTH: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 
 @dataclass
@@ -20,16 +39,26 @@ class ToolCall:
     name: str
     input: dict[str, Any]
     tool: Tool | None
+    cwd: Path | None = None  # the session's live working directory (the shell's, after any cd)
+    mode: str = ""  # the live permission mode
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A before-tool extension's answer. ``None`` instead of a Verdict means no opinion."""
+    """A before-tool extension's answer. ``None`` instead of a Verdict means no opinion.
 
-    decision: Literal["allow", "deny"]
+    Verdicts compose by strength, never by order: deny > ask > allow. ``ask`` is resolved by
+    the extension that owns asking (``resolve_ask``: the permission gate), or denied when
+    there is nobody to ask. ``updated_input`` replaces the call's input (and is validated
+    and checked again by the later extensions)."""
+
+    decision: Decision
     reason: str = ""
     source: str = ""
     updated_input: dict[str, Any] | None = None
+
+    def stronger_than(self, other: Verdict) -> bool:
+        return _STRENGTH[self.decision] > _STRENGTH[other.decision]
 
 
 @dataclass(frozen=True)
@@ -39,18 +68,84 @@ class StopInfo:
     continued: bool  # a previous on_stop already made the loop go on (stop_hook_active)
 
 
+@dataclass(frozen=True)
+class PromptInfo:
+    text: str
+    first: bool  # the first prompt of this session (SessionStart context belongs with it)
+    source: str = "startup"  # startup | resume | fork | clear | compact
+
+
+@dataclass(frozen=True)
+class PromptVerdict:
+    """A prompt-submit answer: ``block`` (with its reason) stops the prompt before any request;
+    ``context`` blocks are added to the user message, after the prompt text."""
+
+    context: tuple[str, ...] = ()
+    block: str | None = None
+
+
 BeforeRequest = Callable[[ModelRequest], Awaitable[ModelRequest]]
 AfterResponse = Callable[[ModelResponse], Awaitable[None]]
 BeforeTool = Callable[[ToolCall], Awaitable[Verdict | None]]
 AfterTool = Callable[[ToolCall, ToolOutput], Awaitable[ToolOutput]]
 OnStop = Callable[[StopInfo], Awaitable[str | None]]  # a string continues the loop with it
+OnPrompt = Callable[[PromptInfo], Awaitable[PromptVerdict | None]]
+OnError = Callable[[ProviderError], Awaitable[None]]
+ResolveAsk = Callable[[ToolCall, Verdict], Awaitable[Verdict]]
+HideTool = Callable[[Tool], bool]
+Lifecycle = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Extension:
+    """A named bundle of loop handlers; leave a point None to not take part in it."""
+
+    name: str
+    before_request: BeforeRequest | None = None
+    after_response: AfterResponse | None = None
+    before_tool: BeforeTool | None = None
+    after_tool: AfterTool | None = None
+    on_stop: OnStop | None = None
+    on_prompt: OnPrompt | None = None
+    on_error: OnError | None = None
+    resolve_ask: ResolveAsk | None = None
+    hide_tool: HideTool | None = None
+    tools: list[Tool] = field(default_factory=list)  # registered with the session's tools
+    subscribers: list[Subscriber] = field(default_factory=list)  # attached to the event bus
+    start: Lifecycle | None = None  # awaited (with a timeout) before the first request
+    close: Lifecycle | None = None  # awaited at the end of the session
+    required: bool = False  # a safety extension settings cannot disable (the permission gate)
+    fail_closed: bool = False  # before_request/after_response: a crash ends the run
 
 
 @dataclass
 class Extensions:
-    before_request: list[BeforeRequest] = field(default_factory=list)
-    after_response: list[AfterResponse] = field(default_factory=list)
-    before_tool: list[BeforeTool] = field(default_factory=list)
-    after_tool: list[AfterTool] = field(default_factory=list)
-    on_stop: list[OnStop] = field(default_factory=list)
-    hide_tool: list[Callable[[Tool], bool]] = field(default_factory=list)  # hidden from the model
+    """The ordered list of extensions the loop consults."""
+
+    items: list[Extension] = field(default_factory=list)
+
+    def add(self, ext: Extension, *, before: str | None = None) -> None:
+        if any(e.name == ext.name for e in self.items):
+            raise ValueError(f"an extension named {ext.name!r} is already registered")
+        index = next((i for i, e in enumerate(self.items) if e.name == before), len(self.items))
+        self.items.insert(index, ext)
+
+    def remove(self, name: str) -> bool:
+        before = len(self.items)
+        self.items = [e for e in self.items if e.name != name]
+        return len(self.items) != before
+
+    def get(self, name: str) -> Extension | None:
+        return next((e for e in self.items if e.name == name), None)
+
+    def names(self) -> list[str]:
+        return [e.name for e in self.items]
+
+    def __iter__(self) -> Iterator[Extension]:
+        return iter(tuple(self.items))
+
+    def hides(self, tool: Tool) -> bool:
+        return any(e.hide_tool is not None and e.hide_tool(tool) for e in self.items)
+
+    def resolver(self) -> ResolveAsk | None:
+        return next((e.resolve_ask for e in self.items if e.resolve_ask is not None), None)

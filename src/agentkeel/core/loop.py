@@ -15,10 +15,13 @@ from typing import Literal, TypeVar
 
 from agentkeel.core.events import (
     AssistantMessage,
+    Event,
     EventBus,
     Interrupted,
+    Notice,
     RequestStarted,
     RunFinished,
+    SinkFailed,
     TextDelta,
     ThinkingDelta,
     ToolFinished,
@@ -26,12 +29,12 @@ from agentkeel.core.events import (
     ToolStarted,
     UserMessage,
 )
-from agentkeel.core.extensions import Extensions, StopInfo, ToolCall, Verdict
+from agentkeel.core.extensions import Extensions, PromptInfo, StopInfo, ToolCall, Verdict
 from agentkeel.core.provider import ModelRequest, ModelResponse, Provider, ProviderError, TextChunk
 from agentkeel.core.retry import RetryPolicy, stream_with_retry
-from agentkeel.core.tools import Services, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
-from agentkeel.core.types import Message, ToolResultBlock, ToolUseBlock, Usage
-from agentkeel.core.view import INTERRUPTED_RESULT
+from agentkeel.core.tools import Services, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, Workdir
+from agentkeel.core.types import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from agentkeel.core.view import INTERRUPTED_RESULT, ViewBuilder
 
 log = logging.getLogger("agentkeel.loop")
 T = TypeVar("T")
@@ -71,6 +74,15 @@ class _Interrupt(Exception):
     pass
 
 
+class _Stop(Exception):
+    """End the run with an error a seam reported (a failed transcript write, a fail-closed
+    extension, a blocked prompt)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class Agent:
     """One conversation with one model. ``run`` drives a prompt to a stop."""
 
@@ -83,7 +95,8 @@ class Agent:
         bus: EventBus | None = None,
         extensions: Extensions | None = None,
         context: ToolContext,
-        messages: list[Message] | None = None,
+        events: list[Event] | None = None,
+        mode: Callable[[], str] | None = None,
     ) -> None:
         self.provider = provider
         self.tools = tools
@@ -91,7 +104,11 @@ class Agent:
         self.bus = bus or EventBus()
         self.ext = extensions or Extensions()
         self.context = context
-        self.messages: list[Message] = list(messages or [])
+        self.view = ViewBuilder()  # the model's messages, derived from the events and nothing else
+        for event in events or ():
+            self.view.add_event(event)
+        self.mode = mode or (lambda: "")
+        self.prompts = 0
         self.usage = Usage()
         self.cost_usd = 0.0
         self._inflight: asyncio.Future[object] | None = None
@@ -100,6 +117,11 @@ class Agent:
     @property
     def services(self) -> Services:
         return self.context.services
+
+    @property
+    def messages(self) -> list[Message]:
+        """What the next request will carry (before ``before_request`` extensions)."""
+        return self.view.messages()
 
     @property
     def interrupted(self) -> bool:
@@ -113,13 +135,13 @@ class Agent:
 
     # --- the loop ----------------------------------------------------------------------
 
-    async def run(self, prompt: str | Message) -> RunResult:
+    async def run(self, prompt: str | Message, *, source: str = "startup") -> RunResult:
         started = time.monotonic()
         self._interrupted = False
-        message = prompt if isinstance(prompt, Message) else Message.user(prompt)
-        self._append(UserMessage(message=message))
         turns, last_text, continued = 0, "", False
         try:
+            message = await self._submit(prompt if isinstance(prompt, Message) else Message.user(prompt), source)
+            self._append(UserMessage(message=message))
             while True:
                 if self.config.max_turns is not None and turns >= self.config.max_turns:
                     return self._finish("error_max_turns", last_text, turns, started)
@@ -140,7 +162,36 @@ class Agent:
         except _Interrupt:
             return self._finish("interrupted", last_text, turns, started, error="interrupted by user")
         except ProviderError as err:
+            await self._on_error(err)
             return self._finish("error_during_execution", last_text, turns, started, error=str(err))
+        except _Stop as stop:
+            return self._finish("error_during_execution", last_text, turns, started, error=stop.message)
+        except SinkFailed as failed:
+            return self._finish("error_during_execution", last_text, turns, started, error=str(failed))
+
+    def failed(self, error: str) -> RunResult:
+        """The result of a run that could not start (its session could not be written)."""
+        return RunResult("error_during_execution", error, 0, self.usage, round(self.cost_usd, 6), 0, error)
+
+    async def _submit(self, message: Message, source: str) -> Message:
+        """The prompt-submit point: extensions may block the prompt or add context blocks."""
+        self.prompts += 1
+        info = PromptInfo(message.text(), first=self.prompts == 1, source=source)
+        extra: list[ContentBlock] = []
+        for ext in self.ext:
+            if ext.on_prompt is None:
+                continue
+            try:
+                answer = await ext.on_prompt(info)
+            except Exception:
+                log.exception("prompt extension %s failed", ext.name)
+                continue
+            if answer is None:
+                continue
+            if answer.block is not None:
+                raise _Stop(f"prompt blocked by {ext.name}: {answer.block}")
+            extra += [TextBlock(text=c) for c in answer.context if c]
+        return Message(role=message.role, content=[*message.content, *extra]) if extra else message
 
     async def _request(self, turn: int) -> ModelResponse:
         request = ModelRequest(
@@ -151,12 +202,15 @@ class Agent:
             max_tokens=self.config.max_tokens,
             thinking_budget=self.config.thinking_budget,
         )
-        for hook in self.ext.before_request:
-            request = await hook(request)
+        for ext in self.ext:
+            if ext.before_request is not None:
+                request = await self._contained(ext.name, ext.fail_closed, ext.before_request(request), request)
         self.bus.emit(RequestStarted(turn=turn + 1, model=request.model, message_count=len(request.messages)))
         response = await self._guard(self._stream(request), during="request")
-        for after in self.ext.after_response:
-            await after(response)
+        response = _unique_tool_ids(response)
+        for ext in self.ext:
+            if ext.after_response is not None:
+                await self._contained(ext.name, ext.fail_closed, ext.after_response(response), None)
         self.usage = self.usage + response.usage
         cost = self.config.cost(response.usage)
         self.cost_usd += cost
@@ -179,83 +233,149 @@ class Agent:
                 return chunk
         raise ProviderError("stream_broken", "the response ended without a final message")
 
+    async def _contained(self, name: str, fail_closed: bool, awaitable: Awaitable[T], fallback: T) -> T:
+        """Run a request/response extension under its failure policy."""
+        try:
+            return await awaitable
+        except (asyncio.CancelledError, ProviderError, _Interrupt, _Stop):
+            raise
+        except Exception as exc:
+            log.exception("extension %s failed", name)
+            if fail_closed:
+                raise _Stop(f"extension {name} failed ({type(exc).__name__}: {exc})") from None
+            self.bus.emit(Notice(level="warning", message=f"extension {name} failed and was skipped: {exc}"))
+            return fallback
+
+    async def _on_error(self, err: ProviderError) -> None:
+        for ext in self.ext:
+            if ext.on_error is None:
+                continue
+            try:
+                await ext.on_error(err)
+            except Exception:
+                log.exception("on_error extension %s failed", ext.name)
+
     # --- tools -------------------------------------------------------------------------
 
     async def _run_tools(self, uses: list[ToolUseBlock]) -> None:
-        results: dict[str, ToolResultBlock] = {}
+        """Each result is appended (and so persisted) the moment its tool finishes: a crash in
+        the middle of a batch loses no finished tool's output."""
+        done: set[str] = set()
         try:
             for batch in self._batches(uses):
-                await self._guard(self._run_batch(batch, results), during="tools")
+                await self._guard(self._run_batch(batch, done), during="tools")
         finally:
-            blocks = [
-                results.get(u.id) or ToolResultBlock(tool_use_id=u.id, content=INTERRUPTED_RESULT, is_error=True)
-                for u in uses
-            ]
-            self._append(ToolResults(message=Message(role="user", content=list(blocks))))
+            left = [u for u in uses if u.id not in done]
+            if left:
+                blocks: list[ContentBlock] = [
+                    ToolResultBlock(tool_use_id=u.id, content=INTERRUPTED_RESULT, is_error=True) for u in left
+                ]
+                self._append(ToolResults(message=Message(role="user", content=blocks)))
 
-    async def _run_batch(self, batch: list[ToolUseBlock], results: dict[str, ToolResultBlock]) -> None:
+    async def _run_batch(self, batch: list[ToolUseBlock], done: set[str]) -> None:
         gated = [await self._gate(use) for use in batch]
 
         async def one(call: ToolCall, verdict: Verdict) -> None:
             block = await self._execute(call, verdict)
-            results[block.tool_use_id] = block
+            done.add(block.tool_use_id)
+            self._append(ToolResults(message=Message(role="user", content=[block])))
 
         await asyncio.gather(*(one(call, verdict) for call, verdict in gated))
 
     def _batches(self, uses: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:
-        """Consecutive read-only calls run together; every other call runs alone, in order."""
+        """Consecutive concurrency-safe calls run together; every other call runs alone, in order."""
         batches: list[list[ToolUseBlock]] = []
         for use in uses:
-            tool = self.tools.get(use.name)
-            read_only = tool is not None and tool.read_only
-            if read_only and batches and self._all_read_only(batches[-1]):
+            if self._parallel(use) and batches and all(self._parallel(u) for u in batches[-1]):
                 batches[-1].append(use)
             else:
                 batches.append([use])
         return batches
 
-    def _all_read_only(self, batch: list[ToolUseBlock]) -> bool:
-        return all((t := self.tools.get(u.name)) is not None and t.read_only for u in batch)
+    def _parallel(self, use: ToolUseBlock) -> bool:
+        tool = self.tools.get(use.name)
+        return tool is not None and tool.parallel
 
     async def _gate(self, use: ToolUseBlock) -> tuple[ToolCall, Verdict]:
-        call = ToolCall(id=use.id, name=use.name, input=dict(use.input), tool=self.tools.get(use.name))
+        """validate -> before_tool extensions (policy, hooks) -> one verdict, the strongest.
+
+        Extensions see the validated input and the session's live cwd and mode. A crash denies.
+        An ``ask`` goes to the extension that resolves asks, or is denied with nobody to ask."""
+        workdir = self.services.find(Workdir)
+        call = ToolCall(
+            id=use.id,
+            name=use.name,
+            input=dict(use.input),
+            tool=self.tools.get(use.name),
+            cwd=(workdir.path if workdir is not None and workdir.path is not None else self.context.cwd),
+            mode=self.mode(),
+        )
         if call.tool is None:
             return call, Verdict("deny", f"No such tool: {use.name}. Available: {self._tool_names()}")
+        invalid = _invalid(call.tool, call.input)
+        if invalid:
+            return call, Verdict("deny", invalid, "validation")
         verdict = Verdict("allow")
-        for check in self.ext.before_tool:
+        for ext in self.ext:
+            if ext.before_tool is None:
+                continue
             try:
-                answer = await check(call)
+                answer = await ext.before_tool(call)
             except Exception as exc:  # fail closed: a crashing check denies
-                log.exception("before_tool check failed for %s", call.name)
-                return call, Verdict("deny", f"Permission check failed ({type(exc).__name__}); denied")
+                log.exception("before_tool extension %s failed for %s", ext.name, call.name)
+                return call, Verdict("deny", f"Permission check failed ({type(exc).__name__}); denied", ext.name)
             if answer is None:
                 continue
+            if answer.updated_input is not None and answer.decision != "deny":
+                invalid = _invalid(call.tool, answer.updated_input)
+                if invalid:
+                    return call, Verdict("deny", f"{ext.name} changed the input: {invalid}", ext.name)
+                call.input = dict(answer.updated_input)
             if answer.decision == "deny":
                 return call, answer
-            if answer.updated_input is not None:
-                call.input = dict(answer.updated_input)
-            verdict = answer
+            if answer.stronger_than(verdict) or verdict.decision == "allow":
+                verdict = Verdict(answer.decision, answer.reason, answer.source or ext.name)
+        if verdict.decision == "ask":
+            verdict = await self._resolve_ask(call, verdict)
         return call, verdict
+
+    async def _resolve_ask(self, call: ToolCall, verdict: Verdict) -> Verdict:
+        resolve = self.ext.resolver()
+        if resolve is None:
+            return Verdict("deny", f"{verdict.reason or call.name + ' asks for approval'}; nobody to ask", "ask")
+        try:
+            answer = await resolve(call, verdict)
+        except Exception:
+            log.exception("resolving an ask for %s failed", call.name)
+            return Verdict("deny", "asking for permission failed; denied for safety", "ask")
+        return answer if answer.decision != "ask" else Verdict("deny", answer.reason or "not approved", "ask")
 
     async def _execute(self, call: ToolCall, verdict: Verdict) -> ToolResultBlock:
         started = time.monotonic()
-        if verdict.decision == "deny":
+        if verdict.decision != "allow":
             output = ToolOutput(verdict.reason or f"Permission to use {call.name} was denied.", is_error=True)
         else:
             assert call.tool is not None
             self.bus.emit(ToolStarted(tool_use_id=call.id, name=call.name, input=call.input))
             output = await self._invoke(call)
-        for after in self.ext.after_tool:
+        for ext in self.ext:
+            if ext.after_tool is None:
+                continue
             try:
-                output = await after(call, output)
+                output = await ext.after_tool(call, output)
             except Exception:  # fail closed: never pass on a result a guard could not check
-                log.exception("after_tool hook failed for %s", call.name)
+                log.exception("after_tool extension %s failed for %s", ext.name, call.name)
                 output = ToolOutput("[result withheld: post-processing failed]", is_error=True)
         duration = int((time.monotonic() - started) * 1000)
-        summary = output.text()[:200]
         self.bus.emit(
             ToolFinished(
-                tool_use_id=call.id, name=call.name, is_error=output.is_error, duration_ms=duration, summary=summary
+                tool_use_id=call.id,
+                name=call.name,
+                is_error=output.is_error,
+                duration_ms=duration,
+                summary=output.text()[:200],
+                input=call.input,
+                metadata=output.metadata,
             )
         )
         return ToolResultBlock(tool_use_id=call.id, content=output.content or "", is_error=output.is_error)
@@ -309,26 +429,29 @@ class Agent:
             self._inflight = None
 
     def _visible_tools(self) -> list[Tool]:
-        hide = self.ext.hide_tool
-        return self.tools.visible(lambda t: any(h(t) for h in hide))
+        return self.tools.visible(self.ext.hides)
 
     def _tool_names(self) -> str:
         return ", ".join(t.name for t in self.tools.list())
 
     async def _on_stop(self, info: StopInfo) -> str | None:
-        for hook in self.ext.on_stop:
+        for ext in self.ext:
+            if ext.on_stop is None:
+                continue
             try:
-                message = await hook(info)
+                message = await ext.on_stop(info)
             except Exception:
-                log.exception("on_stop hook failed")
+                log.exception("on_stop extension %s failed", ext.name)
                 continue
             if message:
                 return message
         return None
 
     def _append(self, event: UserMessage | AssistantMessage | ToolResults) -> None:
-        self.messages.append(event.message)
-        self.bus.emit(event)
+        """The one way into the conversation: the bus transforms the event (redaction), the log
+        takes it (or the run stops), and the view is built from exactly what was logged."""
+        logged = self.bus.publish(event)
+        self.view.add_event(logged)
 
     def _finish(self, subtype: Subtype, text: str, turns: int, started: float, error: str = "") -> RunResult:
         duration = int((time.monotonic() - started) * 1000)
@@ -341,15 +464,50 @@ class Agent:
             duration,
             error,
         )
-        self.bus.emit(
-            RunFinished(
-                subtype=subtype,
-                is_error=result.is_error,
-                result=result.result,
-                num_turns=turns,
-                duration_ms=duration,
-                usage=self.usage,
-                total_cost_usd=result.total_cost_usd,
+        try:
+            self.bus.emit(
+                RunFinished(
+                    subtype=subtype,
+                    is_error=result.is_error,
+                    result=result.result,
+                    num_turns=turns,
+                    duration_ms=duration,
+                    usage=self.usage,
+                    total_cost_usd=result.total_cost_usd,
+                )
             )
-        )
+        except SinkFailed as failed:  # the log broke at the very end: the run did not succeed
+            result.subtype, result.error = "error_during_execution", str(failed)
+            result.result = result.error
         return result
+
+
+def _invalid(tool: Tool, raw: dict[str, object]) -> str:
+    """Why the input does not fit the tool's schema, or ''."""
+    try:
+        tool.parse(dict(raw))
+    except ToolError as err:
+        return str(err)
+    return ""
+
+
+def _unique_tool_ids(response: ModelResponse) -> ModelResponse:
+    """Providers reject a conversation that repeats a tool_use id, and one result would answer
+    both: a repeated id gets a suffix before the message is ever appended."""
+    uses = response.message.tool_uses()
+    if len({u.id for u in uses}) == len(uses):
+        return response
+    seen: set[str] = set()
+    blocks: list[ContentBlock] = []
+    for block in response.message.content:
+        if isinstance(block, ToolUseBlock):
+            new_id, n = block.id, 1
+            while new_id in seen:
+                n += 1
+                new_id = f"{block.id}_{n}"
+            seen.add(new_id)
+            if new_id != block.id:
+                block = block.model_copy(update={"id": new_id})
+        blocks.append(block)
+    message = Message(role=response.message.role, content=blocks)
+    return ModelResponse(message, response.stop_reason, response.usage, response.model)

@@ -45,10 +45,12 @@ class ToolOutput:
 
 
 class Services:
-    """Per-session state shared by tools (read-file tracking, background shells, todos).
+    """Per-session state and services shared by tools and extensions (read-file tracking,
+    background shells, todos; later a subagent spawner, an MCP pool, a hook runner).
 
-    Keyed by type, created on first use, so each tool family owns its state class and
-    the core knows none of them.
+    Keyed by type. ``get`` creates a missing one with no arguments, so each tool family owns
+    its state class and the core knows none of them; ``put`` provides one built elsewhere
+    (an SDK host's object, a service that needs arguments).
     """
 
     def __init__(self) -> None:
@@ -61,8 +63,28 @@ class Services:
             self._items[cls] = item
         return cast(T, item)
 
+    def put(self, cls: type[T], item: T) -> T:
+        if not isinstance(item, cls):
+            raise TypeError(f"{type(item).__name__} is not a {cls.__name__}")
+        self._items[cls] = item
+        return item
+
+    def find(self, cls: type[T]) -> T | None:
+        """The service if one was provided or created, without creating it."""
+        return cast("T | None", self._items.get(cls))
+
     def values(self) -> Iterable[Any]:
         return self._items.values()
+
+
+@dataclass
+class Workdir:
+    """The session's live working directory: the one owner of "where the shell is".
+
+    Bash moves it (a ``cd`` that persists between calls); the permission gate resolves
+    relative paths against it; None means the project root (``ToolContext.cwd``)."""
+
+    path: Path | None = None
 
 
 @dataclass
@@ -89,6 +111,7 @@ class Tool:
     run: Runner
     group: ToolGroup = "custom"
     read_only: bool = False
+    concurrency_safe: bool | None = None  # may run beside other such calls; None: same as read_only
     destructive: bool = False
     requires_approval: bool = False
     is_transactional: bool = False
@@ -104,6 +127,10 @@ class Tool:
         if self.raw_schema is not None:
             return self.raw_schema
         return generated_schema(self.input_model)
+
+    @property
+    def parallel(self) -> bool:
+        return self.read_only if self.concurrency_safe is None else self.concurrency_safe
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)

@@ -87,6 +87,24 @@ class PermissionGate:
         )
         return Verdict("allow" if decision.decision == "allow" else "deny", decision.reason, decision.stage)
 
+    async def resolve(self, call: ToolCall, reason: str) -> Verdict:
+        """Resolve an ask that another extension raised (a PreToolUse hook's "ask"): the same
+        PermissionRequest point, host callback and prompt as the engine's own asks."""
+        suggestions = self.engine.decide(call.name, call.input, call.tool).suggestions
+        decision = await self._ask(
+            call, Decision("ask", reason or f"{call.name} asks for approval", None, "hook", (), suggestions)
+        )
+        self.emit(
+            PermissionDecided(
+                tool_use_id=call.id,
+                tool_name=call.name,
+                decision=decision.decision,
+                reason=decision.reason,
+                source=decision.stage,
+            )
+        )
+        return Verdict("allow" if decision.decision == "allow" else "deny", decision.reason, decision.stage)
+
     async def _ask(self, call: ToolCall, decision: Decision) -> Decision:
         for hook in self.request_hooks:
             try:

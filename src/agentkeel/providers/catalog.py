@@ -77,6 +77,26 @@ def model_info(provider: str, model: str) -> ModelInfo:
     )
 
 
+_HOSTED = frozenset({"anthropic", "openai"})
+
+
+def untrusted_model_allowed(name: str, env: Mapping[str, str]) -> bool:
+    """May a project the user has not trusted choose this model? Only a model of the built-in
+    catalog (or its alias) of a hosted provider the user has already configured: never a
+    provider prefix that reaches a script, a local server or a base URL of the project's
+    choosing, and never a provider without the user's own credentials."""
+    cat = _catalog()
+    name = cat["aliases"].get(name, name)
+    if ":" not in name:
+        name = next((key for key in cat["models"] if key.split(":", 1)[1] == name), "")
+    provider = name.split(":", 1)[0]
+    if provider not in _HOSTED or name not in cat["models"] or "fake" in name:
+        return False
+    if provider == "anthropic":
+        return bool(env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN"))
+    return bool(env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"))
+
+
 def resolve_model(name: str | None, env: Mapping[str, str]) -> ModelInfo:
     """Turn ``--model`` (or its absence) into a provider and model.
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from agentkeel.core.events import Event, UserMessage, event_from_dict
-from agentkeel.core.types import Message
+from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import messages_from_events
 
 
@@ -56,7 +59,10 @@ def parse_lines(data: bytes, report: LoadReport) -> list[Event]:
             raw = raw.replace(b"\x00", b"")
         try:
             obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except RecursionError:
+            report.skipped.append(f"line {n}: JSON nested too deeply")
+            continue
+        except ValueError:  # invalid UTF-8, invalid JSON, an integer too long to convert
             torn = n - 1 == last_index
             report.skipped.append(f"line {n}: {'torn last line' if torn else 'invalid JSON'}")
             continue
@@ -65,20 +71,35 @@ def parse_lines(data: bytes, report: LoadReport) -> list[Event]:
             continue
         event = event_from_dict(obj)
         if event is None:
-            if obj.get("type") not in _IGNORED_TYPES:
-                report.skipped.append(f"line {n}: unknown entry type {str(obj.get('type'))[:40]!r}")
+            report.skipped.append(f"line {n}: not a valid {str(obj.get('type'))[:40]!r} entry")
             continue
         events.append(event)
     report.entries = len(events)
     return events
 
 
-_IGNORED_TYPES: frozenset[object] = frozenset()
+class NotASessionFile(OSError):
+    """The path is not a regular file (a FIFO, a device, a directory): never opened for reading."""
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file. Anything else is refused before it is opened for reading,
+    and the open does not block (a FIFO named like a session must not hang keel)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotASessionFile(errno.EINVAL, "not a regular file", str(path))
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def load_session(path: Path) -> LoadedSession:
     report = LoadReport(path)
-    events = parse_lines(path.read_bytes(), report)
+    events = parse_lines(read_regular(path), report)
     view = messages_from_events(events)
     report.repairs = view.repairs
     return LoadedSession(
@@ -109,32 +130,57 @@ def list_sessions(directory: Path) -> list[SessionInfo]:
             st = f.stat()
         except OSError:
             continue
+        if not stat.S_ISREG(st.st_mode):
+            continue  # a FIFO or device named like a session: opening it could block forever
         out.append(SessionInfo(f.stem, f, datetime.fromtimestamp(st.st_mtime), _first_prompt(f), st.st_size))
     out.sort(key=lambda s: s.modified, reverse=True)
     return out
 
 
 def _first_prompt(path: Path) -> str:
+    """The first prompt as the user typed it (context blocks that keel added, such as the
+    memory context, are not part of it)."""
     try:
-        with path.open("rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return ""
+        with os.fdopen(fd, "rb") as f:
             for _ in range(50):
                 line = f.readline()
                 if not line:
                     break
                 try:
-                    event = event_from_dict(json.loads(line))
-                except (ValueError, UnicodeDecodeError):
+                    data = json.loads(line)
+                except (ValueError, RecursionError):
                     continue
+                if not isinstance(data, dict) or data.get("type") != "user":
+                    continue
+                event = event_from_dict(data)
                 if isinstance(event, UserMessage):
-                    return event.message.text()[:120].replace("\n", " ")
+                    first = next((b for b in event.message.content if isinstance(b, TextBlock)), None)
+                    return (first.text if first else "")[:120].replace("\n", " ")
     except OSError:
         pass
     return ""
 
 
+class AmbiguousSession(LookupError):
+    def __init__(self, ref: str, ids: list[str]) -> None:
+        shown = ", ".join(ids[:5]) + (" ..." if len(ids) > 5 else "")
+        super().__init__(f"'{ref}' matches {len(ids)} sessions ({shown}): give more of the id")
+        self.ids = ids
+
+
 def find_session(directory: Path, ref: str) -> Path | None:
+    """The session ``ref`` names: its full id or a unique prefix. None when nothing matches;
+    :class:`AmbiguousSession` when the prefix matches several."""
+    if not ref or "/" in ref or ref in (".", ".."):
+        return None
     exact = directory / f"{ref}.jsonl"
     if exact.is_file():
         return exact
-    matches = [s.path for s in list_sessions(directory) if s.id.startswith(ref)]
-    return matches[0] if len(matches) == 1 else None
+    matches = [s for s in list_sessions(directory) if s.id.startswith(ref)]
+    if len(matches) > 1:
+        raise AmbiguousSession(ref, [s.id for s in matches])
+    return matches[0].path if matches else None

@@ -7,19 +7,16 @@ A session file is JSONL; each line is one persisted event with ``uuid``, ``paren
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from agentkeel.core.events import Event
-
-STALE_FOREIGN_LOCK_S = 3600.0
 
 
 def keel_home(env: dict[str, str] | None = None) -> Path:
@@ -39,76 +36,60 @@ def project_dir(home: Path, project: Path) -> Path:
 class SessionLocked(Exception):
     def __init__(self, path: Path, owner: dict[str, Any]) -> None:
         self.owner = owner
+        when = owner.get("time")
+        since = time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(when)) if isinstance(when, int | float) else ""
+        who = f"pid {owner.get('pid')} on {owner.get('host')}" if owner.get("pid") else "another keel process"
         super().__init__(
-            f"session {path.stem} is in use by pid {owner.get('pid')} on {owner.get('host')} since "
-            f"{owner.get('time')}; wait for it to finish, or start a new session (or use --fork-session)"
+            f"session {path.stem} is in use by {who}{since}; wait for it to finish, or start a new session"
         )
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class SessionLock:
-    """``O_CREAT|O_EXCL`` lock file next to the session; re-entrant within a process."""
+    """An exclusive ``flock`` on ``<session>.jsonl.lock``, held for the life of the session.
 
-    _held: ClassVar[dict[str, int]] = {}
+    The kernel releases it when the holder dies, so there is no stale-lock guessing, and
+    ``flock`` locks belong to one open file description: two SessionLocks on one session
+    conflict even inside one process (two SDK clients, a server). The file records the
+    holder (pid, host, time) for the message a second process gets. It is never unlinked: a
+    lock on an unlinked file protects nothing against a newcomer who creates a new one.
+    """
 
     def __init__(self, session_file: Path) -> None:
         self.path = session_file.with_name(session_file.name + ".lock")
+        self._fd = -1
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
 
     def acquire(self) -> None:
-        key = str(self.path)
-        if self._held.get(key):
-            self._held[key] += 1
-            return
+        if self._fd >= 0:
+            raise RuntimeError(f"{self.path} is already held by this SessionLock")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(3):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-            except FileExistsError:
-                owner = self._owner()
-                if self._stale(owner):
-                    self.path.unlink(missing_ok=True)
-                    continue
-                raise SessionLocked(self.path.with_suffix(""), owner) from None
-            with os.fdopen(fd, "w") as f:
-                json.dump({"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()}, f)
-            self._held[key] = 1
-            return
-        raise SessionLocked(self.path.with_suffix(""), self._owner())
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _owner_of(fd)
+            os.close(fd)
+            raise SessionLocked(self.path.with_suffix(""), owner) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()}).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info, 0)
+        self._fd = fd
 
     def release(self) -> None:
-        key = str(self.path)
-        count = self._held.get(key, 0)
-        if count > 1:
-            self._held[key] = count - 1
+        if self._fd < 0:
             return
-        self._held.pop(key, None)
-        if self._owner().get("pid") == os.getpid():
-            self.path.unlink(missing_ok=True)
-
-    def _owner(self) -> dict[str, Any]:
+        fd, self._fd = self._fd, -1
         try:
-            data = json.loads(self.path.read_text())
-            return data if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            return {}
-
-    @staticmethod
-    def _stale(owner: dict[str, Any]) -> bool:
-        pid, host, when = owner.get("pid"), owner.get("host"), owner.get("time")
-        if not isinstance(pid, int) or not isinstance(when, int | float):
-            return True  # unreadable or torn lock file
-        if host == socket.gethostname():
-            return not _pid_alive(pid)
-        return time.time() - when > STALE_FOREIGN_LOCK_S
+            os.ftruncate(fd, 0)  # no holder any more
+        except OSError:
+            pass
+        os.close(fd)  # closing the last descriptor releases the flock
 
     def __enter__(self) -> SessionLock:
         self.acquire()
@@ -118,27 +99,34 @@ class SessionLock:
         self.release()
 
 
-Transform = Callable[[dict[str, Any]], dict[str, Any]]
+def _owner_of(fd: int) -> dict[str, Any]:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
-@dataclass
-class WriteError:
-    message: str
+class SessionWriteError(OSError):
+    """The session file could not take an entry; the message names the file and the cause."""
 
 
 class SessionWriter:
-    """Appends persisted events to a session file; subscribe it to the event bus."""
+    """Appends persisted events to a session file; subscribe it to the bus as *critical*.
 
-    def __init__(
-        self, path: Path, session_id: str, *, transform: Transform | None = None, parent_uuid: str | None = None
-    ) -> None:
+    A failed append (a full disk, a read-only or vanished folder) raises
+    :class:`SessionWriteError` once and the writer stops: nothing later is written after a
+    gap, and the run is stopped by its owner with that one line. Entries are written as
+    given; redaction happens once, on the bus, before any reader sees the event.
+    """
+
+    def __init__(self, path: Path, session_id: str, *, parent_uuid: str | None = None) -> None:
         self.path = path
         self.session_id = session_id
-        self.transform = transform
         self.last_uuid = parent_uuid
-        self.errors: list[WriteError] = []
+        self.failure: str | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._needs_newline = self._ends_torn()
 
     def _ends_torn(self) -> bool:
@@ -154,7 +142,7 @@ class SessionWriter:
             return False
 
     def __call__(self, event: Event) -> None:
-        if not event.persist or self._fd < 0:
+        if not event.persist or self._fd < 0 or self.failure is not None:
             return
         entry: dict[str, Any] = {
             "uuid": event.uuid,
@@ -162,8 +150,6 @@ class SessionWriter:
             "sessionId": self.session_id,
             **event.model_dump(mode="json"),
         }
-        if self.transform is not None:
-            entry = self.transform(entry)
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
         if self._needs_newline:
             line = "\n" + line
@@ -174,8 +160,8 @@ class SessionWriter:
             while written < len(data):
                 written += os.write(self._fd, data[written:])
         except OSError as e:
-            self.errors.append(WriteError(f"cannot write session {self.path}: {e.strerror}"))
-            raise
+            self.failure = f"cannot write the session file {self.path}: {e.strerror or e}"
+            raise SessionWriteError(e.errno, self.failure) from None
         self.last_uuid = event.uuid
 
     def close(self) -> None:

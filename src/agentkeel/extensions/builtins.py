@@ -1,0 +1,134 @@
+"""The extensions every session starts with, by name, in order.
+
+Each entry builds one :class:`~agentkeel.core.extensions.Extension` from the session's parts.
+``disabled_hooks: ["loop-detector"]`` in any settings file leaves one out; a ``required``
+entry (the permission gate) cannot be left out, and saying so is a warning, not a hole.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentkeel.core.events import EventBus, Notice
+from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, ToolCall, Verdict
+from agentkeel.core.provider import Provider
+from agentkeel.permissions import PermissionEngine, PermissionGate
+from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
+from agentkeel.tools.output import OutputBudget
+
+if TYPE_CHECKING:
+    from agentkeel.memory.plugin import MemoryPlugin
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SessionParts:
+    """What the built-in extensions are made from."""
+
+    bus: EventBus
+    engine: PermissionEngine
+    gate: PermissionGate
+    spill_dir: Path
+    provider: Provider
+    model: str
+    ask_repeat: AskRepeat | None = None
+    memory: MemoryPlugin | None = None
+    notices: list[str] = field(default_factory=list)
+
+
+Factory = Callable[[SessionParts], Extension | None]
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    description: str
+    factory: Factory
+    required: bool = False
+
+
+def _loop_detector(parts: SessionParts) -> Extension:
+    return Extension("loop-detector", before_tool=LoopDetector(parts.ask_repeat))
+
+
+def _circuit_breaker(parts: SessionParts) -> Extension:
+    breaker = CircuitBreaker(parts.bus.emit)
+    return Extension("circuit-breaker", before_tool=breaker.before, after_tool=breaker.after)
+
+
+def _permission_gate(parts: SessionParts) -> Extension:
+    gate = parts.gate
+
+    async def resolve(call: ToolCall, verdict: Verdict) -> Verdict:
+        return await gate.resolve(call, verdict.reason)
+
+    return Extension(
+        "permission-gate", before_tool=gate, resolve_ask=resolve, hide_tool=parts.engine.hidden, required=True
+    )
+
+
+def _result_guard(parts: SessionParts) -> Extension:
+    return Extension("result-guard", after_tool=ResultGuard(), required=True)
+
+
+def _output_budget(parts: SessionParts) -> Extension:
+    return Extension("output-budget", after_tool=OutputBudget(parts.spill_dir))
+
+
+def _memory(parts: SessionParts) -> Extension | None:
+    memory = parts.memory
+    if memory is None:
+        return None
+
+    async def on_prompt(info: PromptInfo) -> PromptVerdict | None:
+        context = memory.prompt_context(info.text)
+        return PromptVerdict(context=(context,)) if context else None
+
+    async def close() -> None:
+        try:
+            await memory.summarise_with_model(parts.provider, parts.model)
+        finally:
+            memory.close()
+
+    memory.attach(parts.bus)
+    return Extension("memory", on_prompt=on_prompt, tools=memory.tools(), close=close)
+
+
+BUILTINS: tuple[Builtin, ...] = (
+    Builtin("loop-detector", "asks or stops when the same call repeats (doom loop)", _loop_detector),
+    Builtin("circuit-breaker", "pauses an external tool after repeated failures", _circuit_breaker),
+    Builtin("permission-gate", "the permission engine and the ask flow", _permission_gate, required=True),
+    Builtin("result-guard", "cleans and redacts every tool result", _result_guard, required=True),
+    Builtin("output-budget", "spills large tool output to a file", _output_budget),
+    Builtin("memory", "memory capture, context injection and tools", _memory),
+)
+
+
+def default_extensions(parts: SessionParts, disabled: list[str]) -> tuple[list[Extension], list[str]]:
+    """The built-ins minus the disabled ones, and warnings about the disabled list."""
+    names = {b.name for b in BUILTINS}
+    warnings: list[str] = []
+    for name in disabled:
+        if name not in names:
+            known = ", ".join(b.name for b in BUILTINS if not b.required)
+            warnings.append(f"disabled_hooks: no built-in named '{name}' (known: {known})")
+    out: list[Extension] = []
+    for builtin in BUILTINS:
+        if builtin.name in disabled:
+            if builtin.required:
+                warnings.append(f"disabled_hooks: '{builtin.name}' is a safety check and cannot be disabled")
+            else:
+                continue
+        ext = builtin.factory(parts)
+        if ext is not None:
+            out.append(ext)
+    return out, warnings
+
+
+def notice(bus: EventBus, message: str) -> None:
+    bus.emit(Notice(level="warning", message=message))
