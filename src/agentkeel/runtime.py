@@ -168,6 +168,8 @@ class Runtime:
         cwd = opts.cwd.resolve()
         env = dict(opts.env)
         home_dir = keel_home(env)
+        sessions = project_dir(home_dir, cwd)
+        _writable(home_dir, sessions)
         trust = project_trust(cwd, home_dir, opts.trust_project)
         loaded = read_settings(cwd, opts.home, home_dir, opts.settings_files, env, trusted=trust.trusted)
         settings = loaded.settings
@@ -180,8 +182,6 @@ class Runtime:
         except ModelConfigError as e:
             raise KeelError(str(e)) from None
 
-        sessions = project_dir(home_dir, cwd)
-        _writable(home_dir, sessions)
         session_path, prior = cls._pick_session(sessions, opts)
         session_id = session_path.stem
         lock = SessionLock(session_path)

@@ -142,6 +142,10 @@ def read_layer(path: Path, scope: Scope) -> SettingsLayer | None:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise SettingsError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise SettingsError(f"{path}: JSON nested too deeply to read") from None
+    except ValueError as e:  # e.g. an integer with more digits than Python converts
+        raise SettingsError(f"{path}: unreadable JSON value: {e}") from None
     if not isinstance(data, dict):
         raise SettingsError(f"{path}: the top level must be a JSON object")
     validate(data, path)
@@ -151,6 +155,8 @@ def read_layer(path: Path, scope: Scope) -> SettingsLayer | None:
 def validate(data: dict[str, Any], path: Path | str) -> Settings:
     try:
         return Settings.model_validate(data)
+    except RecursionError:
+        raise SettingsError(f"{path}: a value is nested too deeply") from None
     except ValidationError as e:
         first = e.errors()[0]
         key = ".".join(str(p) for p in first["loc"]) or "(top level)"
