@@ -28,9 +28,10 @@ from agentkeel.core.tools import (
     generated_schema,
 )
 from agentkeel.core.types import ImageBlock
+from agentkeel.schemagen import generate
 from agentkeel.tools import builtin_tools
 from agentkeel.tools.output import OutputBudget
-from agentkeel.tools.schemas import SCHEMA_FILE, generate, with_shipped_schemas
+from agentkeel.tools.schemas import SCHEMA_FILE, with_shipped_schemas
 
 REGISTRY = ToolRegistry(builtin_tools())
 
@@ -386,7 +387,7 @@ async def test_output_budget_spills_to_file(t: Harness, tmp_path: Path) -> None:
 
 
 def test_shipped_schemas_are_the_models_schemas() -> None:
-    """tools/schemas.json is derived data; when this fails, run `python -m agentkeel.tools.schemas`."""
+    """tools/schemas.json is derived data; when this fails, run `python -m agentkeel.schemagen`."""
     assert json.loads(SCHEMA_FILE.read_text(encoding="utf-8")) == generate()
 
 

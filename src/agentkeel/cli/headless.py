@@ -12,6 +12,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentkeel import (
+    Event,
+    KeelError,
+    Notice,
+    PermissionMode,
+    RequestStarted,
+    RunFinished,
+    RunResult,
+    Runtime,
+    RuntimeOptions,
+    ToolFinished,
+)
 from agentkeel.cli._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -20,11 +32,7 @@ from agentkeel.cli._common import (
     EXIT_USAGE,
     split_tools,
 )
-from agentkeel.core.events import Event, Notice, RequestStarted, RunFinished, ToolFinished
-from agentkeel.core.loop import RunResult
 from agentkeel.protocol import stream_json
-from agentkeel.runtime import KeelError, Runtime, RuntimeOptions
-from agentkeel.settings import PermissionMode
 
 
 def options_from_args(args: argparse.Namespace) -> RuntimeOptions:

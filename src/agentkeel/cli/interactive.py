@@ -18,15 +18,24 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
 
+from agentkeel import (
+    Event,
+    KeelError,
+    Notice,
+    Runtime,
+    StreamRetry,
+    TextDelta,
+    ToolCall,
+    ToolFinished,
+    ToolStarted,
+    TrustStore,
+    keel_home,
+)
+from agentkeel import PermissionAnswer as Answer
+from agentkeel import PermissionDecision as Decision
 from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
 from agentkeel.cli.commands import describe_rules
 from agentkeel.cli.headless import options_from_args
-from agentkeel.core.events import Event, Notice, StreamRetry, TextDelta, ToolFinished, ToolStarted
-from agentkeel.core.extensions import ToolCall
-from agentkeel.permissions import Answer, Decision
-from agentkeel.runtime import KeelError, Runtime
-from agentkeel.session.store import keel_home
-from agentkeel.trust import TrustStore
 
 HELP = """Commands: /help  /cost  /permissions  /exit (or Ctrl-D).  Ctrl-C interrupts the current turn; twice exits."""
 

@@ -4,9 +4,10 @@ Generating them at run time costs about 10 ms before the first request: pydantic
 model's core schema, then its JSON Schema. Reading ``schemas.json`` costs 0.1 ms. The file is
 derived data: ``tests/test_tools.py`` fails when it disagrees with the models, and
 
-    python -m agentkeel.tools.schemas
+    python -m agentkeel.schemagen
 
-rewrites it. A tool missing from the file, or an unreadable file, falls back to generating.
+rewrites it (the generator lives above ``tools`` and ``memory``, whose tools it covers).
+A tool missing from the file, or an unreadable file, falls back to generating.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from agentkeel.core.tools import Tool, generated_schema
+from agentkeel.core.tools import Tool
 
 SCHEMA_FILE = Path(__file__).with_name("schemas.json")
 
@@ -38,23 +39,3 @@ def with_shipped_schemas(tools: list[Tool]) -> list[Tool]:
         replace(tool, raw_schema=shipped[tool.name]) if tool.raw_schema is None and tool.name in shipped else tool
         for tool in tools
     ]
-
-
-def own_tools() -> list[Tool]:
-    """Every tool whose schema the file holds: the built-ins and memory's tools."""
-    from agentkeel.memory.tools import memory_tools
-    from agentkeel.tools import builtin_tools
-
-    def no_store() -> Any:
-        raise RuntimeError("schema generation never runs a tool")
-
-    return builtin_tools(shipped=False) + memory_tools(no_store, "", shipped=False)
-
-
-def generate() -> dict[str, dict[str, Any]]:
-    return {tool.name: generated_schema(tool.input_model) for tool in own_tools()}
-
-
-if __name__ == "__main__":
-    SCHEMA_FILE.write_text(json.dumps(generate(), indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {SCHEMA_FILE}")
