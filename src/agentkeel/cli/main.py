@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     import logging
@@ -29,10 +29,17 @@ SUBCOMMANDS = ("sessions", "permissions", "trust", "dev", "mem")
 __all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_ERROR", "EXIT_TERMINATED", "EXIT_USAGE", "main", "split_tools"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line that names the problem (an unknown flag says which)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"keel: {message} (see keel --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from agentkeel._version import __version__
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="keel",
         description="keel: an AI coding agent runtime.",
         epilog=(
