@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
@@ -20,6 +20,7 @@ from agentkeel.core.events import Event, register_event_type
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, ToolCall, Verdict
 from agentkeel.core.provider import ModelRequest, ProviderError
 from agentkeel.core.tools import ToolOutput
+from agentkeel.core.types import to_data
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.runtime import Runtime, RuntimeOptions
 from agentkeel.session.load import load_session
@@ -38,10 +39,9 @@ def script_file(tmp: Path, steps: list[Any], name: str = "script.json") -> Path:
 
 
 @register_event_type
-class AuditNote(Event):
+class AuditNote(Event, frozen=True, kw_only=True, tag="test_audit_note"):
     """A persisted event type defined outside core (as hooks, compaction and subagents will)."""
 
-    type: Literal["test_audit_note"] = "test_audit_note"
     text: str
 
 
@@ -115,7 +115,7 @@ async def test_public_api_session_with_every_extension_kind_resumes_to_the_same_
     first = await rt.run(f"read the notes; my key is {FAKE_SECRET}")
     rt.bus.emit(AuditNote(text="a custom persisted event"))
     second = await rt.run("and now?")
-    live_view = [m.model_dump(mode="json") for m in rt.agent.messages]
+    live_view = [to_data(m) for m in rt.agent.messages]
     session_path = rt.session_path
     await rt.aclose()
     assert first.subtype == "error_during_execution" and "bad request on purpose" in first.error
@@ -126,7 +126,7 @@ async def test_public_api_session_with_every_extension_kind_resumes_to_the_same_
     assert all(cwd == project.resolve() and mode == "default" for _, cwd, mode in seen["before"])
     assert ("Bash", 0) in seen["after"]
     # the model never saw the secret, live or later; the prompt context reached it
-    sent = json.dumps([m.model_dump(mode="json") for r in requests for m in r.messages])
+    sent = json.dumps([to_data(m) for r in requests for m in r.messages])
     assert FAKE_SECRET not in sent and "[REDACTED" in sent and "first=True" in sent and "first=False" in sent
     # the custom event is in the log, and the session loads with it
     loaded = load_session(session_path)
@@ -134,10 +134,10 @@ async def test_public_api_session_with_every_extension_kind_resumes_to_the_same_
     # resumed: the model's view is the live one, byte for byte
     resumed = Runtime.create(options(resume=rt.session_id))
     try:
-        assert [m.model_dump(mode="json") for m in resumed.agent.messages] == live_view
+        assert [to_data(m) for m in resumed.agent.messages] == live_view
         await resumed.run("third")
         last = requests[-1].messages
-        assert [m.model_dump(mode="json") for m in last[: len(live_view)]] == live_view
+        assert [to_data(m) for m in last[: len(live_view)]] == live_view
     finally:
         await resumed.aclose()
 

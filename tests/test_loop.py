@@ -23,7 +23,7 @@ from agentkeel.core.extensions import Extension, Extensions, StopInfo, ToolCall,
 from agentkeel.core.loop import Agent, LoopConfig
 from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, Tool, ToolContext, ToolOutput, ToolRegistry
-from agentkeel.core.types import ToolResultBlock
+from agentkeel.core.types import ToolResultBlock, to_data
 from agentkeel.core.view import INTERRUPTED_RESULT, repair_messages
 from agentkeel.fakellm.script import Script
 from agentkeel.providers.scripted import ScriptedProvider
@@ -68,7 +68,7 @@ async def test_scripted_model_counts_the_whole_request_each_turn(tmp_path: Path)
     assert isinstance(provider, ScriptedProvider)
     await agent.run("go")
     # request i carried the prompt and i (assistant, tool results) pairs
-    expected = [len(json.dumps([m.model_dump() for m in agent.messages[: 1 + 2 * i]])) // 4 for i in range(4)]
+    expected = [len(json.dumps([to_data(m) for m in agent.messages[: 1 + 2 * i]])) // 4 for i in range(4)]
     assert [e.usage.input_tokens for e in events if isinstance(e, AssistantMessage)] == expected
     assert expected == sorted(expected) and len(set(expected)) == 4
 

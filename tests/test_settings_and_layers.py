@@ -49,9 +49,9 @@ def test_managed_settings_win(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        ('{"permissions": {"allow": "Bash"}}', "key 'permissions.allow': Input should be a valid list"),
+        ('{"permissions": {"allow": "Bash"}}', "key 'permissions.allow': Expected `array`, got `str`"),
         ('{"permissions": {"defaultMode": "yolo"}}', "key 'permissions.defaultMode'"),
-        ('{"env": {"A": 1}}', "key 'env.A'"),
+        ('{"env": {"A": 1}}', "key 'env': Expected `str`, got `int`"),
         ("[1, 2]", "top level must be a JSON object"),
         ('{"model": "x",}', "invalid JSON at line 1"),
     ],

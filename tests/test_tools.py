@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import base64
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -393,8 +396,32 @@ def test_shipped_schemas_are_the_models_schemas() -> None:
 
 def test_builtin_tools_use_the_shipped_schemas_and_others_generate_theirs() -> None:
     tools = {t.name: t for t in builtin_tools()}
-    assert all(t.raw_schema is not None for t in tools.values())
-    assert tools["Read"].input_schema == generated_schema(tools["Read"].input_model)
-    custom = replace(tools["Read"], name="NotShipped", raw_schema=None)
+    assert all(t.raw_schema is not None and t.input_model is None for t in tools.values())  # stand-ins
+    assert tools["Read"].input_schema == generated_schema(tools["Read"].model())  # loads the real one
+    real = {t.name: t for t in builtin_tools(shipped=False)}
+    for name, tool in tools.items():  # a stand-in carries the real tool's flags
+        assert (tool.read_only, tool.parallel, tool.group, tool.timeout_s) == (
+            real[name].read_only,
+            real[name].parallel,
+            real[name].group,
+            real[name].timeout_s,
+        ), name
+    custom = replace(real["Read"], name="NotShipped", raw_schema=None)
     [kept] = with_shipped_schemas([custom])
     assert kept.raw_schema is None and kept.input_schema == tools["Read"].input_schema
+
+
+def test_a_session_reaches_its_first_request_without_pydantic_or_the_tool_modules(project: Path) -> None:
+    """The lean path: built-in tools are offered from shipped data and load at their first call."""
+    script = project / "s.json"
+    script.write_text(json.dumps({"steps": ["hello"]}))
+    code = (
+        "import sys\n"
+        "from agentkeel.cli.main import main\n"
+        f"main(['-p', 'hi', '--model', 'scripted:{script}'])\n"
+        "print(sorted(m for m in sys.modules if m == 'pydantic' or m.startswith('agentkeel.tools.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True).stdout
+    loaded = set(ast.literal_eval(out.splitlines()[-1]))
+    heavy = {"pydantic", *(f"agentkeel.tools.{m}" for m in ("files", "shell", "search", "web", "todo"))}
+    assert "agentkeel.tools.schemas" in loaded and not loaded & heavy, out

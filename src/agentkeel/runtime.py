@@ -31,7 +31,6 @@ from agentkeel.session.load import AmbiguousSession, LoadReport, find_session, l
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
 from agentkeel.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
 from agentkeel.tools import builtin_tools
-from agentkeel.tools.shell import ShellState
 from agentkeel.trust import TrustState, TrustStore, untrusted_notice
 
 if TYPE_CHECKING:
@@ -378,7 +377,7 @@ class Runtime:
                     self.bus.emit(SessionEnded(reason=reason))
                 except SinkFailed:
                     pass  # already reported by the run that hit it
-            await self.agent.services.get(ShellState).aclose()
+            await self.agent.services.aclose()  # background shells, and any provided service
             for ext in self.agent.ext:
                 if ext.close is None:
                     continue

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
 
-from agentkeel.core.types import Message, Usage
+from agentkeel.core.types import Message, Usage, to_data
 
 log = logging.getLogger("agentkeel.events")
 
@@ -30,20 +30,22 @@ def new_id() -> str:
     return str(_uuid.uuid4())
 
 
-class Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """A typed event; subclasses name their stored type with ``tag="..."``."""
 
     persist: ClassVar[bool] = True
-    type: str
-    uuid: str = Field(default_factory=new_id)
-    timestamp: str = Field(default_factory=_now)
+    uuid: str = msgspec.field(default_factory=new_id)
+    timestamp: str = msgspec.field(default_factory=_now)
+
+    @property
+    def type(self) -> str:
+        return str(self.__struct_config__.tag)
 
 
 # --- session lifecycle -------------------------------------------------------------
 
 
-class SessionStarted(Event):
-    type: Literal["session_start"] = "session_start"
+class SessionStarted(Event, frozen=True, kw_only=True, tag="session_start"):
     session_id: str
     cwd: str
     model: str
@@ -51,21 +53,18 @@ class SessionStarted(Event):
     version: str = ""
 
 
-class SessionEnded(Event):
-    type: Literal["session_end"] = "session_end"
+class SessionEnded(Event, frozen=True, kw_only=True, tag="session_end"):
     reason: str = "exit"
 
 
 # --- conversation (these make up the model's view) ---------------------------------
 
 
-class UserMessage(Event):
-    type: Literal["user"] = "user"
+class UserMessage(Event, frozen=True, kw_only=True, tag="user"):
     message: Message
 
 
-class AssistantMessage(Event):
-    type: Literal["assistant"] = "assistant"
+class AssistantMessage(Event, frozen=True, kw_only=True, tag="assistant"):
     message: Message
     model: str = ""
     stop_reason: str | None = None
@@ -73,40 +72,35 @@ class AssistantMessage(Event):
     cost_usd: float = 0.0
 
 
-class ToolResults(Event):
+class ToolResults(Event, frozen=True, kw_only=True, tag="tool_results"):
     """A user-role message carrying tool_result blocks. The loop appends one per finished tool,
     as it finishes, so a crash mid-batch loses no finished result; the view merges them."""
 
-    type: Literal["tool_results"] = "tool_results"
     message: Message
 
 
 # --- model traffic -------------------------------------------------------------------
 
 
-class RequestStarted(Event):
-    type: Literal["request_start"] = "request_start"
+class RequestStarted(Event, frozen=True, kw_only=True, tag="request_start"):
     turn: int
     model: str
     message_count: int
 
 
-class TextDelta(Event):
+class TextDelta(Event, frozen=True, kw_only=True, tag="text_delta"):
     persist: ClassVar[bool] = False
-    type: Literal["text_delta"] = "text_delta"
     text: str
 
 
-class ThinkingDelta(Event):
+class ThinkingDelta(Event, frozen=True, kw_only=True, tag="thinking_delta"):
     persist: ClassVar[bool] = False
-    type: Literal["thinking_delta"] = "thinking_delta"
     text: str
 
 
-class StreamRetry(Event):
+class StreamRetry(Event, frozen=True, kw_only=True, tag="stream_retry"):
     """A request failed and will be retried; live readers drop any partial text."""
 
-    type: Literal["stream_retry"] = "stream_retry"
     attempt: int
     delay_s: float
     error: str
@@ -115,38 +109,34 @@ class StreamRetry(Event):
 # --- tools ---------------------------------------------------------------------------
 
 
-class ToolStarted(Event):
+class ToolStarted(Event, frozen=True, kw_only=True, tag="tool_start"):
     persist: ClassVar[bool] = False
-    type: Literal["tool_start"] = "tool_start"
     tool_use_id: str
     name: str
     input: dict[str, Any]
 
 
-class ToolFinished(Event):
+class ToolFinished(Event, frozen=True, kw_only=True, tag="tool_end"):
     """A tool call is done. ``metadata`` is the tool's own facts (exit code, paths, match counts,
     timed_out...) after the result guard's public filter: what capture, hooks and UIs read."""
 
-    type: Literal["tool_end"] = "tool_end"
     tool_use_id: str
     name: str
     is_error: bool
     duration_ms: int
     summary: str = ""
-    input: dict[str, Any] = Field(default_factory=dict)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    input: dict[str, Any] = msgspec.field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class CwdChanged(Event):
+class CwdChanged(Event, frozen=True, kw_only=True, tag="cwd_changed"):
     """The shell's working directory moved (a ``cd`` in a Bash call)."""
 
-    type: Literal["cwd_changed"] = "cwd_changed"
     old_cwd: str
     new_cwd: str
 
 
-class PermissionDecided(Event):
-    type: Literal["permission"] = "permission"
+class PermissionDecided(Event, frozen=True, kw_only=True, tag="permission"):
     tool_use_id: str
     tool_name: str
     decision: Literal["allow", "deny", "ask"]
@@ -154,27 +144,23 @@ class PermissionDecided(Event):
     source: str = ""
 
 
-class TodosUpdated(Event):
-    type: Literal["todos"] = "todos"
+class TodosUpdated(Event, frozen=True, kw_only=True, tag="todos"):
     todos: list[dict[str, Any]]
 
 
 # --- outcome and diagnostics ----------------------------------------------------------
 
 
-class Notice(Event):
-    type: Literal["notice"] = "notice"
+class Notice(Event, frozen=True, kw_only=True, tag="notice"):
     level: Literal["info", "warning", "error"] = "info"
     message: str
 
 
-class Interrupted(Event):
-    type: Literal["interrupted"] = "interrupted"
+class Interrupted(Event, frozen=True, kw_only=True, tag="interrupted"):
     during: Literal["request", "tools", "idle"]
 
 
-class RunFinished(Event):
-    type: Literal["result"] = "result"
+class RunFinished(Event, frozen=True, kw_only=True, tag="result"):
     subtype: str
     is_error: bool
     result: str
@@ -184,16 +170,19 @@ class RunFinished(Event):
     total_cost_usd: float
 
 
-class OpaqueEvent(Event):
+class OpaqueEvent(Event, frozen=True, kw_only=True, tag="opaque"):
     """A persisted entry of a type this version does not know (written by a newer keel or a
     plugin not loaded now). Kept as read, so the session loads; the view ignores it."""
 
-    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
-    type: str = "opaque"
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def type(self) -> str:
+        return str(self.data.get("type", "opaque"))
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.model_fields["type"].default: cls
+    str(cls.__struct_config__.tag): cls
     for cls in (
         SessionStarted,
         SessionEnded,
@@ -219,12 +208,14 @@ EVENT_TYPES: dict[str, type[Event]] = {
 def register_event_type(cls: type[Event]) -> type[Event]:
     """Make a persisted event type known outside ``core`` (hook runs, compaction, subagents...).
 
-    Usable as a class decorator. The type string is the class's ``type`` default; registering
-    a different class under a taken type is an error, re-registering the same class is not.
+    Usable as a class decorator (``class Mine(Event, frozen=True, kw_only=True, tag="mine")``). Registering a
+    different class under a taken type is an error, re-registering the same class is not.
     """
-    key = cls.model_fields["type"].default
-    if not isinstance(key, str) or not key:
-        raise ValueError(f"{cls.__name__} needs a literal default for its 'type' field")
+    key = cls.__struct_config__.tag
+    if not isinstance(key, str) or not key or key == "opaque":
+        raise ValueError(
+            f"{cls.__name__} needs a tag: class {cls.__name__}(Event, frozen=True, kw_only=True, tag='...')"
+        )
     if EVENT_TYPES.get(key, cls) is not cls:
         raise ValueError(f"event type {key!r} is already registered by {EVENT_TYPES[key].__name__}")
     EVENT_TYPES[key] = cls
@@ -240,10 +231,23 @@ def event_from_dict(data: dict[str, Any]) -> Event | None:
         if cls is None:
             if not isinstance(kind, str) or not kind:
                 return None
-            return OpaqueEvent.model_validate(data)
-        return cls.model_validate(data)
+            uuid, timestamp = data.get("uuid"), data.get("timestamp")
+            return OpaqueEvent(
+                uuid=uuid if isinstance(uuid, str) else new_id(),
+                timestamp=timestamp if isinstance(timestamp, str) else "",
+                data=data,
+            )
+        return msgspec.convert(data, cls)
     except (ValueError, RecursionError):
         return None
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """The event as stored: plain JSON-ready data with its ``type``."""
+    if isinstance(event, OpaqueEvent):
+        return dict(event.data)
+    data: dict[str, Any] = to_data(event)
+    return data
 
 
 Subscriber = Callable[[Event], None]

@@ -33,7 +33,7 @@ from agentkeel.core.extensions import Extensions, PromptInfo, StopInfo, ToolCall
 from agentkeel.core.provider import ModelRequest, ModelResponse, Provider, ProviderError, TextChunk
 from agentkeel.core.retry import RetryPolicy, stream_with_retry
 from agentkeel.core.tools import Services, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, Workdir
-from agentkeel.core.types import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from agentkeel.core.types import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage, replace
 from agentkeel.core.view import INTERRUPTED_RESULT, ViewBuilder
 
 log = logging.getLogger("agentkeel.loop")
@@ -507,7 +507,7 @@ def _unique_tool_ids(response: ModelResponse) -> ModelResponse:
                 new_id = f"{block.id}_{n}"
             seen.add(new_id)
             if new_id != block.id:
-                block = block.model_copy(update={"id": new_id})
+                block = replace(block, id=new_id)
         blocks.append(block)
     message = Message(role=response.message.role, content=blocks)
     return ModelResponse(message, response.stop_reason, response.usage, response.model)

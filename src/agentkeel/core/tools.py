@@ -1,27 +1,32 @@
 """Tools: the definition, the context a tool runs in, and the registry.
 
 A tool's input is a pydantic model; the JSON Schema the model sees and the validation
-of what the model sends both come from that one definition.
+of what the model sends both come from that one definition. pydantic is imported only when
+a tool's input is first validated (or its schema generated): keel's own tools ship their
+schemas and load lazily (``Tool.load``), so nothing before the first model request needs it.
 """
 
 from __future__ import annotations
 
 import builtins
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from agentkeel.core.events import Event
 from agentkeel.core.types import ImageBlock, TextBlock, ToolSpec
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 ToolGroup = Literal["fs", "system", "web", "data", "communication", "memory", "agents", "custom"]
 ToolSource = Literal["built-in", "plugin", "skill", "mcp"]
 
 T = TypeVar("T")
+log = logging.getLogger("agentkeel.tools")
 
 
 class ToolError(Exception):
@@ -73,6 +78,18 @@ class Services:
         """The service if one was provided or created, without creating it."""
         return cast("T | None", self._items.get(cls))
 
+    async def aclose(self) -> None:
+        """Close every service that has an async ``aclose`` (background shells, pools), each once;
+        one that fails is logged and the rest still close."""
+        for item in list(self._items.values()):
+            close = getattr(item, "aclose", None)
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception:
+                log.exception("closing %s failed", type(item).__name__)
+
     def values(self) -> Iterable[Any]:
         return self._items.values()
 
@@ -105,9 +122,13 @@ Runner = Callable[[Any, ToolContext], Awaitable[ToolOutput]]
 
 @dataclass(frozen=True, eq=False)
 class Tool:
+    """A tool. ``load``, when set, returns the real tool on first use (its module, and pydantic,
+    are imported then): a stand-in built from shipped data (name, description, schema, flags)
+    whose ``input_model`` is None until then."""
+
     name: str
     description: str
-    input_model: type[BaseModel]
+    input_model: type[BaseModel] | None
     run: Runner
     group: ToolGroup = "custom"
     read_only: bool = False
@@ -121,12 +142,20 @@ class Tool:
     is_enabled: Callable[[], bool] | None = None
     source: ToolSource = "built-in"
     raw_schema: dict[str, Any] | None = None  # the schema shown to the model, when not generated (MCP, shipped)
+    load: Callable[[], Tool] | None = None
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
         if self.raw_schema is not None:
             return self.raw_schema
-        return generated_schema(self.input_model)
+        return generated_schema(self.model())
+
+    def model(self) -> type[BaseModel]:
+        if self.input_model is not None:
+            return self.input_model
+        if self.load is None:
+            raise TypeError(f"tool {self.name} has neither an input model nor a loader")
+        return self.load().model()
 
     @property
     def parallel(self) -> bool:
@@ -136,8 +165,10 @@ class Tool:
         return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
 
     def parse(self, raw: dict[str, Any]) -> BaseModel:
+        from pydantic import ValidationError
+
         try:
-            return self.input_model.model_validate(raw)
+            return self.model().model_validate(raw)
         except ValidationError as e:
             raise ToolInputError(format_validation_error(self.name, e)) from None
 

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, ToolCall, Verdict
 from agentkeel.core.provider import Provider
+from agentkeel.core.tools import Tool
 from agentkeel.permissions import PermissionEngine, PermissionGate
 from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
 from agentkeel.tools.output import OutputBudget
+from agentkeel.tools.schemas import lazy_tool
 
 if TYPE_CHECKING:
     from agentkeel.memory.plugin import MemoryPlugin
@@ -96,7 +98,28 @@ def _memory(parts: SessionParts) -> Extension | None:
             memory.close()
 
     memory.attach(parts.bus)
-    return Extension("memory", on_prompt=on_prompt, tools=memory.tools(), close=close)
+    return Extension("memory", on_prompt=on_prompt, tools=_memory_tools(memory), close=close)
+
+
+MEMORY_TOOLS = ("MemorySearch", "MemoryTimeline", "MemoryGet")
+
+
+def _memory_tools(memory: MemoryPlugin) -> list[Tool]:
+    """Stand-ins that build memory's tools (and import pydantic) at their first call."""
+    if not memory.config.tools:
+        return []
+    real: dict[str, Tool] = {}
+
+    def loader(name: str) -> Callable[[], Tool]:
+        def load() -> Tool:
+            if not real:
+                real.update({t.name: t for t in memory.tools()})
+            return real[name]
+
+        return load
+
+    lazy = [lazy_tool(name, loader(name)) for name in MEMORY_TOOLS]
+    return [t for t in lazy if t is not None] if all(lazy) else memory.tools()
 
 
 BUILTINS: tuple[Builtin, ...] = (

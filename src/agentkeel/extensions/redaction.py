@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentkeel.core.events import Event
+from agentkeel.core.events import Event, OpaqueEvent, event_data
+from agentkeel.core.types import from_data
 from agentkeel.redact import redact
 
 # block type -> keys whose values must travel unchanged
@@ -26,12 +27,14 @@ _EVENT_KEEP = frozenset({"type", "uuid", "timestamp", "session_id", "tool_use_id
 
 def redact_event(event: Event) -> Event:
     """The event with every secret masked, or the same object when there was none."""
-    data = event.model_dump(mode="json")
+    data = event_data(event)
     changed = [False]
     out = {k: (v if k in _EVENT_KEEP else _walk(v, changed, frozenset())) for k, v in data.items()}
     if not changed[0]:
         return event
-    return type(event).model_validate(out)
+    if isinstance(event, OpaqueEvent):
+        return OpaqueEvent(uuid=event.uuid, timestamp=event.timestamp, data=out)
+    return from_data(type(event), out)
 
 
 def _walk(value: Any, changed: list[bool], keep: frozenset[str]) -> Any:

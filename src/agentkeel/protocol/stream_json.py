@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentkeel.core.events import AssistantMessage, Event, Notice, RunFinished, SessionStarted, ToolResults
-from agentkeel.core.types import Message
+from agentkeel.core.types import Message, from_data, to_data
 
 # keel's subtype -> the one Claude Code's clients know
 _RESULT_SUBTYPES = {"interrupted": "error_during_execution"}
@@ -41,13 +41,13 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
             **session.extra_init,
         }
     if isinstance(event, AssistantMessage):
-        msg = event.message.model_dump(mode="json")
+        msg = to_data(event.message)
         msg.update(
             {"type": "message", "model": event.model, "stop_reason": event.stop_reason, "usage": event.usage.to_wire()}
         )
         return {"type": "assistant", "message": msg, "session_id": sid, "uuid": event.uuid}
     if isinstance(event, ToolResults):
-        return {"type": "user", "message": event.message.model_dump(mode="json"), "session_id": sid, "uuid": event.uuid}
+        return {"type": "user", "message": to_data(event.message), "session_id": sid, "uuid": event.uuid}
     if isinstance(event, Notice):
         return {
             "type": "system",
@@ -115,7 +115,7 @@ def decode(line: str) -> UserInput | ControlRequest | None:
         if isinstance(content, str):
             return UserInput(Message.user(content))
         try:
-            return UserInput(Message.model_validate({"role": "user", "content": content}))
+            return UserInput(from_data(Message, {"role": "user", "content": content}))
         except ValueError as e:
             raise ProtocolError(f"the user message does not fit: {str(e).splitlines()[0]}") from None
     if kind == "control_request":

@@ -17,6 +17,7 @@ from agentkeel.core.types import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    to_data,
 )
 from agentkeel.providers._errors import from_status, unreachable
 
@@ -42,7 +43,8 @@ def block_to_wire(block: ContentBlock) -> dict[str, Any]:
                 _image(b) if isinstance(b, ImageBlock) else {"type": "text", "text": b.text} for b in block.content
             ]
         return {"type": "tool_result", "tool_use_id": block.tool_use_id, "content": content, "is_error": block.is_error}
-    return block.model_dump()
+    data: dict[str, Any] = to_data(block)
+    return data
 
 
 def request_params(request: ModelRequest, *, caching: bool = True) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError, StreamChunk, TextChunk
-from agentkeel.core.types import ContentBlock, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from agentkeel.core.types import ContentBlock, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage, to_data
 from agentkeel.fakellm.script import Script, ScriptCursor, usage_for
 from agentkeel.providers._errors import from_status
 
@@ -54,13 +54,13 @@ class ScriptedProvider:
         yield ModelResponse(Message(role="assistant", content=blocks), step.final_stop_reason, usage, request.model)
 
     def _request_chars(self, messages: list[Message]) -> int:
-        """``len(json.dumps([m.model_dump() for m in messages]))``, serialising only the messages the
+        """``len(json.dumps([to_data(m) for m in messages]))``, serialising only the messages the
         last request did not have: a session appends, so a long one would otherwise make this fake
         model's bookkeeping, not the harness, the cost that grows."""
         kept = 0
         while kept < min(len(self._sized), len(messages)) and self._sized[kept][0] is messages[kept]:
             kept += 1
-        self._sized = self._sized[:kept] + [(m, len(json.dumps(m.model_dump()))) for m in messages[kept:]]
+        self._sized = self._sized[:kept] + [(m, len(json.dumps(to_data(m)))) for m in messages[kept:]]
         return 2 + sum(n for _, n in self._sized) + 2 * max(0, len(messages) - 1)
 
     async def aclose(self) -> None:

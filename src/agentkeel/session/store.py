@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkeel.core.events import Event
+from agentkeel.core.events import Event, event_data
 
 
 def keel_home(env: dict[str, str] | None = None) -> Path:
@@ -148,7 +148,7 @@ class SessionWriter:
             "uuid": event.uuid,
             "parentUuid": self.last_uuid,
             "sessionId": self.session_id,
-            **event.model_dump(mode="json"),
+            **event_data(event),
         }
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
         if self._needs_newline:

@@ -4,15 +4,32 @@ from __future__ import annotations
 
 from agentkeel.core.tools import Tool
 
+FACTORIES = (
+    "agentkeel.tools.files:file_tools",
+    "agentkeel.tools.shell:shell_tools",
+    "agentkeel.tools.search:search_tools",
+    "agentkeel.tools.web:web_tools",
+    "agentkeel.tools.todo:todo_tools",
+)
+
 
 def builtin_tools(*, shipped: bool = True) -> list[Tool]:
-    """The built-in tools; ``shipped``: with the schemas of ``tools/schemas.json`` (see there)."""
+    """The built-in tools. ``shipped``: stand-ins built from ``tools/schemas.json`` that import
+    their module at first use (see there); otherwise the real tools, built now."""
+    if shipped:
+        from agentkeel.tools.schemas import shipped_builtins
+
+        lazy = shipped_builtins(FACTORIES)
+        if lazy is not None:
+            return lazy
+    return real_builtin_tools()
+
+
+def real_builtin_tools() -> list[Tool]:
     from agentkeel.tools.files import file_tools
-    from agentkeel.tools.schemas import with_shipped_schemas
     from agentkeel.tools.search import search_tools
     from agentkeel.tools.shell import shell_tools
     from agentkeel.tools.todo import todo_tools
     from agentkeel.tools.web import web_tools
 
-    tools = [*file_tools(), *shell_tools(), *search_tools(), *web_tools(), *todo_tools()]
-    return with_shipped_schemas(tools) if shipped else tools
+    return [*file_tools(), *shell_tools(), *search_tools(), *web_tools(), *todo_tools()]
