@@ -7,7 +7,7 @@ check, the tool, secret redaction of the result (twice: the result guard and the
 the session log, memory capture. If a per-turn cost grew with the session's length, the
 per-turn figure of the long run would be a multiple of the short one's.
 
-    python bench/long_session_bench.py [--turns 50 200] [--runs 3] [--json bench/results/long_session.json]
+    python bench/long_session_bench.py [--turns 50 200 1000] [--runs 3] [--json bench/results/long_session.json]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def run_once(turns: int) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--turns", type=int, nargs="+", default=[50, 200])
+    ap.add_argument("--turns", type=int, nargs="+", default=[50, 200, 1000])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", default="bench/results/long_session.json")
     args = ap.parse_args()
