@@ -1,0 +1,178 @@
+"""The processes Bash starts: tagged, found, killed; and the watchdog that kills them if keel dies.
+
+Every shell keel starts has ``KEEL_SHELL_TAG`` in its environment: ``<session>:<call>``,
+appended (space-separated) to a tag it inherited, so a keel run inside a keel Bash call
+keeps the outer tag too. Everything the shell starts inherits it, also what leaves the
+shell's process group (``setsid``, a double fork). keel finds a call's processes by group
+(``killpg``) and by tag (``/proc/<pid>/environ``, Linux). A group is signalled only while
+a tagged process is in it (its number may have been reused once it emptied), so a process
+that clears its environment dies with a tagged member of its group, or escapes.
+
+Run as a script, ``python -I -S procs.py SESSION``, this file is a session's watchdog: it
+reads a pipe from keel on stdin until EOF, which comes when keel exits or is killed (also by
+``kill -9``, when none of keel's own cleanup runs), then kills every process tagged with the
+session and every process group keel registered (``+PGID`` / ``-PGID`` lines) in which a
+tagged process still lives. It cannot outlive keel for long: EOF is its only way out. It
+imports nothing from keel (nor ``site``), so it starts in about 10 ms.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable, Iterator
+
+TAG_VAR = "KEEL_SHELL_TAG"
+_PROC = "/proc"
+
+
+def has_proc() -> bool:
+    return os.access(f"{_PROC}/self/stat", os.R_OK)
+
+
+def _tags(environ: bytes) -> list[bytes]:
+    key = TAG_VAR.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(key):
+            return entry[len(key) :].split()
+    return []
+
+
+def tagged(tag: str, *, prefix: bool = False) -> list[int]:
+    """Pids of the live processes whose tag is ``tag`` (or starts with it, with ``prefix``); Linux only."""
+    want = tag.encode()
+    me = os.getpid()
+    found: list[int] = []
+    try:
+        names = [e.name for e in os.scandir(_PROC)]
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"{_PROC}/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:  # gone, or not ours
+            continue
+        if any(t.startswith(want) if prefix else t == want for t in _tags(environ)):
+            found.append(int(name))
+    return found
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as f:
+            raw = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp, ...
+
+
+def group_exists(pgid: int) -> bool:
+    """Whether any process, a zombie too, is in the group."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process other than a zombie is in the group (zombies only count where /proc cannot tell)."""
+    if not group_exists(pgid):
+        return False
+    if not has_proc():
+        return True
+    for entry in os.scandir(_PROC):
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                return True
+    return False
+
+
+def describe(pids: Iterable[int], limit: int = 5) -> str:
+    """``sleep 777 (pid 12)``, ... for a note to the model."""
+    parts = []
+    for pid in sorted(pids)[:limit]:
+        try:
+            with open(f"{_PROC}/{pid}/cmdline", "rb") as f:
+                argv = f.read().rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if argv:
+            parts.append(f"{argv[:80]} (pid {pid})")
+    return ", ".join(parts)
+
+
+def signal_processes(sig: int, pgids: Iterable[int] = (), pids: Iterable[int] = ()) -> None:
+    for pgid in pgids:
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def sweep_steps(tag: str, groups: Iterable[int], *, prefix: bool, grace: float) -> Iterator[float]:
+    """Kill the processes tagged ``tag`` (or ``tag...``, with ``prefix``) and the groups of ``groups`` that
+    still hold one of them (where /proc cannot tell, every group of ``groups`` that exists): SIGTERM, then
+    SIGKILL to what is left after ``grace`` seconds. Sans-IO about time: yields how long to sleep."""
+    groups = set(groups)
+
+    def targets() -> tuple[set[int], list[int]]:
+        if not has_proc():
+            return {g for g in groups if group_exists(g)}, []
+        pids = tagged(tag, prefix=prefix)
+        return {g for g in map(_pgid, pids) if g in groups}, pids
+
+    live, pids = targets()
+    if not live and not pids:
+        return
+    signal_processes(signal.SIGTERM, live, pids)
+    deadline = time.monotonic() + grace
+    while True:
+        yield 0.02
+        live, pids = targets()
+        if not live and not pids:
+            return
+        if time.monotonic() >= deadline:
+            break
+    for _ in range(5):
+        signal_processes(signal.SIGKILL, live, pids)
+        yield 0.02
+        live, pids = targets()
+        if not live and not pids:
+            return
+
+
+def watchdog(session: str) -> None:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    data = sys.stdin.buffer.read()  # returns at EOF: keel has exited or was killed
+    groups: set[int] = set()
+    for line in data.split(b"\n"):
+        with contextlib.suppress(ValueError):
+            if line.startswith(b"+"):
+                groups.add(int(line[1:]))
+            elif line.startswith(b"-"):
+                groups.discard(int(line[1:]))
+    for pause in sweep_steps(f"{session}:", groups, prefix=True, grace=1.0):
+        time.sleep(pause)
+
+
+if __name__ == "__main__":
+    watchdog(sys.argv[1])
