@@ -144,7 +144,7 @@ class ShellState:
                 await asyncio.sleep(pause)
             for run in list(self.runs):
                 self.done(run)
-        await self.watchdog.aclose()
+        self.watchdog.close()
 
 
 def _shell() -> str:

@@ -204,24 +204,16 @@ class Watchdog:
         except OSError:  # gone (EPIPE) or not reading (EAGAIN): the tag sweep at exit still covers the group
             pass
 
-    async def aclose(self, timeout: float = 3.0) -> None:
-        """Close keel's end; the watchdog sweeps and exits (waited for, so that nothing outlives this)."""
-        if self._release is None or self._proc is None or self._fd is None or self._release.detach() is None:
-            return
-        os.close(self._fd)
+    def close(self) -> None:
+        """Close keel's end, once the session's processes are killed: the watchdog sweeps again (finding
+        nothing) and exits on its own; keel does not wait for it."""
+        if self._release is not None:
+            self._release()
         self._fd = None
-        deadline = time.monotonic() + timeout
-        while self._proc.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110 (a Popen has no event)
-            await asyncio.sleep(0.005)
-        if self._proc.returncode is None:
-            _reap_later(self._proc)
 
 
 def _release(fd: int, proc: subprocess.Popen[bytes]) -> None:
+    """Close keel's end; the watchdog exits once it has swept, and a daemon thread collects its status
+    (no zombie, no ResourceWarning)."""
     os.close(fd)
-    _reap_later(proc)
-
-
-def _reap_later(proc: subprocess.Popen[bytes]) -> None:
-    """The watchdog exits once it has swept; a daemon thread collects its status (no zombie, no warning)."""
     threading.Thread(target=proc.wait, name="keel-watchdog-reaper", daemon=True).start()
