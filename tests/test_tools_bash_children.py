@@ -152,8 +152,8 @@ async def test_nohup_and_setsid_children_stop_with_the_session(t: Harness, sleep
     sleeps.wait_running([nohup, setsid, detached, background])
     assert "Killed shell bash_2" in (await t("KillShell", shell_id="bash_2")).text()
     assert setsid not in sleeps.alive()  # KillShell reaches a process that left the group
-    await t.aclose()
-    assert sleeps.alive() == []
+    await t.aclose()  # kills the two moved shells and the background one; the watchdog, the detached one
+    assert sleeps.wait_all_gone(timeout=20) == []
 
 
 async def test_a_timeout_kills_what_the_shell_left_too(t: Harness, sleeps: Sleeps) -> None:
@@ -245,7 +245,8 @@ def test_keel_returns_and_exits_leaving_no_child_and_no_traceback(
     results = [m["message"]["content"][0] for m in map(json.loads, out.splitlines()) if m["type"] == "user"]
     first = str(results[0]["content"])
     assert first.startswith("started") and "still running" in first and not results[0]["is_error"]
-    assert sleeps.alive() == []  # stopped before keel exited
+    assert not {amp, bg, nohup} & set(sleeps.alive())  # stopped before keel exited
+    assert sleeps.wait_all_gone(timeout=20) == []  # the detached one by the watchdog, once keel's pipe closed
 
 
 def test_kill_9_of_keel_kills_every_child(project: Path, tmp_path: Path, sleeps: Sleeps) -> None:

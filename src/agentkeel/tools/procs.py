@@ -35,12 +35,29 @@ def has_proc() -> bool:
     return os.access(f"{_PROC}/self/stat", os.R_OK)
 
 
+_KEY = b"\0" + TAG_VAR.encode() + b"="
+
+
 def _tags(environ: bytes) -> list[bytes]:
-    key = TAG_VAR.encode() + b"="
-    for entry in environ.split(b"\0"):
-        if entry.startswith(key):
-            return entry[len(key) :].split()
-    return []
+    at = (b"\0" + environ).find(_KEY)
+    if at < 0:
+        return []
+    start = at + len(_KEY) - 1
+    end = environ.find(b"\0", start)
+    return environ[start : end if end >= 0 else len(environ)].split()
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # gone, or not ours
+        return None
+    try:
+        return os.read(fd, 1 << 20)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def tagged(tag: str, *, prefix: bool = False) -> list[int]:
@@ -55,10 +72,8 @@ def tagged(tag: str, *, prefix: bool = False) -> list[int]:
     for name in names:
         if not name.isdigit() or int(name) == me:
             continue
-        try:
-            with open(f"{_PROC}/{name}/environ", "rb") as f:
-                environ = f.read()
-        except OSError:  # gone, or not ours
+        environ = _read(f"{_PROC}/{name}/environ")
+        if not environ or _KEY[1:] not in environ:
             continue
         if any(t.startswith(want) if prefix else t == want for t in _tags(environ)):
             found.append(int(name))
@@ -66,12 +81,10 @@ def tagged(tag: str, *, prefix: bool = False) -> list[int]:
 
 
 def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        with open(f"{_PROC}/{pid}/stat", "rb") as f:
-            raw = f.read().decode("ascii", "replace")
-    except OSError:
+    raw = _read(f"{_PROC}/{pid}/stat")
+    if raw is None:
         return None
-    return raw[raw.rfind(")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp, ...
+    return raw[raw.rfind(b")") + 2 :].decode("ascii", "replace").split()  # after "pid (comm) ": state, ppid, pgrp
 
 
 def group_exists(pgid: int) -> bool:
@@ -103,11 +116,8 @@ def describe(pids: Iterable[int], limit: int = 5) -> str:
     """``sleep 777 (pid 12)``, ... for a note to the model."""
     parts = []
     for pid in sorted(pids)[:limit]:
-        try:
-            with open(f"{_PROC}/{pid}/cmdline", "rb") as f:
-                argv = f.read().rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
+        raw = _read(f"{_PROC}/{pid}/cmdline")
+        argv = (raw or b"").rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
         if argv:
             parts.append(f"{argv[:80]} (pid {pid})")
     return ", ".join(parts)

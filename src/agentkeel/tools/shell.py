@@ -137,12 +137,20 @@ class ShellState:
         self.done(run)
 
     async def aclose(self) -> None:
-        """Kill every process the session's shells started, then let the watchdog go."""
-        if self._calls:
-            await asyncio.gather(*(run.kill() for run in list(self.runs)))
-            for pause in sweep_steps(f"{self.session}:", (), prefix=True, grace=2.0):  # those that left the group
+        """Kill what the session's shells left running, then let the watchdog go.
+
+        Runs still tracked (background shells, a call in flight) and every process tagged with the
+        session die here, in one sweep. When none is tracked, keel does not scan /proc itself
+        (a few ms for a few hundred processes): the watchdog sweeps on EOF, in its own process,
+        for what left the group and the pipe unseen (``setsid cmd >/dev/null &``).
+        """
+        runs = list(self.runs)
+        if runs or (self._calls and not self.watchdog.running):
+            groups = {run.pgid for run in runs}
+            for pause in sweep_steps(f"{self.session}:", groups, prefix=True, grace=2.0):
                 await asyncio.sleep(pause)
-            for run in list(self.runs):
+            await asyncio.gather(*(run.reap() for run in runs))
+            for run in runs:
                 self.done(run)
         self.watchdog.close()
 

@@ -146,6 +146,10 @@ class ShellRun:
         """SIGTERM the group and every process with the tag, SIGKILL what is left after ``grace``."""
         for pause in procs.sweep_steps(self.tag, {self.pgid}, prefix=False, grace=grace):
             await asyncio.sleep(pause)
+        await self.reap()
+
+    async def reap(self) -> None:
+        """Wait (a little) for the shell's exit status, and take the last of its output."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.proc.wait(), 5)
         self.drain()
@@ -189,6 +193,10 @@ class Watchdog:
         os.set_blocking(w, False)
         self._fd = w
         self._release = weakref.finalize(self, _release, w, self._proc)  # when dropped without aclose
+
+    @property
+    def running(self) -> bool:
+        return self._fd is not None and self._proc is not None and self._proc.poll() is None
 
     def register(self, pgid: int) -> None:
         self._send(b"+%d\n" % pgid)
