@@ -157,6 +157,15 @@ def test_read_a_large_dense_file_near_its_end_stays_small(project: Path) -> None
     assert "of a 66.0 MiB file; keel stopped reading there and did not count the lines after" in out["text"]
 
 
+def test_read_with_a_huge_limit_keeps_a_bounded_window(project: Path) -> None:
+    empty_lines = project / "blank.txt"
+    empty_lines.write_bytes(b"\n" * (48 << 20))  # 48 million empty lines: a list of them is 400 MB of pointers
+    out = read_in_child(project, file_path=str(empty_lines), limit=10**9)
+    shown = out["meta"]["lines"]
+    assert 1000 < shown < 1_000_000 and out["meta"]["total_lines"] == 48 << 20
+    assert out["text"].endswith(f"[Showing lines 1-{shown} of {48 << 20}. Use offset and limit to read more.]")
+
+
 def test_read_a_huge_single_line_file(project: Path) -> None:
     line = project / "min.js"
     chunk = b"x" * (1 << 20)

@@ -6,10 +6,11 @@ has effects) and again on the open descriptor (the path may have changed in betw
 open itself never blocks (``O_NONBLOCK``: a FIFO without a writer would wait forever).
 
 Text is read in chunks through ``LineWindow`` (sans-IO): lines before ``offset`` are
-counted, never kept; a kept line keeps its first ``LINE_KEEP`` bytes; after the first kept
-line at most ``SCAN_AFTER_START`` more bytes are read (to finish the window and count the
-lines). So memory stays at a chunk plus the window, for a 4 GB file or a 1 GB line, and the
-reader yields to the event loop between chunks, so an interrupt or a timeout stops it.
+counted, never kept; a kept line keeps its first ``LINE_KEEP`` bytes, and the window at
+most ``WINDOW_BUDGET`` characters whatever ``limit`` asks; after the first kept line at
+most ``SCAN_AFTER_START`` more bytes are read (to finish the window and count the lines).
+So memory stays at a chunk plus the window, for a 4 GB file or a 1 GB line, and the reader
+yields to the event loop between chunks, so an interrupt or a timeout stops it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ CHUNK = 1 << 20
 MAX_LINE_CHARS = 2000
 LINE_KEEP = MAX_LINE_CHARS * 4 + 4  # bytes kept of a long line: always more than MAX_LINE_CHARS characters
 SCAN_AFTER_START = 64 << 20  # bytes read past the start of the window, to complete it and count lines
+WINDOW_BUDGET = 8 << 20  # characters (plus 64 a line) kept in one window: 2000 full lines fit, twice over
 BINARY_SNIFF = 8192  # a NUL in the first bytes: a binary file
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 _KINDS = (
@@ -116,10 +118,12 @@ class LineWindow:
         self.eof = False
         self._cur = bytearray()
         self._last = b""
+        self._room = WINDOW_BUDGET
 
     @property
     def full(self) -> bool:
-        return len(self.lines) >= self.limit
+        """``limit`` lines kept, or as many as the budget holds (a huge limit on short lines)."""
+        return len(self.lines) >= self.limit or self._room <= 0
 
     @property
     def total(self) -> int | None:
@@ -176,9 +180,11 @@ class LineWindow:
 
     def _take_line(self, cut: bool = False) -> None:
         text = self._cur.decode("utf-8", "replace")
+        text = (text[:-1] if text.endswith("\r") else text)[: MAX_LINE_CHARS + 1]  # longer: shown truncated
         if cut and len(text) <= MAX_LINE_CHARS:
             text += "… [line not read to its end]"
-        self.lines.append(text[:-1] if text.endswith("\r") else text)
+        self.lines.append(text)
+        self._room -= len(text) + 64  # a str's own cost, roughly
         self._cur = bytearray()
 
 
