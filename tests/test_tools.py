@@ -225,7 +225,7 @@ async def test_bash_background_output_and_kill(t: Harness, tmp_path: Path) -> No
     second = (await t("BashOutput", bash_id="bash_1", filter="sec")).text()
     assert "second" in second and "first" not in second  # only new, filtered output
     assert "Killed shell bash_1" in (await t("KillShell", shell_id="bash_1")).text()
-    assert "failed" in (await t("BashOutput", bash_id="bash_1")).text()
+    assert "<status>killed</status>" in (await t("BashOutput", bash_id="bash_1")).text()
     assert (await t("BashOutput", bash_id="bash_9")).is_error
 
 

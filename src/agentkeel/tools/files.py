@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.core.types import ImageBlock
+from agentkeel.tools.reading import MAX_LINE_CHARS, human_size, read_capped, read_window
 
 MAX_LINES = 2000
-MAX_LINE_CHARS = 2000
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_TEXT_BYTES = 50 * 1024 * 1024
 IMAGE_TYPES = {
@@ -92,15 +92,9 @@ def numbered(lines: list[str], start: int) -> str:
     return "\n".join(out)
 
 
-def read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise ToolError(f"{path} is a directory, not a file: use LS to list it") from None
-    except FileNotFoundError:
-        raise ToolError(f"File does not exist: {path}") from None
-    except PermissionError:
-        raise ToolError(f"Permission denied: {path}") from None
+def read_text(path: Path, what: str = "too large to load whole; use Bash (e.g. sed) on it") -> str:
+    """A regular text file's content, at most MAX_TEXT_BYTES (``what``: the advice when larger)."""
+    data = read_capped(path, MAX_TEXT_BYTES, what)
     if b"\x00" in data[:8192]:
         raise ToolError(f"{path} is a binary file; it cannot be read as text")
     return data.decode("utf-8", errors="replace")
@@ -117,56 +111,50 @@ class ReadInput(_Input):
 
 async def _read(args: ReadInput, ctx: ToolContext) -> ToolOutput:
     path = resolve(ctx, args.file_path)
-    if path.is_dir():
-        raise ToolError(f"{path} is a directory, not a file: use LS to list it")
-    if not path.exists():
-        raise ToolError(f"File does not exist: {path}")
     suffix = path.suffix.lower()
     state = ctx.services.get(FileState)
     if suffix in IMAGE_TYPES:
-        size = path.stat().st_size
-        if size > MAX_IMAGE_BYTES:
-            raise ToolError(f"Image too large ({size} bytes, limit {MAX_IMAGE_BYTES}): {path}")
+        raw = read_capped(path, MAX_IMAGE_BYTES, "too large to show as an image")
         state.mark(path)
-        data = base64.b64encode(path.read_bytes()).decode()
         return ToolOutput(
-            [ImageBlock(media_type=IMAGE_TYPES[suffix], data=data)],
-            metadata={"file_path": str(path), "file_type": "image", "bytes": size},
+            [ImageBlock(media_type=IMAGE_TYPES[suffix], data=base64.b64encode(raw).decode())],
+            metadata={"file_path": str(path), "file_type": "image", "bytes": len(raw)},
         )
-    if path.stat().st_size > MAX_TEXT_BYTES and args.limit is None:
-        raise ToolError(f"{path} is larger than {MAX_TEXT_BYTES} bytes: read it in parts with offset and limit")
     if suffix == ".ipynb":
+        text = read_text(path, "too large to show as a notebook; read it as text with Bash (e.g. jq)")
         state.mark(path)
-        return ToolOutput(
-            render_notebook(read_text(path), path), metadata={"file_path": str(path), "file_type": "notebook"}
-        )
-    text = read_text(path)
+        return ToolOutput(render_notebook(text, path), metadata={"file_path": str(path), "file_type": "notebook"})
+    start = max(args.offset or 1, 1)
+    window, st = await read_window(path, start, args.limit or MAX_LINES)
     state.mark(path)
-    lines = text.splitlines()
-    if not lines:
+    total = window.total
+    if window.size == 0:
         return ToolOutput(
             "<system-reminder>The file exists but is empty.</system-reminder>",
             metadata={"file_path": str(path), "lines": 0},
         )
-    start = max(args.offset or 1, 1)
-    limit = args.limit or MAX_LINES
-    if start > len(lines):
+    if not window.lines:
+        counted = f"only {total} lines" if total is not None else f"more than {window.newlines} lines"
         return ToolOutput(
-            f"<system-reminder>The file has only {len(lines)} lines; offset {start} is past the end.</system-reminder>",
-            metadata={"file_path": str(path), "lines": len(lines)},
+            f"<system-reminder>The file has {counted}; offset {start} is past the end.</system-reminder>",
+            metadata={"file_path": str(path), "lines": total},
         )
-    chunk = lines[start - 1 : start - 1 + limit]
-    body = numbered(chunk, start)
-    end = start + len(chunk) - 1
-    if end < len(lines):
-        body += f"\n\n[Showing lines {start}-{end} of {len(lines)}. Use offset and limit to read more.]"
+    body = numbered(window.lines, start)
+    end = start + len(window.lines) - 1
+    if total is None:
+        body += (
+            f"\n\n[Showing lines {start}-{end} of a {human_size(max(st.st_size, window.size))} file; keel stopped "
+            "reading there and did not count the lines after. Use offset and limit to read more.]"
+        )
+    elif end < total:
+        body += f"\n\n[Showing lines {start}-{end} of {total}. Use offset and limit to read more.]"
     return ToolOutput(
         body,
         metadata={
             "file_path": str(path),
             "file_type": path.suffix.lstrip("."),
-            "lines": len(chunk),
-            "total_lines": len(lines),
+            "lines": len(window.lines),
+            "total_lines": total,
         },
     )
 
@@ -275,7 +263,7 @@ async def _edit_file(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> Too
             return ToolOutput(f"File created successfully at: {path}", metadata={"file_path": str(path)})
         raise ToolError(f"File does not exist: {path}")
     state.check_fresh(path)
-    text = read_text(path)
+    text = read_text(path, "too large for Edit, which loads the whole file; edit it with Bash (e.g. sed -i)")
     new_text = text
     for i, op in enumerate(ops):
         if op.old_string == "":

@@ -1,18 +1,20 @@
 """Shell tools: Bash (foreground and background), BashOutput, KillShell.
 
 Commands run in a non-interactive environment (no TTY, stdin closed, editors and pagers
-neutralised), in their own process group so a timeout or an interrupt kills the whole
-tree. The working directory persists between Bash calls, as in a terminal.
+neutralised), in their own process group and with the call's tag (``procs.py``), so a
+timeout, an interrupt, KillShell or the session's end kills the whole tree, and the
+session's watchdog kills it if keel dies. A call returns when its shell exits; what the
+shell left running is moved to a background shell the model can read and kill. The
+working directory persists between Bash calls, as in a terminal.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
+import secrets
 import shutil
-import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -21,10 +23,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.tools.procs import describe, sweep_steps, tagged
+from agentkeel.tools.shellrun import Capture, ShellRun, Watchdog
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
-MAX_CAPTURE = 8 * 1024 * 1024  # bytes kept in memory per command (head and tail)
+SETTLE_S = 0.1  # after the shell exits, how long what it started in the background may take to end
 
 NON_INTERACTIVE_ENV = {
     "CI": "true",
@@ -63,68 +67,92 @@ class KillShellInput(_Input):
     shell_id: str = Field(description="The ID of the background shell to kill")
 
 
-class _Capture:
-    """Output of a process: everything up to MAX_CAPTURE, then head and tail."""
-
-    def __init__(self) -> None:
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-        self.read_pos = 0  # for BashOutput: how much of head has been returned
-
-    def add(self, data: bytes) -> None:
-        room = MAX_CAPTURE // 2 - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            excess = len(self.tail) - MAX_CAPTURE // 2
-            if excess > 0:
-                del self.tail[:excess]
-                self.dropped += excess
-
-    def text(self) -> str:
-        body = self.head.decode("utf-8", "replace")
-        if self.tail:
-            gap = f"\n… [{self.dropped} bytes of output dropped] …\n" if self.dropped else ""
-            body += gap + self.tail.decode("utf-8", "replace")
-        return body
-
-
 @dataclass
 class BackgroundShell:
     id: str
     command: str
-    proc: asyncio.subprocess.Process
-    capture: _Capture
-    reader: asyncio.Task[None]
+    run: ShellRun
     started: float = field(default_factory=time.monotonic)
-    delivered: int = 0  # characters of output already returned by BashOutput
+    delivered: int = 0  # characters of output already returned (by Bash, for an adopted run, then BashOutput)
+    killed: bool = False
+
+    @property
+    def capture(self) -> Capture:
+        return self.run.capture
 
     @property
     def status(self) -> str:
-        if self.proc.returncode is None:
+        if self.run.running():
             return "running"
-        return "completed" if self.proc.returncode == 0 else f"failed (exit code {self.proc.returncode})"
+        if self.killed:
+            return "killed"
+        code = self.run.proc.returncode
+        return "completed" if code == 0 else f"failed (exit code {code})"
 
 
 class ShellState:
-    """Per-session shell state: the persistent working directory and background shells."""
+    """Per-session shell state: the persistent working directory, background shells, and every
+    process the session's shells started (tagged ``<session>:<call>``; see ``procs.py``)."""
 
     def __init__(self) -> None:
         self.cwd: Path | None = None
         self.shells: dict[str, BackgroundShell] = {}
+        self.session = secrets.token_hex(8)
+        self.watchdog = Watchdog(self.session)
+        self.runs: set[ShellRun] = set()  # started and not yet known to be over
         self._next = 1
+        self._calls = 0
 
     def new_id(self) -> str:
         sid = f"bash_{self._next}"
         self._next += 1
         return sid
 
+    async def spawn(self, ctx: ToolContext, command: str, cwd_file: Path | None) -> ShellRun:
+        """Start ``command``; with ``cwd_file``, the shell writes its final directory there."""
+        self.watchdog.ensure()  # before the first shell: keel may die while it starts
+        self._calls += 1
+        cwd = self.cwd if self.cwd is not None and self.cwd.is_dir() else ctx.cwd
+        script = (
+            command if cwd_file is None else f"trap 'pwd -P >| {_quote(str(cwd_file))} 2>/dev/null' EXIT\n{command}"
+        )
+        run = await ShellRun.start([_shell(), "-c", script], cwd, shell_env(ctx), f"{self.session}:{self._calls}")
+        self.runs.add(run)
+        self.watchdog.register(run.pgid)
+        return run
+
+    def background(self, run: ShellRun, command: str) -> BackgroundShell:
+        shell = BackgroundShell(self.new_id(), command, run)
+        self.shells[shell.id] = shell
+        return shell
+
+    def done(self, run: ShellRun) -> None:
+        """Nothing of the run is left: stop tracking it."""
+        run.close()
+        self.runs.discard(run)
+        self.watchdog.unregister(run.pgid)
+
+    async def kill(self, run: ShellRun) -> None:
+        await run.kill()
+        self.done(run)
+
     async def aclose(self) -> None:
-        for shell in list(self.shells.values()):
-            await _kill(shell.proc)
+        """Kill what the session's shells left running, then let the watchdog go.
+
+        Runs still tracked (background shells, a call in flight) and every process tagged with the
+        session die here, in one sweep. When none is tracked, keel does not scan /proc itself
+        (a few ms for a few hundred processes): the watchdog sweeps on EOF, in its own process,
+        for what left the group and the pipe unseen (``setsid cmd >/dev/null &``).
+        """
+        runs = list(self.runs)
+        if runs or (self._calls and not self.watchdog.running):
+            groups = {run.pgid for run in runs}
+            for pause in sweep_steps(f"{self.session}:", groups, prefix=True, grace=2.0):
+                await asyncio.sleep(pause)
+            await asyncio.gather(*(run.reap() for run in runs))
+            for run in runs:
+                self.done(run)
+        self.watchdog.close()
 
 
 def _shell() -> str:
@@ -138,44 +166,8 @@ def shell_env(ctx: ToolContext) -> dict[str, str]:
     return env
 
 
-async def _spawn(ctx: ToolContext, command: str, cwd_file: Path) -> asyncio.subprocess.Process:
-    state = ctx.services.get(ShellState)
-    cwd = state.cwd if state.cwd is not None and state.cwd.is_dir() else ctx.cwd
-    script = f"trap 'pwd -P >| {_quote(str(cwd_file))} 2>/dev/null' EXIT\n{command}"
-    return await asyncio.create_subprocess_exec(
-        _shell(),
-        "-c",
-        script,
-        cwd=cwd,
-        env=shell_env(ctx),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
 def _quote(s: str) -> str:
     return "'" + s.replace("'", "'\\''") + "'"
-
-
-async def _pump(proc: asyncio.subprocess.Process, capture: _Capture) -> None:
-    assert proc.stdout is not None
-    while chunk := await proc.stdout.read(65536):
-        capture.add(chunk)
-
-
-async def _kill(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            await asyncio.wait_for(proc.wait(), wait)
-            return
-        except TimeoutError:
-            continue
 
 
 def _update_cwd(ctx: ToolContext, cwd_file: Path) -> None:
@@ -192,38 +184,45 @@ def _update_cwd(ctx: ToolContext, cwd_file: Path) -> None:
 async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     if not args.command.strip():
         raise ToolError("command is empty")
-    fd, name = tempfile.mkstemp(prefix="keel-cwd-")
-    os.close(fd)
-    cwd_file = Path(name)
     state = ctx.services.get(ShellState)
-    proc = await _spawn(ctx, args.command, cwd_file)
-    capture = _Capture()
-    reader = asyncio.create_task(_pump(proc, capture))
-    if args.run_in_background:
-        sid = state.new_id()
-        state.shells[sid] = BackgroundShell(sid, args.command, proc, capture, reader)
+    if args.run_in_background:  # its cd does not move the session's directory
+        sid = state.background(await state.spawn(ctx, args.command, None), args.command).id
         return ToolOutput(
             f"Command running in background with ID: {sid}. Read its output with BashOutput.",
             metadata={"command": args.command, "background_id": sid},
         )
+    fd, name = tempfile.mkstemp(prefix="keel-cwd-")
+    os.close(fd)
+    cwd_file = Path(name)
+    try:
+        run = await state.spawn(ctx, args.command, cwd_file)
+    except BaseException:
+        cwd_file.unlink(missing_ok=True)
+        raise
     timeout_ms = args.timeout or DEFAULT_TIMEOUT_MS
     started = time.monotonic()
     timed_out = False
     try:
-        await asyncio.wait_for(asyncio.shield(proc.wait()), timeout_ms / 1000)
+        await asyncio.wait_for(run.proc.wait(), timeout_ms / 1000)
     except TimeoutError:
         timed_out = True
-        await _kill(proc)
+        await state.kill(run)
     except asyncio.CancelledError:
-        await _kill(proc)
-        reader.cancel()
+        cwd_file.unlink(missing_ok=True)
+        await asyncio.shield(state.kill(run))
         raise
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(reader, 5)
+    moved: BackgroundShell | None = None
+    if timed_out or await run.settle(SETTLE_S):
+        state.done(run)
+    else:  # the shell exited, what it started in the background did not: hand that to the model
+        moved = state.background(run, args.command)
     _update_cwd(ctx, cwd_file)
-    output = capture.text().rstrip("\n")
-    code = proc.returncode
-    meta = {
+    output = run.capture.text()
+    if moved is not None:
+        moved.delivered = len(output)
+    output = output.rstrip("\n")
+    code = run.proc.returncode
+    meta: dict[str, object] = {
         "command": args.command,
         "exit_code": code,
         "duration_ms": int((time.monotonic() - started) * 1000),
@@ -236,17 +235,30 @@ async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
             metadata=meta,
         )
     if code:
-        return ToolOutput(f"{output}\nExit code {code}".lstrip("\n"), is_error=True, metadata=meta)
-    return ToolOutput(output or "(no output)", metadata=meta)
+        output = f"{output}\nExit code {code}".lstrip("\n")
+    if moved is not None:
+        meta["background_id"] = moved.id
+        output = f"{output}\n\n{_moved_note(moved)}".lstrip("\n")
+    return ToolOutput(output or "(no output)", is_error=bool(code), metadata=meta)
+
+
+def _moved_note(shell: BackgroundShell) -> str:
+    who = describe(tagged(shell.run.tag)) or "processes it started"
+    return (
+        f"[The shell exited, but what it started in the background is still running: {who}. keel moved it to "
+        f"background shell {shell.id}: read its output with BashOutput, stop it with KillShell. It is stopped "
+        "when the session ends.]"
+    )
 
 
 async def _bash_output(args: BashOutputInput, ctx: ToolContext) -> ToolOutput:
-    shell = ctx.services.get(ShellState).shells.get(args.bash_id)
+    state = ctx.services.get(ShellState)
+    shell = state.shells.get(args.bash_id)
     if shell is None:
         raise ToolError(f"No background shell with ID {args.bash_id}")
-    if shell.proc.returncode is not None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(shell.reader), 2)
+    status = shell.status  # reads what the pipe holds
+    if status != "running" and shell.run in state.runs:
+        state.done(shell.run)
     text = shell.capture.text()
     new, shell.delivered = text[shell.delivered :], len(text)
     if args.filter:
@@ -256,16 +268,18 @@ async def _bash_output(args: BashOutputInput, ctx: ToolContext) -> ToolOutput:
             raise ToolError(f"invalid filter regex: {e}") from None
         new = "\n".join(line for line in new.splitlines() if rx.search(line))
     return ToolOutput(
-        f"<status>{shell.status}</status>\n<output>\n{new.rstrip()}\n</output>",
-        metadata={"bash_id": shell.id, "status": shell.status},
+        f"<status>{status}</status>\n<output>\n{new.rstrip()}\n</output>",
+        metadata={"bash_id": shell.id, "status": status},
     )
 
 
 async def _kill_shell(args: KillShellInput, ctx: ToolContext) -> ToolOutput:
-    shell = ctx.services.get(ShellState).shells.get(args.shell_id)
+    state = ctx.services.get(ShellState)
+    shell = state.shells.get(args.shell_id)
     if shell is None:
         raise ToolError(f"No background shell with ID {args.shell_id}")
-    await _kill(shell.proc)
+    await state.kill(shell.run)
+    shell.killed = True
     return ToolOutput(f"Killed shell {shell.id} ({shell.command})", metadata={"shell_id": shell.id})
 
 
