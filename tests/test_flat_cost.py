@@ -4,6 +4,7 @@ permission check, the tool, redaction (result guard and the bus), the session lo
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import time
@@ -35,6 +36,6 @@ async def test_per_turn_harness_cost_does_not_grow_with_the_session(project: Pat
     finally:
         await rt.aclose()
     assert result.subtype == "success" and result.num_turns == turns + 1
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
     early, late = statistics.median(gaps[10:60]), statistics.median(gaps[-50:])
     assert late / early < 2.5, (early, late)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.core.events import CwdChanged
+from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput, Workdir
 from agentkeel.tools.procs import describe, sweep_steps, tagged
 from agentkeel.tools.shellrun import Capture, ShellRun, Watchdog
 
@@ -95,7 +96,6 @@ class ShellState:
     process the session's shells started (tagged ``<session>:<call>``; see ``procs.py``)."""
 
     def __init__(self) -> None:
-        self.cwd: Path | None = None
         self.shells: dict[str, BackgroundShell] = {}
         self.session = secrets.token_hex(8)
         self.watchdog = Watchdog(self.session)
@@ -112,7 +112,8 @@ class ShellState:
         """Start ``command``; with ``cwd_file``, the shell writes its final directory there."""
         self.watchdog.ensure()  # before the first shell: keel may die while it starts
         self._calls += 1
-        cwd = self.cwd if self.cwd is not None and self.cwd.is_dir() else ctx.cwd
+        moved = ctx.services.get(Workdir).path  # the one owner of the session's cwd (core.tools.Workdir)
+        cwd = moved if moved is not None and moved.is_dir() else ctx.cwd
         script = (
             command if cwd_file is None else f"trap 'pwd -P >| {_quote(str(cwd_file))} 2>/dev/null' EXIT\n{command}"
         )
@@ -177,8 +178,14 @@ def _update_cwd(ctx: ToolContext, cwd_file: Path) -> None:
         return
     finally:
         cwd_file.unlink(missing_ok=True)
-    if text and Path(text).is_dir():
-        ctx.services.get(ShellState).cwd = Path(text)
+    if not text or not Path(text).is_dir():
+        return
+    workdir = ctx.services.get(Workdir)
+    before = workdir.path or ctx.cwd
+    new = Path(text)
+    if new != before:
+        workdir.path = new
+        ctx.emit(CwdChanged(old_cwd=str(before), new_cwd=str(new)))
 
 
 async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
