@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from agentkeel.core.tools import Tool
 from agentkeel.permissions import shellpolicy as sp
-from agentkeel.permissions.bash import DYNAMIC, BashAnalysis
+from agentkeel.permissions.bash import DYNAMIC, BashAnalysis, Redirect
 from agentkeel.permissions.call import Call
 from agentkeel.permissions.paths import candidates, inside, protected
 from agentkeel.permissions.rules import (
@@ -445,34 +445,39 @@ class PermissionEngine:
 
     def _bash_tool(self, call: Call) -> StageResult:
         """Hard asks a shell command earns whatever allowed it: unreadable syntax, writes to
-        protected files or outside the working directories, redirects no Edit rule covers."""
+        protected files or outside the working directories, redirects no Edit rule covers.
+        Every target of every command is judged and the strongest verdict wins: an earlier,
+        weaker one (a write outside, which bypass mode lifts) never hides a protected path."""
         analysis = call.bash
         assert analysis is not None
+        verdicts: list[StageResult | None] = []
         if not analysis.confident:
-            return StageResult("tool", "ask", "keel cannot check this command: " + "; ".join(analysis.problems))
+            why = "; ".join(analysis.problems)
+            verdicts.append(StageResult("tool", "ask", f"keel cannot check this command: {why}"))
         for cmd in analysis.commands:
             for target in sp.write_targets(cmd):
-                verdict = self._write_check(target, cmd.cwd, f"`{sp._show(cmd)}`")
-                if verdict is not None:
-                    return verdict
+                verdicts.append(self._write_check(target, cmd.cwd, f"`{sp._show(cmd)}`"))
         for redirect in analysis.redirects:
-            if redirect.mode != "write" or redirect.target in _HARMLESS_TARGETS:
-                continue
-            if DYNAMIC in redirect.target:
-                return StageResult("tool", "ask", "redirects to a file known only at run time", strength="hard")
-            verdict = self._write_check(redirect.target, redirect.cwd, f"redirect {redirect.op} {redirect.target}")
-            if verdict is not None:
-                return verdict
-            lexical, real = candidates(redirect.target, redirect.cwd, self.home)
-            scratch = self.scratch_dirs or ()
-            if inside(lexical, scratch) and inside(real, scratch):
-                continue
-            edit = self.decide("Edit", {"file_path": lexical}, None)
-            if edit.decision != "allow":
-                return StageResult(
-                    "tool", "ask", f"redirect {redirect.op} {lexical} writes a file: {edit.reason}", strength="hard"
-                )
-        return StageResult("tool", "continue")
+            if redirect.mode == "write" and redirect.target not in _HARMLESS_TARGETS:
+                verdicts.append(self._redirect_check(redirect))
+        return strongest(verdicts)
+
+    def _redirect_check(self, redirect: Redirect) -> StageResult | None:
+        if DYNAMIC in redirect.target:
+            return StageResult("tool", "ask", "redirects to a file known only at run time", strength="hard")
+        verdict = self._write_check(redirect.target, redirect.cwd, f"redirect {redirect.op} {redirect.target}")
+        if verdict is not None:
+            return verdict
+        lexical, real = candidates(redirect.target, redirect.cwd, self.home)
+        scratch = self.scratch_dirs or ()
+        if inside(lexical, scratch) and inside(real, scratch):
+            return None
+        edit = self.decide("Edit", {"file_path": lexical}, None)
+        if edit.decision != "allow":
+            return StageResult(
+                "tool", "ask", f"redirect {redirect.op} {lexical} writes a file: {edit.reason}", strength="hard"
+            )
+        return None
 
     def _write_check(self, target: str, cwd: str, what: str) -> StageResult | None:
         if target in _HARMLESS_TARGETS:
@@ -520,6 +525,25 @@ class PermissionEngine:
         if call.name == "WebFetch" and call.host:
             return (f"WebFetch(domain:{call.host})",)
         return (call.name,)
+
+
+_RANK: dict[Strength, int] = {"soft": 0, "hard": 1, "always": 2}
+
+
+def strongest(verdicts: Iterable[StageResult | None], stage: str = "tool") -> StageResult:
+    """The strongest of several verdicts (deny, then ask by strength; the first among equals),
+    or ``continue`` when there is none: verdicts compose by strength, never by order."""
+    best: StageResult | None = None
+    for v in verdicts:
+        if v is None or v.verdict == "continue":
+            continue
+        if best is None or _key(v) > _key(best):
+            best = v
+    return best if best is not None else StageResult(stage, "continue")
+
+
+def _key(v: StageResult) -> tuple[int, int]:
+    return (1 if v.verdict == "deny" else 0, _RANK[v.strength] if v.verdict == "ask" else -1)
 
 
 def rule_root(settings_path: str) -> str:
