@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from agentkeel.core.tools import Tool
 from agentkeel.permissions import shellpolicy as sp
+from agentkeel.permissions import targets
 from agentkeel.permissions.bash import DYNAMIC, BashAnalysis, Redirect
 from agentkeel.permissions.call import Call
 from agentkeel.permissions.paths import candidates, inside, protected
@@ -289,7 +290,7 @@ class PermissionEngine:
         if call.paths is not None and (call.is_edit or call.name in READ_TOOLS):
             lexical, real = call.paths
             if call.is_edit:
-                why = protected(lexical, self.keel_home) or protected(real, self.keel_home)
+                why = self._protected(lexical) or self._protected(real)
                 if why:
                     return StageResult("tool", "ask", f"{call.name} {lexical}: {why}; always asks", strength="always")
             if not (inside(lexical, self.working_dirs) and inside(real, self.working_dirs)):
@@ -392,8 +393,9 @@ class PermissionEngine:
             return None
         probes: list[tuple[str, str]] = []  # (path as written, cwd)
         for cmd in analysis.commands:
-            for word in sp.path_words(cmd):
-                probes.append((word, cmd.cwd))
+            for word in [*sp.path_words(cmd), *targets.read_targets(cmd), *targets.write_targets(cmd)]:
+                if DYNAMIC not in word:
+                    probes.append((word, cmd.cwd))
             for g in cmd.globbed:
                 expanded = sp.expand_glob(g, cmd.cwd)
                 if expanded is None:
@@ -455,7 +457,7 @@ class PermissionEngine:
             why = "; ".join(analysis.problems)
             verdicts.append(StageResult("tool", "ask", f"keel cannot check this command: {why}"))
         for cmd in analysis.commands:
-            for target in sp.write_targets(cmd):
+            for target in targets.write_targets(cmd):
                 verdicts.append(self._write_check(target, cmd.cwd, f"`{sp._show(cmd)}`"))
         for redirect in analysis.redirects:
             if redirect.mode == "write" and redirect.target not in _HARMLESS_TARGETS:
@@ -463,10 +465,9 @@ class PermissionEngine:
         return strongest(verdicts)
 
     def _redirect_check(self, redirect: Redirect) -> StageResult | None:
-        if DYNAMIC in redirect.target:
-            return StageResult("tool", "ask", "redirects to a file known only at run time", strength="hard")
-        verdict = self._write_check(redirect.target, redirect.cwd, f"redirect {redirect.op} {redirect.target}")
-        if verdict is not None:
+        shown = redirect.target.replace(DYNAMIC, "…")
+        verdict = self._write_check(redirect.target, redirect.cwd, f"redirect {redirect.op} {shown}")
+        if verdict is not None or DYNAMIC in redirect.target:
             return verdict
         lexical, real = candidates(redirect.target, redirect.cwd, self.home)
         scratch = self.scratch_dirs or ()
@@ -483,9 +484,18 @@ class PermissionEngine:
         if target in _HARMLESS_TARGETS:
             return None
         if DYNAMIC in target:
+            # the directory part known now may already be protected: `cp x .git/hooks/$NAME`
+            known = posixpath.dirname(target.split(DYNAMIC, 1)[0])
+            if known:
+                lexical, real = candidates(known, cwd, self.home)
+                why = self._protected(lexical) or self._protected(real)
+                if why:
+                    return StageResult(
+                        "tool", "ask", f"{what} writes into {lexical}: {why}; always asks", strength="always"
+                    )
             return StageResult("tool", "ask", f"{what} writes to a path known only at run time", strength="hard")
         lexical, real = candidates(target, cwd, self.home)
-        why = protected(lexical, self.keel_home) or protected(real, self.keel_home)
+        why = self._protected(lexical) or self._protected(real)
         if why:
             return StageResult("tool", "ask", f"{what} writes {lexical}: {why}; always asks", strength="always")
         if any(inside(d, (lexical,)) or inside(d, (real,)) for d in self.working_dirs):
@@ -498,6 +508,9 @@ class PermissionEngine:
                 "tool", "ask", f"{what} writes {lexical}, outside the working directories", strength="hard"
             )
         return None
+
+    def _protected(self, path: str) -> str | None:
+        return protected(path, self.keel_home, self.home)
 
     # --- suggestions -------------------------------------------------------------------------
 

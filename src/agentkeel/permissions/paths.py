@@ -13,8 +13,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pathspec
 
-# always ask before writing here, whatever the mode or rules (SPEC section 3)
-PROTECTED_DIRS = frozenset({".git", ".keel", ".claude", ".ssh", ".gnupg", ".aws", ".kube", ".docker"})
+# always ask before writing here, whatever the mode or rules (SPEC section 3). Beyond the SPEC's
+# list: places whose contents run without anyone choosing to run them. .husky/ holds git hooks
+# (husky points core.hooksPath there); .bashrc.d/ is sourced by many distributions' .bashrc.
+PROTECTED_DIRS = frozenset(
+    {".git", ".keel", ".claude", ".ssh", ".gnupg", ".aws", ".kube", ".docker", ".husky", ".bashrc.d"}
+)
 PROTECTED_FILES = frozenset(
     {
         ".bashrc",
@@ -40,7 +44,22 @@ PROTECTED_FILES = frozenset(
         ".pypirc",
         "config.fish",
         "managed-settings.json",
+        ".pre-commit-config.yaml",  # hooks pre-commit runs on every commit
     }
+)
+# a file inside a directory: .vscode/tasks.json can run a task when the folder is opened, and
+# .vscode/settings.json names programs extensions run (interpreters, linters, git)
+PROTECTED_NESTED = frozenset({(".vscode", "tasks.json"), (".vscode", "settings.json")})
+# under the home directory: run at login or on the PATH before the system's programs
+# (~/.local/bin shadows commands), or git's XDG config, as powerful as ~/.gitconfig
+PROTECTED_HOME = (
+    ".config/git",
+    ".local/bin",
+    ".config/autostart",
+    ".config/systemd",
+    ".config/environment.d",
+    ".config/fish",
+    "Library/LaunchAgents",
 )
 
 
@@ -109,14 +128,17 @@ def compile_path_pattern(specifier: str, *, cwd: str, home: str, root: str) -> P
 
 
 def candidates(path: str, cwd: str, home: str) -> tuple[str, str]:
-    """(lexical, resolved): ``..`` folded, ``~`` expanded, and symlinks followed for the second."""
+    """(lexical, resolved): ``..`` folded, ``~`` expanded, and symlinks followed for the second.
+    The second follows each symlink before the ``..`` after it, as the kernel does: with
+    ``link -> a/b``, ``link/../x`` is ``a/x``, not ``./x``."""
     if path == "~" or path.startswith("~/"):
         path = home + path[1:]
-    lexical = posixpath.normpath(posixpath.join(cwd, path))
+    joined = posixpath.join(cwd, path)
+    lexical = posixpath.normpath(joined)
     if lexical.startswith("//"):
         lexical = "/" + lexical.lstrip("/")
     try:
-        real = os.path.realpath(lexical)
+        real = os.path.realpath(joined if ".." in path.split("/") else lexical)
     except (OSError, ValueError):
         real = lexical
     return lexical, real
@@ -132,7 +154,7 @@ def inside(path: str, dirs: tuple[str, ...]) -> bool:
     return False
 
 
-def protected(path: str, keel_home: str | None = None) -> str | None:
+def protected(path: str, keel_home: str | None = None, home: str | None = None) -> str | None:
     """Why writing ``path`` always asks, or None."""
     parts = [p.lower() for p in path.split("/") if p]
     for part in parts[:-1]:
@@ -142,6 +164,14 @@ def protected(path: str, keel_home: str | None = None) -> str | None:
         return f"{parts[-1]} is a protected directory"
     if parts and parts[-1] in PROTECTED_FILES:
         return f"{parts[-1]} is a protected file"
+    if len(parts) >= 2 and (parts[-2], parts[-1]) in PROTECTED_NESTED:
+        return f"{parts[-2]}/{parts[-1]} is a protected file"
     if keel_home and inside(path, (keel_home,)):
         return "keel's own settings and data are protected"
+    if home:
+        folded, base = path.lower(), home.rstrip("/").lower()
+        for sub in PROTECTED_HOME:
+            d = f"{base}/{sub.lower()}"
+            if folded == d or folded.startswith(d + "/") or d.startswith(folded + "/"):
+                return f"~/{sub} is protected"
     return None
