@@ -47,7 +47,8 @@ def load_cases() -> list[Case]:
 
 
 def make_project(root: Path) -> tuple[Path, Path]:
-    """A project with secrets, symlinks in and out, a .git dir; returns (project, home)."""
+    """A project with secrets, symlinks in and out (vendor -> outside, etclink -> /etc), a .git
+    dir; returns (project, home)."""
     home = root / "home"
     project = home / "work" / "project"
     outside = root / "outside"
@@ -70,6 +71,7 @@ def make_project(root: Path) -> tuple[Path, Path]:
     (home / ".bashrc").write_text("# rc\n")
     (project / "envlink").symlink_to(project / ".env")
     (project / "vendor").symlink_to(outside)
+    (project / "etclink").symlink_to("/etc")  # a committed link out of the project
     return project, home
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -87,6 +88,55 @@ class PathPattern:
             return True
         return os.path.isdir(path) and spec.match_file(probe + "/") if probe else False
 
+    def entry_prefix(self, directory: str) -> str | None:
+        """For a tree walk: what goes before an entry's name of ``directory`` to make its path
+        relative to this pattern's base (case folded), or None when it is not under the base."""
+        if self.base == "/":
+            rel = directory[1:]
+        elif directory == self.base:
+            rel = ""
+        elif directory.startswith(self.base) and directory[len(self.base)] == "/":
+            rel = directory[len(self.base) + 1 :]
+        else:
+            return None
+        return rel.lower() + "/" if rel else ""
+
+    @cached_property
+    def entry_regex(self) -> re.Pattern[str] | None:
+        """The case-folded pattern as one regular expression, when it compiles to one."""
+        return _entry_regex(self.pattern.lower())
+
+    def matches_entry(self, prefix: str, name: str, is_dir: bool) -> bool:
+        """``matches(dir/name, broad=True)`` for an entry whose kind is known (``prefix`` from
+        :meth:`entry_prefix`): no filesystem access, one regular expression."""
+        probe = prefix + name.lower()
+        regex = self.entry_regex
+        if regex is not None:
+            return regex.match(probe) is not None or (is_dir and regex.match(probe + "/") is not None)
+        spec = _spec(self.pattern.lower())
+        if spec is None:
+            return True
+        return spec.match_file(probe) or (is_dir and spec.match_file(probe + "/"))
+
+    @cached_property
+    def reach(self) -> str:
+        """The deepest directory (or file) that holds every path this pattern can match, case
+        folded: ``/secrets/**`` reaches only ``<base>/secrets``, ``.env`` (any depth) all of ``<base>``."""
+        body = self.pattern.rstrip("/")
+        anchored = body.startswith("/") or "/" in body
+        literal: list[str] = []
+        if anchored:
+            for part in body.strip("/").split("/"):
+                if not part or any(c in part for c in "*?[\\!"):
+                    break
+                literal.append(part)
+        return posixpath.join(self.base, *literal).lower()
+
+    def may_match_under(self, directory: str) -> bool:
+        """Could this pattern match ``directory``, something inside it, or a directory holding it?"""
+        d, r = directory.lower().rstrip("/") or "/", self.reach
+        return d == r or r == "/" or d == "/" or d.startswith(r + "/") or r.startswith(d + "/")
+
 
 @lru_cache(maxsize=4096)
 def _spec(pattern: str) -> pathspec.GitIgnoreSpec | None:
@@ -96,6 +146,17 @@ def _spec(pattern: str) -> pathspec.GitIgnoreSpec | None:
         return pathspec.GitIgnoreSpec.from_lines([pattern])
     except Exception:  # pathspec raises assorted errors on malformed patterns
         return None
+
+
+@lru_cache(maxsize=4096)
+def _entry_regex(pattern: str) -> re.Pattern[str] | None:
+    """The one regular expression a single including gitignore line compiles to, if it does."""
+    spec = _spec(pattern)
+    if spec is None or len(spec.patterns) != 1:
+        return None
+    line = spec.patterns[0]
+    regex = getattr(line, "regex", None)
+    return regex if line.include is True and isinstance(regex, re.Pattern) else None
 
 
 def _relative(path: str, base: str) -> str | None:

@@ -310,10 +310,13 @@ def _inside_all(arg: str, cwd: str, within: tuple[str, ...], home: str) -> bool:
 def path_words(cmd: SimpleCommand) -> list[str]:
     """Arguments that may name files: plain args, ``--opt=value`` values, ``@file`` and ``of=``/``if=``."""
     out: list[str] = []
+    grep = posixpath.basename(cmd.argv[0]) in ("grep", "egrep", "fgrep") if cmd.argv else False
     for a in cmd.argv[1:]:
         if DYNAMIC in a:
             continue
         if a.startswith("-"):
+            if grep and a.startswith(("--include=", "--exclude=", "--exclude-dir=")):
+                continue  # globs of what grep leaves out or keeps: no file is read by them
             if "=" in a:
                 out.append(a.split("=", 1)[1])
             continue

@@ -75,7 +75,23 @@ def write_targets(cmd: SimpleCommand) -> list[str]:
         return _wget_writes(args)
     if name == "git":
         return _git_config_writes(args, cmd.cwd)
+    if name == "tar":
+        return _tar_archive(args)
     return [t for t in options.write_targets(cmd.argv) if t not in _STREAMS]
+
+
+TAR = options.Cli(frozenset(), short_values="fCTXbHKLNV", long_values=frozenset({"--file", "--directory"}))
+
+
+def _tar_archive(args: list[str]) -> list[str]:
+    """The archive ``tar -c``/``-r``/``-u`` writes (extracting writes names from the archive,
+    which keel cannot see)."""
+    if args and not args[0].startswith("-"):
+        args = ["-" + args[0], *args[1:]]  # traditional syntax: tar czf out.tgz dir
+    opts = list(options.read_options(TAR, args))
+    if not {k for k, _ in opts} & {"-c", "--create", "-r", "--append", "-u", "--update"}:
+        return []
+    return [v or DYNAMIC for k, v in opts if k in ("-f", "--file") and v not in _STREAMS]
 
 
 def read_targets(cmd: SimpleCommand) -> list[str]:
@@ -159,7 +175,7 @@ def _wget_writes(args: list[str]) -> list[str]:
     return [n for n in named if n not in _STREAMS] + [posixpath.join(prefix, s) for s in saved]
 
 
-def _git_split(args: list[str], cwd: str) -> tuple[str, str, list[str]]:
+def git_split(args: list[str], cwd: str) -> tuple[str, str, list[str]]:
     """(directory git runs in, subcommand, its arguments), after global options such as -C."""
     i = 0
     where = cwd
@@ -197,7 +213,7 @@ _CONFIG_VALUES = frozenset({"--type", "--default", "--file", "-f", "--blob", "--
 def _git_config_writes(args: list[str], cwd: str) -> list[str]:
     """``git config core.hooksPath x`` writes .git/config (``--global`` ~/.gitconfig...): a
     protected file, so it always asks, as a Write to it would. Reading config writes nothing."""
-    where, sub, rest = _git_split(args, cwd)
+    where, sub, rest = git_split(args, cwd)
     if sub != "config":
         return []
     positional: list[str] = []
@@ -237,7 +253,7 @@ def _git_config_writes(args: list[str], cwd: str) -> list[str]:
 def git_object_paths(args: list[str], cwd: str) -> list[str]:
     """``git show HEAD:.env`` reads .env from the repository: ``rev:path`` names a path from the
     top of the work tree (``rev:./path`` from the current directory)."""
-    where, sub, rest = _git_split(args, cwd)
+    where, sub, rest = git_split(args, cwd)
     if sub not in _GIT_READS:
         return []
     out: list[str] = []
