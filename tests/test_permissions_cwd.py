@@ -92,3 +92,51 @@ def test_directory_changes_keel_cannot_follow_are_not_trusted(project: tuple[Pat
     e.add(["Read(./.env)", "Read(./secrets/**)"], "deny", "test")
     assert not analyse(command, e.cwd, e.home).confident
     assert decide(e, command) != "allow"
+
+
+# --- across calls: the shell's live working directory (issue #12 item 1) ------------------------
+
+
+def test_relative_paths_resolve_in_the_shells_directory(project: tuple[Path, Path]) -> None:
+    root = project[0]
+    e = engine(project, deny=["Read(./a/secrets/**)"], allow=["Bash(cd *)"])
+    assert decide(e, "cd a") == "allow"
+    # the next call runs in a/: without being told, the engine read secrets/key.txt as ./secrets/key.txt
+    assert decide(e, "cat secrets/key.txt") == "allow"
+    assert decide(e, "cat secrets/key.txt", shell_cwd=str(root / "a")) == "deny"
+    assert decide(e, "cat secrets/key.txt", shell_cwd="a") == "deny"  # relative to the project root
+    assert decide(e, "cd secrets && cat key.txt", shell_cwd="a") == "deny"
+
+
+def test_a_shell_outside_the_project_reads_outside(project: tuple[Path, Path]) -> None:
+    e = engine(project)
+    assert decide(e, "cat etc/passwd") == "allow"  # ./etc/passwd, inside (and absent)
+    assert decide(e, "cat etc/passwd", shell_cwd="/") == "ask"
+    assert decide(e, "ls", shell_cwd="/") == "ask"  # no operand: the directory the shell is in
+    assert decide(e, "git log", shell_cwd="/tmp") == "ask"
+    assert decide(e, "ls", shell_cwd="src") == "allow"
+    assert decide(e, "cat ../README.md", shell_cwd="src") == "allow"  # still inside the working directories
+
+
+def test_writes_from_the_shells_directory(project: tuple[Path, Path]) -> None:
+    root = project[0]
+    e = engine(project, "acceptEdits", allow=["Bash(echo *)"])
+    assert decide(e, "echo x > pre-commit") == "allow"
+    assert decide(e, "echo x > pre-commit", shell_cwd=str(root / ".git" / "hooks")) == "ask"
+    bypass = engine(project, "bypassPermissions")
+    assert decide(bypass, "cp /tmp/x pre-commit", shell_cwd=str(root / ".git" / "hooks")) == "ask"
+
+
+def test_rule_anchors_working_dirs_and_file_tools_stay_at_the_project_root(project: tuple[Path, Path]) -> None:
+    root = project[0]
+    e = engine(project, deny=["Read(./secrets/**)", "Read(.env)"], allow=["Edit(./docs/**)"])
+    a = str(root / "a")
+    # ./secrets/** is the project's secrets/, not a/secrets/ (the shell's directory moves, rules do not)
+    assert decide(e, "cat secrets/key.txt", shell_cwd=a) == "allow"
+    assert decide(e, "cat ../secrets/key.pem", shell_cwd=a) == "deny"
+    assert decide(e, "cat ../.env", shell_cwd=a) == "deny"
+    # file tools resolve relative paths at the project root, as the tools do (tools/files.py)
+    read = e.decide("Read", {"file_path": "secrets/key.pem"}, TOOLS["Read"], shell_cwd=a)
+    assert read.decision == "deny"
+    write = e.decide("Write", {"file_path": "docs/x.md", "content": "x"}, TOOLS["Write"], shell_cwd=a)
+    assert write.decision == "allow"

@@ -283,7 +283,9 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
             not a.startswith("-") or a in ("-d", "-D", "-m", "-M", "-c", "-C") for a in args[1:]
         ):
             return False
-        return not any(a.startswith("--output") or a == "--no-index" for a in args)
+        if any(a.startswith("--output") or a == "--no-index" for a in args):
+            return False
+        return _inside_all(".", cmd.cwd, within, home)  # the repository it reads is where the shell is
     spec = SAFE_COMMANDS.get(name)
     if spec is None or escalations(cmd):
         return False
@@ -296,7 +298,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
         paths = paths[1:]  # the first positional is the pattern
     if spec.max_paths is not None and len(paths) > spec.max_paths:
         return False
-    return all(_inside_all(p, cmd.cwd, within, home) for p in paths)
+    # without operands, ls, du, grep -r... read the directory the shell is in
+    return all(_inside_all(p, cmd.cwd, within, home) for p in paths or ["."])
 
 
 def _inside_all(arg: str, cwd: str, within: tuple[str, ...], home: str) -> bool:
