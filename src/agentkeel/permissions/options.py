@@ -261,9 +261,9 @@ def program(argv: list[str]) -> tuple[str, list[str]]:
     if not argv or DYNAMIC in argv[0]:
         return (argv[0] if argv else ""), argv[1:]
     name, args = posixpath.basename(argv[0]), argv[1:]
-    if re.fullmatch(r"python[0-9.]*", name) and len(args) >= 2 and args[0] == "-m":
+    if name.startswith("python") and re.fullmatch(r"python[0-9.]*", name) and len(args) >= 2 and args[0] == "-m":
         name, args = args[1], args[2:]
-    if re.fullmatch(r"pip[0-9.]+", name):
+    if name.startswith("pip") and re.fullmatch(r"pip[0-9.]+", name):
         name = "pip"
     return _ALIASES.get(name, name), args
 

@@ -48,27 +48,43 @@ class ShellChecks:
     def _bash_path_rules(self, call: Call, rules: list[Rule]) -> tuple[Rule, str] | None:
         """Read/Edit deny and ask rules also hold for what a shell command reads or writes."""
         path_rules = [r for r in rules if r.tool in ("Read", "Edit", "Write") and not r.bare]
-        analysis = call.bash
-        if not path_rules or analysis is None:
+        if not path_rules or call.bash is None:
             return None
-        probes: list[tuple[str, str]] = []  # (path as written, cwd)
-        for cmd in analysis.commands:
-            for word in [*sp.path_words(cmd), *targets.read_targets(cmd), *targets.write_targets(cmd)]:
-                if DYNAMIC not in word:
-                    probes.append((word, cmd.cwd))
-            for g in cmd.globbed:
-                expanded = sp.expand_glob(g, cmd.cwd)
-                if expanded is None:
-                    return path_rules[0], f"`{g}` (a glob too large to check)"
-                probes += [(p, cmd.cwd) for p in expanded]
-        probes += [(r.target, r.cwd) for r in analysis.redirects if DYNAMIC not in r.target]
-        for word, cwd in probes:
-            lexical, real = candidates(word, cwd, self.home)
+        probes = self._probes(call)
+        if probes is None:
+            return path_rules[0], "a glob too large to check"
+        for lexical, real in probes:
             for rule in path_rules:
                 pattern = path_pattern(rule.specifier or "", self.cwd, self.home, rule.root)
                 if pattern.matches(lexical, broad=True) or pattern.matches(real, broad=True):
                     return rule, f"Bash touching {lexical}"
         return None
+
+    def _probes(self, call: Call) -> list[tuple[str, str]] | None:
+        """Every path the command names, reads or writes, as (lexical, resolved); None when a
+        glob names too many files to check. Computed once per call (each path stage uses it)."""
+        if "probes" in call.memo:
+            found: list[tuple[str, str]] | None = call.memo["probes"]
+            return found
+        analysis = call.bash
+        assert analysis is not None
+        words: list[tuple[str, str]] = []  # (path as written, cwd)
+        out: list[tuple[str, str]] | None = []
+        for cmd in analysis.commands:
+            for word in [*sp.path_words(cmd), *targets.read_targets(cmd), *targets.write_targets(cmd)]:
+                if DYNAMIC not in word:
+                    words.append((word, cmd.cwd))
+            for g in cmd.globbed:
+                expanded = sp.expand_glob(g, cmd.cwd)
+                if expanded is None:
+                    out = None
+                    break
+                words += [(p, cmd.cwd) for p in expanded]
+        words += [(r.target, r.cwd) for r in analysis.redirects if DYNAMIC not in r.target]
+        if out is not None:
+            out = [candidates(word, cwd, self.home) for word, cwd in dict.fromkeys(words)]
+        call.memo["probes"] = out
+        return out
 
     def _bash_allow(self, call: Call, rules: list[Rule], stage: str) -> StageResult:
         analysis = call.bash
@@ -200,6 +216,12 @@ class ShellChecks:
     def _safe_part(self, call: Call, cmd: SimpleCommand) -> bool:
         """A built-in read-only command inside the working directories; a recursive read that
         follows symlinks reads their targets too, so a link leading out makes it a read outside."""
+        key = ("safe", id(cmd))
+        if key not in call.memo:
+            call.memo[key] = self._safe_part_uncached(call, cmd)
+        return bool(call.memo[key])
+
+    def _safe_part_uncached(self, call: Call, cmd: SimpleCommand) -> bool:
         if not sp.safe_read_only(cmd, self.working_dirs, self.home):
             return False
         for read in trees.tree_reads(cmd):
