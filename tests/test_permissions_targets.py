@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkeel.permissions import PermissionEngine
+from agentkeel.permissions import Decision, PermissionEngine
 from agentkeel.tools import builtin_tools
 from permission_corpus import make_project
 
@@ -127,6 +127,12 @@ def test_several_targets_are_at_least_as_strict_as_the_strictest_one(
                 f"{command!r} -> {combined.decision} ({combined.reason}), "
                 f"but {_piece(writer, [target])!r} alone -> {alone.decision} ({alone.reason})"
             )
+            if _always(alone):  # an "always" ask survives every mode and every other target
+                assert _always(combined) or combined.decision == "deny", (command, combined.reason)
+
+
+def _always(decision: Decision) -> bool:
+    return any(s.verdict == "ask" and s.strength == "always" for s in decision.trace)
 
 
 # --- more routes to protected paths (issue #11 item 6) --------------------------------------
