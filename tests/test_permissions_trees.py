@@ -148,3 +148,9 @@ def test_a_tree_too_large_to_check_asks(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("x")
     result = trees.walk(str(tmp_path), str(tmp_path), trees.TreeRead(".", follow=False), [pattern], (), limit=100)
     assert result.denied == f"{tmp_path}/.env"
+
+
+def test_tar_reads_its_operands_from_the_directory_given_by_c(project: tuple[Path, Path]) -> None:
+    e = engine(project, deny=DENY, allow=["Bash(tar *)", "Bash(cd *)"])
+    assert decide(e, "cd src && tar -czf ../out.tgz .") == "allow"  # src holds nothing denied
+    assert decide(e, "cd src && tar -C .. -czf ../out.tgz .") == "ask"  # the whole project, with .env

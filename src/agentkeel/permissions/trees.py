@@ -148,7 +148,8 @@ def _tar(args: list[str]) -> list[TreeRead]:
     if not keys & {"-c", "--create", "-r", "--append", "-u", "--update"}:
         return []
     follow = bool(keys & {"-h", "--dereference"})
-    return [TreeRead(v, follow) for k, v in opts if not k and v]
+    where = next((v for k, v in opts if k in ("-C", "--directory") and v), "")  # tar reads from there
+    return [TreeRead(posixpath.join(where, v), follow) for k, v in opts if not k and v]
 
 
 # --- git history -------------------------------------------------------------------------------
