@@ -2,7 +2,14 @@
 
 Each case is decided through ``PermissionEngine.decide`` (the code path the loop and
 ``keel permissions check`` use) with a fresh engine per case, as the loop sees a fresh call;
-the first pass warms caches (parser, compiled patterns) and is not counted.
+the first pass warms caches (parser, compiled patterns) and is not counted. A case that is a
+sequence of calls counts as one decision (all its calls).
+
+The second part times the decisions that walk a tree on disk (recursive readers such as
+``grep -r`` under a Read deny rule, ``grep -R`` looking for symlinks out) over generated trees
+of 1,000 and 10,000 files: a Read rule with a literal prefix (``./.env``) opens only the
+directories it can reach; one without (``.env``, any depth) or a reader that follows links
+looks at every entry, up to the walk's limit (then the command asks).
 
     python bench/permissions_bench.py [--rounds 20] [--json bench/results/permissions.json]
 """
@@ -20,7 +27,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from agentkeel.permissions import PermissionEngine
+from agentkeel.permissions.trees import WALK_LIMIT
 from permission_corpus import decide, engine_for, load_cases, make_project
+
+WALK_CASES = [
+    ("grep -r foo .", ["Read(./.env)", "Read(./secrets/**)"]),
+    ("grep -r foo .", ["Read(.env)"]),
+    ("grep -R foo .", []),
+]
 
 
 def main() -> None:
@@ -45,9 +60,13 @@ def main() -> None:
                 samples.append(ms)
                 by_tool.setdefault("Bash" if case.tool == "Bash" else "other", []).append(ms)
     q = statistics.quantiles(samples, n=100)
+    kinds = {k: sum(1 for c in cases if c.kind == k) for k in ("attack", "benign")}
     result = {
         "when": datetime.now().isoformat(timespec="seconds"),
         "cases": len(cases),
+        "attacks": kinds["attack"],
+        "attack_groups": len({c.group for c in cases if c.kind == "attack"}),
+        "benign": kinds["benign"],
         "decisions": len(samples),
         "p50_ms": round(q[49], 4),
         "p95_ms": round(q[94], 4),
@@ -55,11 +74,37 @@ def main() -> None:
         "max_ms": round(max(samples), 4),
         "bash_p95_ms": round(statistics.quantiles(by_tool["Bash"], n=100)[94], 4),
         "other_p95_ms": round(statistics.quantiles(by_tool["other"], n=100)[94], 4),
+        "walk": walks(max(3, args.rounds // 4)),
     }
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def walks(rounds: int) -> dict[str, dict[str, float | int | str]]:
+    """Median decision time of recursive reads over generated trees (10 files per directory)."""
+    out: dict[str, dict[str, float | int | str]] = {}
+    for files in (1_000, 10_000):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "tree"
+            for i in range(files):
+                d = root / f"d{i // 100}" / f"e{i // 10 % 10}"
+                d.mkdir(parents=True, exist_ok=True)
+                (d / f"f{i}.py").write_text("")
+            for command, deny in WALK_CASES:
+                engine = PermissionEngine(cwd=str(root), home=tmp)
+                engine.add(deny, "deny", "bench")
+                engine.decide("Bash", {"command": command}, None)  # warm-up
+                times: list[float] = []
+                decision = ""
+                for _ in range(rounds):
+                    t = time.perf_counter()
+                    decision = engine.decide("Bash", {"command": command}, None).decision
+                    times.append((time.perf_counter() - t) * 1000)
+                key = f"{files} files: {command} / deny {', '.join(deny) or 'none'}"
+                out[key] = {"median_ms": round(statistics.median(times), 3), "decision": decision, "limit": WALK_LIMIT}
+    return out
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentkeel.core.tools import Tool
 from agentkeel.permissions import Decision, PermissionEngine
+from agentkeel.permissions.bash import analyse
 from agentkeel.tools import builtin_tools
 
 CORPUS = Path(__file__).parent / "corpus" / "permissions.json"
@@ -19,15 +20,22 @@ CORPUS = Path(__file__).parent / "corpus" / "permissions.json"
 
 @dataclass(frozen=True)
 class Case:
+    """One tool call, or a sequence of them (``calls``) in one session: the shell's working
+    directory is carried from each allowed Bash call to the next, as the Bash tool keeps it."""
+
     kind: str  # "attack" | "benign"
     group: str
     tool: str
     input: dict[str, Any]
     settings: dict[str, Any]
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+    def steps(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        return self.calls or ((self.tool, self.input),)
 
     def label(self) -> str:
-        shown = self.input.get("command") or self.input.get("url") or self.input.get("file_path") or self.input
-        return f"{self.group} :: {self.tool} {shown!r}"
+        shown = [i.get("command") or i.get("url") or i.get("file_path") or i for _, i in self.steps()]
+        return f"{self.group} :: {self.tool} {shown[0] if len(shown) == 1 else shown!r}"
 
 
 def load_cases() -> list[Case]:
@@ -36,18 +44,27 @@ def load_cases() -> list[Case]:
     for kind, key, label in (("attack", "attacks", "technique"), ("benign", "benign", "kind")):
         for group in data[key]:
             for case in group["cases"]:
-                if isinstance(case, str):
-                    tool, tool_input = group["tool"], {"command": case}
-                elif "tool" in case and "input" in case:
-                    tool, tool_input = case["tool"], case["input"]
-                else:
-                    tool, tool_input = group["tool"], case
-                out.append(Case(kind, group[label], tool, tool_input, group.get("settings", {})))
+                calls = (
+                    tuple(_call(group["tool"], c) for c in case["calls"])
+                    if isinstance(case, dict) and "calls" in case
+                    else ()
+                )
+                tool, tool_input = calls[0] if calls else _call(group["tool"], case)
+                out.append(Case(kind, group[label], tool, tool_input, group.get("settings", {}), calls))
     return out
 
 
+def _call(default_tool: str, case: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(case, str):
+        return default_tool, {"command": case}
+    if "tool" in case and "input" in case:
+        return case["tool"], case["input"]
+    return default_tool, case
+
+
 def make_project(root: Path) -> tuple[Path, Path]:
-    """A project with secrets, symlinks in and out, a .git dir; returns (project, home)."""
+    """A project with secrets, symlinks in and out (vendor -> outside, etclink -> /etc), a .git
+    dir; returns (project, home)."""
     home = root / "home"
     project = home / "work" / "project"
     outside = root / "outside"
@@ -70,6 +87,7 @@ def make_project(root: Path) -> tuple[Path, Path]:
     (home / ".bashrc").write_text("# rc\n")
     (project / "envlink").symlink_to(project / ".env")
     (project / "vendor").symlink_to(outside)
+    (project / "etclink").symlink_to("/etc")  # a committed link out of the project
     return project, home
 
 
@@ -87,7 +105,17 @@ _TOOLS: dict[str, Tool] = {t.name: t for t in builtin_tools()}
 
 
 def decide(case: Case, engine: PermissionEngine) -> Decision:
-    return engine.decide(case.tool, case.input, _TOOLS.get(case.tool))
+    """The case's decision: for a sequence, the first call not allowed (or the last one)."""
+    shell_cwd = engine.cwd
+    decision: Decision | None = None
+    for tool, tool_input in case.steps():
+        decision = engine.decide(tool, tool_input, _TOOLS.get(tool), shell_cwd=shell_cwd)
+        if decision.decision != "allow":
+            return decision
+        if tool == "Bash" and isinstance(tool_input.get("command"), str):
+            shell_cwd = analyse(tool_input["command"], shell_cwd, engine.home).cwd
+    assert decision is not None
+    return decision
 
 
 def run(project: Path, home: Path) -> Iterator[tuple[Case, Decision]]:

@@ -6,9 +6,10 @@ The engine is a pure function of (tool, input, rules, mode); the loop sees it on
 
 from __future__ import annotations
 
-from agentkeel.permissions.engine import Decision, PermissionEngine, StageResult
+from agentkeel.permissions.engine import PermissionEngine
 from agentkeel.permissions.gate import Answer, AskFn, PermissionGate, RequestHook, headless_denial
 from agentkeel.permissions.setup import build_engine
+from agentkeel.permissions.verdicts import Decision, StageResult
 
 __all__ = [
     "Answer",

@@ -11,7 +11,6 @@ that was understood.
 
 from __future__ import annotations
 
-import codecs
 import os
 import posixpath
 import re
@@ -21,41 +20,21 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 from agentkeel.permissions.grammar import source_problem, tree_problem, unescaped_blank
+from agentkeel.permissions.shellstate import DIR_COMMANDS, Dirs, change, in_this_shell, record_mkdir, safe_assignment
+from agentkeel.permissions.words import DYNAMIC as DYNAMIC  # re-exported: the analysis' marker
+from agentkeel.permissions.words import ansi_c, dq_literal, has_glob, lone_dollar
+from agentkeel.permissions.wrappers import SHELLS, WRAPPER_OPTS_WITH_VALUE, shell_c, skip_options
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
-DYNAMIC = "\x00"  # stands for a value known only at run time; no rule literal ever contains it
 MAX_DEPTH = 4  # nesting of bash -c / eval / $(..) we follow before giving up
 
-# wrappers stripped before matching: ``timeout 5 git status`` is checked as ``git status``
-_WRAPPER_OPTS_WITH_VALUE: dict[str, frozenset[str]] = {
-    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
-    "xargs": frozenset(
-        {"-n", "-L", "-l", "-I", "-i", "-d", "-P", "-s", "-E", "-e", "-a", "--arg-file", "--delimiter", "--max-args"}
-    ),
-    "env": frozenset({"-u", "--unset"}),
-    "time": frozenset({"-f", "--format", "-o", "--output"}),
-    "command": frozenset(),
-    "builtin": frozenset(),
-    "noglob": frozenset(),
-    "nohup": frozenset(),
-    "exec": frozenset({"-a"}),
-}
 _WORDLIKE = frozenset(
     {"word", "string", "raw_string", "concatenation", "number", "simple_expansion", "expansion", "extglob_pattern"}
 )
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish"})
 _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 _SAFE_VARS = frozenset({"HOME", "PWD", "USER", "LOGNAME", "SHELL", "TMPDIR"})
-# environment assignments that do not change which program runs or what it loads
-_SAFE_ASSIGNMENTS = re.compile(
-    r"(?x)^(CI|NODE_ENV|RUST_LOG|RUST_BACKTRACE|DEBUG|LANG|LANGUAGE|LC_[A-Z]+|TZ|FORCE_COLOR|NO_COLOR|TERM|COLUMNS|"
-    r"PYTHONUNBUFFERED|PYTHONDONTWRITEBYTECODE|PYTHONHASHSEED|GOFLAGS|CGO_ENABLED|GOOS|GOARCH|VERBOSE|"
-    r"RAILS_ENV|MIX_ENV|PYTEST_ADDOPTS|CARGO_TERM_COLOR|GIT_PAGER|PAGER|NPM_CONFIG_LOGLEVEL|LOG_LEVEL)$"
-)
 
 
 @dataclass
@@ -100,6 +79,7 @@ class BashAnalysis:
     commands: list[SimpleCommand] = field(default_factory=list)
     redirects: list[Redirect] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    cwd: str = ""  # where the shell is when the line is done (after its literal cd/pushd/popd)
 
     @property
     def confident(self) -> bool:
@@ -126,7 +106,7 @@ def analyse(command: str, cwd: str, home: str | None = None) -> BashAnalysis:
     if "\x00" in command:
         out.problems.append("the command contains a NUL byte")
         return out
-    _Walker(out, home or os.path.expanduser("~")).script(parser, command, cwd, depth=0)
+    out.cwd = _Walker(out, home or os.path.expanduser("~")).script(parser, command, cwd, depth=0)
     return out
 
 
@@ -135,6 +115,9 @@ class _Walker:
         self.out = out
         self.home = home
         self.vars: dict[str, str] = {}  # literal assignments seen earlier in the line
+        self.stack: list[str] = []  # pushd's directory stack
+        self.made: set[str] = set()  # directories mkdir creates earlier in the line
+        self.dir_changes = 0  # cd/pushd/popd seen so far (to tell whether a construct changed directory)
 
     # --- statements ----------------------------------------------------------------------
 
@@ -158,9 +141,18 @@ class _Walker:
         return self.statements(root.children, cwd, depth)
 
     def statements(self, nodes: list[Node], cwd: str, depth: int) -> str:
-        for node in nodes:
-            cwd = self.statement(node, cwd, depth)
+        for i, node in enumerate(nodes):
+            if i + 1 < len(nodes) and nodes[i + 1].type == "&":  # runs in the background: a subshell
+                self.isolated(node, cwd, depth)
+            else:
+                cwd = self.statement(node, cwd, depth)
         return cwd
+
+    def isolated(self, node: Node, cwd: str, depth: int) -> None:
+        """A part that runs in a subshell: directory changes inside do not reach the rest."""
+        stack = list(self.stack)
+        self.statement(node, cwd, depth)
+        self.stack = stack
 
     def statement(self, node: Node, cwd: str, depth: int) -> str:
         t = node.type
@@ -170,10 +162,17 @@ class _Walker:
             return cwd
         if t == "command":
             return self.command(node, cwd, depth)
-        if t in ("list", "pipeline", "program", "compound_statement", "do_group", "else_clause", "elif_clause"):
+        if t in ("list", "program", "compound_statement", "do_group", "else_clause", "elif_clause"):
             return self.statements(node.children, cwd, depth)
+        if t == "pipeline":
+            before = self.dir_changes
+            for child in node.children:  # each part runs in a subshell, from the same directory
+                self.isolated(child, cwd, depth)
+            if self.dir_changes != before:  # unless lastpipe is set, which keel cannot see
+                self.problem("changes directory inside a pipeline (bash may or may not keep it)")
+            return cwd
         if t == "subshell":
-            self.statements(node.children, cwd, depth)  # cd inside a subshell does not leak out
+            self.subshell(node, cwd, depth)
             return cwd
         if t == "negated_command":
             return self.statements(node.children, cwd, depth)
@@ -187,7 +186,7 @@ class _Walker:
         if t in ("variable_assignment", "variable_assignments"):
             for name, value in self.assignments(node, cwd, depth):
                 self.remember(name, value)
-                if not _SAFE_ASSIGNMENTS.match(name):
+                if not safe_assignment(name, value):
                     self.out.commands.append(SimpleCommand(argv=[], assignments=[(name, value)], cwd=cwd))
             return cwd
         if t in ("declaration_command", "unset_command"):
@@ -200,11 +199,14 @@ class _Walker:
             self.out.commands.append(SimpleCommand(argv=argv, cwd=cwd))
             return cwd
         if t in ("if_statement", "while_statement", "case_statement", "case_item"):
+            before = self.dir_changes
             for child in node.children:
                 if child.is_named:
                     self.statement_or_word(child, cwd, depth)
+            self.unfollowed_dir_change(before, t)
             return cwd
         if t in ("for_statement", "c_style_for_statement"):
+            before = self.dir_changes
             var = node.child_by_field_name("variable")
             if var is not None and var.text is not None:
                 self.vars[var.text.decode()] = DYNAMIC
@@ -213,6 +215,7 @@ class _Walker:
                     self.word(child, cwd, depth)
                 elif child.is_named and child.type != "variable_name":
                     self.statement_or_word(child, cwd, depth)
+            self.unfollowed_dir_change(before, t)
             return cwd
         if t in ("test_command", "arithmetic_expansion", "binary_expression", "unary_expression"):
             self.nested(node, cwd, depth)
@@ -235,11 +238,22 @@ class _Walker:
         else:
             self.statement(node, cwd, depth)
 
+    def subshell(self, node: Node, cwd: str, depth: int) -> None:
+        """``( .. )``, ``$( .. )``, ``<( .. )``: a cd inside does not leak out."""
+        stack = list(self.stack)
+        self.statements(node.children, cwd, depth)
+        self.stack = stack
+
+    def unfollowed_dir_change(self, before: int, construct: str) -> None:
+        if self.dir_changes != before:
+            kind = construct.removesuffix("_statement").replace("_", " ")
+            self.problem(f"changes directory inside {kind} (keel does not follow where it ends up)")
+
     def nested(self, node: Node, cwd: str, depth: int) -> None:
         """Collect every command that runs inside an expression (substitutions)."""
         for child in node.children:
             if child.type in ("command_substitution", "process_substitution"):
-                self.statements(child.children, cwd, depth + 1)
+                self.subshell(child, cwd, depth + 1)
             elif child.type == "command":
                 self.command(child, cwd, depth)
             else:
@@ -293,32 +307,39 @@ class _Walker:
                 self.redirect(child, cwd, depth)
             elif child.is_named or child.type == "$":  # a lone "$" is a literal to bash
                 value = self.word(child, cwd, depth)
-                if value != DYNAMIC and _has_glob(child):
+                if value != DYNAMIC and has_glob(child):
                     globbed.append(value)
                 words.append(value)
             elif child.text:  # a token the grammar left bare ("==", "=~"): a word to bash
                 words.append(child.text.decode("utf-8", "replace"))
         cmd = SimpleCommand(argv=words, assignments=assignments, globbed=globbed, cwd=cwd)
-        self.unwrap(cmd, cwd, depth)
-        if cmd.argv and cmd.argv[0] == "cd":
-            return self.cd(cmd, cwd)
-        return cwd
+        after_eval = self.unwrap(cmd, cwd, depth)
+        if cmd.argv and cmd.argv[0] in DIR_COMMANDS:
+            return self.change_dir(cmd, cwd)
+        if cmd.argv and cmd.argv[0] == "mkdir":
+            record_mkdir(cmd.argv, Dirs(cwd, self.stack, self.made))
+        return after_eval if after_eval is not None and in_this_shell(cmd.wrappers, cmd.privileged) else cwd
 
-    def cd(self, cmd: SimpleCommand, cwd: str) -> str:
-        args = [a for a in cmd.argv[1:] if a not in ("-P", "-L", "--")]
-        target = args[0] if args else self.home
-        if DYNAMIC in target or target == "-":
-            self.problem("changes to a directory known only at run time")
+    def change_dir(self, cmd: SimpleCommand, cwd: str) -> str:
+        self.dir_changes += 1
+        if not in_this_shell(cmd.wrappers, cmd.privileged):
+            self.problem(f"{cmd.argv[0]} behind a wrapper (bash may not change directory at all)")
             return cwd
-        return posixpath.normpath(posixpath.join(cwd, os.path.expanduser(target)))
+        dirs = Dirs(cwd, self.stack, self.made)
+        why = change(cmd.argv, dirs, self.home)
+        if why:
+            self.problem(why)
+            return cwd
+        return dirs.cwd
 
-    def unwrap(self, cmd: SimpleCommand, cwd: str, depth: int) -> None:
-        """Strip wrappers and pull nested commands out; append what remains."""
+    def unwrap(self, cmd: SimpleCommand, cwd: str, depth: int) -> str | None:
+        """Strip wrappers and pull nested commands out; append what remains. For ``eval``, the
+        directory its script ends in (eval runs in this shell; ``bash -c`` does not)."""
         argv = cmd.argv
         while argv:
             name = posixpath.basename(argv[0]) if DYNAMIC not in argv[0] else argv[0]
             if name in ("sudo", "doas"):
-                rest = _skip_options(argv[1:], frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}))
+                rest = skip_options(argv[1:], frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}))
                 cmd.privileged += argv[: len(argv) - len(rest)]
                 argv = rest
                 continue
@@ -328,7 +349,7 @@ class _Walker:
                     opt = rest.pop(0)
                     if opt in ("-S", "--split-string") or opt.startswith(("-S", "--split-string=")):
                         self.problem("env -S splits a string into a command")
-                        return
+                        return None
                     if opt in ("-u", "--unset") and rest:
                         rest.pop(0)
                     elif "=" in opt and not opt.startswith("-"):
@@ -337,10 +358,10 @@ class _Walker:
                 cmd.wrappers.append("env")
                 argv = rest
                 continue
-            if name in _WRAPPER_OPTS_WITH_VALUE and name not in ("env",):
+            if name in WRAPPER_OPTS_WITH_VALUE and name not in ("env",):
                 if name == "command" and len(argv) > 1 and argv[1] in ("-v", "-V"):
                     break  # ``command -v x`` only looks x up
-                rest = _skip_options(argv[1:], _WRAPPER_OPTS_WITH_VALUE[name])
+                rest = skip_options(argv[1:], WRAPPER_OPTS_WITH_VALUE[name])
                 if name == "timeout" and rest:
                     rest = rest[1:]  # the duration
                 if name == "nice" and rest and re.fullmatch(r"-\d+", rest[0]):
@@ -352,37 +373,37 @@ class _Walker:
                     rest = [*rest, DYNAMIC]  # xargs appends arguments from its input
                 argv = rest
                 continue
-            if name in _SHELLS and len(argv) >= 2:
-                inner = _shell_c(argv[1:])
+            if name in SHELLS and len(argv) >= 2:
+                inner = shell_c(argv[1:])
                 if inner is None:
                     break  # ``bash script.sh``: a command like any other
                 if DYNAMIC in inner:
                     self.problem(f"{name} -c runs a string known only at run time")
-                    return
+                    return None
                 self._nested_script(inner, cmd, cwd, depth)
-                return
+                return None
             if name == "eval":
                 inner = " ".join(argv[1:])
                 if DYNAMIC in inner:
                     self.problem("eval runs a string known only at run time")
-                    return
-                self._nested_script(inner, cmd, cwd, depth)
-                return
+                    return None
+                return self._nested_script(inner, cmd, cwd, depth)
             if name in ("find", "fd", "fdfind"):
                 argv = self.find_exec(argv, cmd, cwd, depth)
             break
         cmd.argv = argv
         if argv or cmd.assignments:
             self.out.commands.append(cmd)
+        return None
 
-    def _nested_script(self, inner: str, cmd: SimpleCommand, cwd: str, depth: int) -> None:
+    def _nested_script(self, inner: str, cmd: SimpleCommand, cwd: str, depth: int) -> str:
         parser = _parser()
         assert parser is not None
         if cmd.assignments or cmd.privileged:
             self.out.commands.append(
                 SimpleCommand(argv=[], assignments=cmd.assignments, privileged=cmd.privileged, cwd=cwd)
             )
-        self.script(parser, inner, cwd, depth + 1)
+        return self.script(parser, inner, cwd, depth + 1)
 
     def find_exec(self, argv: list[str], cmd: SimpleCommand, cwd: str, depth: int) -> list[str]:
         """``find . -exec rm {} ;``: the command after -exec runs too and is checked on its own."""
@@ -450,7 +471,7 @@ class _Walker:
         t = node.type
         raw = node.text.decode("utf-8", "replace") if node.text is not None else ""
         if t == "$":
-            return _lone_dollar(node)
+            return lone_dollar(node)
         if t == "word":
             if unescaped_blank(raw):
                 # tree-sitter-bash 0.25 reads "status\n\\rm" as one word; bash runs rm on a new line
@@ -475,7 +496,7 @@ class _Walker:
         if t == "raw_string":
             return raw[1:-1]
         if t == "ansi_c_string":
-            return _ansi_c(raw[2:-1])
+            return ansi_c(raw[2:-1])
         if t == "string":
             # the literal text is everything between the quotes that is not an expansion, read from
             # the source: the grammar leaves some of it (a lone blank) outside every token
@@ -486,10 +507,10 @@ class _Walker:
             pos = 1
             for c in node.children:
                 if (c.is_named and c.type != "string_content") or c.type == "$":
-                    parts.append(_dq_literal(data[pos : c.start_byte - node.start_byte]))
+                    parts.append(dq_literal(data[pos : c.start_byte - node.start_byte]))
                     parts.append(self.word(c, cwd, depth))
                     pos = c.end_byte - node.start_byte
-            parts.append(_dq_literal(data[pos:-1]))
+            parts.append(dq_literal(data[pos:-1]))
             return "".join(parts)
         if t == "translated_string":
             return DYNAMIC  # $"...": the locale may translate it
@@ -505,7 +526,7 @@ class _Walker:
                 return self.home if name == "HOME" else (cwd if name == "PWD" else os.environ.get(name, DYNAMIC))
             return DYNAMIC
         if t in ("command_substitution", "process_substitution"):
-            self.statements(node.children, cwd, depth + 1)
+            self.subshell(node, cwd, depth + 1)
             return DYNAMIC
         if t == "expansion":
             inner = [c for c in node.children if c.is_named]
@@ -525,71 +546,3 @@ class _Walker:
         if name == "PWD":
             return cwd
         return os.environ.get(name, DYNAMIC) if name in _SAFE_VARS else DYNAMIC
-
-
-# inside "...": \$ \` \" \\ stand for the character; backslash-newline is removed (a continuation)
-_DQ_ESCAPE = re.compile(r'\\([$`"\\\n])')
-
-
-def _dq_literal(raw: bytes) -> str:
-    return _DQ_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), raw.decode("utf-8", "replace"))
-
-
-def _lone_dollar(node: Node) -> str:
-    """A "$" the parser did not take for an expansion: literal to bash at the end of a word, but
-    the parser also leaves ``a$$`` (the shell's pid) this way, so anything after it is unknown."""
-    parent = node.parent
-    if parent is None or node.text != b"$":  # "$$" comes as one such token
-        return DYNAMIC
-    root = parent
-    while root.parent is not None:
-        root = root.parent
-    after = (root.text or b"")[node.end_byte : node.end_byte + 1]  # the source, not the token: "$2>a"
-    if after in (b"", b" ", b"\t", b"\n") or (after == b'"' and parent.type == "string"):
-        return "$"
-    return DYNAMIC  # outside "...", $"..." is a translated string
-
-
-def _has_glob(node: Node) -> bool:
-    """Unquoted ``*``, ``?`` or ``[`` in a word (quoted ones are literal)."""
-    if node.type == "word":
-        raw = node.text.decode("utf-8", "replace") if node.text else ""
-        return bool(re.search(r"(?<!\\)[*?\[]", raw))
-    if node.type == "concatenation":
-        return any(_has_glob(c) for c in node.children)
-    return False
-
-
-def _skip_options(args: list[str], with_value: frozenset[str]) -> list[str]:
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            return args[i + 1 :]
-        if not a.startswith("-") or a == "-":
-            break
-        if a in with_value:
-            i += 2
-            continue
-        i += 1
-    return args[i:]
-
-
-def _shell_c(args: list[str]) -> str | None:
-    """The script of ``bash [-opts] -c SCRIPT``; None when it runs a file or stdin."""
-    for i, a in enumerate(args):
-        if a == "--":
-            return None
-        if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
-            return args[i + 1] if i + 1 < len(args) else DYNAMIC
-        if a.startswith("+") or (a.startswith("-") and a != "-"):
-            continue
-        return None
-    return None
-
-
-def _ansi_c(body: str) -> str:
-    try:
-        return codecs.decode(body.encode("latin-1", "backslashreplace"), "unicode_escape")
-    except (UnicodeDecodeError, ValueError):
-        return DYNAMIC

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -21,8 +21,10 @@ class Call:
     name: str
     input: Mapping[str, Any]
     tool: Tool | None
-    cwd: str
+    cwd: str  # the project root: relative paths of file tools
     home: str
+    shell_cwd: str = ""  # where the shell is: a Bash command starts here (default: cwd)
+    memo: dict[Any, Any] = field(default_factory=dict)  # facts the stages share (tree walks)
 
     @property
     def read_only(self) -> bool:
@@ -62,7 +64,7 @@ class Call:
         command = self.input.get("command")
         if not isinstance(command, str):
             return BashAnalysis(problems=["the command is not a string"])
-        return analyse(command, self.cwd, self.home)
+        return analyse(command, self.shell_cwd or self.cwd, self.home)
 
     @cached_property
     def host(self) -> str | None:

@@ -11,11 +11,17 @@ stages run in order, each leaving a :class:`StageResult` in the trace:
     domain-safety               transactional tools always need approval
     default                     the mode's answer for what no rule decided
 
-``deny`` stops at once. A *hard* ask (an ask rule, a protected path, a transactional tool,
-a command keel cannot read with confidence) is remembered and applied at the end whatever
-allowed it. Otherwise an allow from any stage wins; then bypassPermissions allows; then a
-remembered *soft* ask (a path outside the working directories, a tool that requires
-approval); then the default. dontAsk turns every final ask into deny.
+``deny`` stops at once. An *always* ask (an ask rule, a protected path, a transactional
+tool, a recursive read of a Read-denied file) is applied at the end whatever allowed it, in
+every mode; a *hard* ask (a command keel cannot read with confidence, a write outside the
+working directories) in every mode but bypassPermissions. Otherwise an allow from any stage
+wins; then bypassPermissions allows; then a remembered *soft* ask (a path outside the working
+directories, a tool that requires approval); then the default. dontAsk turns every final ask
+into deny. Within a stage, verdicts compose by strength (:func:`~.verdicts.strongest`).
+
+Shell commands run in the shell's own working directory, which the caller passes as
+``decide(..., shell_cwd=...)`` (the Bash tool's live cwd); rule anchors and the working
+directories stay at the project root, and file tools resolve their paths there, as they do.
 """
 
 from __future__ import annotations
@@ -26,11 +32,10 @@ import posixpath
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from agentkeel.core.tools import Tool
 from agentkeel.permissions import shellpolicy as sp
-from agentkeel.permissions.bash import DYNAMIC, BashAnalysis
 from agentkeel.permissions.call import Call
 from agentkeel.permissions.paths import candidates, inside, protected
 from agentkeel.permissions.rules import (
@@ -43,61 +48,19 @@ from agentkeel.permissions.rules import (
     path_pattern,
     tool_prefix,
 )
+from agentkeel.permissions.shellcheck import ShellChecks
+from agentkeel.permissions.verdicts import Decision, GroupVerdict, StageResult, Verdict
 from agentkeel.settings import PermissionMode
 
+__all__ = ["Decision", "PermissionEngine", "StageResult", "rule_root"]  # Decision, StageResult: from .verdicts
+
 log = logging.getLogger("agentkeel.permissions")
-
-DecisionKind = Literal["allow", "ask", "deny"]
-Verdict = Literal["allow", "ask", "deny", "continue"]
-GroupVerdict = Literal["allow", "ask", "deny"]
-Strength = Literal["soft", "hard", "always"]
-_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
-
-
-@dataclass(frozen=True)
-class StageResult:
-    stage: str
-    verdict: Verdict
-    reason: str = ""
-    rule: str | None = None
-    # for an ask: "soft" yields to an allow rule or bypass mode, "hard" only to bypass mode,
-    # "always" to nothing (ask rules, protected paths, transactional tools)
-    strength: Strength = "soft"
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"stage": self.stage, "verdict": self.verdict}
-        if self.reason:
-            out["reason"] = self.reason
-        if self.rule:
-            out["rule"] = self.rule
-        if self.verdict == "ask":
-            out["strength"] = self.strength
-        return out
-
-
-@dataclass(frozen=True)
-class Decision:
-    decision: DecisionKind
-    reason: str
-    rule: str | None = None
-    stage: str = "default"
-    trace: tuple[StageResult, ...] = ()
-    suggestions: tuple[str, ...] = ()  # rules that would let this call through next time
-
-    def to_json(self, *, trace: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {"decision": self.decision, "reason": self.reason, "rule": self.rule, "stage": self.stage}
-        if self.suggestions:
-            out["suggestions"] = list(self.suggestions)
-        if trace:
-            out["trace"] = [s.to_json() for s in self.trace]
-        return out
-
 
 Stage = Callable[[Call], StageResult]
 
 
 @dataclass
-class PermissionEngine:
+class PermissionEngine(ShellChecks):
     """Decides allow / ask / deny for tool calls. Rules are added with :meth:`add`."""
 
     cwd: str
@@ -177,18 +140,25 @@ class PermissionEngine:
 
     # --- deciding ----------------------------------------------------------------------------
 
-    def decide(self, name: str, tool_input: Mapping[str, Any], tool: Tool | None = None) -> Decision:
-        """Never raises: a crash inside the pipeline denies (fail closed) and is logged."""
+    def decide(
+        self, name: str, tool_input: Mapping[str, Any], tool: Tool | None = None, *, shell_cwd: str | None = None
+    ) -> Decision:
+        """Never raises: a crash inside the pipeline denies (fail closed) and is logged.
+
+        ``shell_cwd`` is where the shell is now (the Bash tool keeps its directory across
+        calls): a Bash command's relative paths and its analysis start there. Relative paths
+        of other tools, rule anchors and the working directories stay at ``self.cwd``."""
         try:
-            return self._decide(name, tool_input, tool)
+            return self._decide(name, tool_input, tool, shell_cwd)
         except Exception as exc:
             log.exception("permission check crashed for %s", name)
             return Decision(
                 "deny", f"the permission check failed ({type(exc).__name__}); denied for safety", None, "error"
             )
 
-    def _decide(self, name: str, tool_input: Mapping[str, Any], tool: Tool | None) -> Decision:
-        call = Call(name, tool_input if isinstance(tool_input, Mapping) else {}, tool, self.cwd, self.home)
+    def _decide(self, name: str, tool_input: Mapping[str, Any], tool: Tool | None, shell_cwd: str | None) -> Decision:
+        shell = self.cwd if not shell_cwd else posixpath.normpath(posixpath.join(self.cwd, shell_cwd))
+        call = Call(name, tool_input if isinstance(tool_input, Mapping) else {}, tool, self.cwd, self.home, shell)
         trace: list[StageResult] = []
         for _, stage in self.stages:
             result = stage(call)
@@ -289,7 +259,7 @@ class PermissionEngine:
         if call.paths is not None and (call.is_edit or call.name in READ_TOOLS):
             lexical, real = call.paths
             if call.is_edit:
-                why = protected(lexical, self.keel_home) or protected(real, self.keel_home)
+                why = self._protected(lexical) or self._protected(real)
                 if why:
                     return StageResult("tool", "ask", f"{call.name} {lexical}: {why}; always asks", strength="always")
             if not (inside(lexical, self.working_dirs) and inside(real, self.working_dirs)):
@@ -317,7 +287,7 @@ class PermissionEngine:
         mode = self.mode
         if call.name == "Bash":
             analysis = call.bash
-            safe = analysis is not None and self._bash_safe(analysis)
+            safe = analysis is not None and self._bash_safe(call)
             if safe:
                 return StageResult("default", "allow", "read-only commands inside the working directories")
             if mode == "plan":
@@ -384,115 +354,8 @@ class PermissionEngine:
             return f"Skill({skill})" if isinstance(skill, str) and skill == spec.strip() else None
         return None
 
-    def _bash_path_rules(self, call: Call, rules: list[Rule]) -> tuple[Rule, str] | None:
-        """Read/Edit deny and ask rules also hold for what a shell command reads or writes."""
-        path_rules = [r for r in rules if r.tool in ("Read", "Edit", "Write") and not r.bare]
-        analysis = call.bash
-        if not path_rules or analysis is None:
-            return None
-        probes: list[tuple[str, str]] = []  # (path as written, cwd)
-        for cmd in analysis.commands:
-            for word in sp.path_words(cmd):
-                probes.append((word, cmd.cwd))
-            for g in cmd.globbed:
-                expanded = sp.expand_glob(g, cmd.cwd)
-                if expanded is None:
-                    return path_rules[0], f"`{g}` (a glob too large to check)"
-                probes += [(p, cmd.cwd) for p in expanded]
-        probes += [(r.target, r.cwd) for r in analysis.redirects if DYNAMIC not in r.target]
-        for word, cwd in probes:
-            lexical, real = candidates(word, cwd, self.home)
-            for rule in path_rules:
-                pattern = path_pattern(rule.specifier or "", self.cwd, self.home, rule.root)
-                if pattern.matches(lexical, broad=True) or pattern.matches(real, broad=True):
-                    return rule, f"Bash touching {lexical}"
-        return None
-
-    # --- Bash --------------------------------------------------------------------------------
-
-    def _bash_allow(self, call: Call, rules: list[Rule], stage: str) -> StageResult:
-        analysis = call.bash
-        bare = next((r for r in rules if r.bare and r.tool in ("Bash", "*")), None)
-        if bare is not None:
-            return StageResult(stage, "allow", f"allowed by rule {bare.text} ({bare.source})", bare.text)
-        bash_rules = [r for r in rules if r.tool == "Bash" and not r.bare]
-        if analysis is None or not analysis.confident or not analysis.commands or not bash_rules:
-            return StageResult(stage, "continue")
-        used: list[str] = []
-        for cmd in analysis.commands:
-            rule = sp.part_allowed(cmd, bash_rules)
-            if rule is not None:
-                used.append(rule.text)
-            elif not sp.safe_read_only(cmd, self.working_dirs, self.home):
-                return StageResult(stage, "continue", sp.why_not_allowed(cmd))
-        if not used:
-            return StageResult(stage, "continue")
-        rules_text = ", ".join(dict.fromkeys(used))
-        return StageResult(stage, "allow", f"every command is allowed ({rules_text})", rules_text)
-
-    def _bash_safe(self, analysis: BashAnalysis) -> bool:
-        return (
-            analysis.confident
-            and bool(analysis.commands)
-            and all(sp.safe_read_only(c, self.working_dirs, self.home) for c in analysis.commands)
-            and all(r.mode == "read" or r.target in _HARMLESS_TARGETS for r in analysis.redirects)
-            and all(
-                inside(candidates(r.target, r.cwd, self.home)[1], self.working_dirs)
-                for r in analysis.redirects
-                if r.mode == "read"
-            )
-        )
-
-    def _bash_tool(self, call: Call) -> StageResult:
-        """Hard asks a shell command earns whatever allowed it: unreadable syntax, writes to
-        protected files or outside the working directories, redirects no Edit rule covers."""
-        analysis = call.bash
-        assert analysis is not None
-        if not analysis.confident:
-            return StageResult("tool", "ask", "keel cannot check this command: " + "; ".join(analysis.problems))
-        for cmd in analysis.commands:
-            for target in sp.write_targets(cmd):
-                verdict = self._write_check(target, cmd.cwd, f"`{sp._show(cmd)}`")
-                if verdict is not None:
-                    return verdict
-        for redirect in analysis.redirects:
-            if redirect.mode != "write" or redirect.target in _HARMLESS_TARGETS:
-                continue
-            if DYNAMIC in redirect.target:
-                return StageResult("tool", "ask", "redirects to a file known only at run time", strength="hard")
-            verdict = self._write_check(redirect.target, redirect.cwd, f"redirect {redirect.op} {redirect.target}")
-            if verdict is not None:
-                return verdict
-            lexical, real = candidates(redirect.target, redirect.cwd, self.home)
-            scratch = self.scratch_dirs or ()
-            if inside(lexical, scratch) and inside(real, scratch):
-                continue
-            edit = self.decide("Edit", {"file_path": lexical}, None)
-            if edit.decision != "allow":
-                return StageResult(
-                    "tool", "ask", f"redirect {redirect.op} {lexical} writes a file: {edit.reason}", strength="hard"
-                )
-        return StageResult("tool", "continue")
-
-    def _write_check(self, target: str, cwd: str, what: str) -> StageResult | None:
-        if target in _HARMLESS_TARGETS:
-            return None
-        if DYNAMIC in target:
-            return StageResult("tool", "ask", f"{what} writes to a path known only at run time", strength="hard")
-        lexical, real = candidates(target, cwd, self.home)
-        why = protected(lexical, self.keel_home) or protected(real, self.keel_home)
-        if why:
-            return StageResult("tool", "ask", f"{what} writes {lexical}: {why}; always asks", strength="always")
-        if any(inside(d, (lexical,)) or inside(d, (real,)) for d in self.working_dirs):
-            return StageResult(
-                "tool", "ask", f"{what} writes {lexical}, which holds the working directory", "", "always"
-            )
-        within = (*self.working_dirs, *(self.scratch_dirs or ()))
-        if not (inside(lexical, within) and inside(real, within)):
-            return StageResult(
-                "tool", "ask", f"{what} writes {lexical}, outside the working directories", strength="hard"
-            )
-        return None
+    def _protected(self, path: str) -> str | None:
+        return protected(path, self.keel_home, self.home)
 
     # --- suggestions -------------------------------------------------------------------------
 
@@ -505,7 +368,7 @@ class PermissionEngine:
             out = [
                 s
                 for c in analysis.commands
-                if sp.part_allowed(c, allow) is None and not sp.safe_read_only(c, self.working_dirs, self.home)
+                if sp.part_allowed(c, allow) is None and not self._safe_part(call, c)
                 if (s := sp.uncovered_suggestion(c)) is not None
             ]
             return tuple(dict.fromkeys(out))

@@ -17,7 +17,8 @@ from typing import Literal
 
 from agentkeel.core.events import Event, PermissionDecided
 from agentkeel.core.extensions import ToolCall, Verdict
-from agentkeel.permissions.engine import Decision, PermissionEngine
+from agentkeel.permissions.engine import PermissionEngine
+from agentkeel.permissions.verdicts import Decision
 
 log = logging.getLogger("agentkeel.permissions")
 

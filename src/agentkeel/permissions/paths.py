@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pathspec
 
-# always ask before writing here, whatever the mode or rules (SPEC section 3)
-PROTECTED_DIRS = frozenset({".git", ".keel", ".claude", ".ssh", ".gnupg", ".aws", ".kube", ".docker"})
+# always ask before writing here, whatever the mode or rules (SPEC section 3). Beyond the SPEC's
+# list: places whose contents run without anyone choosing to run them. .husky/ holds git hooks
+# (husky points core.hooksPath there); .bashrc.d/ is sourced by many distributions' .bashrc.
+PROTECTED_DIRS = frozenset(
+    {".git", ".keel", ".claude", ".ssh", ".gnupg", ".aws", ".kube", ".docker", ".husky", ".bashrc.d"}
+)
 PROTECTED_FILES = frozenset(
     {
         ".bashrc",
@@ -40,7 +45,22 @@ PROTECTED_FILES = frozenset(
         ".pypirc",
         "config.fish",
         "managed-settings.json",
+        ".pre-commit-config.yaml",  # hooks pre-commit runs on every commit
     }
+)
+# a file inside a directory: .vscode/tasks.json can run a task when the folder is opened, and
+# .vscode/settings.json names programs extensions run (interpreters, linters, git)
+PROTECTED_NESTED = frozenset({(".vscode", "tasks.json"), (".vscode", "settings.json")})
+# under the home directory: run at login or on the PATH before the system's programs
+# (~/.local/bin shadows commands), or git's XDG config, as powerful as ~/.gitconfig
+PROTECTED_HOME = (
+    ".config/git",
+    ".local/bin",
+    ".config/autostart",
+    ".config/systemd",
+    ".config/environment.d",
+    ".config/fish",
+    "Library/LaunchAgents",
 )
 
 
@@ -68,6 +88,55 @@ class PathPattern:
             return True
         return os.path.isdir(path) and spec.match_file(probe + "/") if probe else False
 
+    def entry_prefix(self, directory: str) -> str | None:
+        """For a tree walk: what goes before an entry's name of ``directory`` to make its path
+        relative to this pattern's base (case folded), or None when it is not under the base."""
+        if self.base == "/":
+            rel = directory[1:]
+        elif directory == self.base:
+            rel = ""
+        elif directory.startswith(self.base) and directory[len(self.base)] == "/":
+            rel = directory[len(self.base) + 1 :]
+        else:
+            return None
+        return rel.lower() + "/" if rel else ""
+
+    @cached_property
+    def entry_regex(self) -> re.Pattern[str] | None:
+        """The case-folded pattern as one regular expression, when it compiles to one."""
+        return _entry_regex(self.pattern.lower())
+
+    def matches_entry(self, prefix: str, name: str, is_dir: bool) -> bool:
+        """``matches(dir/name, broad=True)`` for an entry whose kind is known (``prefix`` from
+        :meth:`entry_prefix`): no filesystem access, one regular expression."""
+        probe = prefix + name.lower()
+        regex = self.entry_regex
+        if regex is not None:
+            return regex.match(probe) is not None or (is_dir and regex.match(probe + "/") is not None)
+        spec = _spec(self.pattern.lower())
+        if spec is None:
+            return True
+        return spec.match_file(probe) or (is_dir and spec.match_file(probe + "/"))
+
+    @cached_property
+    def reach(self) -> str:
+        """The deepest directory (or file) that holds every path this pattern can match, case
+        folded: ``/secrets/**`` reaches only ``<base>/secrets``, ``.env`` (any depth) all of ``<base>``."""
+        body = self.pattern.rstrip("/")
+        anchored = body.startswith("/") or "/" in body
+        literal: list[str] = []
+        if anchored:
+            for part in body.strip("/").split("/"):
+                if not part or any(c in part for c in "*?[\\!"):
+                    break
+                literal.append(part)
+        return posixpath.join(self.base, *literal).lower()
+
+    def may_match_under(self, directory: str) -> bool:
+        """Could this pattern match ``directory``, something inside it, or a directory holding it?"""
+        d, r = directory.lower().rstrip("/") or "/", self.reach
+        return d == r or r == "/" or d == "/" or d.startswith(r + "/") or r.startswith(d + "/")
+
 
 @lru_cache(maxsize=4096)
 def _spec(pattern: str) -> pathspec.GitIgnoreSpec | None:
@@ -77,6 +146,17 @@ def _spec(pattern: str) -> pathspec.GitIgnoreSpec | None:
         return pathspec.GitIgnoreSpec.from_lines([pattern])
     except Exception:  # pathspec raises assorted errors on malformed patterns
         return None
+
+
+@lru_cache(maxsize=4096)
+def _entry_regex(pattern: str) -> re.Pattern[str] | None:
+    """The one regular expression a single including gitignore line compiles to, if it does."""
+    spec = _spec(pattern)
+    if spec is None or len(spec.patterns) != 1:
+        return None
+    line = spec.patterns[0]
+    regex = getattr(line, "regex", None)
+    return regex if line.include is True and isinstance(regex, re.Pattern) else None
 
 
 def _relative(path: str, base: str) -> str | None:
@@ -109,14 +189,17 @@ def compile_path_pattern(specifier: str, *, cwd: str, home: str, root: str) -> P
 
 
 def candidates(path: str, cwd: str, home: str) -> tuple[str, str]:
-    """(lexical, resolved): ``..`` folded, ``~`` expanded, and symlinks followed for the second."""
+    """(lexical, resolved): ``..`` folded, ``~`` expanded, and symlinks followed for the second.
+    The second follows each symlink before the ``..`` after it, as the kernel does: with
+    ``link -> a/b``, ``link/../x`` is ``a/x``, not ``./x``."""
     if path == "~" or path.startswith("~/"):
         path = home + path[1:]
-    lexical = posixpath.normpath(posixpath.join(cwd, path))
+    joined = posixpath.join(cwd, path)
+    lexical = posixpath.normpath(joined)
     if lexical.startswith("//"):
         lexical = "/" + lexical.lstrip("/")
     try:
-        real = os.path.realpath(lexical)
+        real = os.path.realpath(joined if ".." in path.split("/") else lexical)
     except (OSError, ValueError):
         real = lexical
     return lexical, real
@@ -132,7 +215,7 @@ def inside(path: str, dirs: tuple[str, ...]) -> bool:
     return False
 
 
-def protected(path: str, keel_home: str | None = None) -> str | None:
+def protected(path: str, keel_home: str | None = None, home: str | None = None) -> str | None:
     """Why writing ``path`` always asks, or None."""
     parts = [p.lower() for p in path.split("/") if p]
     for part in parts[:-1]:
@@ -142,6 +225,14 @@ def protected(path: str, keel_home: str | None = None) -> str | None:
         return f"{parts[-1]} is a protected directory"
     if parts and parts[-1] in PROTECTED_FILES:
         return f"{parts[-1]} is a protected file"
+    if len(parts) >= 2 and (parts[-2], parts[-1]) in PROTECTED_NESTED:
+        return f"{parts[-2]}/{parts[-1]} is a protected file"
     if keel_home and inside(path, (keel_home,)):
         return "keel's own settings and data are protected"
+    if home:
+        folded, base = path.lower(), home.rstrip("/").lower()
+        for sub in PROTECTED_HOME:
+            d = f"{base}/{sub.lower()}"
+            if folded == d or folded.startswith(d + "/") or d.startswith(folded + "/"):
+                return f"~/{sub} is protected"
     return None

@@ -14,16 +14,20 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from agentkeel.permissions.bash import _SAFE_ASSIGNMENTS, DYNAMIC, SimpleCommand
+from agentkeel.permissions import options, sed
+from agentkeel.permissions.bash import DYNAMIC, SimpleCommand
 from agentkeel.permissions.rules import Rule, bash_matches, literal_words
+from agentkeel.permissions.shellstate import safe_assignment
 
 # flags that turn a command an allow rule names into something else: they must appear in the
 # rule itself. Long options also match ``--opt=value``; single letters match inside clusters.
 _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # command: (long or exact options, short letters)
     "find": (frozenset({"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}), frozenset()),
-    "sed": (frozenset({"--in-place"}), frozenset({"i"})),
-    "sort": (frozenset({"--output", "--compress-program"}), frozenset({"o"})),
+    # --files0-from: the files read are named in another file, known only at run time
+    "sort": (frozenset({"--output", "--compress-program", "--files0-from"}), frozenset({"o"})),
+    "wc": (frozenset({"--files0-from"}), frozenset()),
+    "du": (frozenset({"--files0-from"}), frozenset()),
     "rg": (frozenset({"--pre", "--pre-glob"}), frozenset()),
     "tar": (
         frozenset(
@@ -34,9 +38,10 @@ _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "--rsh-command",
                 "--info-script",
                 "--new-volume-script",
+                "--files-from",
             }
         ),
-        frozenset({"I", "F"}),
+        frozenset({"I", "F", "T"}),
     ),
     "zip": (frozenset({"--unzip-command", "-TT"}), frozenset()),
     "rsync": (frozenset({"--rsh", "--rsync-path"}), frozenset({"e"})),
@@ -66,27 +71,6 @@ _GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--n
 _GIT_RISKY_GLOBALS = frozenset({"-c", "--config-env", "--exec-path", "--git-dir", "--work-tree"})
 _GIT_RISKY_SUBCOMMANDS = frozenset({"config", "filter-branch", "submodule", "difftool", "mergetool", "bisect"})
 _AWK = frozenset({"awk", "gawk", "mawk", "nawk"})
-WRITERS = frozenset(
-    {
-        "rm",
-        "rmdir",
-        "mv",
-        "cp",
-        "tee",
-        "touch",
-        "mkdir",
-        "ln",
-        "chmod",
-        "chown",
-        "chgrp",
-        "truncate",
-        "install",
-        "shred",
-        "unlink",
-        "dd",
-        "rsync",
-    }
-)
 _LONG_TO_SHORT: dict[str, dict[str, str]] = {
     "rm": {"--recursive": "-r", "--force": "-f", "--dir": "-d", "--verbose": "-v", "-R": "-r"},
     "git": {"--force": "-f", "--delete": "-d", "--all": "-a", "--hard": "--hard"},
@@ -145,13 +129,6 @@ SAFE_COMMANDS: dict[str, SafeCommand] = {
     "[": SafeCommand(),
 }
 _SAFE_GIT = frozenset({"status", "diff", "log", "show", "rev-parse", "ls-files", "blame", "branch"})
-
-
-@dataclass(frozen=True)
-class PartVerdict:
-    allowed_by: Rule | None = None
-    safe: bool = False  # allowed as a built-in read-only command
-    why_not: str = ""
 
 
 def command_forms(cmd: SimpleCommand) -> list[str]:
@@ -221,11 +198,12 @@ def escalations(cmd: SimpleCommand) -> list[str]:
     if name == "git":
         found += _git_escalations(args)
     elif name == "sed":
-        found += _sed_escalations(args)
+        found += sed.dangerous(sed.read_call(args))
     elif name in _AWK:
         script = next((a for a in args if not a.startswith("-")), "")
         if re.search(r"system|\||>|getline|print\s*>", script):
             found.append("awk system()/redirect")
+    found += options.escalations(cmd.argv)
     return list(dict.fromkeys(found))
 
 
@@ -254,49 +232,11 @@ def _git_escalations(args: list[str]) -> list[str]:
     return found
 
 
-def _sed_escalations(args: list[str]) -> list[str]:
-    scripts: list[str] = []
-    it = iter(range(len(args)))
-    explicit = False
-    for i in it:
-        a = args[i]
-        if a in ("-e", "--expression") and i + 1 < len(args):
-            scripts.append(args[i + 1])
-            explicit = True
-            next(it, None)
-        elif a.startswith("--expression="):
-            scripts.append(a.split("=", 1)[1])
-            explicit = True
-        elif a in ("-f", "--file") or a.startswith("--file="):
-            return ["-f (script from a file)"]
-    if not explicit:
-        positional = [a for a in args if not a.startswith("-")]
-        scripts = positional[:1]
-    return ["e/w command"] if any(map(_sed_dangerous, scripts)) else []
-
-
-_SED_S = re.compile(r"s(?P<d>[^\\\n])(?:\\.|(?!(?P=d)).)*(?P=d)(?:\\.|(?!(?P=d)).)*(?P=d)(?P<flags>[A-Za-z0-9]*)", re.S)
-_SED_Y = re.compile(r"y(?P<d>[^\\\n])(?:\\.|(?!(?P=d)).)*(?P=d)(?:\\.|(?!(?P=d)).)*(?P=d)", re.S)
-_SED_ADDR = re.compile(r"(?:\\(?P<d>.)(?:\\.|(?!(?P=d)).)*(?P=d)|/(?:\\.|[^/])*/[IM]*)", re.S)
-
-
-def _sed_dangerous(script: str) -> bool:
-    """True unless every sed command in the script is known to only print or edit the stream:
-    ``s///`` without the ``e``/``w`` flags, ``y///`` and p, d, n, g, h, x, q and friends."""
-    for m in _SED_S.finditer(script):
-        if re.search(r"[ewEW]", m.group("flags") or ""):
-            return True
-    rest = _SED_S.sub(";", script)
-    rest = _SED_Y.sub(";", rest)
-    rest = _SED_ADDR.sub(" ", rest)
-    return bool(re.sub(r"[\s\d;{}!,$~+pPdDnNgGhHxlqQ=z]", "", rest))
-
-
 def part_allowed(cmd: SimpleCommand, rules: list[Rule]) -> Rule | None:
     """The first allow rule that covers this command exactly, with every escalating flag it uses."""
     if cmd.dynamic or not cmd.argv:
         return None
-    if any(not _SAFE_ASSIGNMENTS.match(k) for k, _ in cmd.assignments):
+    if any(not safe_assignment(k, v) for k, v in cmd.assignments):
         return None
     esc = escalations(cmd)
     text = cmd.full_text
@@ -316,7 +256,7 @@ def why_not_allowed(cmd: SimpleCommand) -> str:
         return f"it sets {names}, which can change what later commands run"
     if cmd.dynamic:
         return f"`{_show(cmd)}` uses a value known only at run time"
-    bad = [k for k, _ in cmd.assignments if not _SAFE_ASSIGNMENTS.match(k)]
+    bad = [k for k, v in cmd.assignments if not safe_assignment(k, v)]
     if bad:
         return f"`{_show(cmd)}` runs with {', '.join(bad)} set"
     esc = escalations(cmd)
@@ -343,7 +283,9 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
             not a.startswith("-") or a in ("-d", "-D", "-m", "-M", "-c", "-C") for a in args[1:]
         ):
             return False
-        return not any(a.startswith("--output") or a == "--no-index" for a in args)
+        if any(a.startswith("--output") or a == "--no-index" for a in args):
+            return False
+        return _inside_all(".", cmd.cwd, within, home)  # the repository it reads is where the shell is
     spec = SAFE_COMMANDS.get(name)
     if spec is None or escalations(cmd):
         return False
@@ -356,7 +298,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
         paths = paths[1:]  # the first positional is the pattern
     if spec.max_paths is not None and len(paths) > spec.max_paths:
         return False
-    return all(_inside_all(p, cmd.cwd, within, home) for p in paths)
+    # without operands, ls, du, grep -r... read the directory the shell is in
+    return all(_inside_all(p, cmd.cwd, within, home) for p in paths or ["."])
 
 
 def _inside_all(arg: str, cwd: str, within: tuple[str, ...], home: str) -> bool:
@@ -370,10 +313,13 @@ def _inside_all(arg: str, cwd: str, within: tuple[str, ...], home: str) -> bool:
 def path_words(cmd: SimpleCommand) -> list[str]:
     """Arguments that may name files: plain args, ``--opt=value`` values, ``@file`` and ``of=``/``if=``."""
     out: list[str] = []
+    grep = posixpath.basename(cmd.argv[0]) in ("grep", "egrep", "fgrep") if cmd.argv else False
     for a in cmd.argv[1:]:
         if DYNAMIC in a:
             continue
         if a.startswith("-"):
+            if grep and a.startswith(("--include=", "--exclude=", "--exclude-dir=")):
+                continue  # globs of what grep leaves out or keeps: no file is read by them
             if "=" in a:
                 out.append(a.split("=", 1)[1])
             continue
@@ -394,19 +340,6 @@ def expand_glob(arg: str, cwd: str, limit: int = 2000) -> list[str] | None:
             return None
         out.append(p)
     return out
-
-
-def write_targets(cmd: SimpleCommand) -> list[str]:
-    if not cmd.argv:
-        return []
-    name = posixpath.basename(cmd.argv[0])
-    if name == "dd":
-        return [a[3:] for a in cmd.argv[1:] if a.startswith("of=")]
-    if name == "sed" and escalations(cmd):
-        return [a for a in cmd.argv[2:] if not a.startswith("-")]
-    if name not in WRITERS:
-        return []
-    return [a for a in cmd.argv[1:] if not a.startswith("-")]
 
 
 _SUBCOMMAND_TOOLS = frozenset(
