@@ -489,3 +489,31 @@ def test_front_ends_do_not_import_cli_main(name: str) -> None:
 def test_a_claude_code_flag_keel_lacks_is_refused_in_one_line(keel: Callable[..., KeelRun]) -> None:
     run = keel("-p", "hi", "--json-schema", "{}")
     assert run.code == 2 and run.stderr.strip().count("\n") == 0 and "--json-schema" in run.stderr, run.stderr
+
+
+def test_read_deny_holds_after_the_shell_changes_directory(project: Path, keel: Callable[..., KeelRun]) -> None:
+    """`cd a` then `cat secrets/key.txt` was allowed: the engine resolved paths against the project
+    root while the shell had moved. Decisions now use the shell's live cwd (core Workdir)."""
+    (project / "a" / "secrets").mkdir(parents=True)
+    (project / "a" / "secrets" / "key.txt").write_text("TOP-SECRET-CONTENT\n")
+    (project / ".keel").mkdir()
+    (project / ".keel" / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Read(./a/secrets/**)"]}}))
+    steps = [
+        {"tool_calls": [{"name": "Bash", "input": {"command": "cd a"}}]},
+        {"tool_calls": [{"name": "Bash", "input": {"command": "cat secrets/key.txt"}}]},
+        {"tool_calls": [{"name": "Bash", "input": {"command": "cd / && cat etc/hostname"}}]},
+        "done",
+    ]
+    script = script_file(project.parent, steps)
+    from agentkeel.trust import TrustStore
+
+    TrustStore(Path(os.environ["KEEL_HOME"])).trust(project)
+    run = keel("-p", "go", "--model", f"scripted:{script}", "--allowedTools", "Bash(cd *)", "Bash(cat *)")
+    assert run.code == 0, run.stderr
+    (path,) = session_files(Path(os.environ["KEEL_HOME"]))
+    text = path.read_text()
+    assert "TOP-SECRET-CONTENT" not in text
+    results = [e for e in map(json.loads, text.splitlines()) if e["type"] == "tool_results"]
+    second = results[1]["message"]["content"][0]
+    assert second["is_error"] and "denied" in second["content"].lower(), second
+    assert any(e["type"] == "cwd_changed" and e["new_cwd"].endswith("/a") for e in map(json.loads, text.splitlines()))

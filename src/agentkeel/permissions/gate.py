@@ -71,7 +71,7 @@ class PermissionGate:
         if call.tool is None:
             return Verdict("deny", f"unknown tool {call.name}", "permissions")
         try:
-            decision = self.engine.decide(call.name, call.input, call.tool)
+            decision = self.engine.decide(call.name, call.input, call.tool, shell_cwd=_cwd(call))
         except Exception:  # fail closed
             log.exception("permission engine crashed on %s", call.name)
             decision = Decision("deny", "the permission check failed; denied for safety", None, "error")
@@ -91,7 +91,7 @@ class PermissionGate:
     async def resolve(self, call: ToolCall, reason: str) -> Verdict:
         """Resolve an ask that another extension raised (a PreToolUse hook's "ask"): the same
         PermissionRequest point, host callback and prompt as the engine's own asks."""
-        suggestions = self.engine.decide(call.name, call.input, call.tool).suggestions
+        suggestions = self.engine.decide(call.name, call.input, call.tool, shell_cwd=_cwd(call)).suggestions
         decision = await self._ask(
             call, Decision("ask", reason or f"{call.name} asks for approval", None, "hook", (), suggestions)
         )
@@ -139,3 +139,8 @@ class PermissionGate:
                 except (OSError, ValueError) as e:  # convenience: fail open to "this session"
                     log.warning("could not save the rule to %s: %s", self.project_settings, e)
         return Decision("allow", "approved by the user", decision.rule, "ask")
+
+
+def _cwd(call: ToolCall) -> str | None:
+    """The session's live working directory (the shell's, after any ``cd``), as the loop saw it."""
+    return str(call.cwd) if call.cwd is not None else None
