@@ -129,6 +129,9 @@ class RuntimeOptions:
     extensions: list[Extension] = field(default_factory=list)  # added after the built-ins
     services: dict[type[Any], Any] = field(default_factory=dict)  # provided per-session services (Services.put)
     start_timeout_s: float = 30.0  # each extension's start() (MCP connects, SessionStart work)
+    # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
+    # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
+    hooks: dict[str, Any] = field(default_factory=dict)
 
 
 class Runtime:
@@ -227,6 +230,7 @@ class Runtime:
             on_project_rule=(lambda: _retrust(store, cwd)) if trust.trusted else None,
         )
         memory = _memory_plugin(settings, cwd, home_dir, session_id, info.context_window)
+        tool_env = dict(settings.env)  # Bash's extra environment; SessionStart hooks may add to it
         parts = SessionParts(
             bus=bus,
             engine=engine,
@@ -236,9 +240,18 @@ class Runtime:
             model=info.model,
             ask_repeat=opts.ask_repeat,
             memory=memory,
+            layers=loaded.layers,
+            sdk_hooks=opts.hooks,
+            session_id=session_id,
+            transcript_path=session_path,
+            cwd=cwd,
+            env=env,
+            tool_env=tool_env,
+            home=opts.home,
+            source="resume" if prior else "startup",
         )
         builtins, warnings = default_extensions(parts, settings.disabled_hooks)
-        loaded.warnings.extend(warnings)
+        loaded.warnings.extend(warnings + parts.notices)
         ext = Extensions()
         for item in [*builtins, *opts.extensions]:
             ext.add(item)
@@ -272,7 +285,7 @@ class Runtime:
             services=services,
             emit=bus.emit,
             additional_dirs=add_dirs,
-            env=dict(settings.env),
+            env=tool_env,
             scratch_dir=sessions / session_id / "tool-results",
             hidden_path=engine.read_denied if engine.has_read_denials() else None,
         )
