@@ -231,6 +231,9 @@ class Runtime:
         )
         memory = _memory_plugin(settings, cwd, home_dir, session_id, info.context_window)
         tool_env = dict(settings.env)  # Bash's extra environment; SessionStart hooks may add to it
+        services = Services()
+        for kind, item in opts.services.items():
+            services.put(kind, item)
         parts = SessionParts(
             bus=bus,
             engine=engine,
@@ -247,6 +250,7 @@ class Runtime:
             cwd=cwd,
             env=env,
             tool_env=tool_env,
+            services=services,
             home=opts.home,
             source="resume" if prior else "startup",
         )
@@ -276,9 +280,6 @@ class Runtime:
             cost=info.prices.cost,
             retry=RetryPolicy(max_retries=_int_env(env, "KEEL_MAX_RETRIES", 4)),
         )
-        services = Services()
-        for kind, item in opts.services.items():
-            services.put(kind, item)
         context = ToolContext(
             cwd=cwd,
             session_id=session_id,

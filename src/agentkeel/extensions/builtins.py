@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, ToolCall, Verdict
 from agentkeel.core.provider import Provider
+from agentkeel.core.tools import Services
 from agentkeel.permissions import PermissionEngine, PermissionGate
 from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
 from agentkeel.settings import SettingsLayer
@@ -48,6 +49,7 @@ class SessionParts:
     cwd: Path | None = None
     env: dict[str, str] = field(default_factory=dict)  # the session's environment (hooks run with it)
     tool_env: dict[str, str] | None = None  # Bash's extra environment (CLAUDE_ENV_FILE lands here)
+    services: Services | None = None  # the session's services (the shell's live cwd, for CwdChanged)
     home: Path | None = None
     source: str = "startup"  # SessionStart's source: startup | resume
 
@@ -92,7 +94,8 @@ def _hooks(parts: SessionParts) -> Extension | None:
         model=parts.model,
         home=str(parts.home or Path.home()),
     )
-    hooks = HooksExtension(HookDispatcher(config, context), tool_env=parts.tool_env, source=parts.source)
+    dispatcher = HookDispatcher(config, context)
+    hooks = HooksExtension(dispatcher, tool_env=parts.tool_env, source=parts.source, services=parts.services)
     parts.gate.request_hooks.append(hooks.permission_request)
     return hooks.extension()
 

@@ -46,8 +46,6 @@ KNOWN_COMPAT_KEYS = frozenset(
         "extraKnownMarketplaces",
         "sandbox",
         "subagentStatusLine",
-        "disableAllHooks",
-        "allowManagedHooksOnly",
     }
 )
 
@@ -94,7 +92,11 @@ class Settings(BaseModel):
     model: str | None = None
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     env: dict[str, str] = Field(default_factory=dict)
-    hooks: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    # Claude Code's shape, checked entry by entry by extensions/hooks/config.py: a malformed hook
+    # is a warning and is skipped, never a settings file keel refuses to start with
+    hooks: dict[str, Any] = Field(default_factory=dict)
+    disableAllHooks: bool | None = None
+    allowManagedHooksOnly: bool | None = None
     disabled_hooks: list[str] = Field(default_factory=list)
     maxTokens: int | None = Field(None, ge=1)
     memory: MemorySettings | None = None

@@ -37,11 +37,12 @@ from agentkeel.core.events import (
 )
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
 from agentkeel.core.provider import ModelRequest, ProviderError
-from agentkeel.core.tools import ToolOutput
+from agentkeel.core.tools import Services, ToolOutput, Workdir
 from agentkeel.core.types import TextBlock
 from agentkeel.extensions.hooks.dispatcher import HookDispatcher
 from agentkeel.extensions.hooks.output import Combined
 from agentkeel.permissions.engine import Decision
+from agentkeel.tools.shell import ShellState
 
 MAX_STOP_CONTINUES = 8  # a Stop hook that always blocks cannot keep the loop going for ever
 _END_REASONS = frozenset({"clear", "logout", "prompt_input_exit", "other", "bypass_permissions_disabled"})
@@ -97,8 +98,16 @@ def _always_asks(decision: Decision) -> bool:
 
 
 class HooksExtension:
-    def __init__(self, dispatcher: HookDispatcher, *, tool_env: dict[str, str] | None = None, source: str = "startup"):
+    def __init__(
+        self,
+        dispatcher: HookDispatcher,
+        *,
+        tool_env: dict[str, str] | None = None,
+        source: str = "startup",
+        services: Services | None = None,
+    ) -> None:
         self.d = dispatcher
+        self.services = services
         self.tool_env = tool_env  # Bash's environment: CLAUDE_ENV_FILE exports land here
         self.source = source
         self.session_context: list[str] = []
@@ -272,7 +281,18 @@ class HooksExtension:
             self._note_stop(result)
             notes = ([result.block_reason] if result.blocked else []) + result.context
             output = _with_notes(output, event, notes)
+        if call.name == "Bash":
+            await self._check_cwd()
         return await self._batch_step(call, output)
+
+    async def _check_cwd(self) -> None:
+        """A ``cd`` that persists moves the session: CwdChanged hooks fire before the next call."""
+        if self.services is None:
+            return
+        workdir, shell = self.services.find(Workdir), self.services.find(ShellState)
+        now = workdir.path if workdir is not None and workdir.path is not None else (shell.cwd if shell else None)
+        if now is not None and now != self.d.cwd:
+            await self._cwd_changed(str(self.d.cwd), str(now))
 
     async def _batch_step(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         if call.id not in self._batch:
@@ -296,8 +316,7 @@ class HooksExtension:
         elif isinstance(event, AssistantMessage):
             self._batch, self._batch_done = [u.id for u in event.message.tool_uses()], []
         elif isinstance(event, CwdChanged):
-            self.d.cwd = Path(event.new_cwd)
-            if self.d.has("CwdChanged"):
+            if Path(event.new_cwd) != self.d.cwd:
                 self.d.spawn(self._cwd_changed(event.old_cwd, event.new_cwd))
         elif isinstance(event, Notice):
             if not self.d.noticing and self.d.has("Notification"):
@@ -318,5 +337,8 @@ class HooksExtension:
             self.end_reason = event.reason if event.reason in _END_REASONS else "other"
 
     async def _cwd_changed(self, old: str, new: str) -> None:
+        self.d.cwd = Path(new)
+        if not self.d.has("CwdChanged"):
+            return
         await self.d.fire("CwdChanged", {"old_cwd": old, "new_cwd": new}, cwd=Path(new))
         await self.load_env_file()
