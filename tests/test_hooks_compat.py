@@ -162,4 +162,4 @@ def test_claude_code_hooks_project_runs_under_keel(
     assert by_event["UserPromptSubmit"]["payload"]["prompt"] == "do the work"
     assert by_event["SessionEnd"]["payload"]["reason"] == "other"
     # every run is an event of the session
-    assert sum(1 for e in logged if e["type"] == "hook") == len(entries)
+    assert sum(len(e["runs"]) for e in logged if e["type"] == "hook") == len(entries)

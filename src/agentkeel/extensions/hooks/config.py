@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from agentkeel.settings import SettingsLayer
@@ -80,7 +81,7 @@ class Handler:
         what: object = self.func if self.func is not None else self.target
         return (self.type, self.command, self.url, self.headers, self.prompt, self.model, what, self.condition)
 
-    @property
+    @cached_property
     def label(self) -> str:
         if self.type == "command":
             text = self.command if isinstance(self.command, str) else " ".join(self.command)

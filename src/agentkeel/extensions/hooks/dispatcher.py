@@ -52,16 +52,12 @@ _WITH_EFFORT = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "Po
 
 @register_event_type
 class HookRan(Event):
-    """One handler ran for one event (SPEC 0: a hook run is an event of the session)."""
+    """The handlers one event ran (SPEC 0: hook runs are events of the session). One event per
+    firing, not per handler: fifty handlers on a tool call are two log lines, not a hundred."""
 
     type: Literal["hook"] = "hook"
     event: str
-    handler: str
-    source: str = ""
-    exit_code: int | None = None
-    duration_ms: int = 0
-    outcome: str = ""
-    error: str = ""
+    runs: list[dict[str, Any]]
 
 
 @dataclass
@@ -170,13 +166,21 @@ class HookDispatcher:
             if spec.handler.once:
                 self._ran_once.add(spec.handler.key)
             if spec.handler.run_async:
-                task = asyncio.ensure_future(self._run(event, spec, payload))
+                task = asyncio.ensure_future(self._run_logged(event, spec, payload))
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
             else:
                 waited.append(spec)
-        outcomes = await asyncio.gather(*(self._run(event, spec, payload) for spec in waited))
-        return Combined(list(outcomes))
+        if len(waited) == 1:
+            outcomes = [await self._run(event, waited[0], payload)]
+        else:
+            outcomes = list(await asyncio.gather(*(self._run(event, spec, payload) for spec in waited)))
+        if outcomes:
+            self._log(event, outcomes)
+        return Combined(outcomes)
+
+    async def _run_logged(self, event: str, spec: HookSpec, payload: dict[str, Any]) -> None:
+        self._log(event, [await self._run(event, spec, payload)])
 
     async def _run(self, event: str, spec: HookSpec, payload: dict[str, Any]) -> Outcome:
         handler = spec.handler
@@ -192,7 +196,10 @@ class HookDispatcher:
             raw = Raw(None, error=f"could not run: {type(e).__name__}: {e}")
         duration = int((time.monotonic() - started) * 1000)
         outcome = interpret(event, spec, raw, duration)
-        self._record(event, outcome)
+        if outcome.error:
+            self.notice(outcome.error)
+        if outcome.system_message:
+            self.notice(outcome.system_message)
         return outcome
 
     async def _raw(self, event: str, spec: HookSpec, payload: dict[str, Any]) -> Raw:
@@ -204,35 +211,31 @@ class HookDispatcher:
                 cwd = str(self.ctx.project_dir)
             return await run_command(handler, payload_bytes(payload), cwd=cwd, env=self.env(event), timeout=timeout)
         try:
-            if handler.type == "http":
-                request = run_http(handler, payload_bytes(payload), env=self.env(event), timeout=timeout)
-                return await asyncio.wait_for(request, timeout + 1)
-            if handler.type == "prompt":
-                if self.ctx.provider is None:
-                    return Raw(None, error="has no model to ask in this session")
-                return await asyncio.wait_for(run_prompt(handler, payload, self.ctx.provider, self.ctx.model), timeout)
-            return await asyncio.wait_for(run_python(handler, payload), timeout)
+            async with asyncio.timeout(timeout):  # no extra task per handler (wait_for makes one)
+                if handler.type == "http":
+                    return await run_http(handler, payload_bytes(payload), env=self.env(event), timeout=timeout)
+                if handler.type == "prompt":
+                    if self.ctx.provider is None:
+                        return Raw(None, error="has no model to ask in this session")
+                    return await run_prompt(handler, payload, self.ctx.provider, self.ctx.model)
+                return await run_python(handler, payload)
         except TimeoutError:
             return Raw(None, error=f"timed out after {timeout:g}s")
 
-    def _record(self, event: str, outcome: Outcome) -> None:
-        spec = outcome.spec
-        if outcome.error:
-            self.notice(outcome.error)
-        if outcome.system_message:
-            self.notice(outcome.system_message)
+    def _log(self, event: str, outcomes: list[Outcome]) -> None:
+        runs = [
+            {
+                "handler": o.spec.handler.label,
+                "source": o.spec.source,
+                "exit_code": o.raw.exit_code,
+                "duration_ms": o.duration_ms,
+                "outcome": o.summary,
+                **({"error": o.error} if o.error else {}),
+            }
+            for o in outcomes
+        ]
         with contextlib.suppress(Exception):  # the log's own failure is the writer's to report
-            self.ctx.emit(
-                HookRan(
-                    event=event,
-                    handler=spec.handler.label,
-                    source=spec.source,
-                    exit_code=outcome.raw.exit_code,
-                    duration_ms=outcome.duration_ms,
-                    outcome=outcome.summary,
-                    error=outcome.error,
-                )
-            )
+            self.ctx.emit(HookRan(event=event, runs=runs))
 
     def notice(self, message: str, level: Literal["info", "warning", "error"] = "warning") -> None:
         self._noticing = True
