@@ -275,3 +275,11 @@ async def test_once_async_and_session_start_on_resume(project: Path) -> None:
     await s.run("three")
     assert "start:resume" in seen
     assert "resumed context" in json.dumps([b.model_dump(mode="json") for b in s.requests[-1].messages[-1].content])
+
+
+async def test_the_callers_permission_hooks_list_is_left_alone(project: Path) -> None:
+    mine: list[Any] = []
+    s = Session(project, ["done"], {"PermissionRequest": [_group(lambda p: None)]}, permission_hooks=mine)
+    await s.run("go")
+    await s.run("again")  # a second runtime from the same options
+    assert mine == []

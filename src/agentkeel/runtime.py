@@ -224,7 +224,7 @@ class Runtime:
             engine,
             bus.emit,
             ask=opts.ask,
-            request_hooks=opts.permission_hooks,
+            request_hooks=list(opts.permission_hooks),  # the hooks built-in appends; never to the caller's list
             project_settings=cwd / ".keel" / "settings.local.json",
             # keel wrote that file itself: it must not cost the user their trust
             on_project_rule=(lambda: _retrust(store, cwd)) if trust.trusted else None,
