@@ -128,6 +128,9 @@ class RuntimeOptions:
     extensions: list[Extension] = field(default_factory=list)  # added after the built-ins
     services: dict[type[Any], Any] = field(default_factory=dict)  # provided per-session services (Services.put)
     start_timeout_s: float = 30.0  # each extension's start() (MCP connects, SessionStart work)
+    # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
+    # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
+    hooks: dict[str, Any] = field(default_factory=dict)
 
 
 class Runtime:
@@ -220,12 +223,16 @@ class Runtime:
             engine,
             bus.emit,
             ask=opts.ask,
-            request_hooks=opts.permission_hooks,
+            request_hooks=list(opts.permission_hooks),  # the hooks built-in appends; never to the caller's list
             project_settings=cwd / ".keel" / "settings.local.json",
             # keel wrote that file itself: it must not cost the user their trust
             on_project_rule=(lambda: _retrust(store, cwd)) if trust.trusted else None,
         )
         memory = _memory_plugin(settings, cwd, home_dir, session_id, info.context_window)
+        tool_env = dict(settings.env)  # Bash's extra environment; SessionStart hooks may add to it
+        services = Services()
+        for kind, item in opts.services.items():
+            services.put(kind, item)
         parts = SessionParts(
             bus=bus,
             engine=engine,
@@ -235,9 +242,19 @@ class Runtime:
             model=info.model,
             ask_repeat=opts.ask_repeat,
             memory=memory,
+            layers=loaded.layers,
+            sdk_hooks=opts.hooks,
+            session_id=session_id,
+            transcript_path=session_path,
+            cwd=cwd,
+            env=env,
+            tool_env=tool_env,
+            services=services,
+            home=opts.home,
+            source="resume" if prior else "startup",
         )
         builtins, warnings = default_extensions(parts, settings.disabled_hooks)
-        loaded.warnings.extend(warnings)
+        loaded.warnings.extend(warnings + parts.notices)
         ext = Extensions()
         for item in [*builtins, *opts.extensions]:
             ext.add(item)
@@ -262,16 +279,13 @@ class Runtime:
             cost=info.prices.cost,
             retry=RetryPolicy(max_retries=_int_env(env, "KEEL_MAX_RETRIES", 4)),
         )
-        services = Services()
-        for kind, item in opts.services.items():
-            services.put(kind, item)
         context = ToolContext(
             cwd=cwd,
             session_id=session_id,
             services=services,
             emit=bus.emit,
             additional_dirs=add_dirs,
-            env=dict(settings.env),
+            env=tool_env,
             scratch_dir=sessions / session_id / "tool-results",
             hidden_path=engine.read_denied if engine.has_read_denials() else None,
         )

@@ -1,4 +1,5 @@
-"""Subcommands: ``keel sessions list``, ``keel permissions check|list``, ``keel trust``, ``keel dev fake-llm``."""
+"""Subcommands: ``keel sessions list``, ``keel permissions check|list``, ``keel trust``, ``keel hooks``,
+``keel dev fake-llm``."""
 
 from __future__ import annotations
 
@@ -53,13 +54,16 @@ def run_subcommand(argv: list[str]) -> int:
     fake.add_argument("--port", type=int, default=0, help="0 picks a free port")
     fake.add_argument("--verbose", action="store_true")
 
-    from agentkeel.cli import mem
+    from agentkeel.cli import hooks, mem
 
     mem.add_parser(sub)
+    hooks.add_parser(sub)
 
     args = p.parse_args(argv)
     if args.command == "mem":
         return mem.run(args)
+    if args.command == "hooks":
+        return hooks.run(args)
     if args.command == "sessions":
         return _sessions_list(args)
     if args.command == "permissions":

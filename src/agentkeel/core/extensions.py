@@ -41,6 +41,9 @@ class ToolCall:
     tool: Tool | None
     cwd: Path | None = None  # the session's live working directory (the shell's, after any cd)
     mode: str = ""  # the live permission mode
+    # who approved this call before the permission gate (a PreToolUse hook's "allow"): the gate
+    # then skips a plain ask, never a deny rule or an always-ask (ask rule, protected path)
+    approved_by: str = ""
 
 
 @dataclass(frozen=True)

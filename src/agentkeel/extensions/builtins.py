@@ -11,14 +11,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, ToolCall, Verdict
 from agentkeel.core.provider import Provider
-from agentkeel.core.tools import Tool
+from agentkeel.core.tools import Services, Tool
 from agentkeel.permissions import PermissionEngine, PermissionGate
 from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
+from agentkeel.settings import SettingsLayer
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.schemas import lazy_tool
 
@@ -40,7 +41,18 @@ class SessionParts:
     model: str
     ask_repeat: AskRepeat | None = None
     memory: MemoryPlugin | None = None
-    notices: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # warnings the runtime shows at start
+    # for the hooks dispatcher
+    layers: list[SettingsLayer] = field(default_factory=list)  # every settings layer, with its scope
+    sdk_hooks: dict[str, Any] = field(default_factory=dict)  # RuntimeOptions.hooks
+    session_id: str = ""
+    transcript_path: Path | None = None
+    cwd: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)  # the session's environment (hooks run with it)
+    tool_env: dict[str, str] | None = None  # Bash's extra environment (CLAUDE_ENV_FILE lands here)
+    services: Services | None = None  # the session's services (the shell's live cwd, for CwdChanged)
+    home: Path | None = None
+    source: str = "startup"  # SessionStart's source: startup | resume
 
 
 Factory = Callable[[SessionParts], Extension | None]
@@ -61,6 +73,32 @@ def _loop_detector(parts: SessionParts) -> Extension:
 def _circuit_breaker(parts: SessionParts) -> Extension:
     breaker = CircuitBreaker(parts.bus.emit)
     return Extension("circuit-breaker", before_tool=breaker.before, after_tool=breaker.after)
+
+
+def _hooks(parts: SessionParts) -> Extension | None:
+    from agentkeel.extensions.hooks import HookContext, HookDispatcher, HooksExtension, load_hooks, matcher_error
+
+    config = load_hooks(parts.layers, parts.sdk_hooks)
+    parts.notices += config.warnings
+    parts.notices += [f"{h.source}: hooks.{h.event}: {e}" for h in config.hooks if (e := matcher_error(h.matcher))]
+    if not config.hooks or parts.cwd is None or parts.transcript_path is None:
+        return None
+    context = HookContext(
+        session_id=parts.session_id,
+        transcript_path=parts.transcript_path,
+        project_dir=parts.cwd,
+        emit=parts.bus.emit,
+        mode=lambda: parts.engine.mode,
+        env={**parts.env, **(parts.tool_env or {})},
+        env_file=parts.spill_dir.parent / "hook-env.sh",
+        provider=parts.provider,
+        model=parts.model,
+        home=str(parts.home or Path.home()),
+    )
+    dispatcher = HookDispatcher(config, context)
+    hooks = HooksExtension(dispatcher, tool_env=parts.tool_env, source=parts.source, services=parts.services)
+    parts.gate.request_hooks.append(hooks.permission_request)
+    return hooks.extension()
 
 
 def _permission_gate(parts: SessionParts) -> Extension:
@@ -125,6 +163,7 @@ def _memory_tools(memory: MemoryPlugin) -> list[Tool]:
 BUILTINS: tuple[Builtin, ...] = (
     Builtin("loop-detector", "asks or stops when the same call repeats (doom loop)", _loop_detector),
     Builtin("circuit-breaker", "pauses an external tool after repeated failures", _circuit_breaker),
+    Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks),
     Builtin("permission-gate", "the permission engine and the ask flow", _permission_gate, required=True),
     Builtin("result-guard", "cleans and redacts every tool result", _result_guard, required=True),
     Builtin("output-budget", "spills large tool output to a file", _output_budget),

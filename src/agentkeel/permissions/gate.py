@@ -58,6 +58,11 @@ def remember_for_project(settings_file: Path, rules: list[str]) -> None:
     tmp.replace(settings_file)
 
 
+def _always_asks(decision: Decision) -> bool:
+    """An ask nothing but the user answers (an ask rule, a protected path, a transactional tool)."""
+    return any(s.verdict == "ask" and s.strength == "always" for s in decision.trace)
+
+
 @dataclass
 class PermissionGate:
     engine: PermissionEngine
@@ -75,6 +80,8 @@ class PermissionGate:
         except Exception:  # fail closed
             log.exception("permission engine crashed on %s", call.name)
             decision = Decision("deny", "the permission check failed; denied for safety", None, "error")
+        if decision.decision == "ask" and call.approved_by and not _always_asks(decision):
+            decision = Decision("allow", f"allowed by a {call.approved_by}", decision.rule, "hook", decision.trace)
         if decision.decision == "ask":
             decision = await self._ask(call, decision)
         self.emit(

@@ -47,8 +47,6 @@ KNOWN_COMPAT_KEYS = frozenset(
         "extraKnownMarketplaces",
         "sandbox",
         "subagentStatusLine",
-        "disableAllHooks",
-        "allowManagedHooksOnly",
     }
 )
 
@@ -96,7 +94,11 @@ class Settings(msgspec.Struct, kw_only=True):
     model: str | None = None
     permissions: PermissionSettings = msgspec.field(default_factory=PermissionSettings)
     env: dict[str, str] = msgspec.field(default_factory=dict)
-    hooks: dict[str, list[dict[str, Any]]] = msgspec.field(default_factory=dict)
+    # Claude Code's shape, checked entry by entry by extensions/hooks/config.py: a malformed hook
+    # is a warning and is skipped, never a settings file keel refuses to start with
+    hooks: dict[str, Any] = msgspec.field(default_factory=dict)
+    disableAllHooks: bool | None = None
+    allowManagedHooksOnly: bool | None = None
     disabled_hooks: list[str] = msgspec.field(default_factory=list)
     maxTokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     memory: MemorySettings | None = None

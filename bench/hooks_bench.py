@@ -1,0 +1,122 @@
+"""Hook dispatcher overhead per tool call (PreToolUse + PostToolUse), and the cost of a hung hook.
+
+The real ``hooks`` extension and dispatcher, with the session's event bus (redaction) and its
+transcript writer on a temporary file, around one Bash call: 0 handlers (hooks configured
+for other events only), 10 and 50 in-process python handlers (distinct coroutine functions),
+and one command hook (a process spawned per event). Then a command hook that sleeps for ever
+with ``timeout: 1``: what it costs the loop, and that its process group is gone.
+
+    python bench/hooks_bench.py [--calls 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from agentkeel.core.events import EventBus  # noqa: E402
+from agentkeel.core.extensions import ToolCall  # noqa: E402
+from agentkeel.core.tools import ToolOutput  # noqa: E402
+from agentkeel.extensions.hooks import HookConfig, HookContext, HookDispatcher, HooksExtension, parse_hooks  # noqa: E402
+from agentkeel.extensions.redaction import redact_event  # noqa: E402
+from agentkeel.session.store import SessionWriter  # noqa: E402
+from agentkeel.tools import builtin_tools  # noqa: E402
+
+
+def _python_handlers(n: int) -> list[dict[str, Any]]:
+    def make(i: int) -> Any:
+        async def handler(payload: dict[str, Any]) -> None:
+            return None
+
+        handler.__qualname__ = f"handler_{i}"
+        return handler
+
+    return [{"type": "python", "callable": make(i)} for i in range(n)]
+
+
+def _config(kind: str, n: int) -> HookConfig:
+    if kind == "none":  # hooks exist, but for another event: the per-call cost of looking
+        hooks: dict[str, Any] = {"SessionEnd": [{"hooks": [{"type": "command", "command": "true"}]}]}
+    elif kind == "python":
+        groups = [{"matcher": "Bash", "hooks": _python_handlers(n)}]
+        hooks = {"PreToolUse": groups, "PostToolUse": groups}
+    else:
+        command = [{"type": "command", "command": "cat >/dev/null"}]
+        hooks = {"PreToolUse": [{"matcher": "Bash", "hooks": command}], "PostToolUse": [{"hooks": command}]}
+    return parse_hooks(hooks, "bench", "sdk")
+
+
+async def per_call(kind: str, n: int, calls: int, tmp: Path) -> list[float]:
+    bus = EventBus()
+    bus.transforms.append(redact_event)
+    writer = SessionWriter(tmp / f"{kind}-{n}.jsonl", f"{kind}-{n}")
+    bus.subscribe(writer, critical=True)
+    ctx = HookContext("bench", tmp / "bench.jsonl", tmp, bus.emit, env=dict(os.environ))
+    hooks = HooksExtension(HookDispatcher(_config(kind, n), ctx))
+    bash = next(t for t in builtin_tools() if t.name == "Bash")
+    output = ToolOutput("hi", metadata={"exit_code": 0, "duration_ms": 3})
+    times: list[float] = []
+    for i in range(calls):
+        call = ToolCall(f"toolu_{i}", "Bash", {"command": "echo hi"}, bash, tmp, "default")
+        started = time.perf_counter()
+        await hooks.before_tool(call)
+        await hooks.after_tool(call, output)
+        times.append((time.perf_counter() - started) * 1000)
+    writer.close()
+    return times
+
+
+async def hung(tmp: Path) -> tuple[float, bool]:
+    import psutil
+
+    mark = "4243.75"
+    config = parse_hooks(
+        {"Stop": [{"hooks": [{"command": f"sleep {mark} & sleep {mark}; wait", "timeout": 1}]}]}, "bench", "sdk"
+    )
+    ctx = HookContext("bench", tmp / "bench.jsonl", tmp, lambda _e: None, env=dict(os.environ))
+    dispatcher = HookDispatcher(config, ctx)
+    started = time.perf_counter()
+    await dispatcher.fire("Stop", {"stop_hook_active": False})
+    elapsed = time.perf_counter() - started
+    left = [p for p in psutil.process_iter(["cmdline"]) if mark in " ".join(p.info["cmdline"] or [])]
+    return elapsed, not left
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        print(f"dispatcher overhead per tool call (PreToolUse + PostToolUse), {args.calls} calls")
+        print(f"{'handlers':<28} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}")
+        for label, kind, n, calls in (
+            ("0 (other events only)", "none", 0, args.calls),
+            ("10 python", "python", 10, args.calls),
+            ("50 python", "python", 50, args.calls),
+            ("1 command (spawn)", "command", 1, max(20, args.calls // 5)),
+        ):
+            await per_call(kind, n, 5, tmp)  # warm up
+            times = await per_call(kind, n, calls, tmp)
+            print(f"{label:<28} {pct(times, 0.5):>8.3f} {pct(times, 0.95):>8.3f} {statistics.mean(times):>8.3f}")
+        elapsed, clean = await hung(tmp)
+        print(f"hook sleeping for ever, timeout 1s: cost {elapsed:.3f}s; process group gone: {clean}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,265 @@
+"""Firing an event: pick the matching handlers, run them concurrently, interpret each answer.
+
+One :class:`HookDispatcher` per session. ``fire`` never raises for a handler's failure: each
+failure is one line to the user (a ``Notice``) and a ``HookRan`` event in the session log;
+whether the failure blocks anything is the caller's decision (a ``failClosed`` PreToolUse
+handler denies). Identical handlers run once per firing, ``once`` handlers once per session,
+``async`` handlers in the background (their failures are still reported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agentkeel.core.events import Event, Notice, register_event_type
+from agentkeel.core.extensions import ToolCall
+from agentkeel.core.provider import Provider
+from agentkeel.extensions.hooks.config import HookConfig, HookSpec
+from agentkeel.extensions.hooks.matchers import condition_holds, matches
+from agentkeel.extensions.hooks.output import Combined, Outcome, interpret
+from agentkeel.extensions.hooks.prompt import run_prompt
+from agentkeel.extensions.hooks.runners import Raw, payload_bytes, run_command, run_http, run_python
+
+log = logging.getLogger(__name__)
+
+# events whose payload carries permission_mode (as in the reference capture)
+_WITH_MODE = frozenset(
+    {
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PostToolBatch",
+        "PermissionRequest",
+        "PermissionDenied",
+        "Stop",
+        "StopFailure",
+    }
+)
+_ENV_FILE_EVENTS = frozenset({"SessionStart", "CwdChanged"})
+# Claude Code sends its reasoning effort with these; keel has no effort setting, so it reports
+# Claude Code's default level (``KEEL_EFFORT`` overrides it)
+_WITH_EFFORT = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "Stop"})
+
+
+@register_event_type
+class HookRan(Event, frozen=True, kw_only=True, tag="hook"):
+    """The handlers one event ran (SPEC 0: hook runs are events of the session). One event per
+    firing, not per handler: fifty handlers on a tool call are two log lines, not a hundred."""
+
+    event: str
+    runs: list[dict[str, Any]]
+
+
+@dataclass
+class HookContext:
+    """What the dispatcher needs from the session."""
+
+    session_id: str
+    transcript_path: Path
+    project_dir: Path
+    emit: Callable[[Event], None]
+    mode: Callable[[], str] = lambda: "default"
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    env_file: Path | None = None
+    provider: Provider | None = None
+    model: str = ""
+    home: str = field(default_factory=lambda: str(Path.home()))
+
+
+class HookDispatcher:
+    def __init__(self, config: HookConfig, ctx: HookContext) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.cwd = ctx.project_dir  # the live cwd, kept current from CwdChanged
+        self.prompt_id = ""
+        self._ran_once: set[tuple[object, ...]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
+        self._noticing = False  # a notice of ours must not fire Notification hooks about itself
+        self.effort = ctx.env.get("KEEL_EFFORT") or "medium"
+
+    # --- selection ----------------------------------------------------------------------------
+
+    def has(self, event: str) -> bool:
+        return any(h.event == event for h in self.config.hooks)
+
+    def select(self, event: str, match: str | None, call: ToolCall | None = None) -> list[HookSpec]:
+        chosen: list[HookSpec] = []
+        seen: set[tuple[object, ...]] = set()
+        for spec in self.config.hooks:
+            if spec.event != event or not matches(spec.matcher, match):
+                continue
+            key = spec.handler.key
+            if key in seen or (spec.handler.once and key in self._ran_once):
+                continue
+            condition = spec.handler.condition
+            if condition and call is not None:
+                cwd = call.cwd or self.cwd
+                if not condition_holds(condition, call.name, call.input, call.tool, cwd, self.ctx.home):
+                    continue
+            seen.add(key)
+            chosen.append(spec)
+        return chosen
+
+    # --- payload ------------------------------------------------------------------------------
+
+    def payload(self, event: str, fields: Mapping[str, Any], cwd: Path | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "session_id": self.ctx.session_id,
+            "transcript_path": str(self.ctx.transcript_path),
+            "cwd": str(cwd or self.cwd),
+        }
+        if self.prompt_id and event not in ("SessionStart",):
+            out["prompt_id"] = self.prompt_id
+        if event in _WITH_MODE:
+            out["permission_mode"] = self.ctx.mode() or "default"
+        if event in _WITH_EFFORT:
+            out["effort"] = {"level": self.effort}
+        out["hook_event_name"] = event
+        out.update(fields)
+        return out
+
+    def env(self, event: str) -> dict[str, str]:
+        env = dict(self.ctx.env)
+        project = str(self.ctx.project_dir)
+        env.update(
+            CLAUDE_PROJECT_DIR=project,
+            KEEL_PROJECT_DIR=project,
+            CLAUDE_CODE_SESSION_ID=self.ctx.session_id,
+            KEEL_SESSION_ID=self.ctx.session_id,
+            CLAUDE_PID=str(os.getpid()),
+            KEEL_PID=str(os.getpid()),
+            KEEL_HOOK_EVENT=event,
+        )
+        if event in _WITH_EFFORT:
+            env["CLAUDE_EFFORT"] = self.effort
+        if event in _ENV_FILE_EVENTS and self.ctx.env_file is not None:
+            env["CLAUDE_ENV_FILE"] = env["KEEL_ENV_FILE"] = str(self.ctx.env_file)
+        return env
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def fire(
+        self,
+        event: str,
+        fields: Mapping[str, Any],
+        *,
+        match: str | None = None,
+        call: ToolCall | None = None,
+        cwd: Path | None = None,
+    ) -> Combined:
+        specs = self.select(event, match, call)
+        if not specs:
+            return Combined([])
+        payload = self.payload(event, fields, cwd)
+        waited: list[HookSpec] = []
+        for spec in specs:
+            if spec.handler.once:
+                self._ran_once.add(spec.handler.key)
+            if spec.handler.run_async:
+                task = asyncio.ensure_future(self._run_logged(event, spec, payload))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            else:
+                waited.append(spec)
+        if len(waited) == 1:
+            outcomes = [await self._run(event, waited[0], payload)]
+        else:
+            outcomes = list(await asyncio.gather(*(self._run(event, spec, payload) for spec in waited)))
+        if outcomes:
+            self._log(event, outcomes)
+        return Combined(outcomes)
+
+    async def _run_logged(self, event: str, spec: HookSpec, payload: dict[str, Any]) -> None:
+        self._log(event, [await self._run(event, spec, payload)])
+
+    async def _run(self, event: str, spec: HookSpec, payload: dict[str, Any]) -> Outcome:
+        handler = spec.handler
+        if handler.status_message:
+            self.notice(handler.status_message, "info")
+        started = time.monotonic()
+        try:
+            raw = await self._raw(event, spec, payload)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a bug of ours, not the handler's: still one line, never a wedge
+            log.exception("hook %s failed", handler.label)
+            raw = Raw(None, error=f"could not run: {type(e).__name__}: {e}")
+        duration = int((time.monotonic() - started) * 1000)
+        outcome = interpret(event, spec, raw, duration)
+        if outcome.error:
+            self.notice(outcome.error)
+        if outcome.system_message:
+            self.notice(outcome.system_message)
+        return outcome
+
+    async def _raw(self, event: str, spec: HookSpec, payload: dict[str, Any]) -> Raw:
+        handler = spec.handler
+        timeout = handler.timeout
+        if handler.type == "command":
+            cwd = str(payload.get("cwd") or self.cwd)
+            if not Path(cwd).is_dir():
+                cwd = str(self.ctx.project_dir)
+            return await run_command(handler, payload_bytes(payload), cwd=cwd, env=self.env(event), timeout=timeout)
+        try:
+            async with asyncio.timeout(timeout):  # no extra task per handler (wait_for makes one)
+                if handler.type == "http":
+                    return await run_http(handler, payload_bytes(payload), env=self.env(event), timeout=timeout)
+                if handler.type == "prompt":
+                    if self.ctx.provider is None:
+                        return Raw(None, error="has no model to ask in this session")
+                    return await run_prompt(handler, payload, self.ctx.provider, self.ctx.model)
+                return await run_python(handler, payload)
+        except TimeoutError:
+            return Raw(None, error=f"timed out after {timeout:g}s")
+
+    def _log(self, event: str, outcomes: list[Outcome]) -> None:
+        runs = [
+            {
+                "handler": o.spec.handler.label,
+                "source": o.spec.source,
+                "exit_code": o.raw.exit_code,
+                "duration_ms": o.duration_ms,
+                "outcome": o.summary,
+                **({"error": o.error} if o.error else {}),
+            }
+            for o in outcomes
+        ]
+        with contextlib.suppress(Exception):  # the log's own failure is the writer's to report
+            self.ctx.emit(HookRan(event=event, runs=runs))
+
+    def notice(self, message: str, level: Literal["info", "warning", "error"] = "warning") -> None:
+        self._noticing = True
+        try:
+            self.ctx.emit(Notice(level=level, message=message))
+        except Exception:
+            log.warning("%s", message)
+        finally:
+            self._noticing = False
+
+    @property
+    def noticing(self) -> bool:
+        return self._noticing
+
+    def spawn(self, coro: Any) -> None:
+        """Run a firing in the background (from a bus subscriber, which cannot await)."""
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:
+            coro.close()
+            return
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Wait for background handlers (at session end); each has its own timeout too."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=timeout)

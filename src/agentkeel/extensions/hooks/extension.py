@@ -1,0 +1,343 @@
+"""The ``hooks`` built-in: where each Claude Code hook event fires in keel's loop.
+
+==================  ================================================================
+SessionStart        ``start`` (before the first request); context goes with the first prompt
+UserPromptSubmit    ``on_prompt``
+PreToolUse          ``before_tool`` (before the permission gate; deny > ask > allow)
+PermissionRequest   the gate's ``request_hooks`` (an ask, before the host is asked)
+PermissionDenied    a ``PermissionDecided`` deny on the bus
+PostToolUse(Failure) ``after_tool`` of a call that ran (before the result guard)
+PostToolBatch       ``after_tool`` of the last call of one assistant message
+Notification        a ``Notice`` on the bus
+CwdChanged          a ``CwdChanged`` on the bus
+Stop                ``on_stop`` (a block continues the loop, at most ``MAX_STOP_CONTINUES`` times)
+StopFailure         ``on_error``
+SessionEnd          ``close``
+==================  ================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from agentkeel.core.events import (
+    AssistantMessage,
+    CwdChanged,
+    Event,
+    Notice,
+    PermissionDecided,
+    SessionEnded,
+    ToolStarted,
+)
+from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
+from agentkeel.core.provider import ModelRequest, ProviderError
+from agentkeel.core.tools import Services, ToolOutput, Workdir
+from agentkeel.core.types import TextBlock
+from agentkeel.extensions.hooks.dispatcher import HookDispatcher
+from agentkeel.extensions.hooks.output import Combined
+from agentkeel.permissions.engine import Decision
+
+MAX_STOP_CONTINUES = 8  # a Stop hook that always blocks cannot keep the loop going for ever
+_END_REASONS = frozenset({"clear", "logout", "prompt_input_exit", "other", "bypass_permissions_disabled"})
+_STOP_FAILURE = {
+    "rate_limit": "rate_limit",
+    "overloaded": "server_error",
+    "server": "server_error",
+    "stream_broken": "server_error",
+    "auth": "authentication_failed",
+    "bad_request": "invalid_request",
+    "not_found": "invalid_request",
+}
+_IGNORED_ENV = frozenset({"SHLVL", "_", "PWD", "OLDPWD", "BASH_EXECUTION_STRING"})
+
+
+class StoppedByHook(Exception):
+    """A hook answered ``"continue": false``: the run ends before its next request."""
+
+
+def tool_response(name: str, tool_input: dict[str, Any], output: ToolOutput) -> Any:
+    """The ``tool_response`` Claude Code sends, as near as keel's tools allow."""
+    text = output.text()
+    meta = output.metadata
+    if name == "Bash":
+        return {
+            "stdout": "" if text == "(no output)" else text,
+            "stderr": "",
+            "interrupted": bool(meta.get("timed_out", False)),
+            "isImage": False,
+            "noOutputExpected": False,
+        }
+    path = tool_input.get("file_path")
+    if name == "Read" and isinstance(path, str):
+        return {"type": "text", "file": {"filePath": path, "content": text}}
+    if name in ("Write", "Edit", "MultiEdit") and isinstance(path, str):
+        return {**tool_input, "filePath": path, "success": True}
+    return {"output": text, **{k: v for k, v in meta.items() if isinstance(v, str | int | float | bool)}}
+
+
+def _with_notes(output: ToolOutput, event: str, notes: list[str]) -> ToolOutput:
+    text = "\n".join(f"[{event} hook] {n}" for n in notes if n)
+    if not text:
+        return output
+    if isinstance(output.content, str):
+        content: Any = f"{output.content}\n\n{text}" if output.content else text
+    else:
+        content = [*output.content, TextBlock(text=text)]
+    return ToolOutput(content, is_error=output.is_error, metadata=output.metadata)
+
+
+def _always_asks(decision: Decision) -> bool:
+    return any(s.verdict == "ask" and s.strength == "always" for s in decision.trace)
+
+
+class HooksExtension:
+    def __init__(
+        self,
+        dispatcher: HookDispatcher,
+        *,
+        tool_env: dict[str, str] | None = None,
+        source: str = "startup",
+        services: Services | None = None,
+    ) -> None:
+        self.d = dispatcher
+        self.services = services
+        self.tool_env = tool_env  # Bash's environment: CLAUDE_ENV_FILE exports land here
+        self.source = source
+        self.session_context: list[str] = []
+        self.end_reason = "other"
+        self.stopped: str | None = None
+        self.stop_count = 0
+        self._started: dict[str, float] = {}
+        self._calls: dict[str, ToolCall] = {}
+        self._batch: list[str] = []
+        self._batch_done: list[dict[str, Any]] = []
+
+    def extension(self) -> Extension:
+        return Extension(
+            "hooks",
+            before_request=self.before_request,
+            before_tool=self.before_tool,
+            after_tool=self.after_tool,
+            on_prompt=self.on_prompt,
+            on_stop=self.on_stop,
+            on_error=self.on_error,
+            subscribers=[self.on_event],
+            start=self.start,
+            close=self.close,
+            fail_closed=True,  # only its before_request raises, and only to end a run a hook stopped
+        )
+
+    # --- session ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.d.ctx.env_file is not None:
+            self.d.ctx.env_file.parent.mkdir(parents=True, exist_ok=True)
+        result = await self.d.fire("SessionStart", {"source": self.source}, match=self.source)
+        self.session_context += result.context
+        self._note_stop(result)
+        await self.load_env_file()
+
+    async def close(self) -> None:
+        try:
+            await self.d.fire("SessionEnd", {"reason": self.end_reason})
+        finally:
+            await self.d.drain()
+
+    async def load_env_file(self) -> None:
+        """What SessionStart (or CwdChanged) hooks exported into ``CLAUDE_ENV_FILE`` reaches Bash."""
+        path = self.d.ctx.env_file
+        if self.tool_env is None or path is None or not path.is_file() or path.stat().st_size == 0:
+            return
+        base = {**os.environ, **self.tool_env}
+        script = 'set -a; . "$1" >/dev/null 2>&1; env -0'
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", script, "keel-env", str(path), env=base,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), 10)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            self.d.notice(f"{path}: sourcing the hook environment file took over 10s; ignored")
+            return
+        for item in out.decode("utf-8", "replace").split("\0"):
+            name, sep, value = item.partition("=")
+            if sep and name not in _IGNORED_ENV and base.get(name) != value:
+                self.tool_env[name] = value
+
+    def _note_stop(self, result: Combined) -> None:
+        stop = result.stop
+        if stop is not None and self.stopped is None:
+            self.stopped = stop.stop_reason or f"{stop.spec.event} hook `{stop.spec.handler.label}` stopped the session"
+
+    async def before_request(self, request: ModelRequest) -> ModelRequest:
+        if self.stopped is not None:
+            raise StoppedByHook(self.stopped)
+        return request
+
+    # --- prompts and stops --------------------------------------------------------------------
+
+    async def on_prompt(self, info: PromptInfo) -> PromptVerdict | None:
+        self.d.prompt_id = str(uuid.uuid4())
+        context: list[str] = []
+        if info.first:
+            context, self.session_context = self.session_context, []
+        if self.stopped is not None:
+            return PromptVerdict(block=self.stopped)
+        result = await self.d.fire("UserPromptSubmit", {"prompt": info.text})
+        stop = result.stop
+        if stop is not None:  # the prompt is not sent; the session goes on to the next one
+            return PromptVerdict(block=stop.stop_reason or "a UserPromptSubmit hook stopped this prompt")
+        if result.blocked:
+            return PromptVerdict(block=result.block_reason or "a UserPromptSubmit hook blocked the prompt")
+        context += result.context
+        return PromptVerdict(context=tuple(context)) if context else None
+
+    async def on_stop(self, info: StopInfo) -> str | None:
+        if not info.continued:
+            self.stop_count = 0
+        fields = {
+            "stop_hook_active": info.continued,
+            "last_assistant_message": info.last_text,
+            "background_tasks": [],
+            "session_crons": [],
+        }
+        result = await self.d.fire("Stop", fields)
+        self._note_stop(result)
+        if self.stopped is not None or not result.blocked:
+            return None
+        if self.stop_count >= MAX_STOP_CONTINUES:
+            self.d.notice(f"Stop hooks kept the session going {MAX_STOP_CONTINUES} times in a row; stopping here")
+            return None
+        self.stop_count += 1
+        return result.block_reason or "A Stop hook asked you to continue."
+
+    async def on_error(self, err: ProviderError) -> None:
+        kind = _STOP_FAILURE.get(err.kind, "unknown")
+        await self.d.fire("StopFailure", {"error": kind, "error_details": str(err)}, match=kind)
+
+    # --- tools --------------------------------------------------------------------------------
+
+    async def before_tool(self, call: ToolCall) -> Verdict | None:
+        self._calls[call.id] = call  # the loop updates its input; PermissionDenied reads it
+        fields = {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}
+        result = await self.d.fire("PreToolUse", fields, match=call.name, call=call, cwd=call.cwd)
+        if not result.outcomes:
+            return None
+        failed = result.failed_closed()
+        if failed:
+            return Verdict("deny", f"{failed[0].error}; denied because the hook is marked failClosed", "hooks")
+        self._note_stop(result)
+        if self.stopped is not None:
+            return Verdict("deny", f"A hook stopped the session: {self.stopped}", "hooks")
+        permission, update = result.permission, result.updated_input
+        if permission == "deny":
+            reason = result.reason_for("deny") or f"{call.name} was blocked by a PreToolUse hook"
+            return Verdict("deny", f"PreToolUse hook blocked this call: {reason}", "hooks")
+        if permission == "ask":
+            return Verdict("ask", result.reason_for("ask"), "hooks", updated_input=update)
+        if permission == "allow":
+            call.approved_by = "PreToolUse hook"
+            return Verdict("allow", result.reason_for("allow"), "hooks", updated_input=update)
+        return Verdict("allow", "", "hooks", updated_input=update) if update is not None else None
+
+    async def permission_request(self, call: ToolCall, decision: Decision) -> Literal["allow", "deny"] | None:
+        fields = {
+            "tool_name": call.name,
+            "tool_input": call.input,
+            "tool_use_id": call.id,
+            "permission_suggestions": [{"type": "addRules", "rules": [r]} for r in decision.suggestions],
+        }
+        result = await self.d.fire("PermissionRequest", fields, match=call.name, call=call, cwd=call.cwd)
+        if result.failed_closed():
+            return "deny"
+        permission = result.permission
+        if permission == "allow" or permission == "deny":
+            return permission
+        return None
+
+    async def after_tool(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
+        started = self._started.pop(call.id, None)
+        self._calls.pop(call.id, None)
+        if started is not None:  # it ran (a denied call has no ToolStarted)
+            fields: dict[str, Any] = {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}
+            duration = int((time.monotonic() - started) * 1000)
+            if output.is_error:
+                event = "PostToolUseFailure"
+                fields.update(error=output.text(), is_interrupt=False, duration_ms=duration)
+            else:
+                event = "PostToolUse"
+                fields.update(tool_response=tool_response(call.name, call.input, output), duration_ms=duration)
+            result = await self.d.fire(event, fields, match=call.name, call=call, cwd=call.cwd)
+            self._note_stop(result)
+            notes = ([result.block_reason] if result.blocked else []) + result.context
+            output = _with_notes(output, event, notes)
+        if call.name == "Bash":
+            await self._check_cwd()
+        return await self._batch_step(call, output)
+
+    async def _check_cwd(self) -> None:
+        """A ``cd`` that persists moves the session: CwdChanged hooks fire before the next call."""
+        if self.services is None:
+            return
+        workdir = self.services.find(Workdir)
+        now = workdir.path if workdir is not None else None
+        if now is not None and now != self.d.cwd:
+            await self._cwd_changed(str(self.d.cwd), str(now))
+
+    async def _batch_step(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
+        if call.id not in self._batch:
+            return output
+        self._batch_done.append(
+            {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id, "tool_response": output.text()}
+        )
+        if len(self._batch_done) < len(self._batch):
+            return output
+        calls, self._batch, self._batch_done = self._batch_done, [], []
+        result = await self.d.fire("PostToolBatch", {"tool_calls": calls})
+        self._note_stop(result)
+        notes = ([result.block_reason] if result.blocked else []) + result.context
+        return _with_notes(output, "PostToolBatch", notes)
+
+    # --- the bus ------------------------------------------------------------------------------
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, ToolStarted):
+            self._started[event.tool_use_id] = time.monotonic()
+        elif isinstance(event, AssistantMessage):
+            self._batch, self._batch_done = [u.id for u in event.message.tool_uses()], []
+        elif isinstance(event, CwdChanged):
+            if Path(event.new_cwd) != self.d.cwd:
+                self.d.spawn(self._cwd_changed(event.old_cwd, event.new_cwd))
+        elif isinstance(event, Notice):
+            if not self.d.noticing and self.d.has("Notification"):
+                kind = f"keel_{event.level}"
+                note = {"message": event.message, "title": "keel", "notification_type": kind}
+                self.d.spawn(self.d.fire("Notification", note, match=kind))
+        elif isinstance(event, PermissionDecided):
+            if event.decision == "deny" and self.d.has("PermissionDenied"):
+                call = self._calls.get(event.tool_use_id)
+                fields = {
+                    "tool_name": event.tool_name,
+                    "tool_input": call.input if call is not None else {},
+                    "tool_use_id": event.tool_use_id,
+                    "reason": event.reason,
+                }
+                self.d.spawn(self.d.fire("PermissionDenied", fields, match=event.tool_name))
+        elif isinstance(event, SessionEnded):
+            self.end_reason = event.reason if event.reason in _END_REASONS else "other"
+
+    async def _cwd_changed(self, old: str, new: str) -> None:
+        self.d.cwd = Path(new)
+        if not self.d.has("CwdChanged"):
+            return
+        await self.d.fire("CwdChanged", {"old_cwd": old, "new_cwd": new}, cwd=Path(new))
+        await self.load_env_file()
