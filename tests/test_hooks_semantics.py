@@ -13,6 +13,7 @@ from typing import Any
 from agentkeel.core.extensions import Extension, ToolCall
 from agentkeel.core.loop import RunResult
 from agentkeel.core.provider import ModelRequest
+from agentkeel.core.types import to_data
 from agentkeel.extensions.hooks.extension import MAX_STOP_CONTINUES
 from agentkeel.runtime import Runtime, RuntimeOptions
 
@@ -52,7 +53,7 @@ class Session:
             await rt.aclose()
 
     def tool_results(self, index: int = -1) -> str:
-        return json.dumps([b.model_dump(mode="json") for b in self.requests[index].messages[-1].content])
+        return json.dumps([to_data(b) for b in self.requests[index].messages[-1].content])
 
 
 def bash(*commands: str) -> dict[str, Any]:
@@ -274,7 +275,7 @@ async def test_once_async_and_session_start_on_resume(project: Path) -> None:
     s.opts.resume = s.session_path.stem
     await s.run("three")
     assert "start:resume" in seen
-    assert "resumed context" in json.dumps([b.model_dump(mode="json") for b in s.requests[-1].messages[-1].content])
+    assert "resumed context" in json.dumps([to_data(b) for b in s.requests[-1].messages[-1].content])
 
 
 async def test_the_callers_permission_hooks_list_is_left_alone(project: Path) -> None:

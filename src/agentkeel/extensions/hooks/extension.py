@@ -108,6 +108,7 @@ class HooksExtension:
         self.d = dispatcher
         self.services = services
         self.tool_env = tool_env  # Bash's environment: CLAUDE_ENV_FILE exports land here
+        self._cwd_move: tuple[str, str] | None = None  # a CwdChanged seen on the bus, fired after the call
         self.source = source
         self.session_context: list[str] = []
         self.end_reason = "other"
@@ -286,12 +287,13 @@ class HooksExtension:
 
     async def _check_cwd(self) -> None:
         """A ``cd`` that persists moves the session: CwdChanged hooks fire before the next call."""
-        if self.services is None:
-            return
-        workdir = self.services.find(Workdir)
-        now = workdir.path if workdir is not None else None
-        if now is not None and now != self.d.cwd:
-            await self._cwd_changed(str(self.d.cwd), str(now))
+        move, self._cwd_move = self._cwd_move, None
+        if move is None and self.services is not None:
+            workdir = self.services.find(Workdir)
+            if workdir is not None and workdir.path is not None:
+                move = (str(self.d.cwd), str(workdir.path))
+        if move is not None and Path(move[1]) != self.d.cwd:
+            await self._cwd_changed(*move)
 
     async def _batch_step(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         if call.id not in self._batch:
@@ -315,8 +317,7 @@ class HooksExtension:
         elif isinstance(event, AssistantMessage):
             self._batch, self._batch_done = [u.id for u in event.message.tool_uses()], []
         elif isinstance(event, CwdChanged):
-            if Path(event.new_cwd) != self.d.cwd:
-                self.d.spawn(self._cwd_changed(event.old_cwd, event.new_cwd))
+            self._cwd_move = (event.old_cwd, event.new_cwd)  # fired, awaited, right after the call
         elif isinstance(event, Notice):
             if not self.d.noticing and self.d.has("Notification"):
                 kind = f"keel_{event.level}"
