@@ -48,6 +48,7 @@ _PLACEHOLDER = re.compile(
     r"^(?:|\$\{?[\w.]+\}?|\{\{.*\}\}|\{[\w.]*\}|<[^<>]*>|%\(?[\w.]*\)?[sd]|%[A-Za-z_]+%|\*+|\[REDACTED.*|\.\.\.)$"
 )
 _KEY = re.compile(r"[A-Za-z0-9_.\-]{1,129}+")
+_RUN = re.compile(r"[A-Za-z0-9_.\-]++")
 _PROSE = re.compile(r"[()]|[,.:;?!] |\w'\w|.{101}")  # a quoted sentence, not a passphrase
 _SHORT_END = frozenset(" \t\r\n&;#")
 
@@ -107,10 +108,12 @@ def mask(text: str, low: str, label: str) -> str:
         window = text[max(0, at - KEY_MAX) : at]
         start = at - (len(window) - len(window.rstrip(WORD_CHARS)))
         if start < scanned or (start > 0 and text[start - 1] in WORD_CHARS):
-            continue  # inside a key already read, or a key longer than KEY_MAX
-        m = ASSIGNMENT.match(text, start)
-        if m is None or not names_secret(m.group("key")):
-            key = _KEY.match(text, start)
+            run = _RUN.match(text, at)  # inside a key already read, or one longer than KEY_MAX: skip the run
+            scanned = max(scanned, run.end() if run else at + 1)
+            continue
+        key = _KEY.match(text, start)
+        m = ASSIGNMENT.match(text, start) if key and names_secret(key.group()) else None
+        if m is None:  # the name is checked first: a value is read only after a secret's name
             scanned = key.end() if key else at + 1
             continue
         scanned = m.end()

@@ -70,7 +70,8 @@ _CURL = re.compile(
     r"""(?:[ \t]++(?!-u\b|--user\b)\S++){0,24}+[ \t]++(?:-u|--user)(?:[ \t]++|=)["']?[^\s:'"]*+:(?P<v>[^\s'"]++)"""
 )
 _ANCHORED: list[tuple[str, bool, re.Pattern[str], str]] = [
-    # (word, needs a word boundary before it, pattern matched right after it, kind). A bearer token or
+    # (word, needs a word boundary before it, pattern matched right after it, kind). "bearer " may sit
+    # inside the previous token (a lookbehind before); the other words begin after it. A bearer token or
     # credentials that read as one English word ("bearer authorization grant") are prose and kept.
     ("bearer ", True, _BEARER, "bearer_token"),
     ("authorization", False, _AUTHORIZATION, "authorization"),
@@ -146,7 +147,7 @@ def _after(word: str, boundary: bool, pattern: re.Pattern[str], kind: str, text:
     resume = 0
     at = low.find(word)
     while at >= 0:
-        if at >= resume and not (boundary and at and (low[at - 1].isalnum() or low[at - 1] == "_")):
+        if at + (len(word) if word == "bearer " else 0) >= resume and not (boundary and at and (low[at - 1].isalnum() or low[at - 1] == "_")):
             m = pattern.match(text, at + len(word))
             if m:
                 resume = m.end()
