@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel import _assignment
+from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.redact import _builtin, redact, redact_obj
 from conftest import KeelRun, session_files, wire_env
 
@@ -164,10 +164,14 @@ def _obvious_redact(text: str) -> str:
     contexts = [m.span() for m in re.finditer(_OBVIOUS_AWS_CONTEXT, text.lower())]
     text = re.sub(
         _OBVIOUS_AWS_SECRET,
-        lambda m: "[REDACTED:aws_secret_key]"
-        if any(a - 200 <= m.start() <= b + 200 for a, b in contexts)
-        and re.search("[A-Z]", m.group()) and re.search("[a-z]", m.group()) and re.search("[0-9]", m.group())
-        else m.group(),
+        lambda m: (
+            "[REDACTED:aws_secret_key]"
+            if any(a - 200 <= m.start() <= b + 200 for a, b in contexts)
+            and re.search("[A-Z]", m.group())
+            and re.search("[a-z]", m.group())
+            and re.search("[0-9]", m.group())
+            else m.group()
+        ),
         text,
     )
     # every key (a run of key characters, at most 128) that names a secret, from left to right
@@ -215,7 +219,8 @@ def test_fast_patterns_agree_with_the_obvious_ones(text: str) -> None:
         "a", "password", "eyJ-", "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0123456789+/", "token.", "a=", "1 ", "://a:b@",
         # the words keel finds first, and runs of what follows them
         "bearer ", "authorization: ", "mysql ", "mysql -x ", "curl ", "curl -x ", "pass=", 'token: "', "key",
-        "secret access key ", "[REDACTED:aws_access_key]", "key=", "password=x ", 'password="x" ', "AKIAFAKEFAKEFAKE1234 ", "Ab1/", "-----BEGIN PRIVATE KEY-----",
+        "secret access key ", "[REDACTED:aws_access_key]", "key=", "password=x ", 'password="x" ',
+        "AKIAFAKEFAKEFAKE1234 ", "Ab1/", "-----BEGIN PRIVATE KEY-----",
     ],
 )  # fmt: skip
 def test_redaction_time_grows_linearly(unit: str) -> None:

@@ -147,7 +147,8 @@ def _after(word: str, boundary: bool, pattern: re.Pattern[str], kind: str, text:
     resume = 0
     at = low.find(word)
     while at >= 0:
-        if at + (len(word) if word == "bearer " else 0) >= resume and not (boundary and at and (low[at - 1].isalnum() or low[at - 1] == "_")):
+        glued = boundary and at > 0 and (low[at - 1].isalnum() or low[at - 1] == "_")
+        if at + (len(word) if word == "bearer " else 0) >= resume and not glued:
             m = pattern.match(text, at + len(word))
             if m:
                 resume = m.end()
