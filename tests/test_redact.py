@@ -152,7 +152,7 @@ def _obvious_redact(text: str) -> str:
 
     def keep_words(kind: str) -> Callable[[re.Match[str]], str]:
         def sub(m: re.Match[str]) -> str:
-            if re.fullmatch(r"[A-Z]?[a-z]+", m.group("v").rstrip(".")) and kind != "url_credentials":
+            if re.fullmatch(r"[A-Z]?[a-z]+", m.group("v").rstrip(".")) and kind in ("bearer_token", "authorization"):
                 return m.group(0)
             v0, v1 = m.start("v") - m.start(), m.end("v") - m.start()
             return f"{m.group(0)[:v0]}[REDACTED:{kind}]{m.group(0)[v1:]}"

@@ -72,7 +72,7 @@ _CURL = re.compile(
 _ANCHORED: list[tuple[str, bool, re.Pattern[str], str]] = [
     # (word, needs a word boundary before it, pattern matched right after it, kind). "bearer " may sit
     # inside the previous token (a lookbehind before); the other words begin after it. A bearer token or
-    # credentials that read as one English word ("bearer authorization grant") are prose and kept.
+    # header credentials that read as one English word ("bearer authorization grant") are prose and kept.
     ("bearer ", True, _BEARER, "bearer_token"),
     ("authorization", False, _AUTHORIZATION, "authorization"),
     ("mysql", False, _MYSQL, "password"),
@@ -152,7 +152,7 @@ def _after(word: str, boundary: bool, pattern: re.Pattern[str], kind: str, text:
             m = pattern.match(text, at + len(word))
             if m:
                 resume = m.end()
-                if not _WORD.fullmatch(m.group("v").rstrip(".")):
+                if kind == "password" or not _WORD.fullmatch(m.group("v").rstrip(".")):
                     spans.append((*m.span("v"), kind))
         at = low.find(word, at + 1)
     return spans
