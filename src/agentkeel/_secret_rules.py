@@ -110,7 +110,10 @@ class Rule:
         return self._allowlists
 
     def secret_span(self, m: re.Match[str]) -> tuple[int, int]:
-        if m.re.groups:
+        """gitleaks' secret: the secret group, else the first non-empty group, else the match. Where every
+        group is named (jwt-base64 names which header field it saw), the names label the match, and a
+        mask of one label would leave the token readable: the whole match is the secret."""
+        if m.re.groups and len(m.re.groupindex) < m.re.groups:
             if self.group:
                 return m.span(self.group) if self.group <= m.re.groups else (m.end(), m.end())
             for g in range(1, m.re.groups + 1):
@@ -137,16 +140,19 @@ class RuleSet:
                 for keyword in rule.keywords:
                     self.gated.setdefault(keyword, []).append(rule)
         # One scan per first character: re jumps between occurrences of a one-character literal at C
-        # speed, which one alternation of every word (a candidate at each letter) cannot.
-        by_first: dict[str, set[str]] = {}
-        for word in (*self.direct, *self.gated):
-            by_first.setdefault(word[0], set()).add(word)
-        self._scans = [
-            re.compile(re.escape(c) + "(?:" + "|".join(re.escape(w[1:]) for w in sorted(g, key=len)) + ")")
-            for c, g in by_first.items()
-        ]
-        words = {w for g in by_first.values() for w in g}
-        self._longer = {w: [o for o in words if o != w and o.startswith(w)] for w in words}
+        # speed, which one alternation of every word (a candidate at each letter) cannot. Each scan is
+        # the words as a trie that stops at the shortest word (quicker to compile than a flat list).
+        by_first: dict[str, list[str]] = {}
+        words = sorted({*self.direct, *self.gated})
+        for word in words:
+            by_first.setdefault(word[0], []).append(word[1:])
+        self._scans = [re.compile(re.escape(c) + _trie(rest)) for c, rest in by_first.items()]
+        self._longer: dict[str, list[str]] = {}
+        for i, word in enumerate(words):  # the words that extend word follow it in sorted order
+            j = i + 1
+            while j < len(words) and words[j].startswith(word):
+                j += 1
+            self._longer[word] = words[i + 1 : j]
         self._global_raw = data.get("allowlist", {})
         self._global: _Allowlist | None = None
 
@@ -204,6 +210,24 @@ class RuleSet:
             if allowlist.allows(secret, m.group(0), line):
                 return
         spans.append((start, end, rule.id))
+
+
+def _trie(words: list[str]) -> str:
+    """A regex for words (an empty word allowed) that matches the shortest of them at a position."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + emit(sub) for ch, sub in sorted(node.items()) if ch]
+        if "" in node:
+            return "(?:|" + "|".join(alts) + ")" if alts else ""
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return emit(root)
 
 
 def _find_all(low: str, word: str) -> list[int]:

@@ -129,7 +129,7 @@ def _builtin(text: str) -> str:
             text, low = _relower(text, low, _after(word, boundary, pattern, kind, text, low))
     if "://" in text:
         text, low = _relower(text, low, [(*m.span("v"), "url_credentials") for m in _URL_CREDENTIALS.finditer(text)])
-    if "aws_access_key]" in text or ("secret" in low and "access" in low):
+    if "access" in low:
         text, low = _relower(text, low, _aws_secrets(text, low))
     return _CARD.sub(_card, _assignment.mask(text, low, "[REDACTED:secret]"))
 
@@ -158,11 +158,25 @@ def _after(word: str, boundary: bool, pattern: re.Pattern[str], kind: str, text:
     return spans
 
 
+def _aws_contexts(low: str) -> list[tuple[int, int]]:
+    """Where _AWS_CONTEXT matches in low, found from each "access" (a str.find) rather than by a scan."""
+    found: list[tuple[int, int]] = []
+    at = low.find("access")
+    while at >= 0:
+        for start in (at - 7, at - 6, at - 14):  # "secret access", "secretaccess", "[redacted:aws_access"
+            m = _AWS_CONTEXT.match(low, max(start, 0)) if start >= 0 else None
+            if m and m.start() <= at < m.end():
+                found.append(m.span())
+                break
+        at = low.find("access", at + 1)
+    return found
+
+
 def _aws_secrets(text: str, low: str) -> list[Span]:
     spans: list[Span] = []
     done = 0
-    for ctx in _AWS_CONTEXT.finditer(low):
-        lo, hi = max(done, ctx.start() - _AWS_REACH), min(len(text), ctx.end() + _AWS_REACH)
+    for ctx_start, ctx_end in _aws_contexts(low):
+        lo, hi = max(done, ctx_start - _AWS_REACH), min(len(text), ctx_end + _AWS_REACH)
         for m in _AWS_SECRET.finditer(text, lo, min(len(text), hi + 41)):
             if m.start() > hi:
                 break
