@@ -2,6 +2,11 @@
 
 Pure functions over strings. Each finding is replaced by ``[REDACTED:<kind>]`` so a reader
 knows something was there without learning what.
+
+Two stages. keel's own patterns come first (keys keel knows best, assignments to a name like password,
+headers, command lines, card numbers). Then the rules of gitleaks, a maintained secret scanner
+(github.com/gitleaks/gitleaks, MIT licence; vendored in gitleaks_rules.json, matched by _secret_rules.py),
+which know some 200 services' key formats; their kind is the gitleaks rule id.
 """
 
 from __future__ import annotations
@@ -10,13 +15,17 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from agentkeel import _assignment
+from agentkeel._secret_rules import Span, ascii_lower, ruleset
+
 # Every pattern runs over whole file contents and command output on every turn, so two rules hold:
 # - Linear time. A start that fails must not rescan the same run from every later position.
 #   Written the obvious way, the assignment pattern takes seconds on one 5 kB base64 line and
 #   minutes on a repeated key name (tests/test_redact.py measures the growth).
 # - A literal first. re finds a leading literal with a fast scan but tries a leading ``\b`` at
 #   every position, 50-80x slower on ordinary text; so ``\bsk-`` is written ``sk-(?<=\bsk-)``,
-#   which matches exactly the same spans.
+#   which matches exactly the same spans. Where the literal's case varies (Bearer, Authorization),
+#   keel finds it with ``str.find`` in a lower-cased copy and matches the rest there.
 
 
 def _jwt(match: re.Match[str]) -> str:
@@ -24,9 +33,12 @@ def _jwt(match: re.Match[str]) -> str:
 
 
 _PATTERNS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
-    (
+    (  # PEM and PGP (``PRIVATE KEY BLOCK``); a block without its END line is masked to the end. The body
+        # is taken possessively up to the END line (a lazy scan to it measured worse than linear).
         re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:[^-]++|-(?!----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----))*+"
+            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?"
         ),
         "[REDACTED:private_key]",
     ),
@@ -46,28 +58,39 @@ _PATTERNS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = 
         _jwt,
     ),
 ]
-# These two match after a lookbehind (the prefix stays in the text, and may sit inside an earlier
-# match), so they keep that form and run only when their prefix occurs at all.
-_BEARER = re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-.=~+/]{12,}")
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")
+# Matched where a word found in the lower-cased text ends; group "v" is what is masked.
+_BEARER = re.compile(r"(?P<v>[A-Za-z0-9_\-.=~+/]{12,}+)")  # after "bearer "
+_AUTHORIZATION = re.compile(  # after "authorization": the credentials of an HTTP Authorization header
+    r"""(?i)["']?\]?[ \t]*(?::[ \t]*["']?|=[ \t]*["'])"""
+    r"""(?:(?:basic|bearer|token|digest|negotiate|ntlm|hmac|apikey|key)[ \t]+)?+"""
+    r"""(?P<v>[A-Za-z0-9_\-.=~+/:]{6,}+)"""
+)
+# After "mysql"/"mariadb": a password written straight after -p, within the command's line.
+_MYSQL = re.compile(r"""[\w-]*+(?:[ \t]++(?!-p)\S++){0,24}+[ \t]++-p(?P<v>'[^'\n]*+'|"[^"\n]*+"|[^\s'"]++)""")
+# After "curl": the password in the -u/--user option's value (user, colon, password).
+_CURL = re.compile(
+    r"""(?:[ \t]++(?!-u\b|--user\b)\S++){0,24}+[ \t]++(?:-u|--user)(?:[ \t]++|=)["']?[^\s:'"]*+:(?P<v>[^\s'"]++)"""
+)
+_ANCHORED: list[tuple[str, bool, re.Pattern[str], str]] = [
+    # (word, needs a word boundary before it, pattern matched right after it, kind). "bearer " may sit
+    # inside the previous token (a lookbehind before); the other words begin after it. A bearer token or
+    # header credentials that read as one English word ("bearer authorization grant") are prose and kept.
+    ("bearer ", True, _BEARER, "bearer_token"),
+    ("authorization", False, _AUTHORIZATION, "authorization"),
+    ("mysql", False, _MYSQL, "password"),
+    ("mariadb", False, _MYSQL, "password"),
+    ("curl", True, _CURL, "password"),
+]
+_WORD = re.compile(r"[A-Z]?[a-z]+")
+_URL_CREDENTIALS = re.compile(r"://(?P<v>[^/\s:@]++:[^/\s@]++)(?=@)")
 
-# key = value / "key": "value" where the key names a secret. The key is a whole word (nothing
-# word-like before it), taken possessively: no separator begins with a word character, so giving
-# characters back could never help. Words followed by a separator are found first (_KEYED), and
-# only those naming a secret (_SECRET_NAME) are tried in full.
-_WORD = r"[A-Za-z0-9_.\-]"
-_KEYED = re.compile(rf"""(?<!{_WORD}){_WORD}++["']?\s*[:=]""")
-_SECRET_NAME = re.compile(
-    r"(?i)password|passwd|pwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|access[_\-]?token|"
-    r"refresh[_\-]?token|client[_\-]?secret|private[_\-]?key|token"
-)
-_ASSIGNMENT = re.compile(
-    rf"""(?x)
-    (?<!{_WORD})(?P<key>{_WORD}++)
-    (?P<sep>["']?\s*[:=]\s*["']?)
-    (?P<value>[^\s"',;}}{{\]\[]{{6,}})
-    """
-)
+# A bare 40-character AWS secret access key has no prefix of its own, and 40 base64 characters are
+# common (hashes, fixtures). keel masks one only near AWS context: within 200 characters of an access
+# key id (masked by then) or of the words "secret access key" (any case, _ or - or space between).
+_AWS_CONTEXT = re.compile(r"\[redacted:aws_access_key\]|secret[ _\-]?access[ _\-]?key")  # in lower case
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_REACH = 200
+
 # 13-19 digits in groups; the first iteration unrolled so the scan can start from a digit.
 _CARD = re.compile(r"\d(?<=\b\d)[ -]?(?:\d[ -]?){12,18}\b")
 
@@ -91,45 +114,101 @@ def _card(match: re.Match[str]) -> str:
     return match.group(0)
 
 
-_CODE_VALUE = re.compile(
-    r"^(?:\[REDACTED|self\.|this\.|os\.|process\.|env\.|config\.|settings\.|None$|null$|true$|false$)|[()$<>]"
-)
-
-
-def _secret_like(value: str) -> bool:
-    """A value after ``password=`` that is a literal, not code reading one (``get_token()``)."""
-    return _CODE_VALUE.search(value) is None
-
-
 def redact(text: str) -> str:
     """Mask every secret found in text."""
     if not text:
         return text
+    return _vendored(_builtin(text))
+
+
+def _builtin(text: str) -> str:
+    """keel's own patterns, in order (tests/test_redact.py checks them against plain backtracking forms)."""
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
-    if "bearer " in text.lower():
-        text = _BEARER.sub("[REDACTED:bearer_token]", text)
+    low = ascii_lower(text)
+    for word, boundary, pattern, kind in _ANCHORED:
+        if word in low:
+            text, low = _relower(text, low, _after(word, boundary, pattern, kind, text, low))
     if "://" in text:
-        text = _URL_CREDENTIALS.sub("[REDACTED:url_credentials]", text)
-    return _CARD.sub(_card, _assignments(text))
+        text, low = _relower(text, low, [(*m.span("v"), "url_credentials") for m in _URL_CREDENTIALS.finditer(text)])
+    if "access" in low:
+        text, low = _relower(text, low, _aws_secrets(text, low))
+    return _CARD.sub(_card, _assignment.mask(text, low, "[REDACTED:secret]"))
 
 
-def _assignments(text: str) -> str:
-    """``_ASSIGNMENT.sub`` with the secret-name test first: the same matches, a fraction of the work."""
+def _relower(text: str, low: str, spans: list[Span]) -> tuple[str, str]:
+    if not spans:
+        return text, low
+    text = _apply(text, spans)
+    return text, ascii_lower(text)
+
+
+def _after(word: str, boundary: bool, pattern: re.Pattern[str], kind: str, text: str, low: str) -> list[Span]:
+    """pattern matched right after each occurrence of word (in low), group "v" masked."""
+    spans: list[Span] = []
+    resume = 0
+    at = low.find(word)
+    while at >= 0:
+        glued = boundary and at > 0 and (low[at - 1].isalnum() or low[at - 1] == "_")
+        if at + (len(word) if word == "bearer " else 0) >= resume and not glued:
+            m = pattern.match(text, at + len(word))
+            if m:
+                resume = m.end()
+                if kind == "password" or not _WORD.fullmatch(m.group("v").rstrip(".")):
+                    spans.append((*m.span("v"), kind))
+        at = low.find(word, at + 1)
+    return spans
+
+
+def _aws_contexts(low: str) -> list[tuple[int, int]]:
+    """Where _AWS_CONTEXT matches in low, found from each "access" (a str.find) rather than by a scan."""
+    found: list[tuple[int, int]] = []
+    at = low.find("access")
+    while at >= 0:
+        for start in (at - 7, at - 6, at - 14):  # "secret access", "secretaccess", "[redacted:aws_access"
+            m = _AWS_CONTEXT.match(low, max(start, 0)) if start >= 0 else None
+            if m and m.start() <= at < m.end():
+                found.append(m.span())
+                break
+        at = low.find("access", at + 1)
+    return found
+
+
+def _aws_secrets(text: str, low: str) -> list[Span]:
+    spans: list[Span] = []
+    done = 0
+    for ctx_start, ctx_end in _aws_contexts(low):
+        lo, hi = max(done, ctx_start - _AWS_REACH), min(len(text), ctx_end + _AWS_REACH)
+        for m in _AWS_SECRET.finditer(text, lo, min(len(text), hi + 41)):
+            if m.start() > hi:
+                break
+            key = m.group()
+            if any(c.isupper() for c in key) and any(c.islower() for c in key) and any(c.isdigit() for c in key):
+                spans.append((m.start(), m.end(), "aws_secret_key"))
+        done = max(done, hi)
+    return spans
+
+
+def _apply(text: str, spans: list[Span]) -> str:
+    """text with each span replaced by its [REDACTED:kind]; overlapping spans become one (the first's kind)."""
+    if not spans:
+        return text
+    merged: list[list[Any]] = []
+    for start, end, kind in sorted(spans):
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end, kind])
     out: list[str] = []
-    copied = scanned = 0  # text[:copied] is in out; no match may start before scanned
-    for keyed in _KEYED.finditer(text):
-        start = keyed.start()
-        if start < scanned or _SECRET_NAME.search(text, start, keyed.end()) is None:
-            continue
-        m = _ASSIGNMENT.match(text, start)
-        if m is None:
-            continue
-        scanned = m.end()
-        if _secret_like(m.group("value")):
-            out += (text[copied:start], m.group("key"), m.group("sep"), "[REDACTED:secret]")
-            copied = scanned
-    return "".join(out) + text[copied:] if out else text
+    copied = 0
+    for start, end, kind in merged:
+        out += (text[copied:start], f"[REDACTED:{kind}]")
+        copied = end
+    return "".join(out) + text[copied:]
+
+
+def _vendored(text: str) -> str:
+    return _apply(text, ruleset().findings(text))
 
 
 def redact_obj(value: Any) -> Any:
