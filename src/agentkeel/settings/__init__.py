@@ -89,6 +89,14 @@ class MemorySettings(BaseModel):
     summaryMaxTokens: int = Field(default=400, ge=50, le=4000)
 
 
+class ProviderSettings(BaseModel):
+    """The ``provider`` key: how keel talks to the model. ``wire`` is keel's own HTTP client (the
+    default, no extra needed); ``sdk`` the official anthropic / openai SDKs (their extras)."""
+
+    model_config = ConfigDict(extra="forbid")
+    transport: Literal["wire", "sdk"] | None = None
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str | None = None
@@ -98,6 +106,7 @@ class Settings(BaseModel):
     disabled_hooks: list[str] = Field(default_factory=list)
     maxTokens: int | None = Field(None, ge=1)
     memory: MemorySettings | None = None
+    provider: ProviderSettings | None = None
 
 
 class SettingsError(ValueError):

@@ -1,0 +1,159 @@
+"""The HTTP side of the wire clients: one ``httpx.AsyncClient`` per session (keep-alive across
+turns, HTTP/1.1, proxies and CA bundles from the environment), a POST whose streamed answer comes
+back as server-sent events, and every transport failure turned into a :class:`ProviderError`.
+
+httpx is imported at the first request, never at import time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentkeel._version import __version__
+from agentkeel.core.provider import ProviderError
+from agentkeel.providers._errors import (
+    from_response,
+    from_stream_error,
+    one_line,
+    timed_out,
+    unreachable,
+)
+from agentkeel.providers._sse import SSEDecoder, SSEEvent
+from agentkeel.providers.endpoints import CONNECT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    import httpx
+
+USER_AGENT = f"agentkeel/{__version__}"
+WHOLE_BODY = "keel.whole-body"  # the event a 200 JSON answer (a server that ignored stream: true) arrives as
+
+
+def encode_json(body: Any) -> bytes:
+    """Compact UTF-8 JSON; a character UTF-8 cannot carry (a lone surrogate) becomes '?', not a crash."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One request's destination and what to say when it fails."""
+
+    url: str
+    endpoint: str  # the base URL, as the user configured it
+    model: str
+    key_hint: str  # the variable to name when the credentials are refused
+    timeout_s: float
+
+
+class HttpSession:
+    """Owns the connection pool of one provider (one session). ``aclose`` ends it."""
+
+    def __init__(self) -> None:
+        self._client: httpx.AsyncClient | None = None
+        self._httpx: Any = None
+
+    def _get(self, timeout_s: float) -> httpx.AsyncClient:
+        if self._client is None:
+            import httpx
+
+            self._httpx = httpx
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
+                headers={"user-agent": USER_AGENT},
+                trust_env=True,
+                follow_redirects=False,
+            )
+        return self._client
+
+    async def post_sse(self, target: Target, headers: dict[str, str], body: bytes) -> AsyncGenerator[SSEEvent, None]:
+        """POST ``body`` and yield the server-sent events of the answer. An error status, a transport
+        failure, a timeout or a 200 that carries an error raise :class:`ProviderError`."""
+        client = self._get(target.timeout_s)
+        httpx = self._httpx
+        request = client.build_request(
+            "POST",
+            target.url,
+            content=body,
+            headers={"content-type": "application/json", "accept": "application/json", **headers},
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException as e:
+            if isinstance(e, httpx.ConnectTimeout):
+                raise unreachable(target.endpoint, "connection timed out") from None
+            raise timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
+        except httpx.ConnectError as e:
+            raise unreachable(target.endpoint, _detail(e)) from None
+        except httpx.ProxyError as e:
+            raise unreachable(target.endpoint, f"proxy: {_detail(e)}") from None
+        except httpx.TransportError as e:  # closed or reset before any answer (a stale keep-alive connection...)
+            raise ProviderError("connection", f"{target.endpoint} closed the connection: {_detail(e)}") from None
+        try:
+            async for event in self._events(response, target):
+                yield event
+        except httpx.TimeoutException:
+            raise timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
+        except (httpx.TransportError, httpx.DecodingError) as e:
+            raise ProviderError(
+                "stream_broken", f"the response stream from {target.endpoint} broke: {_detail(e)}"
+            ) from None
+        finally:
+            await response.aclose()
+
+    async def _events(self, response: httpx.Response, target: Target) -> AsyncIterator[SSEEvent]:
+        if response.status_code >= 300:
+            raw = await response.aread()
+            raise from_response(
+                response.status_code,
+                raw,
+                response.headers,
+                endpoint=target.endpoint,
+                model=target.model,
+                key_hint=target.key_hint,
+            )
+        if "json" in response.headers.get("content-type", ""):
+            yield _whole_body(await response.aread(), target)
+            return
+        decoder = SSEDecoder()
+        async for piece in response.aiter_bytes():
+            for event in decoder.feed(piece):
+                yield event
+        for event in decoder.close():
+            yield event
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+
+def _whole_body(raw: bytes, target: Target) -> SSEEvent:
+    text = raw.decode("utf-8", "replace")
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        raise ProviderError(
+            "stream_broken", f"{target.endpoint} answered with malformed JSON: {one_line(text, 120)}"
+        ) from None
+    if isinstance(payload, dict) and payload.get("error") is not None:
+        raise from_stream_error(payload, endpoint=target.endpoint)
+    return SSEEvent(WHOLE_BODY, text)
+
+
+def _detail(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text = f"{text}: {cause}"
+    return one_line(text, 160)
+
+
+def parse_data(event: SSEEvent, endpoint: str) -> Any:
+    try:
+        return json.loads(event.data)
+    except ValueError:
+        raise ProviderError(
+            "stream_broken", f"{endpoint} sent an event that is not JSON: {one_line(event.data, 120)}"
+        ) from None
