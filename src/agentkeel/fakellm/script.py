@@ -25,7 +25,9 @@ Script file (JSON)::
 Stream faults count SSE events: ``break_after`` sends that many and closes the connection,
 ``reset_after`` resets it (TCP RST), ``stream_error`` sends an ``error`` event after ``after``
 events (Anthropic: ``event: error``; OpenAI: a ``data: {"error": ...}`` chunk), ``stall_after``
-sends that many and then nothing for ``stall_s`` seconds. ``empty_body`` answers 200 with no body.
+sends that many and then nothing for ``stall_s`` seconds. ``empty_body`` answers 200 with no body;
+``ignore_stream`` answers with the whole JSON response, as servers that do not stream do.
+``{"error": {"status": 200, "type": "overloaded_error"}}`` is a 200 whose JSON body is an error.
 For OpenAI, ``"reasoning_key": "reasoning"`` streams thinking as OpenRouter and Ollama do (default
 ``reasoning_content``, as DeepSeek and vLLM) and ``"interleave_tool_calls": true`` interleaves
 the argument deltas of parallel tool calls.
@@ -81,6 +83,7 @@ class Step:
     stall_s: float = 30.0
     stream_error: StreamFault | None = None
     empty_body: bool = False
+    ignore_stream: bool = False  # answer with the whole JSON response even when asked to stream
     delay_s: float = 0.0
     reasoning_key: str = "reasoning_content"
     interleave_tool_calls: bool = False
@@ -191,6 +194,7 @@ def parse_step(raw: Any, index: int) -> Step:
         stall_s=_opt_float(raw, "stall_s", index) or 30.0,
         stream_error=_stream_fault(raw.get("stream_error"), index),
         empty_body=bool(raw.get("empty_body", False)),
+        ignore_stream=bool(raw.get("ignore_stream", False)),
         delay_s=float(raw.get("delay_s", 0.0)),
         reasoning_key=reasoning_key,
         interleave_tool_calls=bool(raw.get("interleave_tool_calls", False)),

@@ -83,6 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
             "body": body,
             "headers": {k.lower(): v for k, v in self.headers.items()},
             "body_bytes": len(raw.encode("utf-8")),
+            "peer_port": self.client_address[1],
             "received_at": time.time(),
         }
         step = self.server.cursor.next(record)
@@ -98,13 +99,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if wire == "anthropic":
             msg_id = f"msg_fake_{n:04d}"
-            if body.get("stream"):
+            if body.get("stream") and not step.ignore_stream:
                 self._sse(wire, anthropic_sse(step, model, msg_id, sized), step)
             else:
                 self._json(200, anthropic_message(step, model, msg_id, sized))
         else:
             msg_id = f"chatcmpl-fake-{n:04d}"
-            if body.get("stream"):
+            if body.get("stream") and not step.ignore_stream:
                 self._sse(wire, openai_sse(step, model, msg_id, sized), step)
             else:
                 self._json(200, openai_completion(step, model, msg_id, sized))

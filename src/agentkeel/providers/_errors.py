@@ -37,7 +37,7 @@ _TYPE_KINDS: dict[str, ErrorKind] = {
 }
 
 _TOO_LONG = re.compile(
-    r"prompt is too long|context[_ ]length[_ ]exceeded|maximum context length|exceeds? (?:the )?context"
+    r"prompt is too long|context[_ ]length[_ ]exceeded|maximum context length|exceeds? (?:the )?(?:available )?context"
     r"|exceed_context_size|context window|input length and `?max_tokens`? exceed",
     re.IGNORECASE,
 )
