@@ -4,8 +4,12 @@ streams (sans-IO parsers, property-tested), and the edges the SDKs do not cover.
 from __future__ import annotations
 
 import email.utils
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +24,7 @@ from agentkeel.providers._sse import SSEDecoder, SSEEvent
 from agentkeel.providers.anthropic_format import MessageStream
 from agentkeel.providers.anthropic_messages import AnthropicProvider
 from agentkeel.providers.anthropic_wire import AnthropicWireProvider
-from agentkeel.providers.catalog import ModelConfigError
+from agentkeel.providers.catalog import ModelConfigError, resolve_model
 from agentkeel.providers.endpoints import (
     ANTHROPIC_VERSION,
     AnthropicEndpoint,
@@ -28,9 +32,11 @@ from agentkeel.providers.endpoints import (
     anthropic_endpoint,
     openai_endpoint,
 )
+from agentkeel.providers.factory import make_provider
 from agentkeel.providers.openai_chat import OpenAIChatProvider
 from agentkeel.providers.openai_format import ChunkAccumulator
 from agentkeel.providers.openai_wire import OpenAIWireProvider
+from agentkeel.settings import SettingsError, load_settings
 from test_providers_wire import collect
 
 FAKE_KEY = "sk-test-not-a-real-key"
@@ -395,3 +401,45 @@ def test_retry_after_forms() -> None:
     assert 25 < (parse_retry_after({"retry-after": later}) or 0) <= 30
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({}) is None
+
+
+def test_wire_modules_import_httpx_only_at_the_first_request() -> None:
+    probe = (
+        "import sys\n"
+        "from agentkeel.providers.factory import make_provider\n"
+        "from agentkeel.providers.catalog import resolve_model\n"
+        "env = {'ANTHROPIC_API_KEY': 'sk-test-not-a-real-key', 'OPENAI_BASE_URL': 'http://127.0.0.1:9/v1'}\n"
+        "make_provider(resolve_model('anthropic:claude-sonnet-4-5', env), env)\n"
+        "make_provider(resolve_model('openai:gpt-4.1', env), env)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'httpx', 'httpcore', 'anthropic', 'openai'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [({"transport": "sdk"}, True), ({"transport": "grpc"}, False), ({"transprot": "sdk"}, False)]
+)
+def test_the_transport_setting_is_validated(value: dict[str, str], ok: bool, tmp_path: Path) -> None:
+    settings = tmp_path / "p" / ".keel" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"provider": value}))
+    if ok:
+        loaded = load_settings(tmp_path / "p", home=tmp_path, keel_home=tmp_path / "kh")
+        assert loaded.settings.provider is not None and loaded.settings.provider.transport == "sdk"
+        assert loaded.warnings == []
+        return
+    with pytest.raises(SettingsError) as err:
+        load_settings(tmp_path / "p", home=tmp_path, keel_home=tmp_path / "kh")
+    assert str(settings) in str(err.value) and "key 'provider.transp" in str(err.value)
+
+
+def test_make_provider_takes_the_transport_setting(fake_llm: Callable[[Any], FakeLLMServer]) -> None:
+    server = fake_llm({"steps": []})
+    env = {"ANTHROPIC_API_KEY": FAKE_KEY, "ANTHROPIC_BASE_URL": server.url, "KEEL_PROVIDER_TRANSPORT": "sdk"}
+    info = resolve_model(None, env)
+    assert type(make_provider(info, env, transport="wire")).__name__ == "AnthropicWireProvider"  # the setting wins
+    assert type(make_provider(info, env)).__name__ == "AnthropicProvider"
+    assert type(make_provider(info, {k: v for k, v in env.items() if k != "KEEL_PROVIDER_TRANSPORT"})).__name__ == (
+        "AnthropicWireProvider"
+    )

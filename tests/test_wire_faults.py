@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
 from conftest import KeelRun, session_files, wire_env
 
@@ -193,3 +195,39 @@ def test_a_session_on_the_wire_path_imports_no_sdk(
             timeout=60,
         )
         assert out.stderr.strip().splitlines()[-1] == "0 [] True", out.stderr
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[FakeLLMServer, Path]]:
+    """fake-llm over HTTPS with a self-signed certificate for 127.0.0.1 (made by the openssl CLI)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"]
+    names = ["-subj", "/CN=keel-test", "-addext", "subjectAltName=IP:127.0.0.1"]
+    openssl = ["openssl", "req", "-x509", *curve, *names, "-keyout", str(key), "-out", str(cert)]
+    subprocess.run(openssl, check=True, capture_output=True)
+    server = FakeLLMServer(Script.from_data({"steps": ["over TLS"], "loop": True}))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.start_background()
+    yield server, cert
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_tls_trusts_ssl_cert_file_and_nothing_else(
+    wire: str, tls_server: tuple[FakeLLMServer, Path], keel: Callable[..., KeelRun]
+) -> None:
+    server, cert = tls_server
+    url = server.url.replace("http://", "https://")
+    if wire == "anthropic":
+        env = {"ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key", "ANTHROPIC_BASE_URL": url}
+    else:
+        env = {"OPENAI_BASE_URL": url + "/v1"}
+    trusted = keel("-p", "hi", env={**env, "SSL_CERT_FILE": str(cert)})
+    assert (trusted.code, trusted.stdout) == (0, "over TLS\n"), trusted.stderr
+    untrusted = keel("-p", "hi", env={**env, "SSL_CERT_FILE": "", "SSL_CERT_DIR": "", "KEEL_MAX_RETRIES": "0"})
+    assert untrusted.code == 1
+    [line] = untrusted.stderr.splitlines()
+    assert f"cannot reach {url}" in line and "CERTIFICATE_VERIFY_FAILED" in line, line

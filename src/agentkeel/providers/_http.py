@@ -2,13 +2,18 @@
 turns, HTTP/1.1, proxies and CA bundles from the environment), a POST whose streamed answer comes
 back as server-sent events, and every transport failure turned into a :class:`ProviderError`.
 
-httpx is imported at the first request, never at import time.
+httpx is imported at the first request, never at import time. Loading the CA bundle (60-130 ms
+here) starts on a thread when the session is created, so it overlaps the rest of startup
+(OpenSSL parses the bundle without holding the GIL); an ``http://`` endpoint skips it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+import os
+import threading
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +30,8 @@ from agentkeel.providers._sse import SSEDecoder, SSEEvent
 from agentkeel.providers.endpoints import CONNECT_TIMEOUT_S
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 USER_AGENT = f"agentkeel/{__version__}"
@@ -47,21 +54,72 @@ class Target:
     timeout_s: float
 
 
+class TlsContext:
+    """The TLS settings httpx would build (SSL_CERT_FILE, SSL_CERT_DIR, else certifi's bundle),
+    built on a thread from the moment the session exists."""
+
+    def __init__(self, base_url: str, environ: Mapping[str, str]) -> None:
+        import ssl
+
+        self._context: ssl.SSLContext | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if not base_url.startswith("https://") and not any(
+            environ.get(name, "").startswith("https://") for name in _PROXY_VARIABLES
+        ):
+            # TLS is never used for this endpoint: a context with no CA at all, which refuses any
+            # certificate should TLS come up after all (fails closed)
+            self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            return
+        cafile, capath = environ.get("SSL_CERT_FILE") or None, environ.get("SSL_CERT_DIR") or None
+        if not cafile and not capath:
+            import certifi
+
+            cafile = certifi.where()
+        self._thread = threading.Thread(target=self._build, args=(cafile, capath), name="keel-tls", daemon=True)
+        self._thread.start()
+
+    def _build(self, cafile: str | None, capath: str | None) -> None:
+        import ssl
+
+        try:
+            self._context = ssl.create_default_context(cafile=cafile, capath=capath)
+        except BaseException as e:  # re-raised where the context is needed
+            self._error = e
+
+    def get(self) -> ssl.SSLContext:
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._context is not None
+        return self._context
+
+
+_PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
 class HttpSession:
     """Owns the connection pool of one provider (one session). ``aclose`` ends it."""
 
-    def __init__(self) -> None:
+    def __init__(self, base_url: str) -> None:
         self._client: httpx.AsyncClient | None = None
         self._httpx: Any = None
+        self._tls = TlsContext(base_url, os.environ)
 
     def _get(self, timeout_s: float) -> httpx.AsyncClient:
         if self._client is None:
             import httpx
 
             self._httpx = httpx
+            try:
+                tls = self._tls.get()
+            except (OSError, ValueError) as e:
+                raise ProviderError("connection", f"cannot load the CA certificates for TLS: {e}") from None
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
                 headers={"user-agent": USER_AGENT},
+                verify=tls,
                 trust_env=True,
                 follow_redirects=False,
             )
@@ -91,8 +149,9 @@ class HttpSession:
         except httpx.TransportError as e:  # closed or reset before any answer (a stale keep-alive connection...)
             raise ProviderError("connection", f"{target.endpoint} closed the connection: {_detail(e)}") from None
         try:
-            async for event in self._events(response, target):
-                yield event
+            async with aclosing(self._events(response, target)) as events:
+                async for event in events:
+                    yield event
         except httpx.TimeoutException:
             raise timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
         except (httpx.TransportError, httpx.DecodingError) as e:
@@ -102,7 +161,7 @@ class HttpSession:
         finally:
             await response.aclose()
 
-    async def _events(self, response: httpx.Response, target: Target) -> AsyncIterator[SSEEvent]:
+    async def _events(self, response: httpx.Response, target: Target) -> AsyncGenerator[SSEEvent, None]:
         if response.status_code >= 300:
             raw = await response.aread()
             raise from_response(

@@ -22,7 +22,7 @@ class AnthropicWireProvider:
         self.endpoint = endpoint.base_url
         self.caching = caching
         self._headers = endpoint.headers()
-        self._http = HttpSession()
+        self._http = HttpSession(endpoint.base_url)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         body = request_params(request, caching=self.caching)

@@ -22,7 +22,7 @@ class OpenAIWireProvider:
         self.config = endpoint
         self.endpoint = endpoint.base_url
         self._headers = endpoint.headers()
-        self._http = HttpSession()
+        self._http = HttpSession(endpoint.base_url)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         target = Target(
