@@ -198,6 +198,16 @@ async def test_a_stall_after_the_headers_hits_the_read_timeout(
     assert time.monotonic() - started < 5  # the timeout ended it, not the server
 
 
+@pytest.mark.parametrize("wire", ["anthropic", "openai"])
+async def test_a_server_that_never_answers_hits_the_timeout(
+    wire: str, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    server = fake_llm({"steps": [{"text": "too late", "delay_s": 3}]})  # not even the status line
+    with pytest.raises(ProviderError) as err:
+        await collect(wire_provider(wire, server.url, timeout_s=0.3))
+    assert err.value.kind == "timeout" and str(err.value).startswith(f"no response from {server.url}")
+
+
 @pytest.mark.parametrize(
     ("wire", "error", "tokens", "limit"),
     [
