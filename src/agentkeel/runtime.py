@@ -180,7 +180,7 @@ class Runtime:
             info = resolve_model(_model_name(opts, loaded, env, trust), env)
             from agentkeel.providers.factory import make_provider
 
-            provider = make_provider(info, env)
+            provider = make_provider(info, env, transport=settings.provider.transport if settings.provider else None)
         except ModelConfigError as e:
             raise KeelError(str(e)) from None
 

@@ -44,17 +44,22 @@ StreamChunk = TextChunk | ModelResponse
 
 ErrorKind = Literal[
     "rate_limit",  # 429
-    "overloaded",  # 529 / 503
-    "server",  # other 5xx
-    "connection",  # unreachable, reset, timeout
-    "stream_broken",  # the response stream ended before the message was complete
+    "overloaded",  # 529 / 503, or an overloaded_error event mid-stream
+    "server",  # other 5xx, or a server error event mid-stream
+    "conflict",  # 409
+    "timeout",  # 408, or no data within the read timeout
+    "connection",  # unreachable, refused, reset before the response began
+    "stream_broken",  # the response stream ended before the message was complete (or was empty)
     "auth",  # 401/403
     "not_found",  # unknown model or wrong endpoint
-    "bad_request",  # 400/422 (includes prompt too long)
+    "prompt_too_long",  # the request does not fit the model's context window (see PromptTooLongError)
+    "bad_request",  # other 400/413/422
     "other",
 ]
 
-RETRYABLE: frozenset[str] = frozenset({"rate_limit", "overloaded", "server", "connection", "stream_broken"})
+RETRYABLE: frozenset[str] = frozenset(
+    {"rate_limit", "overloaded", "server", "conflict", "timeout", "connection", "stream_broken"}
+)
 
 
 class ProviderError(Exception):
@@ -76,6 +81,19 @@ class ProviderError(Exception):
     @property
     def retryable(self) -> bool:
         return self.kind in RETRYABLE
+
+
+class PromptTooLongError(ProviderError):
+    """The request is larger than the model's context window (Anthropic's 400 "prompt is too long",
+    OpenAI's ``context_length_exceeded``). Not retried as is: the context has to shrink first.
+    ``tokens`` and ``limit`` are the figures the server gave, when it gave them."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, tokens: int | None = None, limit: int | None = None
+    ) -> None:
+        super().__init__("prompt_too_long", message, status=status)
+        self.tokens = tokens
+        self.limit = limit
 
 
 class Provider(Protocol):

@@ -76,3 +76,96 @@ def twenty_step_session(project: Path, fetch_url: str) -> dict[str, Any]:
         {"text": "Done: calc.py has add and sub, the test passes, and the notes are up to date."},
     ]
     return {"steps": steps}
+
+
+def _call(name: str, **tool_input: Any) -> dict[str, Any]:
+    return {"name": name, "input": tool_input}
+
+
+def wire_scenarios() -> dict[str, dict[str, Any]]:
+    """Short scripts for what a wire client must get right: every content kind, usage with cache
+    figures, parallel tool calls, and each fault a real server produces. Each is a few model
+    requests; a client that retries as keel does ends every one with a normal reply."""
+    return {
+        "text_and_usage": {
+            "steps": [
+                "a plain answer",
+                {
+                    "text": "with cache figures",
+                    "usage": {
+                        "input_tokens": 12,
+                        "output_tokens": 5,
+                        "cache_read_input_tokens": 4000,
+                        "cache_creation_input_tokens": 300,
+                    },
+                },
+                {"text": "cut short by max_tokens", "stop_reason": "max_tokens"},
+                {"text": 'ünïcödé ✓ and "quotes"\nnew line'},
+            ]
+        },
+        "thinking": {
+            "steps": [
+                {"thinking": "Let me think about it.", "signature": "EqQBCkYIBxgCKkBfake-signature==", "text": "42."},
+                {"thinking": "More thought.", "redacted_thinking": ["ErcBCkgIAhABGAIiQOpaque=="], "text": "Still 42."},
+                {"thinking": "OpenRouter-style reasoning.", "reasoning_key": "reasoning", "text": "Same answer."},
+                {
+                    "thinking": "I should read the file.",
+                    "text": "Reading.",
+                    "tool_calls": [_call("Read", file_path="src/a.py")],
+                },
+            ]
+        },
+        "parallel_tool_calls": {
+            "steps": [
+                {
+                    "text": "Three at once.",
+                    "tool_calls": [
+                        _call("Read", file_path="src/a.py"),
+                        _call("Grep", pattern="def \\w+", output_mode="content", **{"-n": True}),
+                        _call("Glob", pattern="**/*.py"),
+                    ],
+                },
+                {
+                    "tool_calls": [_call("LS", path="src"), _call("Read", file_path="src/b.py", offset=10, limit=5)],
+                    "interleave_tool_calls": True,
+                },
+                {"tool_calls": [_call("TodoWrite", todos=[]), _call("Bash", command="echo 'quoted \"x\"'")]},
+                "All done.",
+            ]
+        },
+        "midstream_error": {
+            "steps": [
+                {
+                    "text": "this answer is overloaded half-way",
+                    "stream_error": {"type": "overloaded_error", "after": 4},
+                },
+                {"text": "and this one has a server error", "stream_error": {"type": "api_error", "after": 2}},
+                "the retry went through",
+            ]
+        },
+        "rate_limited": {
+            "steps": [
+                {"error": {"status": 429, "retry_after": 0.05}},
+                {"error": {"status": 429, "retry_after_ms": 20}},
+                "after waiting as told",
+            ]
+        },
+        "overloaded_then_ok": {"steps": [{"error": {"status": 529}}, {"error": {"status": 503}}, "fine now"]},
+        "broken_streams": {
+            "steps": [
+                {"text": "a reply whose connection closes mid-way", "break_after": 4},
+                {"text": "a reply whose connection is reset mid-way", "reset_after": 3},
+                {"empty_body": True},
+                "the whole reply",
+            ]
+        },
+        "stalled_stream": {"steps": [{"text": "never finishes", "stall_after": 2, "stall_s": 5}, "on time"]},
+        "refused": {
+            "steps": [
+                {"error": {"status": 401, "message": "invalid x-api-key"}},
+                {"error": {"status": 400, "message": "prompt is too long: 210000 tokens > 200000 maximum"}},
+                {"error": {"status": 404, "message": "model: nosuch"}},
+                "still serving",
+            ]
+        },
+    }

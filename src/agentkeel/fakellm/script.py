@@ -1,20 +1,36 @@
 """The scripted model: a script file of steps, each one model reply (or an error).
 
-Sans-IO: this module turns a script step into the bytes of an Anthropic Messages or
-OpenAI Chat Completions response (streamed as SSE or whole), and into a neutral reply for
-the in-process provider. The HTTP server and the in-process provider both use it.
+Sans-IO: this module reads a script and hands out its steps; :mod:`agentkeel.fakellm.render`
+turns a step into the bytes of an Anthropic Messages or OpenAI Chat Completions response
+(streamed as SSE or whole). The HTTP server and the in-process provider both use them.
 
 Script file (JSON)::
 
     {"steps": [
       "plain text reply",
       {"text": "Reading it.", "tool_calls": [{"name": "Read", "input": {"file_path": "a.txt"}}]},
-      {"thinking": "hmm", "text": "answer", "usage": {"input_tokens": 10, "output_tokens": 3}},
+      {"thinking": "hmm", "signature": "sig-1", "text": "answer", "usage": {"input_tokens": 10, "output_tokens": 3}},
+      {"redacted_thinking": ["opaque-blob"], "text": "answer"},
       {"error": {"status": 429, "retry_after": 0.05}},
+      {"error": {"status": 429, "retry_after_ms": 50}},
       {"text": "this stream breaks", "break_after": 3},
+      {"text": "this connection is reset", "reset_after": 3},
+      {"text": "an error event mid-stream", "stream_error": {"type": "overloaded_error", "after": 3}},
+      {"text": "stalls after the headers", "stall_after": 0, "stall_s": 30},
+      {"empty_body": true},
       {"text": "slow", "delay_s": 2}
     ],
      "loop": false}
+
+Stream faults count SSE events: ``break_after`` sends that many and closes the connection,
+``reset_after`` resets it (TCP RST), ``stream_error`` sends an ``error`` event after ``after``
+events (Anthropic: ``event: error``; OpenAI: a ``data: {"error": ...}`` chunk), ``stall_after``
+sends that many and then nothing for ``stall_s`` seconds. ``empty_body`` answers 200 with no body;
+``ignore_stream`` answers with the whole JSON response, as servers that do not stream do.
+``{"error": {"status": 200, "type": "overloaded_error"}}`` is a 200 whose JSON body is an error.
+For OpenAI, ``"reasoning_key": "reasoning"`` streams thinking as OpenRouter and Ollama do (default
+``reasoning_content``, as DeepSeek and vLLM) and ``"interleave_tool_calls": true`` interleaves
+the argument deltas of parallel tool calls.
 
 Every request consumes one step. When the steps run out the model answers
 ``[fake-llm: script exhausted]`` (or starts over with ``"loop": true``).
@@ -24,7 +40,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,9 +55,20 @@ class ScriptedToolCall:
 
 
 @dataclass(frozen=True)
+class StreamFault:
+    """An ``error`` event sent after ``after`` events of an otherwise normal stream."""
+
+    type: str
+    message: str
+    after: int
+
+
+@dataclass(frozen=True)
 class Step:
     text: str = ""
     thinking: str = ""
+    signature: str = "sig-fake"
+    redacted_thinking: tuple[str, ...] = ()
     tool_calls: tuple[ScriptedToolCall, ...] = ()
     stop_reason: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
@@ -50,8 +76,17 @@ class Step:
     error_type: str = ""
     error_message: str = ""
     retry_after: float | None = None
-    break_after: int | None = None  # cut the stream after this many events
+    retry_after_ms: float | None = None
+    break_after: int | None = None  # close the connection after this many events
+    reset_after: int | None = None  # reset the connection (RST) after this many events
+    stall_after: int | None = None  # send this many events, then nothing for stall_s
+    stall_s: float = 30.0
+    stream_error: StreamFault | None = None
+    empty_body: bool = False
+    ignore_stream: bool = False  # answer with the whole JSON response even when asked to stream
     delay_s: float = 0.0
+    reasoning_key: str = "reasoning_content"
+    interleave_tool_calls: bool = False
 
     @property
     def final_stop_reason(self) -> str:
@@ -64,11 +99,12 @@ class ScriptError(ValueError):
     pass
 
 
-_ERROR_TYPES = {
+ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "timeout_error",
     413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
@@ -77,22 +113,54 @@ _ERROR_TYPES = {
 }
 
 
+def _opt_float(raw: dict[str, Any], key: str, index: int) -> float | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScriptError(f"step {index}: '{key}' must be a number")
+    return float(value)
+
+
+def _opt_int(raw: dict[str, Any], key: str, index: int) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ScriptError(f"step {index}: '{key}' must be a whole number >= 0")
+    return value
+
+
+def _error_step(err: Any, index: int) -> Step:
+    if not isinstance(err, dict) or not isinstance(err.get("status"), int):
+        raise ScriptError(f"step {index}: 'error' needs an integer 'status'")
+    status = int(err["status"])
+    return Step(
+        error_status=status,
+        error_type=str(err.get("type") or ERROR_TYPES.get(status, "api_error")),
+        error_message=str(err.get("message") or f"scripted error {status}"),
+        retry_after=_opt_float(err, "retry_after", index),
+        retry_after_ms=_opt_float(err, "retry_after_ms", index),
+    )
+
+
+def _stream_fault(raw: Any, index: int) -> StreamFault | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ScriptError(f"step {index}: 'stream_error' must be an object")
+    kind = str(raw.get("type") or "overloaded_error")
+    after = _opt_int(raw, "after", index)
+    return StreamFault(kind, str(raw.get("message") or kind.replace("_", " ")), 1 if after is None else after)
+
+
 def parse_step(raw: Any, index: int) -> Step:
     if isinstance(raw, str):
         return Step(text=raw)
     if not isinstance(raw, dict):
         raise ScriptError(f"step {index}: expected a string or an object, got {type(raw).__name__}")
     if "error" in raw:
-        err = raw["error"]
-        if not isinstance(err, dict) or not isinstance(err.get("status"), int):
-            raise ScriptError(f"step {index}: 'error' needs an integer 'status'")
-        status = int(err["status"])
-        return Step(
-            error_status=status,
-            error_type=str(err.get("type") or _ERROR_TYPES.get(status, "api_error")),
-            error_message=str(err.get("message") or f"scripted error {status}"),
-            retry_after=float(err["retry_after"]) if err.get("retry_after") is not None else None,
-        )
+        return _error_step(raw["error"], index)
     calls = []
     for n, call in enumerate(raw.get("tool_calls") or []):
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
@@ -106,14 +174,30 @@ def parse_step(raw: Any, index: int) -> Step:
     usage = raw.get("usage") or {}
     if not isinstance(usage, dict):
         raise ScriptError(f"step {index}: usage must be an object")
+    redacted = raw.get("redacted_thinking") or []
+    if not isinstance(redacted, list) or not all(isinstance(x, str) for x in redacted):
+        raise ScriptError(f"step {index}: redacted_thinking must be a list of strings")
+    reasoning_key = str(raw.get("reasoning_key") or "reasoning_content")
+    if reasoning_key not in ("reasoning_content", "reasoning"):
+        raise ScriptError(f"step {index}: reasoning_key must be 'reasoning_content' or 'reasoning'")
     return Step(
         text=str(raw.get("text", "")),
         thinking=str(raw.get("thinking", "")),
+        signature=str(raw.get("signature") or "sig-fake"),
+        redacted_thinking=tuple(redacted),
         tool_calls=tuple(calls),
         stop_reason=raw.get("stop_reason"),
         usage={str(k): int(v) for k, v in usage.items()},
-        break_after=int(raw["break_after"]) if raw.get("break_after") is not None else None,
+        break_after=_opt_int(raw, "break_after", index),
+        reset_after=_opt_int(raw, "reset_after", index),
+        stall_after=_opt_int(raw, "stall_after", index),
+        stall_s=_opt_float(raw, "stall_s", index) or 30.0,
+        stream_error=_stream_fault(raw.get("stream_error"), index),
+        empty_body=bool(raw.get("empty_body", False)),
+        ignore_stream=bool(raw.get("ignore_stream", False)),
         delay_s=float(raw.get("delay_s", 0.0)),
+        reasoning_key=reasoning_key,
+        interleave_tool_calls=bool(raw.get("interleave_tool_calls", False)),
     )
 
 
@@ -225,174 +309,3 @@ def usage_for(step: Step, request_chars: int) -> dict[str, int]:
     }
     usage.update(step.usage)
     return usage
-
-
-def _pieces(text: str, n: int = 3) -> list[str]:
-    if not text:
-        return []
-    size = max(1, -(-len(text) // n))
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _sse(event: str | None, data: Any) -> bytes:
-    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {payload}\n\n".encode()
-
-
-# --- Anthropic Messages -----------------------------------------------------------------
-
-
-def anthropic_message(step: Step, model: str, msg_id: str, request_body: str) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    if step.thinking:
-        content.append({"type": "thinking", "thinking": step.thinking, "signature": "sig-fake"})
-    if step.text:
-        content.append({"type": "text", "text": step.text})
-    for c in step.tool_calls:
-        content.append({"type": "tool_use", "id": c.id, "name": c.name, "input": c.input})
-    return {
-        "id": msg_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": step.final_stop_reason,
-        "stop_sequence": None,
-        "usage": usage_for(step, len(request_body)),
-    }
-
-
-def anthropic_sse(step: Step, model: str, msg_id: str, request_body: str) -> list[bytes]:
-    full = anthropic_message(step, model, msg_id, request_body)
-    usage = full["usage"]
-    start = dict(full, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
-    events = [_sse("message_start", {"type": "message_start", "message": start})]
-    for index, block in enumerate(full["content"]):
-        kind = block["type"]
-        if kind == "thinking":
-            events.append(_block_start(index, {"type": "thinking", "thinking": "", "signature": ""}))
-            events += [_delta(index, {"type": "thinking_delta", "thinking": p}) for p in _pieces(block["thinking"])]
-            events.append(_delta(index, {"type": "signature_delta", "signature": block["signature"]}))
-        elif kind == "text":
-            events.append(_block_start(index, {"type": "text", "text": ""}))
-            events += [_delta(index, {"type": "text_delta", "text": p}) for p in _pieces(block["text"])]
-        else:
-            events.append(
-                _block_start(index, {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
-            )
-            raw = json.dumps(block["input"])
-            events += [_delta(index, {"type": "input_json_delta", "partial_json": p}) for p in _pieces(raw, 2)]
-        events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(
-        _sse(
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": full["stop_reason"], "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]},
-            },
-        )
-    )
-    events.append(_sse("message_stop", {"type": "message_stop"}))
-    return events
-
-
-def _block_start(index: int, block: dict[str, Any]) -> bytes:
-    return _sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
-
-
-def _delta(index: int, delta: dict[str, Any]) -> bytes:
-    return _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
-
-
-def anthropic_error(step: Step) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": step.error_type, "message": step.error_message}}
-
-
-# --- OpenAI Chat Completions ------------------------------------------------------------
-
-_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length", "stop_sequence": "stop"}
-
-
-def _openai_usage(step: Step, request_body: str) -> dict[str, Any]:
-    u = usage_for(step, len(request_body))
-    prompt = u["input_tokens"] + u["cache_read_input_tokens"]
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": u["output_tokens"],
-        "total_tokens": prompt + u["output_tokens"],
-        "prompt_tokens_details": {"cached_tokens": u["cache_read_input_tokens"]},
-    }
-
-
-def openai_completion(step: Step, model: str, msg_id: str, request_body: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
-    if step.thinking:
-        message["reasoning_content"] = step.thinking
-    if step.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.input)}}
-            for c in step.tool_calls
-        ]
-    return {
-        "id": msg_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": _FINISH.get(step.final_stop_reason, "stop")}],
-        "usage": _openai_usage(step, request_body),
-    }
-
-
-def openai_sse(step: Step, model: str, msg_id: str, request_body: str) -> list[bytes]:
-    created = int(time.time())
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return _sse(
-            None,
-            {
-                "id": msg_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            },
-        )
-
-    events = [chunk({"role": "assistant", "content": ""})]
-    events += [chunk({"reasoning_content": p}) for p in _pieces(step.thinking)]
-    events += [chunk({"content": p}) for p in _pieces(step.text)]
-    for n, c in enumerate(step.tool_calls):
-        events.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {"index": n, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
-                    ]
-                }
-            )
-        )
-        events += [
-            chunk({"tool_calls": [{"index": n, "function": {"arguments": p}}]}) for p in _pieces(json.dumps(c.input), 2)
-        ]
-    events.append(chunk({}, _FINISH.get(step.final_stop_reason, "stop")))
-    events.append(
-        _sse(
-            None,
-            {
-                "id": msg_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": _openai_usage(step, request_body),
-            },
-        )
-    )
-    events.append(_sse(None, "[DONE]"))
-    return events
-
-
-def openai_error(step: Step) -> dict[str, Any]:
-    return {"error": {"message": step.error_message, "type": step.error_type, "code": step.error_status}}

@@ -4,31 +4,31 @@ Anthropic Messages (``POST /v1/messages``, ``/v1/messages/count_tokens``) and Op
 Completions (``POST /v1/chat/completions``), streamed as SSE or whole, so that tests and
 benchmarks drive the official SDK clients; OpenAI Embeddings (``POST /v1/embeddings``) answer
 deterministic bag-of-words vectors outside the script. ``GET /_keel/requests`` returns every request
-body received, for tests to assert on.
+received (body, headers, raw body length), for tests to assert on. Streams are sent with chunked
+transfer encoding, as the real APIs do; the script's stream faults (a broken or reset connection,
+an ``error`` event, a stall after the headers, an empty body) are played here.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentkeel.fakellm.script import (
-    Script,
-    ScriptCursor,
-    Step,
+from agentkeel.fakellm.render import (
     anthropic_error,
     anthropic_message,
     anthropic_sse,
-    estimate_tokens,
     openai_completion,
-    openai_embeddings,
     openai_error,
     openai_sse,
+    stream_error_event,
 )
+from agentkeel.fakellm.script import Script, ScriptCursor, Step, estimate_tokens, openai_embeddings
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -77,26 +77,38 @@ class _Handler(BaseHTTPRequestHandler):
     # --- replies ---------------------------------------------------------------------
 
     def _reply(self, wire: str, path: str, body: dict[str, Any], raw: str) -> None:
-        step = self.server.cursor.next({"wire": wire, "path": path, "body": body, "received_at": time.time()})
+        record = {
+            "wire": wire,
+            "path": path,
+            "body": body,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "body_bytes": len(raw.encode("utf-8")),
+            "peer_port": self.client_address[1],
+            "received_at": time.time(),
+        }
+        step = self.server.cursor.next(record)
         if step.delay_s:
             time.sleep(step.delay_s)
         model = str(body.get("model", "fake-model"))
         n = len(self.server.cursor.requests)
+        # input tokens are estimated from the body's content, not its spacing: clients that serialise
+        # the same request differently (an SDK, keel's own client) are billed alike
+        sized = json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
         if step.error_status is not None:
             self._error(wire, step)
             return
         if wire == "anthropic":
             msg_id = f"msg_fake_{n:04d}"
-            if body.get("stream"):
-                self._sse(anthropic_sse(step, model, msg_id, raw), step)
+            if body.get("stream") and not step.ignore_stream:
+                self._sse(wire, anthropic_sse(step, model, msg_id, sized), step)
             else:
-                self._json(200, anthropic_message(step, model, msg_id, raw))
+                self._json(200, anthropic_message(step, model, msg_id, sized))
         else:
             msg_id = f"chatcmpl-fake-{n:04d}"
-            if body.get("stream"):
-                self._sse(openai_sse(step, model, msg_id, raw), step)
+            if body.get("stream") and not step.ignore_stream:
+                self._sse(wire, openai_sse(step, model, msg_id, sized), step)
             else:
-                self._json(200, openai_completion(step, model, msg_id, raw))
+                self._json(200, openai_completion(step, model, msg_id, sized))
 
     def _error(self, wire: str, step: Step) -> None:
         assert step.error_status is not None
@@ -104,6 +116,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {}
         if step.retry_after is not None:
             headers["retry-after"] = f"{step.retry_after:g}"
+        if step.retry_after_ms is not None:
+            headers["retry-after-ms"] = f"{step.retry_after_ms:g}"
         self._json(step.error_status, payload, headers)
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
@@ -117,24 +131,48 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _sse(self, events: list[bytes], step: Step) -> None:
-        body = b"".join(events)
+    def _sse(self, wire: str, events: list[bytes], step: Step) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if step.break_after is None:
-            self.wfile.write(body)
+        if step.empty_body:
+            self.send_header("Content-Length", "0")
+            self.end_headers()
             return
-        # a stream that breaks: send a prefix, then drop the connection mid-body
-        self.wfile.write(b"".join(events[: step.break_after]))
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if step.stream_error is not None:
+            events = [*events[: step.stream_error.after], stream_error_event(wire, step.stream_error)]
+        cut = next((n for n in (step.break_after, step.reset_after, step.stall_after) if n is not None), None)
+        self.wfile.write(b"".join(_chunk(e) for e in events[:cut]))
         self.wfile.flush()
+        if cut is None:
+            self.wfile.write(b"0\r\n\r\n")
+        elif step.stall_after is not None:
+            self._stall(step.stall_s)
+        else:  # a stream that breaks: drop the connection mid-body, cleanly (FIN) or with a reset (RST)
+            self.close_connection = True
+            try:
+                if step.reset_after is not None:
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                else:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _stall(self, seconds: float) -> None:
+        """Send nothing more until the time is up or the client hangs up, then close."""
         self.close_connection = True
+        self.connection.settimeout(seconds)
         try:
-            self.connection.shutdown(socket.SHUT_RDWR)
+            self.connection.recv(1)  # returns b"" when the client closes; times out otherwise
         except OSError:
             pass
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 class FakeLLMServer(ThreadingHTTPServer):
@@ -161,6 +199,7 @@ class FakeLLMServer(ThreadingHTTPServer):
         return f"http://{host!s}:{port}"
 
     def start_background(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="fake-llm", daemon=True)
+        # a short poll interval: shutdown() waits up to one interval, and tests stop many servers
+        thread = threading.Thread(target=self.serve_forever, args=(0.02,), name="fake-llm", daemon=True)
         thread.start()
         return thread

@@ -1,5 +1,6 @@
-"""Anthropic Messages API through the official ``anthropic`` SDK (streaming, tools,
-thinking, prompt caching). The conversion functions are pure; the SDK is imported lazily."""
+"""Anthropic Messages API through the official ``anthropic`` SDK (the ``sdk`` transport; keel's own
+client in :mod:`agentkeel.providers.anthropic_wire` is the default). The SDK is imported in the
+constructor; request and response conversion is shared with the wire client."""
 
 from __future__ import annotations
 
@@ -7,98 +8,26 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError, StreamChunk, TextChunk
-from agentkeel.core.types import (
-    ContentBlock,
-    ImageBlock,
-    Message,
-    RedactedThinkingBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    Usage,
-    to_data,
+from agentkeel.providers._errors import (
+    error_fields,
+    from_status,
+    from_stream_error,
+    sdk_transport_error,
+    timed_out,
+    unreachable,
 )
-from agentkeel.providers._errors import from_status, unreachable
+from agentkeel.providers.anthropic_format import (
+    block_to_wire,
+    message_from_wire,
+    request_params,
+    usage_from_wire,
+)
+from agentkeel.providers.endpoints import CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, AnthropicEndpoint
 
 if TYPE_CHECKING:
     import anthropic
 
-_CACHE = {"type": "ephemeral"}
-
-
-def _image(block: ImageBlock) -> dict[str, Any]:
-    return {"type": "image", "source": {"type": "base64", "media_type": block.media_type, "data": block.data}}
-
-
-def block_to_wire(block: ContentBlock) -> dict[str, Any]:
-    if isinstance(block, ImageBlock):
-        return _image(block)
-    if isinstance(block, ToolResultBlock):
-        content: str | list[dict[str, Any]]
-        if isinstance(block.content, str):
-            content = block.content
-        else:
-            content = [
-                _image(b) if isinstance(b, ImageBlock) else {"type": "text", "text": b.text} for b in block.content
-            ]
-        return {"type": "tool_result", "tool_use_id": block.tool_use_id, "content": content, "is_error": block.is_error}
-    data: dict[str, Any] = to_data(block)
-    return data
-
-
-def request_params(request: ModelRequest, *, caching: bool = True) -> dict[str, Any]:
-    """The keyword arguments of ``messages.stream`` for a neutral request."""
-    messages: list[dict[str, Any]] = [
-        {"role": m.role, "content": [block_to_wire(b) for b in m.content]} for m in request.messages
-    ]
-    tools: list[dict[str, Any]] = [
-        {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
-    ]
-    params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens, "messages": messages}
-    if request.system:
-        system: list[dict[str, Any]] = [{"type": "text", "text": request.system}]
-        if caching:
-            system[-1]["cache_control"] = _CACHE
-        params["system"] = system
-    if tools:
-        if caching:
-            tools[-1] = dict(tools[-1], cache_control=_CACHE)
-        params["tools"] = tools
-    if caching and messages:
-        last: list[dict[str, Any]] = messages[-1]["content"]
-        if last:
-            last[-1] = dict(last[-1], cache_control=_CACHE)
-    if request.thinking_budget:
-        params["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_budget}
-    elif request.temperature is not None:
-        params["temperature"] = request.temperature
-    return params
-
-
-def message_from_wire(content: list[Any]) -> Message:
-    blocks: list[ContentBlock] = []
-    for b in content:
-        kind = getattr(b, "type", None)
-        if kind == "text":
-            blocks.append(TextBlock(text=b.text))
-        elif kind == "thinking":
-            blocks.append(ThinkingBlock(thinking=b.thinking, signature=b.signature or ""))
-        elif kind == "redacted_thinking":
-            blocks.append(RedactedThinkingBlock(data=b.data))
-        elif kind == "tool_use":
-            raw = b.input if isinstance(b.input, dict) else {}
-            blocks.append(ToolUseBlock(id=b.id, name=b.name, input=raw))
-    return Message(role="assistant", content=blocks)
-
-
-def usage_from_wire(u: Any) -> Usage:
-    return Usage(
-        input_tokens=int(getattr(u, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(u, "output_tokens", 0) or 0),
-        cache_read_tokens=int(getattr(u, "cache_read_input_tokens", 0) or 0),
-        cache_write_tokens=int(getattr(u, "cache_creation_input_tokens", 0) or 0),
-    )
+__all__ = ["AnthropicProvider", "block_to_wire", "message_from_wire", "request_params", "usage_from_wire"]
 
 
 class AnthropicProvider:
@@ -107,19 +36,30 @@ class AnthropicProvider:
     def __init__(
         self,
         *,
-        api_key: str | None,
+        api_key: str | None = None,
         auth_token: str | None = None,
         base_url: str | None = None,
-        timeout_s: float = 600.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         caching: bool = True,
+        endpoint: AnthropicEndpoint | None = None,
     ) -> None:
         import anthropic
 
+        ep = endpoint or AnthropicEndpoint(
+            base_url=base_url or AnthropicEndpoint.base_url, api_key=api_key, auth_token=auth_token, timeout_s=timeout_s
+        )
         self._sdk = anthropic
         self._client: anthropic.AsyncAnthropic = anthropic.AsyncAnthropic(
-            api_key=api_key, auth_token=auth_token, base_url=base_url, max_retries=0, timeout=timeout_s
+            api_key=ep.api_key,
+            auth_token=ep.auth_token,
+            base_url=ep.base_url,
+            default_headers=ep.extra_headers() or None,
+            max_retries=0,
+            timeout=anthropic.Timeout(ep.timeout_s, connect=min(CONNECT_TIMEOUT_S, ep.timeout_s)),
         )
-        self.endpoint = str(self._client.base_url)
+        self.endpoint = ep.base_url
+        self.key_hint = ep.key_hint
+        self.timeout_s = ep.timeout_s
         self.caching = caching
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
@@ -135,29 +75,47 @@ class AnthropicProvider:
                             yield TextChunk(event.delta.text)
                         elif event.delta.type == "thinking_delta":
                             yield TextChunk(event.delta.thinking, "thinking")
+                if not started:  # the SDK asserts on an empty body
+                    raise ProviderError(
+                        "stream_broken", f"{self.endpoint} answered 200 with an empty body (no message)"
+                    )
                 final = await stream.get_final_message()
         except sdk.APIStatusError as e:
-            message = e.api_message or str(e)
-            raise from_status(
-                e.status_code, message, e.response.headers, endpoint=self.endpoint, model=request.model
-            ) from None
+            if e.status_code < 300:  # an error event mid-stream (overloaded_error...), after a 200
+                raise from_stream_error(e.body, endpoint=self.endpoint) from None
+            raise self._status_error(e, request.model) from None
+        except sdk.APITimeoutError:
+            raise timed_out(self.endpoint, self.timeout_s, waiting_for="data" if started else "response") from None
         except sdk.APIConnectionError as e:
             if started:  # the SDK reports a body cut mid-way as a connection error
                 raise ProviderError("stream_broken", f"response stream broke: {e}") from None
             raise unreachable(self.endpoint, str(e) or type(e).__name__) from None
         except (sdk.APIError, OSError, ValueError, RuntimeError) as e:
             raise ProviderError("stream_broken", f"response stream broke: {type(e).__name__}: {e}") from None
-        except Exception as e:  # transport errors of the SDK's HTTP client
-            if type(e).__module__.startswith(("httpx", "httpcore", "h11")):
-                raise ProviderError("stream_broken", f"response stream broke: {type(e).__name__}: {e}") from None
-            raise
+        except Exception as e:  # the SDK's HTTP stack, unwrapped
+            transport = sdk_transport_error(e, endpoint=self.endpoint, timeout_s=self.timeout_s)
+            if transport is None:
+                raise
+            raise transport from None
         if final.stop_reason is None:
             raise ProviderError("stream_broken", "response stream ended before the message was complete")
         yield ModelResponse(
-            message=message_from_wire(list(final.content)),
+            message=message_from_wire([b.to_dict() for b in final.content]),
             stop_reason=final.stop_reason,
-            usage=usage_from_wire(final.usage),
+            usage=usage_from_wire(final.usage.to_dict()),
             model=final.model,
+        )
+
+    def _status_error(self, e: Any, model: str) -> ProviderError:
+        label, message = error_fields(e.body)
+        return from_status(
+            e.status_code,
+            message or str(e.message),
+            e.response.headers,
+            endpoint=self.endpoint,
+            model=model,
+            key_hint=self.key_hint,
+            label=label,
         )
 
     async def aclose(self) -> None:

@@ -1,40 +1,66 @@
-"""Build a provider for a resolved model from the environment (SDK env vars honoured)."""
+"""Build a provider for a resolved model from the environment.
+
+Two transports: ``wire`` (the default: keel's own clients on httpx, nothing else to install) and
+``sdk`` (the official ``anthropic`` / ``openai`` SDKs, from the extras of the same names). The
+transport comes from the ``transport`` argument (the ``provider.transport`` setting), else
+``KEEL_PROVIDER_TRANSPORT``, else ``wire``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from agentkeel.core.provider import Provider
-from agentkeel.providers.catalog import OPENAI_COMPATIBLE, ModelConfigError, ModelInfo, default_base_url
+from agentkeel.providers.catalog import OPENAI_COMPATIBLE, ModelConfigError, ModelInfo
+from agentkeel.providers.endpoints import anthropic_endpoint, openai_endpoint
+
+Transport = Literal["wire", "sdk"]
+TRANSPORTS: tuple[Transport, ...] = ("wire", "sdk")
 
 
-def make_provider(info: ModelInfo, env: Mapping[str, str]) -> Provider:
+def pick_transport(transport: str | None, env: Mapping[str, str]) -> Transport:
+    chosen = transport or env.get("KEEL_PROVIDER_TRANSPORT") or "wire"
+    for known in TRANSPORTS:
+        if chosen == known:
+            return known
+    where = "provider.transport" if transport else "KEEL_PROVIDER_TRANSPORT"
+    raise ModelConfigError(f"{where} must be 'wire' or 'sdk', got '{chosen}'")
+
+
+def _sdk_missing(package: str) -> ModelConfigError:
+    return ModelConfigError(
+        f"the {package} SDK is not installed: pip install 'agentkeel[{package}]', "
+        'or use keel\'s own client (provider.transport "wire", the default)'
+    )
+
+
+def make_provider(info: ModelInfo, env: Mapping[str, str], *, transport: str | None = None) -> Provider:
+    how = pick_transport(transport, env) if info.provider != "scripted" else "wire"
     if info.provider == "anthropic":
-        key, token = env.get("ANTHROPIC_API_KEY"), env.get("ANTHROPIC_AUTH_TOKEN")
-        if not key and not token:
-            raise ModelConfigError("ANTHROPIC_API_KEY is not set: export it, or pick another --model")
+        endpoint = anthropic_endpoint(env)
+        if how == "wire":
+            from agentkeel.providers.anthropic_wire import AnthropicWireProvider
+
+            return AnthropicWireProvider(endpoint)
         try:
             from agentkeel.providers.anthropic_messages import AnthropicProvider
+
+            return AnthropicProvider(endpoint=endpoint)
         except ImportError:
-            raise ModelConfigError("the anthropic SDK is not installed: pip install 'agentkeel[anthropic]'") from None
-        return AnthropicProvider(api_key=key, auth_token=token, base_url=env.get("ANTHROPIC_BASE_URL") or None)
+            raise _sdk_missing("anthropic") from None
     if info.provider in OPENAI_COMPATIBLE:
-        if info.provider == "openai":
-            base_url = env.get("OPENAI_BASE_URL") or None
-            key = env.get("OPENAI_API_KEY")
-            if not key and not base_url:
-                raise ModelConfigError("OPENAI_API_KEY is not set: export it (or OPENAI_BASE_URL for a local server)")
-        else:
-            prefix = info.provider.upper()
-            base_url = env.get(f"{prefix}_BASE_URL") or default_base_url(info.provider)
-            key = env.get(f"{prefix}_API_KEY") or (
-                "" if info.provider != "openrouter" else env.get("OPENROUTER_API_KEY")
-            )
+        oa = openai_endpoint(info.provider, env)
+        if how == "wire":
+            from agentkeel.providers.openai_wire import OpenAIWireProvider
+
+            return OpenAIWireProvider(oa)
         try:
             from agentkeel.providers.openai_chat import OpenAIChatProvider
+
+            return OpenAIChatProvider(endpoint=oa)
         except ImportError:
-            raise ModelConfigError("the openai SDK is not installed: pip install 'agentkeel[openai]'") from None
-        return OpenAIChatProvider(api_key=key or None, base_url=base_url)
+            raise _sdk_missing("openai") from None
     if info.provider == "scripted":
         from agentkeel.fakellm.script import ScriptError
         from agentkeel.providers.scripted import ScriptedProvider

@@ -8,9 +8,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError, StreamChunk, TextChunk
-from agentkeel.core.types import ContentBlock, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage, to_data
+from agentkeel.core.types import (
+    ContentBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    Usage,
+    to_data,
+)
 from agentkeel.fakellm.script import Script, ScriptCursor, usage_for
-from agentkeel.providers._errors import from_status
+from agentkeel.providers._errors import from_status, from_stream_error
 
 
 class ScriptedProvider:
@@ -29,18 +38,31 @@ class ScriptedProvider:
         if step.delay_s:
             await asyncio.sleep(step.delay_s)
         if step.error_status is not None:
-            headers = {"retry-after": str(step.retry_after)} if step.retry_after is not None else None
+            headers: dict[str, str] = {}
+            if step.retry_after is not None:
+                headers["retry-after"] = str(step.retry_after)
+            if step.retry_after_ms is not None:
+                headers["retry-after-ms"] = str(step.retry_after_ms)
             raise from_status(step.error_status, step.error_message, headers, endpoint="scripted", model=request.model)
+        if step.empty_body:
+            raise ProviderError("stream_broken", "scripted: an empty body")
+        if step.stall_after is not None:
+            await asyncio.sleep(step.stall_s)
+            raise ProviderError("timeout", "scripted: the stream stalled")
         if step.thinking:
             yield TextChunk(step.thinking, "thinking")
         if step.text:
-            if step.break_after is not None:
+            if step.break_after is not None or step.reset_after is not None:
                 yield TextChunk(step.text[: len(step.text) // 2])
                 raise ProviderError("stream_broken", "scripted stream break")
             yield TextChunk(step.text)
+        if step.stream_error is not None:
+            error = {"type": step.stream_error.type, "message": step.stream_error.message}
+            raise from_stream_error(error, endpoint="scripted")
         blocks: list[ContentBlock] = []
         if step.thinking:
-            blocks.append(ThinkingBlock(thinking=step.thinking, signature="sig-fake"))
+            blocks.append(ThinkingBlock(thinking=step.thinking, signature=step.signature))
+        blocks += [RedactedThinkingBlock(data=data) for data in step.redacted_thinking]
         if step.text:
             blocks.append(TextBlock(text=step.text))
         blocks += [ToolUseBlock(id=c.id, name=c.name, input=c.input) for c in step.tool_calls]

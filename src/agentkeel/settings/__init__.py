@@ -90,6 +90,13 @@ class MemorySettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     summaryMaxTokens: Annotated[int, msgspec.Meta(ge=50, le=4000)] = 400
 
 
+class ProviderSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The ``provider`` key: how keel talks to the model. ``wire`` is keel's own HTTP client (the
+    default, no extra needed); ``sdk`` the official anthropic / openai SDKs (their extras)."""
+
+    transport: Literal["wire", "sdk"] | None = None
+
+
 class Settings(msgspec.Struct, kw_only=True):
     model: str | None = None
     permissions: PermissionSettings = msgspec.field(default_factory=PermissionSettings)
@@ -102,6 +109,7 @@ class Settings(msgspec.Struct, kw_only=True):
     disabled_hooks: list[str] = msgspec.field(default_factory=list)
     maxTokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     memory: MemorySettings | None = None
+    provider: ProviderSettings | None = None
 
 
 class SettingsError(ValueError):

@@ -1,0 +1,218 @@
+"""The HTTP side of the wire clients: one ``httpx.AsyncClient`` per session (keep-alive across
+turns, HTTP/1.1, proxies and CA bundles from the environment), a POST whose streamed answer comes
+back as server-sent events, and every transport failure turned into a :class:`ProviderError`.
+
+httpx is imported at the first request, never at import time. Loading the CA bundle (60-130 ms
+here) starts on a thread when the session is created, so it overlaps the rest of startup
+(OpenSSL parses the bundle without holding the GIL); an ``http://`` endpoint skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentkeel._version import __version__
+from agentkeel.core.provider import ProviderError
+from agentkeel.providers._errors import (
+    from_response,
+    from_stream_error,
+    one_line,
+    timed_out,
+    unreachable,
+)
+from agentkeel.providers._sse import SSEDecoder, SSEEvent
+from agentkeel.providers.endpoints import CONNECT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+
+USER_AGENT = f"agentkeel/{__version__}"
+WHOLE_BODY = "keel.whole-body"  # the event a 200 JSON answer (a server that ignored stream: true) arrives as
+
+
+def encode_json(body: Any) -> bytes:
+    """Compact UTF-8 JSON; a character UTF-8 cannot carry (a lone surrogate) becomes '?', not a crash."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One request's destination and what to say when it fails."""
+
+    url: str
+    endpoint: str  # the base URL, as the user configured it
+    model: str
+    key_hint: str  # the variable to name when the credentials are refused
+    timeout_s: float
+
+
+class TlsContext:
+    """The TLS settings httpx would build (SSL_CERT_FILE, SSL_CERT_DIR, else certifi's bundle),
+    built on a thread from the moment the session exists."""
+
+    def __init__(self, base_url: str, environ: Mapping[str, str]) -> None:
+        import ssl
+
+        self._context: ssl.SSLContext | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if not base_url.startswith("https://") and not any(
+            environ.get(name, "").startswith("https://") for name in _PROXY_VARIABLES
+        ):
+            # TLS is never used for this endpoint: a context with no CA at all, which refuses any
+            # certificate should TLS come up after all (fails closed)
+            self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            return
+        cafile, capath = environ.get("SSL_CERT_FILE") or None, environ.get("SSL_CERT_DIR") or None
+        if not cafile and not capath:
+            import certifi
+
+            cafile = certifi.where()
+        self._thread = threading.Thread(target=self._build, args=(cafile, capath), name="keel-tls", daemon=True)
+        self._thread.start()
+
+    def _build(self, cafile: str | None, capath: str | None) -> None:
+        import ssl
+
+        try:
+            self._context = ssl.create_default_context(cafile=cafile, capath=capath)
+        except BaseException as e:  # re-raised where the context is needed
+            self._error = e
+
+    def get(self) -> ssl.SSLContext:
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._context is not None
+        return self._context
+
+
+_PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+class HttpSession:
+    """Owns the connection pool of one provider (one session). ``aclose`` ends it."""
+
+    def __init__(self, base_url: str) -> None:
+        self._client: httpx.AsyncClient | None = None
+        self._httpx: Any = None
+        self._tls = TlsContext(base_url, os.environ)
+
+    def _get(self, timeout_s: float) -> httpx.AsyncClient:
+        if self._client is None:
+            import httpx
+
+            self._httpx = httpx
+            try:
+                tls = self._tls.get()
+            except (OSError, ValueError) as e:
+                raise ProviderError("connection", f"cannot load the CA certificates for TLS: {e}") from None
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
+                headers={"user-agent": USER_AGENT},
+                verify=tls,
+                trust_env=True,
+                follow_redirects=False,
+            )
+        return self._client
+
+    async def post_sse(self, target: Target, headers: dict[str, str], body: bytes) -> AsyncGenerator[SSEEvent, None]:
+        """POST ``body`` and yield the server-sent events of the answer. An error status, a transport
+        failure, a timeout or a 200 that carries an error raise :class:`ProviderError`."""
+        client = self._get(target.timeout_s)
+        httpx = self._httpx
+        request = client.build_request(
+            "POST",
+            target.url,
+            content=body,
+            headers={"content-type": "application/json", "accept": "application/json", **headers},
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException as e:
+            if isinstance(e, httpx.ConnectTimeout):
+                raise unreachable(target.endpoint, "connection timed out") from None
+            raise timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
+        except httpx.ConnectError as e:
+            raise unreachable(target.endpoint, _detail(e)) from None
+        except httpx.ProxyError as e:
+            raise unreachable(target.endpoint, f"proxy: {_detail(e)}") from None
+        except httpx.TransportError as e:  # closed or reset before any answer (a stale keep-alive connection...)
+            raise ProviderError("connection", f"{target.endpoint} closed the connection: {_detail(e)}") from None
+        try:
+            async with aclosing(self._events(response, target)) as events:
+                async for event in events:
+                    yield event
+        except httpx.TimeoutException:
+            raise timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
+        except (httpx.TransportError, httpx.DecodingError) as e:
+            raise ProviderError(
+                "stream_broken", f"the response stream from {target.endpoint} broke: {_detail(e)}"
+            ) from None
+        finally:
+            await response.aclose()
+
+    async def _events(self, response: httpx.Response, target: Target) -> AsyncGenerator[SSEEvent, None]:
+        if response.status_code >= 300:
+            raw = await response.aread()
+            raise from_response(
+                response.status_code,
+                raw,
+                response.headers,
+                endpoint=target.endpoint,
+                model=target.model,
+                key_hint=target.key_hint,
+            )
+        if "json" in response.headers.get("content-type", ""):
+            yield _whole_body(await response.aread(), target)
+            return
+        decoder = SSEDecoder()
+        async for piece in response.aiter_bytes():
+            for event in decoder.feed(piece):
+                yield event
+        for event in decoder.close():
+            yield event
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+
+def _whole_body(raw: bytes, target: Target) -> SSEEvent:
+    text = raw.decode("utf-8", "replace")
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        raise ProviderError(
+            "stream_broken", f"{target.endpoint} answered with malformed JSON: {one_line(text, 120)}"
+        ) from None
+    if isinstance(payload, dict) and payload.get("error") is not None:
+        raise from_stream_error(payload, endpoint=target.endpoint)
+    return SSEEvent(WHOLE_BODY, text)
+
+
+def _detail(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text = f"{text}: {cause}"
+    return one_line(text, 160)
+
+
+def parse_data(event: SSEEvent, endpoint: str) -> Any:
+    try:
+        return json.loads(event.data)
+    except ValueError:
+        raise ProviderError(
+            "stream_broken", f"{endpoint} sent an event that is not JSON: {one_line(event.data, 120)}"
+        ) from None

@@ -1,0 +1,50 @@
+"""Anthropic Messages API over keel's own HTTP client (the default ``wire`` transport): streamed
+SSE, text, thinking with signatures, redacted thinking, tool use, prompt caching, usage with cache
+reads and writes, an ``error`` event mid-stream. No SDK; httpx is imported at the first request."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from agentkeel.core.provider import ModelRequest, StreamChunk
+from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, encode_json, parse_data
+from agentkeel.providers.anthropic_format import MessageStream, request_params, response_from_wire
+from agentkeel.providers.endpoints import AnthropicEndpoint
+
+
+class AnthropicWireProvider:
+    name = "anthropic"
+
+    def __init__(self, endpoint: AnthropicEndpoint, *, caching: bool = True) -> None:
+        self.config = endpoint
+        self.endpoint = endpoint.base_url
+        self.caching = caching
+        self._headers = endpoint.headers()
+        self._http = HttpSession(endpoint.base_url)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        body = request_params(request, caching=self.caching)
+        body["stream"] = True
+        target = Target(
+            url=f"{self.endpoint}/v1/messages",
+            endpoint=self.endpoint,
+            model=request.model,
+            key_hint=self.config.key_hint,
+            timeout_s=self.config.timeout_s,
+        )
+        state = MessageStream(self.endpoint)
+        whole: Any = None
+        async with aclosing(self._http.post_sse(target, self._headers, encode_json(body))) as events:
+            async for event in events:
+                data = parse_data(event, self.endpoint)
+                if event.event == WHOLE_BODY:  # a server that ignored "stream": true
+                    whole = data
+                    continue
+                for chunk in state.feed(event.event, data):
+                    yield chunk
+        yield response_from_wire(whole) if whole is not None else state.response()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

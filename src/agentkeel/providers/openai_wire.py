@@ -1,0 +1,50 @@
+"""OpenAI-compatible Chat Completions over keel's own HTTP client (the default ``wire`` transport):
+OpenAI, Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter, DeepSeek. Streamed tool-call deltas
+by index, ``stream_options.include_usage``, reasoning deltas, an error chunk mid-stream. No SDK;
+httpx is imported at the first request."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from agentkeel.core.provider import ModelRequest, StreamChunk
+from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, encode_json, parse_data
+from agentkeel.providers.endpoints import OpenAIEndpoint
+from agentkeel.providers.openai_format import ChunkAccumulator, completion_from_wire, request_params
+
+
+class OpenAIWireProvider:
+    name = "openai"
+
+    def __init__(self, endpoint: OpenAIEndpoint) -> None:
+        self.config = endpoint
+        self.endpoint = endpoint.base_url
+        self._headers = endpoint.headers()
+        self._http = HttpSession(endpoint.base_url)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        target = Target(
+            url=f"{self.endpoint}/chat/completions",
+            endpoint=self.endpoint,
+            model=request.model,
+            key_hint=self.config.key_hint,
+            timeout_s=self.config.timeout_s,
+        )
+        acc = ChunkAccumulator(self.endpoint)
+        whole: Any = None
+        async with aclosing(self._http.post_sse(target, self._headers, encode_json(request_params(request)))) as events:
+            async for event in events:
+                if event.data.startswith("[DONE]"):
+                    continue  # read on to the end of the body: the connection goes back to the pool
+                data = parse_data(event, self.endpoint)
+                if event.event == WHOLE_BODY:  # a server that ignored "stream": true
+                    whole = data
+                    continue
+                for chunk in acc.add(data):
+                    yield chunk
+        yield completion_from_wire(whole, self.endpoint) if whole is not None else acc.response()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
