@@ -173,7 +173,7 @@ def test_lock_has_one_holder_when_many_processes_race(tmp_path: Path) -> None:
 def test_second_process_on_same_session_is_refused(
     tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
 ) -> None:
-    server = fake_llm({"steps": ["first", {"text": "slow", "delay_s": 3}, "other"]})
+    server = fake_llm({"steps": ["first", {"text": "slow", "delay_s": 10}, "other"]})
     env = wire_env(server, "anthropic")
     sid = keel("-p", "hi", "--output-format", "json", env=env).json()["session_id"]
     slow = subprocess.Popen(
@@ -183,7 +183,9 @@ def test_second_process_on_same_session_is_refused(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    time.sleep(1.0)
+    deadline = time.monotonic() + 60
+    while len(server.cursor.requests) < 2 and time.monotonic() < deadline:  # the slow one holds the lock now
+        time.sleep(0.05)
     second = keel("-p", "-r", sid, "concurrent", env=env)
     slow.wait(30)
     assert second.code == 2 and f"session {sid} is in use" in second.stderr
