@@ -18,7 +18,6 @@ import json
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,17 @@ def entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(s).values()) if n else 0.0
 
 
-@dataclass(frozen=True)
 class _Allowlist:
-    regexes: tuple[re.Pattern[str], ...]
-    stopwords: tuple[str, ...]
-    target: str  # "secret", "match" or "line"
-    all_of: bool  # condition AND
-    paths: bool  # has a path condition (never met here)
+    __slots__ = ("all_of", "paths", "regexes", "stopwords", "target")
+
+    def __init__(
+        self, regexes: tuple[re.Pattern[str], ...], stopwords: tuple[str, ...], target: str, all_of: bool, paths: bool
+    ) -> None:
+        self.regexes = regexes
+        self.stopwords = stopwords
+        self.target = target  # "secret", "match" or "line"
+        self.all_of = all_of  # condition AND
+        self.paths = paths  # has a path condition (never met here)
 
     @classmethod
     def load(cls, raw: dict[str, Any]) -> _Allowlist:
