@@ -3,7 +3,9 @@
 Each case is decided through ``PermissionEngine.decide`` (the code path the loop and
 ``keel permissions check`` use) with a fresh engine per case, as the loop sees a fresh call;
 the first pass warms caches (parser, compiled patterns) and is not counted. A case that is a
-sequence of calls counts as one decision (all its calls).
+sequence of calls counts as one decision (all its calls). Wall-clock quantiles include time
+spent waiting for a core on a busy machine; the ``cpu_`` ones (this thread's CPU time) do
+not, and the run records the load average beside them.
 
 The second part times the decisions that walk a tree on disk (recursive readers such as
 ``grep -r`` under a Read deny rule, ``grep -R`` looking for symlinks out) over generated trees
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -50,16 +53,21 @@ def main() -> None:
         for case, engine in zip(cases, engines, strict=True):  # warm-up
             decide(case, engine)
         samples: list[float] = []
+        cpu: list[float] = []  # this thread's CPU time: what the decision costs, without waiting for a core
         by_tool: dict[str, list[float]] = {}
+        load = os.getloadavg()[0]
         for _ in range(args.rounds):
             for case in cases:
                 engine = engine_for(case, project, home)
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.thread_time()
                 decide(case, engine)
+                cpu.append((time.thread_time() - c) * 1000)
                 ms = (time.perf_counter() - t) * 1000
                 samples.append(ms)
                 by_tool.setdefault("Bash" if case.tool == "Bash" else "other", []).append(ms)
+        load = max(load, os.getloadavg()[0])
     q = statistics.quantiles(samples, n=100)
+    qc = statistics.quantiles(cpu, n=100)
     kinds = {k: sum(1 for c in cases if c.kind == k) for k in ("attack", "benign")}
     result = {
         "when": datetime.now().isoformat(timespec="seconds"),
@@ -72,6 +80,11 @@ def main() -> None:
         "p95_ms": round(q[94], 4),
         "p99_ms": round(q[98], 4),
         "max_ms": round(max(samples), 4),
+        "cpu_p50_ms": round(qc[49], 4),
+        "cpu_p95_ms": round(qc[94], 4),
+        "cpu_p99_ms": round(qc[98], 4),
+        "load_average": round(load, 2),  # the machine's 1-minute load during the run (cores: os.cpu_count())
+        "cores": os.cpu_count(),
         "bash_p95_ms": round(statistics.quantiles(by_tool["Bash"], n=100)[94], 4),
         "other_p95_ms": round(statistics.quantiles(by_tool["other"], n=100)[94], 4),
         "walk": walks(max(3, args.rounds // 4)),

@@ -154,3 +154,15 @@ def test_tar_reads_its_operands_from_the_directory_given_by_c(project: tuple[Pat
     e = engine(project, deny=DENY, allow=["Bash(tar *)", "Bash(cd *)"])
     assert decide(e, "cd src && tar -czf ../out.tgz .") == "allow"  # src holds nothing denied
     assert decide(e, "cd src && tar -C .. -czf ../out.tgz .") == "ask"  # the whole project, with .env
+
+
+def test_find_exec_reads_what_its_name_tests_let_through(project: tuple[Path, Path]) -> None:
+    e = engine(project, "bypassPermissions", deny=DENY)
+    assert decide(e, "find . -name '*.pem' -exec cat {} \\;") == "ask"  # secrets/key.pem reaches cat
+    assert decide(e, "find . -type f -exec wc -l {} +") == "ask"
+    assert decide(e, "find . -exec cat {} \\; -name '*.py'") == "ask"  # a test after the action filters nothing
+    assert decide(e, "find . -name '*.py' -exec cat {} +") == "allow"
+    assert decide(e, "find src -exec cat {} +") == "allow"
+    # filters keel does not evaluate: it cannot tell, so bypass mode decides (outside it, this asks)
+    ruled = engine(project, deny=DENY, allow=["Bash(find *)", "Bash(cat *)"])
+    assert decide(ruled, "find . -size -1k -exec cat {} +") == "ask"

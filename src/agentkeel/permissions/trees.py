@@ -86,26 +86,43 @@ def tree_reads(cmd: SimpleCommand) -> list[TreeRead]:
     if name == "zip" and any(a.startswith("-") and not a.startswith("--") and "r" in a for a in args):
         positional = [a for a in args if not a.startswith("-")]
         return [TreeRead(p, "-L" not in args) for p in positional[1:]]
-    if name in ("find", "fd", "fdfind") and any(a in ("-exec", "-execdir", "-ok", "-okdir", "-x", "-X") for a in args):
+    if name in ("find", "fd", "fdfind") and any(a in _FIND_ACTIONS for a in args):
         return _find(name, args)
     return []
 
 
+_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-x", "-X", "--exec", "--exec-batch"})
+# tests and options keel can account for before the first action; with anything else (-o, !,
+# -path, -size...) it cannot tell which files reach the command, and the read is uncertain
+_FIND_KNOWN = frozenset({"-name", "-type", "-maxdepth", "-mindepth", "-L", "-follow", "-H", "-P", "-print", "-xdev"})
+
+
 def _find(name: str, args: list[str]) -> list[TreeRead]:
-    """``find . -exec cat {} +`` reads what find finds: the tree, less what its tests filter out
-    (which keel does not evaluate: an uncertain read)."""
+    """``find . -name '*.pem' -exec cat {} +`` reads what find finds: the tree, through its
+    ``-name`` tests (keel ignores the other filters it can account for, which only narrow)."""
     follow = any(a in ("-L", "-follow", "--follow") for a in args)
-    roots: list[str] = []
     rest = args
     while rest and rest[0] in ("-H", "-L", "-P"):
         rest = rest[1:]
-    for a in rest:
-        if a.startswith(("-", "(", ")", "!")):
-            break
-        roots.append(a)
-    if name != "find":  # fd PATTERN [PATH...]: the paths come after the pattern
-        roots = roots[1:]
-    return [TreeRead(r, follow, certain=False) for r in roots or ["."]]
+    roots: list[str] = []
+    while rest and not rest[0].startswith(("-", "(", ")", "!")):
+        roots.append(rest.pop(0))
+    if name != "find":  # fd PATTERN [PATH...]: the pattern is a filter keel does not evaluate
+        return [TreeRead(r, follow, certain=False) for r in roots[1:] or ["."]]
+    names: list[str] = []
+    certain = True
+    i = 0
+    while i < len(rest) and rest[i] not in _FIND_ACTIONS:
+        a = rest[i]
+        if a not in _FIND_KNOWN:
+            certain = False
+        if a in ("-name", "-type", "-maxdepth", "-mindepth") and i + 1 < len(rest):
+            if a == "-name":
+                names.append(rest[i + 1])
+            i += 1
+        i += 1
+    only = tuple(names) if certain else ()
+    return [TreeRead(r, follow, certain=certain, only_files=only) for r in roots or ["."]]
 
 
 def _grep(args: list[str]) -> list[TreeRead]:
