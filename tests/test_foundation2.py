@@ -517,3 +517,14 @@ def test_read_deny_holds_after_the_shell_changes_directory(project: Path, keel: 
     second = results[1]["message"]["content"][0]
     assert second["is_error"] and "denied" in second["content"].lower(), second
     assert any(e["type"] == "cwd_changed" and e["new_cwd"].endswith("/a") for e in map(json.loads, text.splitlines()))
+
+
+def test_permissions_check_takes_the_shells_cwd(project: Path, keel: Callable[..., KeelRun]) -> None:
+    (project / "a" / "secrets").mkdir(parents=True)
+    (project / "a" / "secrets" / "key.txt").write_text("x\n")
+    rules = project / "rules.json"
+    rules.write_text(json.dumps({"permissions": {"deny": ["Read(./a/secrets/**)"], "allow": ["Bash(cat *)"]}}))
+    base = ["permissions", "check", "--tool", "Bash", "--input", '{"command": "cat secrets/key.txt"}']
+    at_root = keel(*base, "--settings", str(rules), "--json").json()
+    moved = keel(*base, "--settings", str(rules), "--shell-cwd", "a", "--json").json()
+    assert at_root["decision"] != "deny" and moved["decision"] == "deny", (at_root, moved)

@@ -34,6 +34,9 @@ def run_subcommand(argv: list[str]) -> int:
     check = psub.add_parser("check", help="decide one tool call without running it (the loop's own code path)")
     check.add_argument("--tool", required=True, help="tool name, e.g. Bash, Read, WebFetch, mcp__srv__tool")
     check.add_argument("--input", required=True, help='the tool input as JSON, e.g. \'{"command": "git status"}\'')
+    check.add_argument(
+        "--shell-cwd", default=None, help="where the shell is now, after earlier cd's (Bash only; default: --cwd)"
+    )
     _engine_args(check)
     check.add_argument("--json", action="store_true", help="print the decision as JSON")
     plist = psub.add_parser("list", help="the effective rules with the files they come from (as /permissions)")
@@ -136,7 +139,7 @@ def _permissions(args: argparse.Namespace) -> int:
     from agentkeel.tools import builtin_tools
 
     tool = next((t for t in builtin_tools() if t.name == args.tool), None)
-    decision = engine.decide(args.tool, tool_input, tool)
+    decision = engine.decide(args.tool, tool_input, tool, shell_cwd=args.shell_cwd)
     if args.json:
         print(json.dumps(decision.to_json(), ensure_ascii=False))
     else:
