@@ -27,6 +27,18 @@ SCRUB = (
     "OPENAI_BASE_URL",
     "KEEL_MODEL",
     "KEEL_HOME",
+    "KEEL_PROVIDER_TRANSPORT",
+    "API_TIMEOUT_MS",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "ANTHROPIC_BETAS",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
 )
 
 

@@ -49,6 +49,9 @@ BANDS: list[tuple[str, tuple[str, ...]]] = [
         "leaf",
         (
             "agentkeel._version",
+            "agentkeel._assignment",
+            "agentkeel._secret_rules",
+            "agentkeel._gitleaks_vendor",
             "agentkeel.redact",
             "agentkeel.protocol",
             "agentkeel.prompt",

@@ -441,7 +441,7 @@ def test_the_transport_setting_is_validated(value: dict[str, str], ok: bool, tmp
         return
     with pytest.raises(SettingsError) as err:
         load_settings(tmp_path / "p", home=tmp_path, keel_home=tmp_path / "kh")
-    assert str(settings) in str(err.value) and "key 'provider.transp" in str(err.value)
+    assert str(settings) in str(err.value) and "key 'provider" in str(err.value) and "transp" in str(err.value)
 
 
 def test_make_provider_takes_the_transport_setting(fake_llm: Callable[[Any], FakeLLMServer]) -> None:

@@ -62,12 +62,17 @@ def names_secret(key: str) -> bool:
     return last >= 0 and all(w in _TRAILING or w.isdigit() for w in words[last + 1 :])
 
 
+_PASSWORD_KEY = re.compile(r"(?i)pass|pwd")
+
+
 def value_is_secret(m: re.Match[str], text: str) -> bool:
     """The value of an ASSIGNMENT match is a literal secret, not code or a placeholder."""
     quoted = m.group("quoted")
     if quoted is not None:
         if _PLACEHOLDER.match(quoted) or (" " in quoted and _PROSE.search(quoted)):
             return False
+        if len(quoted) < 6 and not _PASSWORD_KEY.search(m.group("key")):
+            return False  # "invalid_api_key": "auth" maps a name to a kind; no key or token is 5 characters
         # "key": "v" and key: "v" at the start of a line (YAML, JS objects) are assignments; in prose
         # ("...the token: "$2>a"") a key after other words on the line is not.
         key_quoted = text[m.start() - 1 : m.start()] in ("'", '"')

@@ -128,6 +128,11 @@ async def run_command(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # asyncio keeps the transport until every pipe closes; one a stray child still holds would
+        # be closed by the garbage collector after the loop is gone ("Event loop is closed" on stderr)
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()
     return Raw(None if error else proc.returncode, out.text(), err.text(), error)
 
 
