@@ -528,3 +528,33 @@ def test_permissions_check_takes_the_shells_cwd(project: Path, keel: Callable[..
     at_root = keel(*base, "--settings", str(rules), "--json").json()
     moved = keel(*base, "--settings", str(rules), "--shell-cwd", "a", "--json").json()
     assert at_root["decision"] != "deny" and moved["decision"] == "deny", (at_root, moved)
+
+
+def test_a_huge_sparse_or_long_lined_session_loads_in_bounded_memory(
+    project: Path, keel: Callable[..., KeelRun]
+) -> None:
+    """A session file with a 4 GB hole and a 100 MiB line: `keel -c` resumes it under a 1 GiB
+    address-space limit and a hard timeout; both are reported as skipped lines."""
+    script = script_file(project.parent, ["one", "two"])
+    assert keel("-p", "hi", "--model", f"scripted:{script}").code == 0
+    (path,) = session_files(Path(os.environ["KEEL_HOME"]))
+    with path.open("ab") as f:
+        f.write(b'{"type": "user", "message": "' + b"x" * (100 * 1024 * 1024) + b'"}\n')
+        f.truncate(f.tell() + 4 * 1024**3)  # a 4 GB hole
+        f.seek(0, os.SEEK_END)
+        f.write(b"\n")
+
+    def small_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1024**3, 1024**3))
+
+    proc = subprocess.run(
+        [KEEL, "-c", "-p", "again", "--model", f"scripted:{script}"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=small_memory,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "2 unreadable line(s) skipped" in proc.stderr, proc.stderr

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -44,62 +45,115 @@ class LoadedSession:
     last_uuid: str | None
 
 
+MAX_LINE = 64 * 1024 * 1024  # one entry larger than this is damage, not a turn: skipped, never held
+_CHUNK = 1024 * 1024
+
+# a raw line, or why it was dropped unread (too long, or a run of NUL bytes such as a sparse hole)
+RawLine = bytes | str
+
+
 def parse_lines(data: bytes, report: LoadReport) -> list[Event]:
     """Pure: bytes of a session file -> events, with every skipped line reported."""
+    return parse_raw_lines(data.split(b"\n"), report)
+
+
+def parse_raw_lines(lines: Iterable[RawLine], report: LoadReport) -> list[Event]:
+    """Raw lines (the last may be torn) -> events, with every skipped line reported."""
     events: list[Event] = []
-    lines = data.split(b"\n")
-    last_index = len(lines) - 1
+    held: tuple[int, bytes] | None = None  # the previous line: only the last one can be torn
     for n, raw in enumerate(lines, 1):
-        if not raw.strip(b" \t\r\x00"):
-            if b"\x00" in raw:
-                report.skipped.append(f"line {n}: null bytes")
+        if held is not None:
+            _entry(*held, report, events, last=False)
+            held = None
+        if isinstance(raw, str):
+            report.skipped.append(f"line {n}: {raw}")
             continue
-        if b"\x00" in raw:
-            report.skipped.append(f"line {n}: null bytes removed")
-            raw = raw.replace(b"\x00", b"")
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except RecursionError:
-            report.skipped.append(f"line {n}: JSON nested too deeply")
-            continue
-        except ValueError:  # invalid UTF-8, invalid JSON, an integer too long to convert
-            torn = n - 1 == last_index
-            report.skipped.append(f"line {n}: {'torn last line' if torn else 'invalid JSON'}")
-            continue
-        if not isinstance(obj, dict):
-            report.skipped.append(f"line {n}: not an object")
-            continue
-        event = event_from_dict(obj)
-        if event is None:
-            report.skipped.append(f"line {n}: not a valid {str(obj.get('type'))[:40]!r} entry")
-            continue
-        events.append(event)
+        held = (n, raw)
+    if held is not None:
+        _entry(*held, report, events, last=True)
     report.entries = len(events)
     return events
+
+
+def _entry(n: int, raw: bytes, report: LoadReport, events: list[Event], *, last: bool) -> None:
+    if not raw.strip(b" \t\r\x00"):
+        if b"\x00" in raw:
+            report.skipped.append(f"line {n}: null bytes")
+        return
+    if b"\x00" in raw:
+        report.skipped.append(f"line {n}: null bytes removed")
+        raw = raw.replace(b"\x00", b"")
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        report.skipped.append(f"line {n}: JSON nested too deeply")
+        return
+    except ValueError:  # invalid UTF-8, invalid JSON, an integer too long to convert
+        report.skipped.append(f"line {n}: {'torn last line' if last else 'invalid JSON'}")
+        return
+    if not isinstance(obj, dict):
+        report.skipped.append(f"line {n}: not an object")
+        return
+    event = event_from_dict(obj)
+    if event is None:
+        report.skipped.append(f"line {n}: not a valid {str(obj.get('type'))[:40]!r} entry")
+        return
+    events.append(event)
 
 
 class NotASessionFile(OSError):
     """The path is not a regular file (a FIFO, a device, a directory): never opened for reading."""
 
 
-def read_regular(path: Path) -> bytes:
-    """The bytes of a regular file. Anything else is refused before it is opened for reading,
-    and the open does not block (a FIFO named like a session must not hang keel)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+def read_lines(fd: int, max_line: int = MAX_LINE) -> Iterator[RawLine]:
+    """The lines of a session file, streamed with bounded memory: a line over ``max_line`` is
+    dropped as it is read, and holes of a sparse file are skipped, not read (they are NUL bytes)."""
+    size = os.fstat(fd).st_size
+    pos, line, dropped = 0, bytearray(), ""
+    while pos < size:
+        try:
+            data_at = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:  # ENXIO: only a hole remains (or the filesystem cannot say: read on)
+            data_at = size if _only_hole(fd, pos) else pos
+        if data_at > pos:  # a hole: that many NUL bytes, with no line break in them
+            dropped = dropped or "null bytes (a hole in a sparse file)"
+            line.clear()
+            pos = data_at
+            continue
+        os.lseek(fd, pos, os.SEEK_SET)
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            break
+        pos += len(chunk)
+        parts = chunk.split(b"\n")
+        for i, part in enumerate(parts):
+            if not dropped:
+                line += part
+                if len(line) > max_line:
+                    dropped, line = f"longer than {max_line // (1024 * 1024)} MiB", bytearray()
+            if i < len(parts) - 1:  # a line break ends the line
+                yield dropped or bytes(line)
+                line, dropped = bytearray(), ""
+    yield dropped or bytes(line)
+
+
+def _only_hole(fd: int, pos: int) -> bool:
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotASessionFile(errno.EINVAL, "not a regular file", str(path))
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        os.lseek(fd, pos, os.SEEK_HOLE)
+    except OSError:
+        return False  # no SEEK_HOLE support either: read it
+    return True
 
 
 def load_session(path: Path) -> LoadedSession:
     report = LoadReport(path)
-    events = parse_lines(read_regular(path), report)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO named like a session must not block
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotASessionFile(errno.EINVAL, "not a regular file", str(path))
+        events = parse_raw_lines(read_lines(fd), report)
+    finally:
+        os.close(fd)
     view = messages_from_events(events)
     report.repairs = view.repairs
     return LoadedSession(
