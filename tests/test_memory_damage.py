@@ -132,6 +132,7 @@ def test_a_page_overwritten_mid_file_is_named_and_repair_keeps_every_readable_en
     kept = sorted(memdir.glob("memory.db.damaged-*"))
     assert [p.name for p in kept if not p.name.endswith(("-wal", "-shm"))] and f"kept as {kept[0]}" in repair.stdout
     assert keel("mem", "check").code == 0
+    assert not list(memdir.glob("*.repairing*"))  # no scratch files left behind
     exported = {json.loads(x)["id"] for x in keel(*MEM, "export").stdout.splitlines()}
     assert exported == set(ids) - lost
     survivor = next(i for i in ids if i not in lost and int(i[1:]) > int(one[1:]))
@@ -255,6 +256,7 @@ def test_a_damaged_outbox_is_named_and_repair_indexes_its_readable_records(
     else:
         assert recovered == set()  # nothing readable, and the garbage is kept aside
     assert sorted(memdir.glob("outbox.db.damaged-*")) and keel("mem", "check").code == 0
+    assert not list(memdir.glob("*.repairing*"))
 
 
 # -- sessions -------------------------------------------------------------------------------------------

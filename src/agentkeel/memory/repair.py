@@ -131,8 +131,10 @@ def _open_damaged(path: Path, scratch: Path) -> sqlite3.Connection | None:
     A truncated file is read through a copy padded back to the size its header gives (SQLite
     reads nothing at all from a file shorter than that): the missing pages read as damaged."""
     source = path
-    header = path.read_bytes()[:100] if path.exists() else b""
-    if header.startswith(b"SQLite format 3\x00"):
+    with path.open("rb") as f:
+        header = f.read(100)
+    # the header's page count holds when its "version valid for" matches the change counter
+    if header.startswith(b"SQLite format 3\x00") and header[92:96] == header[24:28]:
         page = int.from_bytes(header[16:18], "big")
         page = 65536 if page == 1 else page
         want = int.from_bytes(header[28:32], "big") * page
@@ -156,6 +158,14 @@ def _open_damaged(path: Path, scratch: Path) -> sqlite3.Connection | None:
 
 
 def _swap(path: Path, tmp: Path) -> Path:
+    """Put the rebuilt file in place (all in the one file: out of WAL mode first); keep the damaged one."""
+    db = sqlite3.connect(str(tmp), isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        db.close()
+    for suffix in ("-wal", "-shm"):  # empty once out of WAL mode
+        Path(str(tmp) + suffix).unlink(missing_ok=True)
     kept = move_aside(path)
     tmp.replace(path)
     return kept
