@@ -267,7 +267,7 @@ def test_agent_memory_files_are_injected_at_session_start(
     assert order == sorted(order) and "MEMORY.md (main)" in body
 
 
-def test_sessions_index_lexically_and_the_next_vector_search_embeds_what_is_pending(
+def test_sessions_index_lexically_and_searches_embed_only_their_query(
     project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
 ) -> None:
     (project / ".keel").mkdir()
@@ -280,9 +280,14 @@ def test_sessions_index_lexically_and_the_next_vector_search_embeds_what_is_pend
     before = keel("mem", "--embedder", "none", "stats", "--json").json()
     assert before["vectors"] == 0 and before["entries"] >= 2
 
-    found = keel("mem", "--embedder", "openai:fake-embed", "search", "what did they do there", "--json", env=env)
+    query = ("mem", "--embedder", "openai:fake-embed", "search", "what did they do there", "--json")
+    found = keel(*query, env=env)
     assert found.code == 0, found.stderr
-    assert "assistant_response" in {h["type"] for h in found.json()}  # stopwords only: the vectors found it
+    assert found.json() == []  # stopwords only, and no vectors yet: nothing, at once
+    assert [r["input"] for r in server.embedding_requests] == [["what did they do there"]]
+    assert keel("mem", "--embedder", "openai:fake-embed", "embed", env=env).code == 0
+    found = keel(*query, env=env)
+    assert "assistant_response" in {h["type"] for h in found.json()}  # the vectors found it
     after = keel("mem", "--embedder", "openai:fake-embed", "stats", "--json", env=env).json()
     assert after["vectors"] == after["entries"]
 

@@ -338,3 +338,40 @@ def test_common_terms_and_narrow_filters_rank_like_a_plain_query(store: MemorySt
     assert [h.id for h in store.search("alpha zulu", k=5, type="lesson")] == ["n7"]  # a narrow filter
     in_b = store.search("alpha", k=30, project="b")  # a single word found everywhere still finds
     assert len(in_b) == 20 and all(int(h.id[1:]) % 2 == 1 for h in in_b)
+
+
+class _ForgetsWhileEmbedding:
+    """An embedder during whose call another connection forgets an entry (what a concurrent
+    `keel mem forget` does to an embedding pass)."""
+
+    name = "test-forgets"
+    dim = 8
+
+    def __init__(self, backend: str, victim: str) -> None:
+        self.backend = backend
+        self.victim: str | None = victim
+
+    def embed(self, texts: Any) -> list[list[float]]:
+        if self.victim is not None:
+            other = open_store(self.backend, embedder="none")
+            assert other.forget([self.victim]) == 1
+            other.close()
+            self.victim = None
+        return [[1.0] + [0.0] * 7 for _ in texts]
+
+
+def test_an_entry_forgotten_while_its_vector_is_made_keeps_no_vector(backend: str) -> None:
+    """`forget` erases for good: a vector (a trace of the erased text) must not land after it."""
+    from agentkeel.memory.postgres import PostgresStore
+    from agentkeel.memory.sqlite import SQLiteStore
+
+    plain = open_store(backend, embedder="none")
+    plain.add_many([rec(f"f{i}", f"entry {i} about the release") for i in range(5)])
+    plain.close()
+    embedder = _ForgetsWhileEmbedding(backend, victim="f2")
+    store = PostgresStore(backend, embedder) if "://" in backend else SQLiteStore(Path(backend), embedder)
+    assert store.embed_pending(100) == 5  # read five, one forgotten meanwhile
+    assert store.stats()["vectors"] == 4
+    assert store.pending_vectors() == 0
+    assert [h.id for h in store.search("entry 2 about the release", k=5)].count("f2") == 0
+    store.close()

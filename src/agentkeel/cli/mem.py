@@ -1,5 +1,5 @@
 """``keel mem ...``: search, timeline, get, import, export, stats, forget, mirror, sync, retry,
-reindex, embed, mcp, web."""
+check, repair, reindex, embed, mcp, web."""
 
 from __future__ import annotations
 
@@ -65,6 +65,8 @@ def add_parser(sub: Any) -> None:
     sync = msub.add_parser("sync", help="apply edits made to the markdown mirror")
     sync.add_argument("path", nargs="?", default=None)
     msub.add_parser("retry", help="requeue dead-lettered capture records and index the outbox")
+    msub.add_parser("check", help="check the memory database and its outbox for damage (exit 1 if damaged)")
+    msub.add_parser("repair", help="rebuild a damaged memory database or outbox from what is readable")
     msub.add_parser("reindex", help="rebuild every vector with --embedder (after switching, or an endpoint outage)")
     msub.add_parser("embed", help="embed the entries still waiting for a vector (sessions capture lexically)")
     msub.add_parser("mcp", help="serve search/timeline/get as an MCP server over stdio")
@@ -125,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     project = project_id(cwd, args.project or configured.project)
     location = args.store or configured.store or str(_keel_home() / "memory" / "memory.db")
     masks = tuple(configured.maskPatterns)
+    if args.action in ("check", "repair"):
+        return _check_or_repair(location, masks, repair=args.action == "repair")
     if args.action in ("reindex", "embed"):
         spec = args.embedder or configured.embedder
         return _reindex(location, spec, masks, only_pending=args.action == "embed")
@@ -189,13 +193,17 @@ def _outbox(store: Any, location: str) -> Any:
 
 
 def _drain_outbox(store: Any, location: str) -> None:
-    """Index what capture acknowledged but no session finished indexing (a crash, a kill)."""
+    """Index what capture acknowledged but no session finished indexing (a crash, a kill).
+
+    A damaged outbox is named on stderr; the command goes on with the store."""
     from agentkeel.memory.capture import outbox_path
 
     if outbox_path(_keel_home(), location).exists():
         outbox = _outbox(store, location)
         try:
             outbox.drain()
+            if outbox.damaged is not None:
+                print(f"keel mem: warning: {outbox.damaged}", file=sys.stderr)
         finally:
             outbox.close()
 
@@ -215,10 +223,13 @@ def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path, loc
             until=args.until,
             file=args.file,
         )
+        if not hits:
+            _verify_empty(store, location)
         if args.json:
             print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
         else:
             print("\n".join(h.line() for h in hits) if hits else "no memories match")
+        _pending_hint(store)
         return EXIT_OK
     if action == "timeline":
         hits = store.timeline(args.id, args.before, args.after)
@@ -249,7 +260,10 @@ def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path, loc
     if action == "stats":
         stats = store.stats()
         stats["project"] = project
-        stats["outbox"] = _outbox(store, location).counts()
+        stats["pending_vectors"] = store.pending_vectors() if store.embedder is not None else None
+        outbox = _outbox(store, location)
+        stats["outbox"] = outbox.counts() if outbox.damaged is None else {"damaged": str(outbox.damaged)}
+        outbox.close()
         if args.json:
             print(json.dumps(stats, indent=2))
         else:
@@ -286,6 +300,55 @@ def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path, loc
 
     serve(store, project)
     return EXIT_OK
+
+
+def _check_or_repair(location: str, masks: tuple[str, ...], repair: bool) -> int:
+    """`keel mem check`: one line per file, exit 1 if any is damaged. `keel mem repair`: rebuild
+    the damaged ones, index what the outbox holds, say what was kept and lost."""
+    from agentkeel.memory import repair as fix
+
+    if location.startswith(("postgresql://", "postgres://")):
+        print(
+            "keel mem: check and repair work on SQLite stores; PostgreSQL guards its own pages"
+            " (see pg_amcheck and REINDEX)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        if repair:
+            for line in fix.repair_files(Path(location).expanduser(), _keel_home(), masks):
+                print(line)
+        found = fix.check_files(Path(location).expanduser(), _keel_home())
+    except _store_errors() as exc:
+        return _fail(exc)
+    for path, problems in found:
+        if problems:
+            print(f"keel mem: {path} is damaged ({problems[0]}): run `keel mem repair`", file=sys.stderr)
+        elif not repair:
+            print(f"{path}: ok")
+    return EXIT_ERROR if any(problems for _, problems in found) else EXIT_OK
+
+
+def _verify_empty(store: Any, location: str) -> None:
+    """An empty answer is the one a user acts on ("keel does not remember that"): before giving
+    it, make sure the store is not damaged (``PRAGMA quick_check`` and the word index's rows)."""
+    from agentkeel.memory.health import MemoryDamaged
+
+    problems = store.check()
+    if problems:
+        raise MemoryDamaged(store.stats()["location"] if "://" in location else location, problems[0])
+
+
+def _pending_hint(store: Any) -> None:
+    if store.embedder is None:
+        return
+    pending = store.pending_vectors()
+    if pending:
+        print(
+            f"keel mem: {pending} entries have no vector yet and were matched by their words only;"
+            " `keel mem embed` embeds them (idle sessions do it in the background)",
+            file=sys.stderr,
+        )
 
 
 def _web(args: argparse.Namespace, store: Any, scope: str | None) -> int:

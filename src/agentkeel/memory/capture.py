@@ -17,12 +17,14 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from agentkeel.core.events import AssistantMessage, Event, SessionEnded, ToolResults, ToolStarted, UserMessage
 from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
+from agentkeel.memory.health import MemoryDamaged, damaged, first_line, is_corruption, quick_check
 from agentkeel.memory.model import Record, new_record_id, now_iso
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.store import MemoryStore
@@ -33,6 +35,11 @@ MAX_ATTEMPTS = 5
 BATCH = 64
 CONTEXT_TAG = "<memory-context"  # injected context is not captured back as a prompt
 DEFAULT_EXCLUDED = frozenset({"TodoWrite", "MemorySearch", "MemoryTimeline", "MemoryGet"})
+OUTBOX_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL,"
+    " attempts INTEGER NOT NULL DEFAULT 0, next_try REAL NOT NULL DEFAULT 0, last_error TEXT,"
+    " dead INTEGER NOT NULL DEFAULT 0)"
+)
 
 
 def outbox_path(keel_home: Path, location: str) -> Path:
@@ -52,7 +59,13 @@ def outbox_path(keel_home: Path, location: str) -> Path:
 
 
 class Outbox:
-    """A durable queue in front of a store: put -> acknowledged (on disk) -> indexed -> deleted."""
+    """A durable queue in front of a store: put -> acknowledged (on disk) -> indexed -> deleted.
+
+    A damaged outbox file (``damaged`` is set, checked with ``PRAGMA quick_check`` at open and
+    caught on every read and write) is never written to: capture stops, what the file holds
+    stays for `keel mem repair` to salvage. A damaged *store* leaves records pending without
+    spending their attempts: they are indexed once the store is repaired.
+    """
 
     def __init__(self, path: Path, store: MemoryStore | Callable[[], MemoryStore], retry_base_s: float = 0.5) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,14 +73,21 @@ class Outbox:
         self._store = store if isinstance(store, MemoryStore) else None
         self._factory = None if isinstance(store, MemoryStore) else store
         self.retry_base_s = retry_base_s
+        self.damaged: MemoryDamaged | None = None
+        self.dropped = 0  # records capture could not acknowledge because the file is damaged
         self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL,"
-            " attempts INTEGER NOT NULL DEFAULT 0, next_try REAL NOT NULL DEFAULT 0, last_error TEXT,"
-            " dead INTEGER NOT NULL DEFAULT 0)"
-        )
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(OUTBOX_SCHEMA)
+            problems = quick_check(self._db)
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                self._db.close()
+                raise
+            problems = [first_line(str(exc))]
+        if problems:  # its owner says so: the session in a notice, `keel mem` on stderr
+            self.damaged = MemoryDamaged(path, problems[0])
         self._lock = threading.Lock()
         self._drain_lock = threading.Lock()
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -76,16 +96,34 @@ class Outbox:
         self._idle.set()
         self.on_ack: Callable[[list[str]], None] | None = None
 
+    @contextmanager
+    def _using(self) -> Iterator[None]:
+        """Hold the lock for the outbox file; a damaged file is named (``damaged``) and never used again."""
+        if self.damaged is not None:
+            raise self.damaged
+        with self._lock:
+            try:
+                yield
+            except sqlite3.DatabaseError as exc:
+                if not is_corruption(exc):
+                    raise
+                self.damaged = damaged(self.path, exc)
+                raise self.damaged from None
+
     @property
     def store(self) -> MemoryStore:
-        if self._store is None:
-            assert self._factory is not None
-            self._store = self._factory()
-        return self._store
+        """The store given, or the factory's answer, asked for each batch (it may cache, or refuse)."""
+        if self._store is not None:
+            return self._store
+        assert self._factory is not None
+        return self._factory()
 
     # -- writing ------------------------------------------------------------------------------------
     def put(self, record: dict[str, Any]) -> None:
         """Queue a record without waiting (the capture path); the writer thread acknowledges it."""
+        if self.damaged is not None:
+            self.dropped += 1
+            return
         self._idle.clear()
         self._queue.put(record)
         self._ensure_thread()
@@ -93,10 +131,15 @@ class Outbox:
     def put_durable(self, records: Iterable[dict[str, Any]]) -> list[str]:
         """Write records to the outbox and return once they are on disk (acknowledged)."""
         rows = [Record.from_dict(r).to_dict() for r in records]
-        with self._lock:
+        with self._using():
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("INSERT INTO outbox(record) VALUES (?)", [(json.dumps(r),) for r in rows])
-            self._db.execute("COMMIT")
+            try:
+                self._db.executemany("INSERT INTO outbox(record) VALUES (?)", [(json.dumps(r),) for r in rows])
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
         ids = [r["id"] for r in rows]
         if self.on_ack is not None:
             self.on_ack(ids)
@@ -105,7 +148,7 @@ class Outbox:
     # -- draining -----------------------------------------------------------------------------------
     def resume(self) -> None:
         """Index, in the background, what an earlier process acknowledged but did not index."""
-        if self.counts()["pending"]:
+        if self.damaged is None and self.counts()["pending"]:
             threading.Thread(target=self._drain_quietly, name="keel-memory-resume", daemon=True).start()
 
     def _drain_quietly(self) -> None:
@@ -116,13 +159,15 @@ class Outbox:
 
     def drain(self, force: bool = False) -> int:
         """Index every pending record whose retry time has come; returns how many were indexed."""
+        if self.damaged is not None:
+            return 0
         with self._drain_lock:
             return self._drain(force)
 
     def _drain(self, force: bool) -> int:
         done = 0
         while True:
-            with self._lock:
+            with self._using():
                 rows = self._db.execute(
                     "SELECT seq, record, attempts FROM outbox WHERE dead = 0 AND next_try <= ? ORDER BY seq LIMIT ?",
                     (float("inf") if force else time.time(), BATCH * 4),
@@ -131,18 +176,21 @@ class Outbox:
                 return done
             try:
                 self.store.add_many(json.loads(r[1]) for r in rows)
+            except MemoryDamaged as exc:  # the store's fault, not the records': they wait for the repair
+                log.warning("memory indexing stopped: %s", exc)
+                return done
             except Exception as exc:  # the store is down or rejected the batch: retry, then dead-letter
                 log.warning("memory indexing failed (%s); will retry", exc)
                 self._failed(rows, f"{type(exc).__name__}: {exc}")
                 if not force:
                     return done
                 continue
-            with self._lock:
+            with self._using():
                 self._db.executemany("DELETE FROM outbox WHERE seq = ?", [(r[0],) for r in rows])
             done += len(rows)
 
     def _failed(self, rows: list[tuple[Any, ...]], error: str) -> None:
-        with self._lock:
+        with self._using():
             self._db.execute("BEGIN IMMEDIATE")
             for seq, _, attempts in rows:
                 dead = attempts + 1 >= MAX_ATTEMPTS
@@ -154,19 +202,19 @@ class Outbox:
             self._db.execute("COMMIT")
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
+        with self._using():
             pending, dead = self._db.execute(
                 "SELECT COALESCE(SUM(dead = 0), 0), COALESCE(SUM(dead = 1), 0) FROM outbox"
             ).fetchone()
         return {"pending": int(pending), "dead": int(dead)}
 
     def dead_letters(self) -> list[dict[str, Any]]:
-        with self._lock:
+        with self._using():
             rows = self._db.execute("SELECT seq, record, attempts, last_error FROM outbox WHERE dead = 1").fetchall()
         return [{"seq": r[0], "id": json.loads(r[1]).get("id"), "attempts": r[2], "error": r[3]} for r in rows]
 
     def retry_dead(self) -> int:
-        with self._lock:
+        with self._using():
             cursor = self._db.execute("UPDATE outbox SET dead = 0, attempts = 0, next_try = 0 WHERE dead = 1")
         return cursor.rowcount
 
@@ -195,6 +243,9 @@ class Outbox:
                 batch.append(item)
             try:
                 self.put_durable(batch)
+            except MemoryDamaged as exc:
+                self.dropped += len(batch)
+                log.warning("memory capture stopped: %s", exc)
             except Exception:
                 log.exception("memory capture could not write its outbox %s", self.path)
             if self._queue.empty():

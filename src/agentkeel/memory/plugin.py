@@ -11,25 +11,37 @@ At session end the plugin writes an extractive summary and, when the session ran
 reflexion lesson (``consolidate.reflect``); both go through the outbox like any capture.
 
 The runtime builds one ``MemoryPlugin`` per session. Everything here fails open: a broken
-store costs the session its memory, never its work.
+store costs the session its memory, never its work, and the session is told. A damaged
+``memory.db`` (found by the check started with the session, or by any read) turns context
+and the memory tools off while capture keeps filling the outbox for the repair to index; a
+damaged outbox turns capture off. Each problem becomes one warning ``Notice`` on the bus, at
+the first prompt (or whenever found later); ``report_problems()`` emits them on demand.
+
+While the session is idle (a turn ended ``IDLE_AFTER_S`` ago), a background pass gives the
+captured entries vectors (``background.EmbeddingPass``); no search waits on that.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from agentkeel.core.events import Event, EventBus, Notice
+from agentkeel.core.events import Event, EventBus, Notice, RunFinished, SessionEnded, UserMessage
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Tool
+from agentkeel.memory.health import MemoryDamaged
 from agentkeel.memory.model import Entry, estimate_tokens, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
 from agentkeel.settings import MemorySettings
 
 log = logging.getLogger(__name__)
+
+
+FIRST_PROMPT_WAIT_S = 0.25  # the first prompt waits this long at most for the store check
 
 
 def context_budget(window_tokens: int) -> int:
@@ -47,7 +59,9 @@ class MemoryPlugin:
         session_id: str,
         window_tokens: int,
         agent_type: str = "main",
+        idle_after_s: float | None = None,
     ) -> None:
+        from agentkeel.memory.background import IDLE_AFTER_S, EmbeddingPass, StoreCheck
         from agentkeel.memory.project import project_id
 
         self.config = config
@@ -72,52 +86,126 @@ class MemoryPlugin:
         self.capture = MemoryCapture(
             self.outbox, self.project, session_id, excluded_tools=config.excludeTools, masker=self.masker
         )
+        self._damaged: MemoryDamaged | None = None  # the store: no context, no tools
+        self._reported: set[str] = set()
+        sqlite = not self.location.startswith(("postgresql://", "postgres://"))
+        path = Path(self.location).expanduser()
+        self._check = StoreCheck(path / "memory.db" if path.is_dir() else path) if sqlite and path.exists() else None
+        self.embedding: EmbeddingPass | None = None
+        if _embeds(config.embedder):
+            self.embedding = EmbeddingPass(
+                lambda: self._open("none"),
+                lambda: self._open(config.embedder),
+                IDLE_AFTER_S if idle_after_s is None else idle_after_s,
+            )
 
     # -- stores (opened on first use) --------------------------------------------------------------
-    def _open_full(self) -> MemoryStore:
-        if self._full is None:
-            from agentkeel.memory import open_store
+    def _open(self, embedder: str | None) -> MemoryStore:
+        from agentkeel.memory import open_store
 
-            self._full = open_store(
-                self.location, embedder=self.config.embedder, mask_patterns=tuple(self.config.maskPatterns)
-            )
+        return open_store(self.location, embedder=embedder, mask_patterns=tuple(self.config.maskPatterns))
+
+    def _open_full(self) -> MemoryStore:
+        """The memory tools' store: hybrid search when an embedder is configured."""
+        if self._full is None:
+            self._full = self._open(self.config.embedder)
         return self._full
 
     def _open_writer(self) -> MemoryStore:
-        """Capture indexes lexically: no session pays for loading an embedding model. The next
-        vector search (a memory tool, `keel mem search`, the MCP server) embeds what is pending."""
+        """Capture indexes lexically: no turn pays for loading an embedding model. The idle
+        embedding pass (or `keel mem embed`) gives the entries their vectors later. Nothing is
+        written into a damaged store: the records wait in the outbox for the repair."""
+        self.problems()
+        if self._damaged is not None:
+            raise self._damaged
         if self._writer is None:
-            from agentkeel.memory import open_store
-
-            self._writer = open_store(self.location, embedder="none", mask_patterns=tuple(self.config.maskPatterns))
+            self._writer = self._open("none")
         return self._writer
 
     def _open_reader(self) -> MemoryStore:
         """Lexical only: the prompt path never waits for an embedding model to load."""
         if self._reader is None:
-            from agentkeel.memory import open_store
-
-            self._reader = open_store(self.location, embedder="none", mask_patterns=tuple(self.config.maskPatterns))
+            self._reader = self._open("none")
         return self._reader
+
+    def _open_tools_store(self) -> MemoryStore:
+        self.problems()
+        if self._damaged is not None:
+            raise self._damaged
+        return self._open_full()
+
+    # -- problems ------------------------------------------------------------------------------------
+    def _store_damaged(self, exc: MemoryDamaged) -> None:
+        if self._damaged is None:
+            self._damaged = exc
+            if self.embedding is not None:
+                self.embedding.stop()
+
+    def problems(self, wait_s: float = 0.0) -> list[str]:
+        """What is wrong with this session's memory, one line each (the check may be waited for)."""
+        if self._check is not None:
+            found = self._check.result(wait_s)
+            if found is not None:
+                self._store_damaged(found)
+        if self.embedding is not None and self.embedding.damaged is not None:
+            self._store_damaged(self.embedding.damaged)
+        out: list[str] = []
+        if self._damaged is not None:
+            out.append(f"memory is off for this session: {self._damaged}")
+        if self.outbox.damaged is not None:
+            out.append(f"memory capture is off for this session: {self.outbox.damaged}")
+        return out
+
+    def report_problems(self, wait_s: float = 0.0) -> list[str]:
+        """Emit each problem not yet reported as a warning ``Notice`` on the bus; returns them."""
+        fresh = [p for p in self.problems(wait_s) if p not in self._reported]
+        for problem in fresh:
+            self._reported.add(problem)
+            self._notify("warning", problem)
+        return fresh
 
     # -- wiring ----------------------------------------------------------------------------------------
     def attach(self, bus: EventBus) -> None:
         bus.subscribe(self.capture)
+        bus.subscribe(self._on_event)
         self._emit = bus.emit
+
+    def _on_event(self, event: Event) -> None:
+        """Turns in and out: the embedding pass runs only between them."""
+        if self.embedding is None:
+            return
+        if isinstance(event, RunFinished):
+            if self._damaged is None:
+                self.embedding.idle()
+        elif isinstance(event, UserMessage | SessionEnded):
+            self.embedding.busy()
 
     def tools(self) -> list[Tool]:
         if not self.config.tools:
             return []
         from agentkeel.memory.tools import memory_tools
 
-        return memory_tools(self._open_full, self.project, budget_tokens=self.budget)
+        def damaged(exc: MemoryDamaged) -> None:
+            self._store_damaged(exc)
+            self.report_problems()
+
+        return memory_tools(self._open_tools_store, self.project, budget_tokens=self.budget, on_damage=damaged)
 
     def prompt_context(self, prompt: str) -> str | None:
-        """The ``<memory-context>`` block for a new prompt (UserPromptSubmit; SessionStart on the first)."""
-        if not self.config.inject:
+        """The ``<memory-context>`` block for a new prompt (UserPromptSubmit; SessionStart on the first).
+
+        Before the first, the session start check is given up to ``FIRST_PROMPT_WAIT_S`` to
+        finish, and any problem is reported."""
+        self.report_problems(FIRST_PROMPT_WAIT_S if self._prompts == 0 else 0.0)
+        if not self.config.inject or self._damaged is not None:
+            self._prompts += 1
             return None
         try:
             return self._prompt_context(prompt)
+        except MemoryDamaged as exc:  # fail open, and say so
+            self._store_damaged(exc)
+            self.report_problems()
+            return None
         except Exception as exc:  # fail open
             log.warning("memory context skipped: %s", exc)
             return None
@@ -249,9 +337,12 @@ class MemoryPlugin:
                             "metadata": {**meta, "summary": one_line(text, 140)},
                         }
                     )
+            if self.embedding is not None:
+                self.embedding.stop()
             if not self.outbox.flush(5.0):
                 log.warning("memory outbox did not acknowledge in time; pending records stay in memory")
             self.outbox.close(timeout=2.0)
+            self.report_problems()
             for store in (self._reader, self._full):
                 if store is not None:
                     store.close()
@@ -280,6 +371,13 @@ def summary_source(entries: list[Entry], limit: int = SUMMARY_INPUT_CHARS) -> st
         half = room // 2
         body = body[:half] + "\n…\n" + body[-half:]
     return f"{head}\n\nThe session, one line per entry:\n{body}"
+
+
+def _embeds(spec: str | None) -> bool:
+    """Whether an embedder is configured, decided without loading it (``auto`` may find none)."""
+    if spec in (None, "", "auto"):
+        spec = os.environ.get("KEEL_MEMORY_EMBEDDER") or "auto"
+    return spec not in ("none", "off")
 
 
 def _cite(entry: Entry) -> str:

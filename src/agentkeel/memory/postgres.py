@@ -161,9 +161,10 @@ class PostgresStore(StoreBase):
     def _put_vectors(self, vectors: list[tuple[int, list[float]]]) -> None:
         with self._db.cursor() as cur:
             cur.executemany(
-                "INSERT INTO keel_vectors(rid, own) VALUES (%s, %s::vector)"
+                "INSERT INTO keel_vectors(rid, own) SELECT %s, %s::vector"
+                " WHERE EXISTS (SELECT 1 FROM keel_events WHERE rid = %s AND NOT forgotten)"
                 " ON CONFLICT (rid) DO UPDATE SET own = EXCLUDED.own",
-                [(rid, _vec(v)) for rid, v in vectors],
+                [(rid, _vec(v), rid) for rid, v in vectors],
             )
 
     def _vector_mark(self) -> int:
@@ -257,6 +258,23 @@ class PostgresStore(StoreBase):
             ).fetchall()
             self._db.rollback()
         return [row_of(r) for r in rows]
+
+    def pending_vectors(self) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT to_regclass('keel_vectors') IS NOT NULL").fetchone()
+            self._db.rollback()
+        if row is not None and row[0]:
+            return super().pending_vectors()
+        found = self._fetch("SELECT COUNT(*) FROM keel_events e WHERE NOT e.forgotten", ())
+        return int(found[0][0])
+
+    def check(self, full: bool = False) -> list[str]:
+        """The search index against the entries (the server itself guards its pages)."""
+        rows = self._fetch(
+            "SELECT (SELECT COUNT(*) FROM keel_search), (SELECT COUNT(*) FROM keel_events WHERE NOT forgotten)", ()
+        )
+        indexed, live = int(rows[0][0]), int(rows[0][1])
+        return [] if indexed == live else [f"the word index holds {indexed} rows for {live} entries"]
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

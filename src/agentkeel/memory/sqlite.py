@@ -8,14 +8,16 @@ an exact scan of 100k x 384 floats costs a few milliseconds, well inside the sea
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from agentkeel.memory.embed import Embedder
-from agentkeel.memory.model import EVENT_TYPES, Record
+from agentkeel.memory.health import check_store, damaged, is_corruption
+from agentkeel.memory.model import EVENT_TYPES, Entry, Record, date_words
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
 from agentkeel.memory.store import StoreBase
@@ -53,6 +55,24 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 LEXICAL_WEIGHTS = "1.0, 0.4, 2.0"  # own text, session context, date words
+FTS_TABLE = "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, ctx, whn, tokenize='porter unicode61')"
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _guarded(method: Callable[P, R]) -> Callable[P, R]:
+    """A store method that names the file and the fix when SQLite finds it damaged."""
+
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            if is_corruption(exc):
+                raise damaged(getattr(args[0], "path", "memory.db"), exc) from None
+            raise
+
+    return functools.wraps(method)(wrapper)
 
 
 SQLITE = Dialect(
@@ -76,22 +96,25 @@ class SQLiteStore(StoreBase):
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
+        self._in_tx = False
+        self._cache = _VectorCache()
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            model = self._meta("embedder") if embedder is not None else None
         except sqlite3.DatabaseError as exc:
             self._db.close()
+            if is_corruption(exc):
+                raise damaged(path, exc) from None
             raise RuntimeError(
                 f"{path} is not a usable memory database ({exc}): move it aside or set memory.store to another file"
             ) from None
-        self._in_tx = False
-        self._cache = _VectorCache()
         if embedder is not None:
-            model = self._meta("embedder")
             if model is None:
                 self._set_meta("embedder", embedder.name)
             elif model != embedder.name:
+                self._db.close()
                 raise RuntimeError(
                     f"{path} was indexed with embedder {model!r}, not {embedder.name!r}: "
                     f"set memory.embedder to {model!r} or run `keel mem reindex`"
@@ -177,10 +200,13 @@ class SQLiteStore(StoreBase):
         self._next_ver()
 
     def _put_vectors(self, vectors: list[tuple[int, list[float]]]) -> None:
+        """Store vectors, except for entries forgotten since they were read (a vector would keep
+        a trace of the erased text)."""
         ver = int(self._meta("ver") or 0)
         self._db.executemany(
-            "INSERT OR REPLACE INTO vectors(rid, own, ctx, ver) VALUES (?, ?, NULL, ?)",
-            [(rid, _blob(v), ver) for rid, v in vectors],
+            "INSERT OR REPLACE INTO vectors(rid, own, ctx, ver) SELECT ?, ?, NULL, ?"
+            " WHERE EXISTS (SELECT 1 FROM events WHERE rid = ? AND forgotten = 0)",
+            [(rid, _blob(v), ver, rid) for rid, v in vectors],
         )
 
     def _vector_mark(self) -> int:
@@ -206,7 +232,7 @@ class SQLiteStore(StoreBase):
                 "UPDATE vectors SET ver = ? WHERE rid = (SELECT rid FROM events WHERE id = ?)", (ver, old_id)
             )
 
-    def forget(self, ids: Sequence[str]) -> int:
+    def _forget(self, ids: Sequence[str]) -> int:
         """Erase entries for good (the user's right): text, metadata, index rows and vectors."""
         with self._lock:
             ver = self._next_ver()
@@ -304,7 +330,7 @@ class SQLiteStore(StoreBase):
         return [row_of(r) for r in rows]
 
     # -- whole-store views ------------------------------------------------------------------------
-    def stats(self) -> dict[str, Any]:
+    def _stats(self) -> dict[str, Any]:
         with self._lock:
             by_type = dict(
                 self._db.execute("SELECT type, COUNT(*) FROM events WHERE forgotten = 0 GROUP BY type").fetchall()
@@ -325,6 +351,55 @@ class SQLiteStore(StoreBase):
             "embedder": self.embedder.name if self.embedder else None,
             "bytes": self.path.stat().st_size if self.path.exists() else 0,
         }
+
+    # -- damage -----------------------------------------------------------------------------------
+    def check(self, full: bool = False) -> list[str]:
+        """What is wrong with the file (``health.check_store``); [] when healthy."""
+        return check_store(self.path, full)
+
+    def _rebuild_index(self) -> int:
+        """Rebuild the word index and every entry's session context from the entries (``keel mem
+        repair`` does this in the file it copies the readable entries into). Returns the count."""
+        with self._writing():
+            self._begin_batch()
+            self._db.execute("DROP TABLE IF EXISTS fts")
+            self._db.execute(FTS_TABLE)
+            done, last = 0, 0
+            while rows := self._live_rows(last, 1000):
+                self._db.executemany(
+                    "INSERT INTO fts(rowid, text, ctx, whn) VALUES (?, ?, '', ?)",
+                    [(r.rid, r.text, date_words(r.ts)) for r in rows],
+                )
+                done += len(rows)
+                last = rows[-1].rid
+            for project, session in self._sessions():
+                tail = self._session_tail(project, session, 1 << 30)
+                self._write_contexts([(row.rid, row.text, v) for row, v in tail])
+            self._commit()
+        return done
+
+    def export(self, **filters: Any) -> Iterator[Entry]:
+        try:
+            yield from super().export(**filters)
+        except sqlite3.DatabaseError as exc:
+            if is_corruption(exc):
+                raise damaged(self.path, exc) from None
+            raise
+
+    # every read and write names the file and the fix when SQLite finds it damaged
+    add_many = _guarded(StoreBase.add_many)
+    search = _guarded(StoreBase.search)
+    timeline = _guarded(StoreBase.timeline)
+    get = _guarded(StoreBase.get)
+    supersede = _guarded(StoreBase.supersede)
+    recent = _guarded(StoreBase.recent)
+    sessions = _guarded(StoreBase.sessions)
+    reindex = _guarded(StoreBase.reindex)
+    embed_pending = _guarded(StoreBase.embed_pending)
+    pending_vectors = _guarded(StoreBase.pending_vectors)
+    forget = _guarded(_forget)
+    stats = _guarded(_stats)
+    rebuild_index = _guarded(_rebuild_index)
 
 
 def _blob(vector: list[float]) -> bytes:

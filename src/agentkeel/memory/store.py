@@ -36,7 +36,6 @@ CONTEXT_SPAN = 2
 RRF_K = 5.0
 WEIGHTS = {"lexical": 0.55, "vector": 0.30, "context": 0.15}
 CANDIDATES = 100
-EMBED_ON_SEARCH = 32  # pending entries a search embeds first (~0.5 s with MiniLM); `keel mem embed` does the rest
 
 STOPWORDS = frozenset(
     (
@@ -74,6 +73,8 @@ class MemoryStore(Protocol):
     def sessions(self, project: str | None = None, limit: int = 50) -> list[dict[str, Any]]: ...
     def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int: ...
     def embed_pending(self, limit: int = 512) -> int: ...
+    def pending_vectors(self) -> int: ...
+    def check(self, full: bool = False) -> list[str]: ...
     def close(self) -> None: ...
 
 
@@ -305,6 +306,23 @@ class StoreBase:
         with self._writing():
             return self._reindex(embedder, batch, progress)
 
+    def pending_vectors(self) -> int:
+        """How many live entries wait for a vector (no embedding model needed to count them)."""
+        d = self.dialect
+        with self._lock:
+            mark = self._vector_mark()
+            rows = self._query(
+                f"SELECT COUNT(*) FROM {d.table} e WHERE e.rid > {d.ph} AND {d.live}"
+                f" AND NOT EXISTS (SELECT 1 FROM {d.vectors} v WHERE v.rid = e.rid)",
+                (mark,),
+            )
+            self._end_read()
+        return int(rows[0][0])
+
+    def check(self, full: bool = False) -> list[str]:
+        """What is wrong with the store, one short phrase per problem; [] when healthy."""
+        return []
+
     # -- writing -----------------------------------------------------------------------------------
     def _add_many(self, records: Iterable[dict[str, Any] | Record]) -> int:
         """Append records (masked), index them, and refresh the context of their session neighbours.
@@ -375,8 +393,9 @@ class StoreBase:
     def _embed_pending(self, limit: int) -> int:
         """Give vectors to entries stored without one: those a session captured (sessions index
         lexically so that no session pays for loading an embedding model) or that arrived while
-        an endpoint was down. Each vector search first embeds up to ``EMBED_ON_SEARCH`` of them (a
-        no-op costs one indexed query); entries still waiting are found lexically meanwhile."""
+        an endpoint was down. A search never does this (it would wait on the model); entries
+        still waiting are found by their words until an idle session's background pass
+        (``background.EmbeddingPass``) or `keel mem embed` gives them vectors."""
         if self.embedder is None:
             return 0
         mark = self._vector_mark()
@@ -464,7 +483,6 @@ class StoreBase:
             lists.append((WEIGHTS["lexical"], self._lexical(terms, flt, CANDIDATES)))
         vector = self._embed_query(query)
         if vector is not None:
-            self.embed_pending(EMBED_ON_SEARCH)
             lists.append((WEIGHTS["vector"], self._vector(vector, "own", flt, CANDIDATES)))
             lists.append((WEIGHTS["context"], self._vector(vector, "context", flt, CANDIDATES)))
         scores = rrf(lists)
