@@ -53,8 +53,10 @@ def _max_tokens(info: ModelInfo, configured: int | None, thinking: int | None) -
     return min(info.max_output, wanted)
 
 
-def _memory_plugin(settings: Settings, cwd: Path, home_dir: Path, session_id: str, window: int) -> MemoryPlugin | None:
-    """Memory for this session, or None when disabled or broken (memory fails open)."""
+def _memory_plugin(
+    settings: Settings, cwd: Path, home_dir: Path, session_id: str, window: int, warnings: list[str]
+) -> MemoryPlugin | None:
+    """Memory for this session, or None when disabled or broken: memory fails open, and says so."""
     from agentkeel.memory.plugin import MemoryPlugin
     from agentkeel.settings import MemorySettings
 
@@ -66,7 +68,8 @@ def _memory_plugin(settings: Settings, cwd: Path, home_dir: Path, session_id: st
         plugin.outbox.resume()
         return plugin
     except Exception as exc:
-        log.warning("memory disabled for this session: %s", exc)
+        log.warning("memory disabled for this session: %s", exc, exc_info=True)
+        warnings.append(f"memory is off for this session: {exc} (see `keel mem check`)")
         return None
 
 
@@ -228,7 +231,7 @@ class Runtime:
             # keel wrote that file itself: it must not cost the user their trust
             on_project_rule=(lambda: _retrust(store, cwd)) if trust.trusted else None,
         )
-        memory = _memory_plugin(settings, cwd, home_dir, session_id, info.context_window)
+        memory = _memory_plugin(settings, cwd, home_dir, session_id, info.context_window, loaded.warnings)
         tool_env = dict(settings.env)  # Bash's extra environment; SessionStart hooks may add to it
         services = Services()
         for kind, item in opts.services.items():

@@ -125,8 +125,12 @@ def _memory(parts: SessionParts) -> Extension | None:
     if memory is None:
         return None
 
+    async def start() -> None:  # a damaged store or outbox is told to the user before the first request
+        memory.report_problems(wait_s=0.2)
+
     async def on_prompt(info: PromptInfo) -> PromptVerdict | None:
         context = memory.prompt_context(info.text)
+        memory.report_problems()  # what the background check found since
         return PromptVerdict(context=(context,)) if context else None
 
     async def close() -> None:
@@ -136,7 +140,7 @@ def _memory(parts: SessionParts) -> Extension | None:
             memory.close()
 
     memory.attach(parts.bus)
-    return Extension("memory", on_prompt=on_prompt, tools=_memory_tools(memory), close=close)
+    return Extension("memory", on_prompt=on_prompt, tools=_memory_tools(memory), start=start, close=close)
 
 
 MEMORY_TOOLS = ("MemorySearch", "MemoryTimeline", "MemoryGet")
