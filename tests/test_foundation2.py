@@ -558,3 +558,10 @@ def test_a_huge_sparse_or_long_lined_session_loads_in_bounded_memory(
     )
     assert proc.returncode == 0, proc.stderr
     assert "2 unreadable line(s) skipped" in proc.stderr, proc.stderr
+
+
+def test_mem_reindex_takes_the_embedder_after_the_action_as_the_readme_writes_it(
+    keel: Callable[..., KeelRun],
+) -> None:
+    run = keel("mem", "reindex", "--embedder", "none")
+    assert run.code != 2 or "unrecognized arguments" not in run.stderr, run.stderr

@@ -67,8 +67,12 @@ def add_parser(sub: Any) -> None:
     msub.add_parser("retry", help="requeue dead-lettered capture records and index the outbox")
     msub.add_parser("check", help="check the memory database and its outbox for damage (exit 1 if damaged)")
     msub.add_parser("repair", help="rebuild a damaged memory database or outbox from what is readable")
-    msub.add_parser("reindex", help="rebuild every vector with --embedder (after switching, or an endpoint outage)")
-    msub.add_parser("embed", help="embed the entries still waiting for a vector (sessions capture lexically)")
+    for action, text in (
+        ("reindex", "rebuild every vector with --embedder (after switching, or an endpoint outage)"),
+        ("embed", "embed the entries still waiting for a vector (sessions capture lexically)"),
+    ):
+        # --embedder is accepted after the action too: keel mem reindex --embedder minilm
+        msub.add_parser(action, help=text).add_argument("--embedder", default=argparse.SUPPRESS)
     msub.add_parser("mcp", help="serve search/timeline/get as an MCP server over stdio")
     web = msub.add_parser("web", help="a read-only dashboard: live observations, search, sessions")
     web.add_argument("--host", default="127.0.0.1", help="loopback by default; memory is private")
