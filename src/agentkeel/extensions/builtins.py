@@ -126,7 +126,7 @@ def _memory(parts: SessionParts) -> Extension | None:
         return None
 
     async def start() -> None:  # a damaged store or outbox is told to the user before the first request
-        memory.report_problems(wait_s=0.2)
+        memory.report_problems()  # what is known now; the first prompt gives the check a moment more
 
     async def on_prompt(info: PromptInfo) -> PromptVerdict | None:
         context = memory.prompt_context(info.text)
