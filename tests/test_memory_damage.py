@@ -328,3 +328,13 @@ def test_a_session_with_a_damaged_outbox_keeps_reading_memory_and_says_capture_i
     assert f"keel: memory capture is off for this session: {outbox} is damaged (file is not a database)" in (run.stderr)
     assert "codeword12" in json.dumps(_requests(server)[0]).split("<memory-context", 1)[1]  # still remembered
     assert outbox.read_bytes() == before
+
+
+def test_check_and_repair_say_where_they_apply(project: Path, keel: Callable[..., KeelRun]) -> None:
+    healthy = keel("mem", "repair")
+    assert healthy.code == 0 and "healthy: nothing to repair" in healthy.stdout
+    dsn = "postgresql://keel:fake-password@127.0.0.1:9/nowhere"
+    for action in ("check", "repair"):
+        run = keel("mem", "--store", dsn, action)
+        assert run.code == 2 and "PostgreSQL guards its own pages" in _one_line(run)
+        assert "fake-password" not in run.stderr
