@@ -88,6 +88,7 @@ class MemoryPlugin:
         )
         self._damaged: MemoryDamaged | None = None  # the store: no context, no tools
         self._reported: set[str] = set()
+        self._waited = False  # the start check was waited for once (by the runtime or the first prompt)
         sqlite = not self.location.startswith(("postgresql://", "postgres://"))
         path = Path(self.location).expanduser()
         self._check = StoreCheck(path / "memory.db" if path.is_dir() else path) if sqlite and path.exists() else None
@@ -144,7 +145,8 @@ class MemoryPlugin:
     def problems(self, wait_s: float = 0.0) -> list[str]:
         """What is wrong with this session's memory, one line each (the check may be waited for)."""
         if self._check is not None:
-            found = self._check.result(wait_s)
+            found = self._check.result(0.0 if self._waited else wait_s)
+            self._waited = self._waited or wait_s > 0
             if found is not None:
                 self._store_damaged(found)
         if self.embedding is not None and self.embedding.damaged is not None:
@@ -195,8 +197,9 @@ class MemoryPlugin:
         """The ``<memory-context>`` block for a new prompt (UserPromptSubmit; SessionStart on the first).
 
         Before the first, the session start check is given up to ``FIRST_PROMPT_WAIT_S`` to
-        finish, and any problem is reported."""
-        self.report_problems(FIRST_PROMPT_WAIT_S if self._prompts == 0 else 0.0)
+        finish (unless it was waited for already: ``report_problems(wait_s)`` at session start),
+        and any problem is reported."""
+        self.report_problems(FIRST_PROMPT_WAIT_S)
         if not self.config.inject or self._damaged is not None:
             self._prompts += 1
             return None
