@@ -42,7 +42,14 @@ def run_once(turns: int) -> dict[str, float]:
         script.write_text(json.dumps({"steps": steps}))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         env["KEEL_HOME"] = str(Path(tmp) / "keelhome")
-        flags = ["--model", f"scripted:{script}", "--permission-mode", "bypassPermissions", "--max-turns", str(turns + 5)]
+        flags = [
+            "--model",
+            f"scripted:{script}",
+            "--permission-mode",
+            "bypassPermissions",
+            "--max-turns",
+            str(turns + 5),
+        ]
         proc = subprocess.run(
             [KEEL, "-p", "go", "--output-format", "json", *flags],
             cwd=project,
