@@ -84,16 +84,7 @@ class PermissionGate:
             decision = Decision("allow", f"allowed by a {call.approved_by}", decision.rule, "hook", decision.trace)
         if decision.decision == "ask":
             decision = await self._ask(call, decision)
-        self.emit(
-            PermissionDecided(
-                tool_use_id=call.id,
-                tool_name=call.name,
-                decision=decision.decision,
-                reason=decision.reason,
-                source=decision.stage,
-            )
-        )
-        return Verdict("allow" if decision.decision == "allow" else "deny", decision.reason, decision.stage)
+        return self._decided(call, decision)
 
     async def resolve(self, call: ToolCall, reason: str) -> Verdict:
         """Resolve an ask that another extension raised (a PreToolUse hook's "ask"): the same
@@ -102,6 +93,10 @@ class PermissionGate:
         decision = await self._ask(
             call, Decision("ask", reason or f"{call.name} asks for approval", None, "hook", (), suggestions)
         )
+        return self._decided(call, decision)
+
+    def _decided(self, call: ToolCall, decision: Decision) -> Verdict:
+        """Record the final decision on the bus and answer the loop."""
         self.emit(
             PermissionDecided(
                 tool_use_id=call.id,
