@@ -198,6 +198,20 @@ def timed_out(endpoint: str, timeout_s: float, *, waiting_for: str) -> ProviderE
     )
 
 
+def sdk_status_error(exc: Any, *, endpoint: str, model: str, key_hint: str) -> ProviderError:
+    """An official SDK's status error (anthropic.APIStatusError, openai.APIStatusError) as keel's."""
+    label, message = error_fields(exc.body)
+    return from_status(
+        exc.status_code,
+        message or str(exc.message),
+        exc.response.headers,
+        endpoint=endpoint,
+        model=model,
+        key_hint=key_hint,
+        label=label,
+    )
+
+
 def sdk_transport_error(exc: Exception, *, endpoint: str, timeout_s: float) -> ProviderError | None:
     """An exception of the HTTP stack under an SDK (httpx, httpcore, h11) raised while the stream is
     read, which the SDK lets through unwrapped: a timeout, or a broken stream. None for anything else."""

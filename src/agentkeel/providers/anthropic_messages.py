@@ -5,13 +5,12 @@ constructor; request and response conversion is shared with the wire client."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError, StreamChunk, TextChunk
 from agentkeel.providers._errors import (
-    error_fields,
-    from_status,
     from_stream_error,
+    sdk_status_error,
     sdk_transport_error,
     timed_out,
     unreachable,
@@ -83,7 +82,7 @@ class AnthropicProvider:
         except sdk.APIStatusError as e:
             if e.status_code < 300:  # an error event mid-stream (overloaded_error...), after a 200
                 raise from_stream_error(e.body, endpoint=self.endpoint) from None
-            raise self._status_error(e, request.model) from None
+            raise sdk_status_error(e, endpoint=self.endpoint, model=request.model, key_hint=self.key_hint) from None
         except sdk.APITimeoutError:
             raise timed_out(self.endpoint, self.timeout_s, waiting_for="data" if started else "response") from None
         except sdk.APIConnectionError as e:
@@ -104,18 +103,6 @@ class AnthropicProvider:
             stop_reason=final.stop_reason,
             usage=usage_from_wire(final.usage.to_dict()),
             model=final.model,
-        )
-
-    def _status_error(self, e: Any, model: str) -> ProviderError:
-        label, message = error_fields(e.body)
-        return from_status(
-            e.status_code,
-            message or str(e.message),
-            e.response.headers,
-            endpoint=self.endpoint,
-            model=model,
-            key_hint=self.key_hint,
-            label=label,
         )
 
     async def aclose(self) -> None:

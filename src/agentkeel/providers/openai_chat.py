@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentkeel.core.provider import ModelRequest, ProviderError, StreamChunk
 from agentkeel.providers._errors import (
-    error_fields,
-    from_status,
     from_stream_error,
+    sdk_status_error,
     sdk_transport_error,
     timed_out,
     unreachable,
@@ -71,7 +70,7 @@ class OpenAIChatProvider:
                 for piece in acc.add(chunk.to_dict()):
                     yield piece
         except sdk.APIStatusError as e:
-            raise self._status_error(e, request.model) from None
+            raise sdk_status_error(e, endpoint=self.endpoint, model=request.model, key_hint=self.key_hint) from None
         except sdk.APITimeoutError:
             raise timed_out(self.endpoint, self.timeout_s, waiting_for="data" if started else "response") from None
         except sdk.APIConnectionError as e:
@@ -91,18 +90,6 @@ class OpenAIChatProvider:
                 raise
             raise transport from None
         yield acc.response()
-
-    def _status_error(self, e: Any, model: str) -> ProviderError:
-        label, message = error_fields(e.body)
-        return from_status(
-            e.status_code,
-            message or str(e.message),
-            e.response.headers,
-            endpoint=self.endpoint,
-            model=model,
-            key_hint=self.key_hint,
-            label=label,
-        )
 
     async def aclose(self) -> None:
         await self._client.close()
