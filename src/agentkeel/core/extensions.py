@@ -152,3 +152,31 @@ class Extensions:
 
     def resolver(self) -> ResolveAsk | None:
         return next((e.resolve_ask for e in self.items if e.resolve_ask is not None), None)
+
+
+@dataclass(frozen=True)
+class LifecycleResult:
+    """What a subsystem learns from firing a lifecycle event (PreCompact, SubagentStart, ...).
+
+    ``blocked`` with ``reason``: a handler asked to stop what the event announces (a
+    SubagentStop hook that wants the child to keep going, a PreCompact hook that refuses);
+    ``context``: text handlers asked to add to the model's context."""
+
+    blocked: bool = False
+    reason: str = ""
+    context: tuple[str, ...] = ()
+
+
+class Lifecycle:
+    """The session's lifecycle-event point, a service (``services.get(Lifecycle)``).
+
+    Subsystems that own an event of SPEC section 4 (compaction, subagents, skills, instruction
+    loading, configuration and file watching) fire it here and know nothing of what listens.
+    This base class is what a session without hooks gets: nobody listens. The hooks extension
+    puts its dispatcher-backed subclass in the session's services when hooks are configured."""
+
+    def listens(self, event: str) -> bool:
+        return False
+
+    async def fire(self, event: str, fields: dict[str, Any], *, match: str | None = None) -> LifecycleResult:
+        return LifecycleResult()

@@ -35,7 +35,16 @@ from agentkeel.core.events import (
     SessionEnded,
     ToolStarted,
 )
-from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
+from agentkeel.core.extensions import (
+    Extension,
+    Lifecycle,
+    LifecycleResult,
+    PromptInfo,
+    PromptVerdict,
+    StopInfo,
+    ToolCall,
+    Verdict,
+)
 from agentkeel.core.provider import ModelRequest, ProviderError
 from agentkeel.core.tools import Services, ToolOutput, Workdir
 from agentkeel.core.types import TextBlock
@@ -96,6 +105,22 @@ def _always_asks(decision: Decision) -> bool:
     return any(s.verdict == "ask" and s.strength == "always" for s in decision.trace)
 
 
+class HookLifecycle(Lifecycle):
+    """Lifecycle events (PreCompact, SubagentStart, InstructionsLoaded...) fired through the hooks."""
+
+    def __init__(self, dispatcher: HookDispatcher) -> None:
+        self.d = dispatcher
+
+    def listens(self, event: str) -> bool:
+        return self.d.has(event)
+
+    async def fire(self, event: str, fields: dict[str, Any], *, match: str | None = None) -> LifecycleResult:
+        if not self.d.has(event):
+            return LifecycleResult()
+        result = await self.d.fire(event, fields, match=match)
+        return LifecycleResult(blocked=result.blocked, reason=result.block_reason, context=tuple(result.context))
+
+
 class HooksExtension:
     def __init__(
         self,
@@ -118,6 +143,8 @@ class HooksExtension:
         self._calls: dict[str, ToolCall] = {}
         self._batch: list[str] = []
         self._batch_done: list[dict[str, Any]] = []
+        if services is not None:
+            services.put(Lifecycle, HookLifecycle(dispatcher))
 
     def extension(self) -> Extension:
         return Extension(
