@@ -1,4 +1,4 @@
-"""The Lifecycle service: subsystems fire SPEC section 4 events without knowing of hooks."""
+"""The LifecyclePoint service: subsystems fire SPEC section 4 events without knowing of hooks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from agentkeel.core.extensions import Lifecycle, LifecycleResult
+from agentkeel.core.extensions import LifecyclePoint, LifecycleResult
 from agentkeel.core.tools import Services
 from agentkeel.extensions.hooks import HookContext, HookDispatcher, HooksExtension, load_hooks
 from agentkeel.settings import SettingsLayer
@@ -15,7 +15,7 @@ from agentkeel.settings import SettingsLayer
 
 def test_without_hooks_nobody_listens() -> None:
     services = Services()
-    life = services.get(Lifecycle)
+    life = services.get(LifecyclePoint)
     assert not life.listens("PreCompact")
     assert asyncio.run(life.fire("PreCompact", {"trigger": "auto"})) == LifecycleResult()
 
@@ -49,7 +49,7 @@ def test_hooks_extension_provides_the_lifecycle_service(tmp_path: Path) -> None:
     )
     services = Services()
     HooksExtension(HookDispatcher(config, ctx), services=services)
-    life = services.get(Lifecycle)
+    life = services.get(LifecyclePoint)
     assert life.listens("SubagentStop") and not life.listens("PreCompact")
     result = asyncio.run(life.fire("SubagentStop", {"agent_type": "reviewer"}, match="reviewer"))
     assert result.blocked and result.reason == "keep going"

@@ -167,8 +167,8 @@ class LifecycleResult:
     context: tuple[str, ...] = ()
 
 
-class Lifecycle:
-    """The session's lifecycle-event point, a service (``services.get(Lifecycle)``).
+class LifecyclePoint:
+    """The session's lifecycle-event point, a service (``services.get(LifecyclePoint)``).
 
     Subsystems that own an event of SPEC section 4 (compaction, subagents, skills, instruction
     loading, configuration and file watching) fire it here and know nothing of what listens.

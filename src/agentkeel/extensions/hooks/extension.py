@@ -37,7 +37,7 @@ from agentkeel.core.events import (
 )
 from agentkeel.core.extensions import (
     Extension,
-    Lifecycle,
+    LifecyclePoint,
     LifecycleResult,
     PromptInfo,
     PromptVerdict,
@@ -105,8 +105,8 @@ def _always_asks(decision: Decision) -> bool:
     return any(s.verdict == "ask" and s.strength == "always" for s in decision.trace)
 
 
-class HookLifecycle(Lifecycle):
-    """Lifecycle events (PreCompact, SubagentStart, InstructionsLoaded...) fired through the hooks."""
+class HookLifecycle(LifecyclePoint):
+    """LifecyclePoint events (PreCompact, SubagentStart, InstructionsLoaded...) fired through the hooks."""
 
     def __init__(self, dispatcher: HookDispatcher) -> None:
         self.d = dispatcher
@@ -144,7 +144,7 @@ class HooksExtension:
         self._batch: list[str] = []
         self._batch_done: list[dict[str, Any]] = []
         if services is not None:
-            services.put(Lifecycle, HookLifecycle(dispatcher))
+            services.put(LifecyclePoint, HookLifecycle(dispatcher))
 
     def extension(self) -> Extension:
         return Extension(
