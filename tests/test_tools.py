@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -425,3 +426,48 @@ def test_a_session_reaches_its_first_request_without_pydantic_or_the_tool_module
     loaded = set(ast.literal_eval(out.splitlines()[-1]))
     heavy = {"pydantic", *(f"agentkeel.tools.{m}" for m in ("files", "shell", "search", "web", "todo"))}
     assert "agentkeel.tools.schemas" in loaded and not loaded & heavy, out
+
+
+@pytest.mark.parametrize("engine", ["ripgrep", "python"])
+async def test_grep_refuses_a_fifo_or_a_device_instead_of_hanging(
+    engine: str, t: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Grep given a FIFO nobody writes to, or /dev/zero, used to hang (and leave rg running)."""
+    if engine == "python":
+        monkeypatch.setenv("KEEL_GREP_PYTHON", "1")
+    elif shutil.which("rg") is None:
+        pytest.skip("ripgrep not installed (.ci/run installs it)")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        out = await asyncio.wait_for(t("Grep", pattern="x", path=path), 10)
+        assert out.is_error and "not a regular file" in out.text(), out.text()
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep not installed (.ci/run installs it)")
+async def test_a_cancelled_grep_leaves_no_ripgrep_behind(tmp_path: Path) -> None:
+    from agentkeel.tools.search import GrepInput, ripgrep
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    rg = shutil.which("rg")
+    assert rg is not None
+    task = asyncio.ensure_future(ripgrep(GrepInput(pattern="x"), fifo, rg))  # rg blocks opening the FIFO
+    await asyncio.sleep(0.5)
+
+    def ripgreps() -> list[int]:
+        pids = []
+        for d in Path("/proc").iterdir():
+            try:
+                cmd = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if d.name.isdigit() and cmd and cmd[0].endswith(b"rg") and str(fifo).encode() in cmd:
+                pids.append(int(d.name))
+        return pids
+
+    assert ripgreps(), "ripgrep should be running on the FIFO"
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert ripgreps() == []

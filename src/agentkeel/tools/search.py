@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.tools.files import resolve
+from agentkeel.tools.reading import check_regular
 
 if TYPE_CHECKING:
     import pathspec
@@ -393,7 +396,13 @@ async def ripgrep(args: GrepInput, root: Path, rg: str) -> list[str]:
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
     )
-    out, err = await proc.communicate()
+    try:
+        out, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:  # cancelled (interrupt, timeout): ripgrep must not outlive the call
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
     if proc.returncode == 2 and not out:
         raise ToolError(f"grep failed: {err.decode(errors='replace').strip()}")
     lines = out.decode("utf-8", "replace").splitlines()
@@ -414,8 +423,12 @@ def _walk_order_of_count(line: str) -> list[str]:
 
 async def _grep(args: GrepInput, ctx: ToolContext) -> ToolOutput:
     root = resolve(ctx, args.path) if args.path else ctx.cwd
-    if not root.exists():
-        raise ToolError(f"Path does not exist: {root}")
+    try:
+        st = root.stat()
+    except OSError:
+        raise ToolError(f"Path does not exist: {root}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        check_regular(root, st)  # a FIFO or a device would never end (or never answer)
     _compile(args)  # same error for both engines
     rg = shutil.which("rg")
     engine = "ripgrep" if rg and not os.environ.get("KEEL_GREP_PYTHON") else "python"
