@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentkeel.fakellm.conversations import Conversation, RateLimit, pick
+
 EXHAUSTED = "[fake-llm: script exhausted]"
 
 
@@ -205,14 +207,36 @@ def parse_step(raw: Any, index: int) -> Step:
 class Script:
     steps: list[Step]
     loop: bool = False
+    # stateless per-conversation scripts and a rate limit: see agentkeel.fakellm.conversations
+    conversations: tuple[Conversation, ...] = ()
+    rate_limit: RateLimit | None = None
 
     @classmethod
     def from_data(cls, data: Any) -> Script:
         if isinstance(data, list):
             data = {"steps": data}
+        if isinstance(data, dict) and "conversations" in data:
+            return cls._with_conversations(data)
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-            raise ScriptError("a script is a JSON object with a 'steps' list")
-        return cls([parse_step(s, i) for i, s in enumerate(data["steps"])], loop=bool(data.get("loop", False)))
+            raise ScriptError("a script is a JSON object with a 'steps' list (or a 'conversations' list)")
+        return cls(
+            [parse_step(s, i) for i, s in enumerate(data["steps"])],
+            loop=bool(data.get("loop", False)),
+            rate_limit=_rate_limit(data.get("rate_limit")),
+        )
+
+    @classmethod
+    def _with_conversations(cls, data: dict[str, Any]) -> Script:
+        raw = data["conversations"]
+        if not isinstance(raw, list):
+            raise ScriptError("'conversations' must be a list of {match, steps}")
+        convs: list[Conversation] = []
+        for i, c in enumerate(raw):
+            if not isinstance(c, dict) or not isinstance(c.get("steps"), list):
+                raise ScriptError(f"conversation {i}: needs a 'steps' list")
+            steps = [parse_step(s, j) for j, s in enumerate(c["steps"])]
+            convs.append(Conversation(str(c.get("match", "")), steps))
+        return cls([], conversations=tuple(convs), rate_limit=_rate_limit(data.get("rate_limit")))
 
     @classmethod
     def load(cls, path: str | Path) -> Script:
@@ -223,6 +247,14 @@ class Script:
         except json.JSONDecodeError as e:
             raise ScriptError(f"script {path} is not valid JSON: {e}") from None
         return cls.from_data(data)
+
+
+def _rate_limit(raw: Any) -> RateLimit | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("per_minute"), int) or raw["per_minute"] < 1:
+        raise ScriptError("'rate_limit' needs a positive integer 'per_minute'")
+    return RateLimit(int(raw["per_minute"]), float(raw.get("retry_after", 1.0)))
 
 
 class ScriptCursor:
@@ -242,6 +274,14 @@ class ScriptCursor:
             self._index = 0
 
     def next(self, request: dict[str, Any] | None = None) -> Step:
+        limit = self.script.rate_limit
+        if limit is not None and not limit.admit():
+            with self._lock:
+                if request is not None:
+                    self.requests.append({**request, "rate_limited": True})
+            return _error_step({"status": 429, "retry_after": limit.retry_after}, -1)
+        if self.script.conversations:
+            return self._conversation_step(request)
         with self._lock:
             if request is not None:
                 self.requests.append(request)
@@ -253,6 +293,16 @@ class ScriptCursor:
             step = steps[self._index]
             self._index += 1
             return step
+
+    def _conversation_step(self, request: dict[str, Any] | None) -> Step:
+        body = (request or {}).get("body") or {}
+        with self._lock:
+            if request is not None:
+                self.requests.append(request)
+        conv, k = pick(self.script.conversations, body)
+        if conv is None or k >= len(conv.steps):
+            return Step(text=EXHAUSTED)
+        return conv.steps[k]
 
 
 def estimate_tokens(text: str) -> int:

@@ -1,0 +1,96 @@
+"""Stateless scripts for many conversations at once, and a scripted rate limit.
+
+A step-list script hands out steps in arrival order, which is right for one session and wrong
+for several sharing a server (a batch, parallel subagents): their requests interleave. A
+``conversations`` script instead picks the conversation whose ``match`` text occurs in the
+request's first user message (the earliest match in the prompt,
+before injected ``<context>``; ``""`` matches any), and answers with its step number *k = assistant messages so far*,
+so any number of sessions can run concurrently and each gets its own script::
+
+    {"conversations": [
+      {"match": "TASK-1", "steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "true"}}]}, "done"]},
+      {"match": "", "steps": ["the default answer"]}
+    ],
+     "rate_limit": {"per_minute": 60, "retry_after": 0.5}}
+
+``rate_limit`` answers 429 (with ``retry-after``) to any request beyond ``per_minute`` in the
+last 60 seconds, as a provider's rate limiter does; rejected requests do not count.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentkeel.fakellm.script import Step
+
+
+class Conversation:
+    __slots__ = ("match", "steps")
+
+    def __init__(self, match: str, steps: list[Step]) -> None:
+        self.match = match
+        self.steps = steps
+
+
+class RateLimit:
+    """A sliding one-minute window of accepted requests."""
+
+    def __init__(self, per_minute: int, retry_after: float) -> None:
+        self.per_minute = per_minute
+        self.retry_after = retry_after
+        self._accepted: collections.deque[float] = collections.deque()
+        self._lock = threading.Lock()
+        self.rejected = 0
+
+    def admit(self, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            while self._accepted and now - self._accepted[0] >= 60.0:
+                self._accepted.popleft()
+            if len(self._accepted) >= self.per_minute:
+                self.rejected += 1
+                return False
+            self._accepted.append(now)
+            return True
+
+
+def _texts_of(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    return []
+
+
+def first_user_texts(body: dict[str, Any]) -> list[str]:
+    """The text blocks of the first user message."""
+    for m in body.get("messages") or []:
+        if isinstance(m, dict) and m.get("role") == "user":
+            texts = [t for t in _texts_of(m.get("content")) if t]
+            if texts:
+                return texts
+    return []
+
+
+def assistant_turns(body: dict[str, Any]) -> int:
+    return sum(1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
+
+
+def pick(conversations: tuple[Conversation, ...], body: dict[str, Any]) -> tuple[Conversation | None, int]:
+    """The conversation this request belongs to, and the step it is at."""
+    texts = first_user_texts(body)
+    # the prompt before injected context (<memory-context>, <system-reminder>...): blocks that are not
+    # a tag first, and within a block the match that occurs earliest (a wire that joins the blocks)
+    texts.sort(key=lambda t: t.lstrip().startswith("<"))
+    for text in texts:
+        found = [(text.find(c.match), i) for i, c in enumerate(conversations) if c.match and c.match in text]
+        if found:
+            return conversations[min(found)[1]], assistant_turns(body)
+    for conv in conversations:
+        if not conv.match:
+            return conv, assistant_turns(body)
+    return None, 0
