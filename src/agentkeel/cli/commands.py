@@ -20,6 +20,10 @@ MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
 
 
 def run_subcommand(argv: list[str]) -> int:
+    if argv[0] == "batch":
+        from agentkeel.cli.batch import main as batch_main
+
+        return batch_main(argv[1:])
     p = argparse.ArgumentParser(prog="keel")
     sub = p.add_subparsers(dest="command", required=True)
 

@@ -14,7 +14,8 @@ so any number of sessions can run concurrently and each gets its own script::
      "rate_limit": {"per_minute": 60, "retry_after": 0.5}}
 
 ``rate_limit`` answers 429 (with ``retry-after``) to any request beyond ``per_minute`` in the
-last 60 seconds, as a provider's rate limiter does; rejected requests do not count.
+last 60 seconds (``window_s`` shortens the window for tests), as a provider's rate limiter does;
+rejected requests do not count.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ class Conversation:
 
 
 class RateLimit:
-    """A sliding one-minute window of accepted requests."""
+    """A sliding window (one minute unless ``window_s`` says otherwise) of accepted requests."""
 
-    def __init__(self, per_minute: int, retry_after: float) -> None:
+    def __init__(self, per_minute: int, retry_after: float, window_s: float = 60.0) -> None:
         self.per_minute = per_minute
         self.retry_after = retry_after
+        self.window_s = window_s
         self._accepted: collections.deque[float] = collections.deque()
         self._lock = threading.Lock()
         self.rejected = 0
@@ -49,7 +51,7 @@ class RateLimit:
     def admit(self, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now
         with self._lock:
-            while self._accepted and now - self._accepted[0] >= 60.0:
+            while self._accepted and now - self._accepted[0] >= self.window_s:
                 self._accepted.popleft()
             if len(self._accepted) >= self.per_minute:
                 self.rejected += 1

@@ -254,7 +254,7 @@ def _rate_limit(raw: Any) -> RateLimit | None:
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("per_minute"), int) or raw["per_minute"] < 1:
         raise ScriptError("'rate_limit' needs a positive integer 'per_minute'")
-    return RateLimit(int(raw["per_minute"]), float(raw.get("retry_after", 1.0)))
+    return RateLimit(int(raw["per_minute"]), float(raw.get("retry_after", 1.0)), float(raw.get("window_s", 60.0)))
 
 
 class ScriptCursor:
