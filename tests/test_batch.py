@@ -21,6 +21,7 @@ from agentkeel.batch.results import Result, ResultWriter, recorded
 from agentkeel.batch.tasks import TaskFileError, load_tasks
 from agentkeel.fakellm.server import FakeLLMServer
 from conftest import KEEL, KeelRun, session_files, wire_env
+from memory_fixtures import pg_root, postgres_dsn  # noqa: F401  (pg_root is a fixture)
 
 
 def _bash(command: str) -> dict[str, Any]:
@@ -303,3 +304,34 @@ def _procs(marker: str) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def test_workers_share_one_postgres_memory(
+    tmp_path: Path,
+    project: Path,
+    request: pytest.FixtureRequest,
+    keel: Callable[..., KeelRun],
+    fake_llm: Callable[[Any], FakeLLMServer],
+) -> None:
+    """With memory.store on PostgreSQL, what one task's session recorded is recalled by the next one's."""
+    dsn = postgres_dsn(request.getfixturevalue("pg_root"))
+    convs = [
+        {"match": "<learn>", "steps": [_bash("echo ok"), "Noted: deploys go through make ship-it-now"]},
+        {"match": "<recall>", "steps": ["done"]},
+    ]
+    server = fake_llm({"conversations": convs})
+    settings = {"memory": {"store": dsn, "embedder": "none"}}
+    tasks = [
+        {"id": "learn", "prompt": "<learn> the deploy command is make ship-it-now", "allowed_tools": ["Bash"],
+         "settings": settings},
+        {"id": "recall", "prompt": "<recall> how do deploys work here?", "settings": settings},
+    ]  # fmt: skip
+    out = tmp_path / "out.jsonl"
+    # concurrency 1: the second task starts after the first has ended (and its capture is flushed)
+    run = keel("batch", str(_write_tasks(tmp_path / "tasks.jsonl", tasks)), "-o", str(out), "--concurrency", "1",
+               env=_env(server))  # fmt: skip
+    assert run.code == 0, run.stderr
+    recall = [r for r in server.cursor.requests if "<recall>" in json.dumps(r["body"]["messages"][0])]
+    assert recall and "ship-it-now" in json.dumps(recall[0]["body"])
+    # and it came from PostgreSQL: the SQLite default store under KEEL_HOME was never created
+    assert not (tmp_path / "keelhome" / "memory" / "memory.db").exists()
