@@ -19,6 +19,7 @@ import pytest
 from agentkeel.batch.limiter import Limits, SharedLimiter
 from agentkeel.batch.results import Result, ResultWriter, recorded
 from agentkeel.batch.tasks import TaskFileError, load_tasks
+from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
 from conftest import KEEL, KeelRun, session_files, wire_env
 from memory_fixtures import pg_root, postgres_dsn  # noqa: F401  (pg_root is a fixture)
@@ -335,3 +336,32 @@ def test_workers_share_one_postgres_memory(
     assert recall and "ship-it-now" in json.dumps(recall[0]["body"])
     # and it came from PostgreSQL: the SQLite default store under KEEL_HOME was never created
     assert not (tmp_path / "keelhome" / "memory" / "memory.db").exists()
+
+
+def test_ctrl_c_cancels_cleanly_and_resume_finishes(
+    tmp_path: Path, project: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    convs, tasks = _fleet(6, sleep=30.0)
+    server = fake_llm({"conversations": convs})
+    tasks_file = _write_tasks(tmp_path / "tasks.jsonl", tasks)
+    out = tmp_path / "out.jsonl"
+    env = {**os.environ, **_env(server)}
+    cmd = [KEEL, "batch", str(tasks_file), "-o", str(out), "--concurrency", "2"]
+    batch = subprocess.Popen(cmd, cwd=project, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: len(_keel_children("<T00")) == 2 and len(server.cursor.requests) >= 2)
+    batch.send_signal(signal.SIGINT)
+    _, err = batch.communicate(timeout=120)
+    assert batch.returncode == 130, err
+    assert "interrupted; run again with --resume" in err and "Traceback" not in err
+    cancelled = recorded(out)
+    assert len(cancelled) == 2 and all(r.status == "cancelled" and r.session_id for r in cancelled.values())
+    assert not _keel_children("<T00")
+    for f in session_files(tmp_path / "keelhome"):  # every transcript is whole: each line is JSON
+        assert all(json.loads(line) for line in f.read_text().splitlines())
+    # --resume runs the cancelled tasks and the ones never started (with the sleeps made short)
+    fast, _ = _fleet(6)
+    server.cursor.reset(Script.from_data({"conversations": fast}))
+    resumed = subprocess.run([*cmd, "--resume"], cwd=project, env=env, stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert resumed.returncode == 1, resumed.stderr  # T003 fails on purpose
+    assert {r.status for r in recorded(out).values()} == {"success", "error"} and len(recorded(out)) == 6

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentkeel.batch.results import Result
 from agentkeel.batch.tasks import Task, TaskFileError
-from agentkeel.batch.worker import RunSpec, run_task
-
-if TYPE_CHECKING:
-    from agentkeel.batch.runner import KeepGoing
+from agentkeel.batch.worker import KeepGoing, RunSpec, run_task
 
 
 def _ray_run(task: Task, spec: RunSpec) -> Result:  # runs inside a Ray worker
@@ -60,7 +57,11 @@ class RayBackend:
                 self._refs[remote.remote(task, spec)] = task
             if not self._refs:
                 return
-            ready, _ = ray.wait(list(self._refs), num_returns=1, timeout=0.5)
+            try:
+                ready, _ = ray.wait(list(self._refs), num_returns=1, timeout=0.5)
+            except KeyboardInterrupt:  # Ctrl-C: cancel the running tasks; their results still come back
+                self.cancel()
+                continue
             for ref in ready:
                 task = self._refs.pop(ref)
                 try:
@@ -70,6 +71,10 @@ class RayBackend:
                 except ray.exceptions.RayError as e:
                     first = (str(e).strip().splitlines() or [type(e).__name__])[0]
                     yield Result(task.id, "error", error=f"ray: {first[:300]}")
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
 
     def cancel(self) -> None:
         self._cancelled = True

@@ -22,9 +22,7 @@ from typing import Protocol
 from agentkeel.batch.limiter import LimiterProxy, Limits
 from agentkeel.batch.results import FINAL, Result, ResultWriter, recorded
 from agentkeel.batch.tasks import Task, TaskFileError, load_tasks
-from agentkeel.batch.worker import RunSpec, keel_command, run_task
-
-KeepGoing = Callable[[], bool]
+from agentkeel.batch.worker import KeepGoing, RunSpec, keel_command, run_task
 
 
 class Backend(Protocol):
@@ -32,6 +30,9 @@ class Backend(Protocol):
 
     def cancel(self) -> None:
         """Ctrl-C: interrupt every running task (each ends as ``cancelled`` with a valid transcript)."""
+
+    @property
+    def cancelled(self) -> bool: ...
 
 
 @dataclass
@@ -112,7 +113,11 @@ class LocalBackend:
                     running.add(pool.submit(self._one, queue.pop(), spec))
                 if not running:
                     return
-                finished, running = _wait(running)
+                try:
+                    finished, running = _wait(running)
+                except KeyboardInterrupt:  # Ctrl-C: the running sessions end as "cancelled", and are yielded
+                    self.cancel()
+                    continue
                 for f in finished:
                     yield f.result()
 
@@ -120,6 +125,10 @@ class LocalBackend:
     def _interrupt(pid: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGINT)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
 
     def cancel(self) -> None:
         self._cancelled.set()
@@ -193,19 +202,16 @@ def run_batch(
         if opts.max_budget_usd is not None and progress.cost_usd >= opts.max_budget_usd:
             outcome.budget_stopped = True
             return False
-        return not outcome.interrupted
+        return True
 
+    def on_sigint(signum: int, frame: object) -> None:
+        backend.cancel()  # no KeyboardInterrupt mid-write: the backend winds down and yields what ends
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        results = backend.run(todo, spec, keep_going)
-        while True:
-            try:
-                result = next(results)
-            except StopIteration:
-                break
-            except KeyboardInterrupt:
-                outcome.interrupted = True
-                backend.cancel()
-                continue
+        for result in backend.run(todo, spec, keep_going):  # a backend turns Ctrl-C into cancelled results
             started.add(result.id)
             writer.write(result)
             progress.done += 1
@@ -218,10 +224,13 @@ def run_batch(
             if on_progress is not None:
                 on_progress(progress)
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         writer.close()
         outcome.limiter_429 = sum(p.limiter.stats.upstream_429 for p in proxies)
         outcome.limiter_admitted = sum(p.limiter.stats.admitted for p in proxies)
         for p in proxies:
             p.stop()
+    outcome.interrupted = backend.cancelled
     outcome.not_started = [t.id for t in todo if t.id not in started]
     return outcome

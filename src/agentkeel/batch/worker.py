@@ -27,6 +27,9 @@ from agentkeel.batch.tasks import Task
 
 _PR_SET_PDEATHSIG = 1
 
+#: a backend asks before starting each task (the runner says no once the budget is spent)
+KeepGoing = Callable[[], bool]
+
 
 @dataclass(frozen=True)
 class RunSpec:

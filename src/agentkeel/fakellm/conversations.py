@@ -23,18 +23,8 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from agentkeel.fakellm.script import Step
-
-
-class Conversation:
-    __slots__ = ("match", "steps")
-
-    def __init__(self, match: str, steps: list[Step]) -> None:
-        self.match = match
-        self.steps = steps
+from collections.abc import Sequence
+from typing import Any
 
 
 class RateLimit:
@@ -82,17 +72,17 @@ def assistant_turns(body: dict[str, Any]) -> int:
     return sum(1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
 
 
-def pick(conversations: tuple[Conversation, ...], body: dict[str, Any]) -> tuple[Conversation | None, int]:
-    """The conversation this request belongs to, and the step it is at."""
+def pick(matches: Sequence[str], body: dict[str, Any]) -> tuple[int | None, int]:
+    """Which conversation (by its ``match`` text) this request belongs to, and the step it is at."""
     texts = first_user_texts(body)
     # the prompt before injected context (<memory-context>, <system-reminder>...): blocks that are not
     # a tag first, and within a block the match that occurs earliest (a wire that joins the blocks)
     texts.sort(key=lambda t: t.lstrip().startswith("<"))
     for text in texts:
-        found = [(text.find(c.match), i) for i, c in enumerate(conversations) if c.match and c.match in text]
+        found = [(text.find(m), i) for i, m in enumerate(matches) if m and m in text]
         if found:
-            return conversations[min(found)[1]], assistant_turns(body)
-    for conv in conversations:
-        if not conv.match:
-            return conv, assistant_turns(body)
+            return min(found)[1], assistant_turns(body)
+    for i, m in enumerate(matches):
+        if not m:
+            return i, assistant_turns(body)
     return None, 0

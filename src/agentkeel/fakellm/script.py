@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentkeel.fakellm.conversations import Conversation, RateLimit, pick
+from agentkeel.fakellm.conversations import RateLimit, pick
 
 EXHAUSTED = "[fake-llm: script exhausted]"
 
@@ -99,6 +99,14 @@ class Step:
 
 class ScriptError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One session's script in a ``conversations`` script (see agentkeel.fakellm.conversations)."""
+
+    match: str
+    steps: list[Step]
 
 
 ERROR_TYPES = {
@@ -299,10 +307,11 @@ class ScriptCursor:
         with self._lock:
             if request is not None:
                 self.requests.append(request)
-        conv, k = pick(self.script.conversations, body)
-        if conv is None or k >= len(conv.steps):
+        convs = self.script.conversations
+        i, k = pick([c.match for c in convs], body)
+        if i is None or k >= len(convs[i].steps):
             return Step(text=EXHAUSTED)
-        return conv.steps[k]
+        return convs[i].steps[k]
 
 
 def estimate_tokens(text: str) -> int:
