@@ -19,7 +19,7 @@ from typing import Any
 class PidfdChildWatcher(asyncio.AbstractChildWatcher):
     """The 3.12 pidfd watcher: each child's pidfd is read by the loop that is running when it starts."""
 
-    def add_child_handler(self, pid: int, callback: Any, *args: Any) -> None:
+    def add_child_handler(self, pid: int, callback: Any, *args: Any) -> None:  # type: ignore[override]
         loop = asyncio.get_running_loop()
         pidfd = os.pidfd_open(pid)
         loop._add_reader(pidfd, self._do_wait, pid, pidfd, callback, args)  # type: ignore[attr-defined]
