@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from agentkeel._version import __version__
 from agentkeel.core.provider import ProviderError
 from agentkeel.providers import _conn
+from agentkeel.providers._body import encode_json as encode_json
 from agentkeel.providers._errors import (
     from_response,
     from_stream_error,
@@ -41,11 +42,6 @@ if TYPE_CHECKING:
 
 USER_AGENT = f"agentkeel/{__version__}"
 WHOLE_BODY = "keel.whole-body"  # the event a 200 JSON answer (a server that ignored stream: true) arrives as
-
-
-def encode_json(body: Any) -> bytes:
-    """Compact UTF-8 JSON; a character UTF-8 cannot carry (a lone surrogate) becomes '?', not a crash."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
 
 
 @dataclass(frozen=True)
