@@ -18,8 +18,9 @@ import sys
 import threading
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from agentkeel._version import __version__
 from agentkeel.core.provider import ProviderError
@@ -44,8 +45,7 @@ USER_AGENT = f"agentkeel/{__version__}"
 WHOLE_BODY = "keel.whole-body"  # the event a 200 JSON answer (a server that ignored stream: true) arrives as
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     """One request's destination and what to say when it fails."""
 
     url: str

@@ -7,8 +7,9 @@ client and the SDK adapter."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError, TextChunk
 from agentkeel.core.types import (
@@ -125,8 +126,7 @@ def request_body(request: ModelRequest, cache: BodyCache) -> bytes:
 # --- wire -> neutral --------------------------------------------------------------------
 
 
-@dataclass
-class _PartialCall:
+class _PartialCall(msgspec.Struct):
     id: str = ""
     name: str = ""
     arguments: str = ""
@@ -147,16 +147,15 @@ def usage_from_wire(u: dict[str, Any]) -> Usage:
     )
 
 
-@dataclass
-class ChunkAccumulator:
+class ChunkAccumulator(msgspec.Struct):
     """Folds the chunks of one streamed completion (choice 0) into one neutral response."""
 
     endpoint: str = ""
-    text: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    text: list[str] = msgspec.field(default_factory=list)
+    reasoning: list[str] = msgspec.field(default_factory=list)
+    calls: dict[int, _PartialCall] = msgspec.field(default_factory=dict)
     finish: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = msgspec.field(default_factory=Usage)
     model: str = ""
 
     def add(self, chunk: Any) -> list[TextChunk]:
