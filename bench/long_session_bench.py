@@ -7,18 +7,25 @@ check, the tool, secret redaction of the result (twice: the result guard and the
 the session log, memory capture. If a per-turn cost grew with the session's length, the
 per-turn figure of the long run would be a multiple of the short one's.
 
+Per length: ``ms_per_turn`` (the run's duration over its turns, startup and the first tool
+call's imports included), ``median_turn_ms`` (the median gap between two requests, from the
+session log's timestamps: a turn in steady state) and ``cpu_ms_per_turn`` (CPU of the keel
+process over its turns). Medians over the runs, with min-max.
+
     python bench/long_session_bench.py [--turns 50 200 1000] [--runs 3] [--json bench/results/long_session.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 KEEL = str(Path(sys.executable).parent / "keel")
@@ -50,17 +57,31 @@ def run_once(turns: int) -> dict[str, float]:
             "--max-turns",
             str(turns + 5),
         ]
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [KEEL, "-p", "go", "--output-format", "json", *flags],
             cwd=project,
             env=env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
-            check=False,
         )
-        result = json.loads(proc.stdout)
-        assert result["subtype"] == "success" and result["num_turns"] == turns + 1, (result, proc.stderr)
-        return {"duration_s": result["duration_ms"] / 1000, "ms_per_turn": result["duration_ms"] / (turns + 1)}
+        out = proc.stdout.read()  # type: ignore[union-attr]
+        _, _, usage = os.wait4(proc.pid, 0)
+        result = json.loads(out)
+        assert result["subtype"] == "success" and result["num_turns"] == turns + 1, result
+        log = next((Path(tmp) / "keelhome" / "projects").glob("*/*.jsonl"))
+        stamps = [
+            datetime.fromisoformat(json.loads(x)["timestamp"].replace("Z", "+00:00")).timestamp()
+            for x in log.read_text().splitlines()
+            if '"request_start"' in x
+        ]
+        gaps = [b - a for a, b in itertools.pairwise(stamps)]
+        return {
+            "duration_s": result["duration_ms"] / 1000,
+            "ms_per_turn": result["duration_ms"] / (turns + 1),
+            "median_turn_ms": statistics.median(gaps) * 1000,
+            "cpu_ms_per_turn": (usage.ru_utime + usage.ru_stime) * 1000 / (turns + 1),
+        }
 
 
 def main() -> None:
@@ -72,7 +93,11 @@ def main() -> None:
     report: dict[str, object] = {"runs": args.runs, "python": sys.version.split()[0], "cpus": os.cpu_count()}
     for turns in args.turns:
         runs = [run_once(turns) for _ in range(args.runs)]
-        report[f"turns_{turns}"] = {k: round(statistics.median(r[k] for r in runs), 2) for k in runs[0]}
+        report[f"turns_{turns}"] = {
+            k: {"median": round(statistics.median(v), 2), "min": round(min(v), 2), "max": round(max(v), 2)}
+            for k in runs[0]
+            if (v := [r[k] for r in runs])
+        }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

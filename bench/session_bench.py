@@ -3,8 +3,10 @@
 Reports, per path, the median over N runs of: wall time, CPU time (user+sys of the keel
 process), peak RSS, and time from process start to the first model request received by the
 server. Paths: each wire format through keel's own client (``anthropic``, ``openai``: the
-default) and through the official SDK (``anthropic-sdk``, ``openai-sdk``: provider.transport
-"sdk"), and the in-process scripted model (``scripted``: no HTTP at all). Runs alternate
+default, on keel's lean HTTP client), the Anthropic one on httpx (``anthropic-httpx``:
+KEEL_HTTP_CLIENT=httpx, the stack used through a proxy), through the official SDK
+(``anthropic-sdk``, ``openai-sdk``: provider.transport "sdk"), and the in-process scripted model
+(``scripted``: no HTTP at all). Medians, with the min-max spread. Runs alternate
 between the paths so that machine drift hits them alike. Also `keel --version` wall time, the
 import cost of httpx and of each SDK, and the top import costs up to the first request on the
 default path (``python -X importtime``).
@@ -35,7 +37,7 @@ from agentkeel.fakellm.server import FakeLLMServer
 KEEL = str(Path(sys.executable).parent / "keel")
 
 
-PATHS = ("anthropic", "anthropic-sdk", "openai", "openai-sdk", "scripted")
+PATHS = ("anthropic", "anthropic-httpx", "anthropic-sdk", "openai", "openai-sdk", "scripted")
 
 
 def run_once(path: str, importtime: bool = False) -> dict[str, float]:
@@ -49,7 +51,9 @@ def run_once(path: str, importtime: bool = False) -> dict[str, float]:
         server.start_background()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "KEEL_"))}
         env["KEEL_HOME"] = str(Path(tmp) / "keelhome")
-        env["KEEL_PROVIDER_TRANSPORT"] = transport or "wire"
+        env["KEEL_PROVIDER_TRANSPORT"] = "sdk" if transport == "sdk" else "wire"
+        if transport == "httpx":
+            env["KEEL_HTTP_CLIENT"] = "httpx"
         if importtime:
             env["PYTHONPROFILEIMPORTTIME"] = "1"
         extra: list[str] = []
@@ -102,6 +106,7 @@ def run_once(path: str, importtime: bool = False) -> dict[str, float]:
 
 
 IMPORTS: list[str] = []
+SPREAD: dict[str, Any] = {"median": statistics.median, "min": min, "max": max}
 
 
 def _stamp_lines(stream: IO[bytes], into: list[tuple[float, str]]) -> None:
@@ -149,7 +154,9 @@ def main() -> None:
         for path in PATHS:
             runs[path].append(run_once(path))
     for path in PATHS:
-        report[path] = {k: round(statistics.median(r[k] for r in runs[path]), 4) for k in runs[path][0]}
+        report[path] = {
+            k: {f: round(f_(r[k] for r in runs[path]), 4) for f, f_ in SPREAD.items()} for k in runs[path][0]
+        }
     report["keel_version_s"] = round(statistics.median(timed([KEEL, "--version"]) for _ in range(5)), 4)
     run_once("anthropic", importtime=True)
     report["imports_to_first_request_anthropic_wire"] = top_imports(IMPORTS)

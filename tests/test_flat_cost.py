@@ -1,6 +1,13 @@
 """A turn costs the harness the same at turn 200 as at turn 20: a growth ratio measured within
 one session (not a wall-clock limit). Everything keel does per turn is in it: the view, the
-permission check, the tool, redaction (result guard and the bus), the session log, capture."""
+permission check, the tool, redaction (result guard and the bus), the session log, capture.
+
+Each turn adds a 27 kB tool result, so by turn 200 the conversation holds 6 MB: anything that
+goes over the whole conversation each turn (serialising it again, folding the log again) costs
+several times a turn's own work there, and the ratio shows it. Turns are timed in CPU time of
+the process, which the load of other processes on a shared machine does not stretch. Checked
+by putting one back: the scripted model re-encoding every message each turn fails this test
+(ratio 2.7-3.8 here; a flat session measures 0.9-1.05)."""
 
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ async def test_per_turn_harness_cost_does_not_grow_with_the_session(project: Pat
     steps: list[object] = []
     for i in range(turns):
         path = project / f"m{i}.py"
-        path.write_text("".join(f"def f{j}(x):\n    return x + {j}  # file {i}\n\n" for j in range(150)))
+        path.write_text("".join(f"def f{j}(x):\n    return x + {j}  # file {i}\n\n" for j in range(600)))
         steps.append({"text": f"step {i}", "tool_calls": [{"name": "Read", "input": {"file_path": str(path)}}]})
     steps.append("done")
     script = project.parent / "long.json"
@@ -27,7 +34,7 @@ async def test_per_turn_harness_cost_does_not_grow_with_the_session(project: Pat
 
     def on_event(event: Event) -> None:
         if isinstance(event, RequestStarted):
-            stamps.append(time.perf_counter())
+            stamps.append(time.process_time())  # CPU time: other processes' load does not move it
 
     rt = Runtime.create(RuntimeOptions(cwd=project, model=f"scripted:{script}", max_turns=turns + 5))
     rt.bus.subscribe(on_event)
@@ -37,5 +44,6 @@ async def test_per_turn_harness_cost_does_not_grow_with_the_session(project: Pat
         await rt.aclose()
     assert result.subtype == "success" and result.num_turns == turns + 1
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    early, late = statistics.median(gaps[10:60]), statistics.median(gaps[-50:])
-    assert late / early < 2.5, (early, late)
+    early, late = statistics.median(gaps[5:30]), statistics.median(gaps[-40:])
+    assert late / early < 1.8, (early, late)
+    print(f"per-turn gap: {early * 1000:.1f} ms early, {late * 1000:.1f} ms late, ratio {late / early:.2f}")

@@ -12,6 +12,7 @@ which know some 200 services' key formats; their kind is the gitleaks rule id.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -115,10 +116,59 @@ def _card(match: re.Match[str]) -> str:
 
 
 def redact(text: str) -> str:
-    """Mask every secret found in text."""
+    """Mask every secret found in text.
+
+    The same text passes here several times: a tool result at the result guard, then inside the
+    events the bus persists, then in memory capture; a model's message in each event that carries
+    it. So answers are remembered (``_Memo``), and each answer is remembered as its own answer: masked
+    text is clean, and masking it again costs a dictionary lookup. ``scan`` is the work itself.
+    """
+    if not text:
+        return text
+    known = _MEMO.get(text)
+    if known is not None:
+        return known
+    masked = scan(text)
+    _MEMO.put(text, masked)
+    return masked
+
+
+def scan(text: str) -> str:
+    """Mask every secret found in text, remembering nothing (``redact`` remembers)."""
     if not text:
         return text
     return _vendored(_builtin(text))
+
+
+class _Memo:
+    """text -> masked text for the most recent texts, bounded in count and in characters (oldest
+    go first). Masked text maps to itself: redaction is idempotent (tests/test_redact.py checks
+    ``scan(scan(x)) == scan(x)``), so a text the result guard masked is clean for every later reader."""
+
+    def __init__(self, max_items: int = 2048, max_chars: int = 8_000_000) -> None:
+        self._map: dict[str, str] = {}
+        self._chars = 0
+        self._max_items, self._max_chars = max_items, max_chars
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> str | None:
+        return self._map.get(text)
+
+    def put(self, text: str, masked: str) -> None:
+        if len(text) + len(masked) > self._max_chars // 4:
+            return  # one huge text would push everything else out
+        with self._lock:
+            for key in (text, masked) if masked != text else (text,):
+                if key not in self._map:
+                    self._map[key] = masked
+                    self._chars += len(key)
+            while len(self._map) > self._max_items or self._chars > self._max_chars:
+                oldest = next(iter(self._map))
+                del self._map[oldest]
+                self._chars -= len(oldest)
+
+
+_MEMO = _Memo()
 
 
 def _builtin(text: str) -> str:

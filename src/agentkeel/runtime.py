@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentkeel import _childwatch
 from agentkeel._version import __version__
 from agentkeel.core.events import EventBus, Notice, SessionEnded, SessionStarted, SinkFailed
 from agentkeel.core.extensions import Extension, Extensions
@@ -349,6 +350,7 @@ class Runtime:
         if self._started:
             return
         self._started = True
+        _childwatch.install()  # Python 3.11: a pidfd per Bash call, not a thread
         for ext in self.agent.ext:
             if ext.start is None:
                 continue

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from agentkeel.core.events import Event, StreamRetry
 from agentkeel.core.provider import ModelRequest, ModelResponse, Provider, ProviderError, StreamChunk
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(msgspec.Struct, frozen=True):
     max_retries: int = 4
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0

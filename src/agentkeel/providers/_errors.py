@@ -10,7 +10,6 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from agentkeel.core.provider import ErrorKind, PromptTooLongError, ProviderError
@@ -64,6 +63,8 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
         return float(value)
     except ValueError:
         pass
+    from email.utils import parsedate_to_datetime  # an HTTP date: rare, and email is a heavy import
+
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -1,24 +1,31 @@
-"""The HTTP side of the wire clients: one ``httpx.AsyncClient`` per session (keep-alive across
-turns, HTTP/1.1, proxies and CA bundles from the environment), a POST whose streamed answer comes
-back as server-sent events, and every transport failure turned into a :class:`ProviderError`.
+"""The HTTP side of the wire clients: one connection pool per session (keep-alive across turns,
+HTTP/1.1, CA bundles from the environment), a POST whose streamed answer comes back as server-sent
+events, and every transport failure turned into a :class:`ProviderError`.
 
-httpx is imported at the first request, never at import time. Loading the CA bundle (60-130 ms
-here) starts on a thread when the session is created, so it overlaps the rest of startup
-(OpenSSL parses the bundle without holding the GIL); an ``http://`` endpoint skips it.
+Two HTTP stacks, one behaviour. Directly (no proxy variable set): keel's lean asyncio client
+(``_conn``), which costs nothing to import. Through a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``,
+``ALL_PROXY``, with ``NO_PROXY``), on macOS and Windows (system proxy settings) or with
+``KEEL_HTTP_CLIENT=httpx``: httpx, imported at the first request. Loading the CA bundle (60-130 ms
+here) starts on a thread when the session is created, so it overlaps the rest of startup (OpenSSL
+parses the bundle without holding the GIL); an ``http://`` endpoint skips it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from agentkeel._version import __version__
 from agentkeel.core.provider import ProviderError
+from agentkeel.providers import _conn
+from agentkeel.providers._body import encode_json as encode_json
 from agentkeel.providers._errors import (
     from_response,
     from_stream_error,
@@ -38,13 +45,7 @@ USER_AGENT = f"agentkeel/{__version__}"
 WHOLE_BODY = "keel.whole-body"  # the event a 200 JSON answer (a server that ignored stream: true) arrives as
 
 
-def encode_json(body: Any) -> bytes:
-    """Compact UTF-8 JSON; a character UTF-8 cannot carry (a lone surrogate) becomes '?', not a crash."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
-
-
-@dataclass(frozen=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     """One request's destination and what to say when it fails."""
 
     url: str
@@ -99,6 +100,14 @@ class TlsContext:
 _PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
+def wants_httpx(environ: Mapping[str, str]) -> bool:
+    """httpx where keel's lean client would not do what httpx does: proxies (from the environment,
+    or the system's on macOS and Windows), or when asked (``KEEL_HTTP_CLIENT=httpx``)."""
+    if environ.get("KEEL_HTTP_CLIENT", "").strip().lower() == "httpx" or sys.platform in ("darwin", "win32"):
+        return True
+    return any(environ.get(name, "").strip() for name in _PROXY_VARIABLES)
+
+
 class HttpSession:
     """Owns the connection pool of one provider (one session). ``aclose`` ends it."""
 
@@ -106,6 +115,7 @@ class HttpSession:
         self._client: httpx.AsyncClient | None = None
         self._httpx: Any = None
         self._tls = TlsContext(base_url, os.environ)
+        self._pool = None if wants_httpx(os.environ) else _conn.Pool(self._tls.get, CONNECT_TIMEOUT_S)
 
     def _get(self, timeout_s: float) -> httpx.AsyncClient:
         if self._client is None:
@@ -128,6 +138,11 @@ class HttpSession:
     async def post_sse(self, target: Target, headers: dict[str, str], body: bytes) -> AsyncGenerator[SSEEvent, None]:
         """POST ``body`` and yield the server-sent events of the answer. An error status, a transport
         failure, a timeout or a 200 that carries an error raise :class:`ProviderError`."""
+        if self._pool is not None:
+            async with aclosing(self._post_lean(self._pool, target, headers, body)) as events:
+                async for event in events:
+                    yield event
+            return
         client = self._get(target.timeout_s)
         httpx = self._httpx
         request = client.build_request(
@@ -161,7 +176,46 @@ class HttpSession:
         finally:
             await response.aclose()
 
-    async def _events(self, response: httpx.Response, target: Target) -> AsyncGenerator[SSEEvent, None]:
+    async def _post_lean(
+        self, pool: _conn.Pool, target: Target, headers: dict[str, str], body: bytes
+    ) -> AsyncGenerator[SSEEvent, None]:
+        sent = {"user-agent": USER_AGENT, "content-type": "application/json", "accept": "application/json", **headers}
+        try:
+            response = await pool.post(target.url, sent, body, target.timeout_s)
+        except _conn.ConnectTimedOut:
+            raise unreachable(target.endpoint, "connection timed out") from None
+        except _conn.ConnectFailed as e:
+            raise unreachable(target.endpoint, one_line(str(e), 160)) from None
+        except _conn.AnswerTimedOut:
+            raise timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
+        except _conn.NoAnswer as e:
+            raise ProviderError(
+                "connection", f"{target.endpoint} closed the connection: {one_line(str(e), 160)}"
+            ) from None
+        except _conn.BodyBroken as e:
+            raise ProviderError(
+                "stream_broken", f"{target.endpoint} sent a malformed answer: {one_line(str(e), 160)}"
+            ) from None
+        except (OSError, ValueError) as e:  # the CA bundle; a header with a line break
+            raise ProviderError(
+                "connection", f"cannot send the request to {target.endpoint}: {one_line(str(e), 160)}"
+            ) from None
+        try:
+            async with aclosing(self._events(response, target)) as events:
+                async for event in events:
+                    yield event
+        except _conn.BodyTimedOut:
+            raise timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
+        except _conn.HttpError as e:
+            raise ProviderError(
+                "stream_broken", f"the response stream from {target.endpoint} broke: {one_line(str(e), 160)}"
+            ) from None
+        finally:
+            await response.aclose()
+
+    async def _events(
+        self, response: httpx.Response | _conn.Response, target: Target
+    ) -> AsyncGenerator[SSEEvent, None]:
         if response.status_code >= 300:
             raw = await response.aread()
             raise from_response(
@@ -183,6 +237,8 @@ class HttpSession:
             yield event
 
     async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()

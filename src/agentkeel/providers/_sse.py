@@ -7,11 +7,10 @@ blank line when the body ends is dropped, as browsers and the official SDKs do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
+class SSEEvent(msgspec.Struct, frozen=True):
     event: str | None
     data: str
 

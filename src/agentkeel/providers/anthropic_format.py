@@ -19,6 +19,7 @@ from agentkeel.core.types import (
     ToolUseBlock,
     Usage,
 )
+from agentkeel.providers._body import BodyCache, encode_json, json_array, spliced
 from agentkeel.providers._errors import from_stream_error
 
 _CACHE = {"type": "ephemeral"}
@@ -58,36 +59,65 @@ def _cacheable(block: dict[str, Any]) -> bool:
     )
 
 
-def request_params(request: ModelRequest, *, caching: bool = True) -> dict[str, Any]:
-    """The request body (without ``stream``): also the keyword arguments of the SDK's ``messages.stream``.
+def message_to_wire(message: Message) -> dict[str, Any]:
+    return {"role": message.role, "content": [block_to_wire(b) for b in message.content]}
 
-    Prompt caching puts breakpoints on the system prompt, the last tool and the last block of the
-    last message: the stable prefix is read from the cache on the next turn."""
-    messages: list[dict[str, Any]] = [
-        {"role": m.role, "content": [block_to_wire(b) for b in m.content]} for m in request.messages
-    ]
-    tools: list[dict[str, Any]] = [
-        {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
-    ]
+
+def _with_breakpoint(message: dict[str, Any]) -> dict[str, Any]:
+    """The last message, with a cache breakpoint on its last block (where the API allows one)."""
+    last: list[dict[str, Any]] = message["content"]
+    if last and _cacheable(last[-1]):
+        message = {**message, "content": [*last[:-1], dict(last[-1], cache_control=_CACHE)]}
+    return message
+
+
+def _tools(request: ModelRequest, caching: bool) -> list[dict[str, Any]]:
+    tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools]
+    if caching and tools:
+        tools[-1] = dict(tools[-1], cache_control=_CACHE)
+    return tools
+
+
+def _params(request: ModelRequest, caching: bool, messages: Any, tools: Any) -> dict[str, Any]:
     params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens, "messages": messages}
     if request.system:
         system: list[dict[str, Any]] = [{"type": "text", "text": request.system}]
         if caching:
             system[-1]["cache_control"] = _CACHE
         params["system"] = system
-    if tools:
-        if caching:
-            tools[-1] = dict(tools[-1], cache_control=_CACHE)
+    if request.tools:
         params["tools"] = tools
-    if caching and messages:
-        last: list[dict[str, Any]] = messages[-1]["content"]
-        if last and _cacheable(last[-1]):
-            last[-1] = dict(last[-1], cache_control=_CACHE)
     if request.thinking_budget:
         params["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_budget}
     elif request.temperature is not None:
         params["temperature"] = request.temperature
     return params
+
+
+def request_params(request: ModelRequest, *, caching: bool = True) -> dict[str, Any]:
+    """The request body (without ``stream``): also the keyword arguments of the SDK's ``messages.stream``.
+
+    Prompt caching puts breakpoints on the system prompt, the last tool and the last block of the
+    last message: the stable prefix is read from the cache on the next turn."""
+    messages = [message_to_wire(m) for m in request.messages]
+    if caching and messages:
+        messages[-1] = _with_breakpoint(messages[-1])
+    return _params(request, caching, messages, _tools(request, caching))
+
+
+def request_body(request: ModelRequest, cache: BodyCache, *, caching: bool = True) -> bytes:
+    """``encode_json({**request_params(request), "stream": True})``, byte for byte, serialising only
+    the messages (and tool list) the last request through ``cache`` did not have."""
+    messages = request.messages
+    parts = cache.items(messages[:-1], lambda m: encode_json(message_to_wire(m)))
+    if messages:
+        wire = message_to_wire(messages[-1])
+        parts.append(encode_json(_with_breakpoint(wire) if caching else wire))
+    key = (caching, *((t.name, t.description, t.input_schema) for t in request.tools))
+    spliced_parts = {"messages": json_array(parts)}
+    if request.tools:
+        spliced_parts["tools"] = cache.tools(key, lambda: encode_json(_tools(request, caching)))
+    return spliced({**_params(request, caching, None, None), "stream": True}, spliced_parts)
 
 
 # --- wire -> neutral --------------------------------------------------------------------

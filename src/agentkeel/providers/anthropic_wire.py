@@ -1,6 +1,6 @@
 """Anthropic Messages API over keel's own HTTP client (the default ``wire`` transport): streamed
 SSE, text, thinking with signatures, redacted thinking, tool use, prompt caching, usage with cache
-reads and writes, an ``error`` event mid-stream. No SDK; httpx is imported at the first request."""
+reads and writes, an ``error`` event mid-stream. No SDK. Each turn serialises only its new messages."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from contextlib import aclosing
 from typing import Any
 
 from agentkeel.core.provider import ModelRequest, StreamChunk
-from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, encode_json, parse_data
-from agentkeel.providers.anthropic_format import MessageStream, request_params, response_from_wire
+from agentkeel.providers._body import BodyCache
+from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, parse_data
+from agentkeel.providers.anthropic_format import MessageStream, request_body, response_from_wire
 from agentkeel.providers.endpoints import AnthropicEndpoint
 
 
@@ -23,10 +24,10 @@ class AnthropicWireProvider:
         self.caching = caching
         self._headers = endpoint.headers()
         self._http = HttpSession(endpoint.base_url)
+        self._body = BodyCache()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        body = request_params(request, caching=self.caching)
-        body["stream"] = True
+        body = request_body(request, self._body, caching=self.caching)
         target = Target(
             url=f"{self.endpoint}/v1/messages",
             endpoint=self.endpoint,
@@ -36,7 +37,7 @@ class AnthropicWireProvider:
         )
         state = MessageStream(self.endpoint)
         whole: Any = None
-        async with aclosing(self._http.post_sse(target, self._headers, encode_json(body))) as events:
+        async with aclosing(self._http.post_sse(target, self._headers, body)) as events:
             async for event in events:
                 data = parse_data(event, self.endpoint)
                 if event.event == WHOLE_BODY:  # a server that ignored "stream": true

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+import msgspec
 
 from agentkeel.core.types import Usage
 
@@ -23,8 +24,7 @@ class ModelConfigError(ValueError):
     """A model name or provider configuration that cannot work; the message says what to do."""
 
 
-@dataclass(frozen=True)
-class Prices:
+class Prices(msgspec.Struct, frozen=True):
     input: float = 0.0
     output: float = 0.0
     cache_read: float = 0.0
@@ -39,13 +39,12 @@ class Prices:
         ) / 1_000_000
 
 
-@dataclass(frozen=True)
-class ModelInfo:
+class ModelInfo(msgspec.Struct, frozen=True):
     provider: str
     model: str
     context_window: int
     max_output: int
-    prices: Prices = field(default_factory=Prices)
+    prices: Prices = msgspec.field(default_factory=Prices)
 
     @property
     def qualified(self) -> str:

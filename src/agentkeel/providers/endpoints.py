@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from agentkeel.providers.catalog import ModelConfigError, default_base_url
 
@@ -26,13 +27,12 @@ CONNECT_TIMEOUT_S = 10.0
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
-@dataclass(frozen=True)
-class AnthropicEndpoint:
+class AnthropicEndpoint(msgspec.Struct, frozen=True):
     base_url: str = ANTHROPIC_API_URL
     api_key: str | None = None
     auth_token: str | None = None
     betas: tuple[str, ...] = ()
-    custom_headers: Mapping[str, str] = field(default_factory=dict)
+    custom_headers: Mapping[str, str] = msgspec.field(default_factory=dict)
     timeout_s: float = DEFAULT_TIMEOUT_S
 
     @property
@@ -58,13 +58,12 @@ class AnthropicEndpoint:
         return _merge(out, self.extra_headers())
 
 
-@dataclass(frozen=True)
-class OpenAIEndpoint:
+class OpenAIEndpoint(msgspec.Struct, frozen=True):
     base_url: str = OPENAI_API_URL
     api_key: str | None = None
     organization: str | None = None
     project: str | None = None
-    custom_headers: Mapping[str, str] = field(default_factory=dict)
+    custom_headers: Mapping[str, str] = msgspec.field(default_factory=dict)
     timeout_s: float = DEFAULT_TIMEOUT_S
     key_hint: str = "OPENAI_API_KEY"
 

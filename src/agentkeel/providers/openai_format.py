@@ -7,8 +7,9 @@ client and the SDK adapter."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError, TextChunk
 from agentkeel.core.types import (
@@ -21,6 +22,7 @@ from agentkeel.core.types import (
     ToolUseBlock,
     Usage,
 )
+from agentkeel.providers._body import BodyCache, encode_json, json_array, spliced
 from agentkeel.providers._errors import from_stream_error
 
 STOP_REASONS = {
@@ -43,66 +45,88 @@ def _tool_call(block: ToolUseBlock) -> dict[str, Any]:
     return {"id": block.id, "type": "function", "function": {"name": block.name, "arguments": json.dumps(block.input)}}
 
 
-def messages_to_wire(system: str, messages: list[Message]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for m in messages:
-        if m.role == "assistant":
-            text = "".join(b.text for b in m.content if isinstance(b, TextBlock))
-            msg: dict[str, Any] = {"role": "assistant", "content": text or None}
-            calls = [_tool_call(b) for b in m.content if isinstance(b, ToolUseBlock)]
-            if calls:
-                msg["tool_calls"] = calls
-            out.append(msg)
-            continue
-        parts: list[dict[str, Any]] = []
-        for b in m.content:
-            if isinstance(b, ToolResultBlock):
-                out.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": b.tool_use_id,
-                        "content": ("Error: " if b.is_error else "") + b.text(),
-                    }
-                )
-                images = [x for x in b.content if isinstance(x, ImageBlock)] if isinstance(b.content, list) else []
-                parts += [_image_url(x) for x in images]
-            elif isinstance(b, TextBlock):
-                parts.append({"type": "text", "text": b.text})
-            elif isinstance(b, ImageBlock):
-                parts.append(_image_url(b))
-        if parts:
-            only_text = all(p["type"] == "text" for p in parts)
-            out.append({"role": "user", "content": "\n".join(p["text"] for p in parts) if only_text else parts})
+def message_to_wire(m: Message) -> list[dict[str, Any]]:
+    """One neutral message as Chat Completions messages: tool results become ``tool`` messages."""
+    if m.role == "assistant":
+        text = "".join(b.text for b in m.content if isinstance(b, TextBlock))
+        msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+        calls = [_tool_call(b) for b in m.content if isinstance(b, ToolUseBlock)]
+        if calls:
+            msg["tool_calls"] = calls
+        return [msg]
+    out: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, ToolResultBlock):
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": b.tool_use_id,
+                    "content": ("Error: " if b.is_error else "") + b.text(),
+                }
+            )
+            images = [x for x in b.content if isinstance(x, ImageBlock)] if isinstance(b.content, list) else []
+            parts += [_image_url(x) for x in images]
+        elif isinstance(b, TextBlock):
+            parts.append({"type": "text", "text": b.text})
+        elif isinstance(b, ImageBlock):
+            parts.append(_image_url(b))
+    if parts:
+        only_text = all(p["type"] == "text" for p in parts)
+        out.append({"role": "user", "content": "\n".join(p["text"] for p in parts) if only_text else parts})
     return out
 
 
-def request_params(request: ModelRequest) -> dict[str, Any]:
-    """The request body: also the keyword arguments of the SDK's ``chat.completions.create``."""
+def messages_to_wire(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for m in messages:
+        out += message_to_wire(m)
+    return out
+
+
+def _tools(request: ModelRequest) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
+        for t in request.tools
+    ]
+
+
+def _params(request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": request.model,
-        "messages": messages_to_wire(request.system, request.messages),
+        "messages": messages,
         "max_tokens": request.max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
     if request.tools:
-        params["tools"] = [
-            {
-                "type": "function",
-                "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-            }
-            for t in request.tools
-        ]
+        params["tools"] = tools
     if request.temperature is not None:
         params["temperature"] = request.temperature
     return params
 
 
+def request_params(request: ModelRequest) -> dict[str, Any]:
+    """The request body: also the keyword arguments of the SDK's ``chat.completions.create``."""
+    return _params(request, messages_to_wire(request.system, request.messages), _tools(request))
+
+
+def request_body(request: ModelRequest, cache: BodyCache) -> bytes:
+    """``encode_json(request_params(request))``, byte for byte, serialising only the messages (and
+    tool list) the last request through ``cache`` did not have."""
+    head = [encode_json({"role": "system", "content": request.system})] if request.system else []
+    parts = cache.items(request.messages, lambda m: b",".join(encode_json(w) for w in message_to_wire(m)))
+    spliced_parts = {"messages": json_array(head + parts)}
+    if request.tools:
+        key = tuple((t.name, t.description, t.input_schema) for t in request.tools)
+        spliced_parts["tools"] = cache.tools(key, lambda: encode_json(_tools(request)))
+    return spliced(_params(request, None, None), spliced_parts)
+
+
 # --- wire -> neutral --------------------------------------------------------------------
 
 
-@dataclass
-class _PartialCall:
+class _PartialCall(msgspec.Struct):
     id: str = ""
     name: str = ""
     arguments: str = ""
@@ -123,16 +147,15 @@ def usage_from_wire(u: dict[str, Any]) -> Usage:
     )
 
 
-@dataclass
-class ChunkAccumulator:
+class ChunkAccumulator(msgspec.Struct):
     """Folds the chunks of one streamed completion (choice 0) into one neutral response."""
 
     endpoint: str = ""
-    text: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    text: list[str] = msgspec.field(default_factory=list)
+    reasoning: list[str] = msgspec.field(default_factory=list)
+    calls: dict[int, _PartialCall] = msgspec.field(default_factory=dict)
     finish: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = msgspec.field(default_factory=Usage)
     model: str = ""
 
     def add(self, chunk: Any) -> list[TextChunk]:

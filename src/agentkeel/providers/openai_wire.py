@@ -1,7 +1,7 @@
 """OpenAI-compatible Chat Completions over keel's own HTTP client (the default ``wire`` transport):
 OpenAI, Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter, DeepSeek. Streamed tool-call deltas
-by index, ``stream_options.include_usage``, reasoning deltas, an error chunk mid-stream. No SDK;
-httpx is imported at the first request."""
+by index, ``stream_options.include_usage``, reasoning deltas, an error chunk mid-stream. No SDK.
+Each turn serialises only its new messages."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from contextlib import aclosing
 from typing import Any
 
 from agentkeel.core.provider import ModelRequest, StreamChunk
-from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, encode_json, parse_data
+from agentkeel.providers._body import BodyCache
+from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, parse_data
 from agentkeel.providers.endpoints import OpenAIEndpoint
-from agentkeel.providers.openai_format import ChunkAccumulator, completion_from_wire, request_params
+from agentkeel.providers.openai_format import ChunkAccumulator, completion_from_wire, request_body
 
 
 class OpenAIWireProvider:
@@ -23,6 +24,7 @@ class OpenAIWireProvider:
         self.endpoint = endpoint.base_url
         self._headers = endpoint.headers()
         self._http = HttpSession(endpoint.base_url)
+        self._body = BodyCache()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         target = Target(
@@ -34,7 +36,7 @@ class OpenAIWireProvider:
         )
         acc = ChunkAccumulator(self.endpoint)
         whole: Any = None
-        async with aclosing(self._http.post_sse(target, self._headers, encode_json(request_params(request)))) as events:
+        async with aclosing(self._http.post_sse(target, self._headers, request_body(request, self._body))) as events:
             async for event in events:
                 if event.data.startswith("[DONE]"):
                     continue  # read on to the end of the body: the connection goes back to the pool

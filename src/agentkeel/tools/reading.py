@@ -150,6 +150,10 @@ class LineWindow:
             self.newlines += need
         self.scanned += n - pos
         while pos < n and not self.full:
+            if not self._cur:
+                pos = self._whole_lines(data, pos)  # the lines this chunk holds whole, in bulk
+                if pos >= n or self.full:
+                    break
             nl = data.find(b"\n", pos)
             end = n if nl < 0 else nl
             room = LINE_KEEP - len(self._cur)
@@ -164,6 +168,26 @@ class LineWindow:
         if pos < n:
             self.newlines += data.count(b"\n", pos)
         return self.scanned >= SCAN_AFTER_START
+
+    def _whole_lines(self, data: bytes, pos: int) -> int:
+        """Keep the complete lines of data from pos (as _take_line would, one by one); where they end."""
+        last = data.rfind(b"\n", pos)
+        if last < 0:
+            return pos
+        want = self.limit - len(self.lines)
+        raws = data[pos:last].split(b"\n", want)
+        if len(raws) > want:
+            raws.pop()  # past the window
+        for raw in raws:
+            pos += len(raw) + 1
+            text = raw[:LINE_KEEP].decode("utf-8", "replace")
+            text = (text[:-1] if text.endswith("\r") else text)[: MAX_LINE_CHARS + 1]
+            self.lines.append(text)
+            self._room -= len(text) + 64
+            self.newlines += 1
+            if self._room <= 0:
+                break
+        return pos
 
     def feed_zeros(self, n: int) -> None:
         """Take ``n`` NUL bytes (a hole of a sparse file) without their being read."""
