@@ -20,7 +20,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-
 FRAMING_TOKENS = 3  # the request's framing, never cached: the real APIs report a few uncached tokens too
 
 
