@@ -200,7 +200,7 @@ class ContextManager:
         """What is re-injected after every compaction: the working state, and the nested
         instructions and path rules of the files in play."""
         extra = [self.state.render()]
-        applies = self.instructions.for_files(self.state.files)
+        applies = self.instructions.for_files([*self.state.changed, *self.state.files])
         if applies:
             extra.append(
                 "Instructions for the files in play (re-loaded after compaction):\n"
