@@ -100,7 +100,7 @@ class PromptBuilder:
         sig = self._signature()
         if self._memo is not None and self._memo[0] == sig:
             return self._memo[1], self._memo[2]
-        if self._memo is not None:
+        if self.builds:  # a source changed (or the memo was dropped): read them again
             self.instructions.reload()
         kept = fit(self.sections(), self.budget_tokens, self.dropped)
         text = "\n\n".join(s.text for s in kept)

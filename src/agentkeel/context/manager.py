@@ -176,6 +176,10 @@ class ContextManager:
         return breakdown(request, self.estimator, parts)
 
     async def _fit(self, request: ModelRequest, error: PromptTooLongError | None) -> Event | None:
+        if error is not None and error.limit and error.limit < self.window.size:
+            # the provider named the real window: smaller than the catalog said
+            self.window.size = error.limit
+            self.window.reserve = min(self.window.reserve, error.limit // 4)
         request = dataclasses.replace(request, system=self.builder.text())
         tokens = self.tokens(request)
         limit = self.window.usable

@@ -276,6 +276,11 @@ class ScriptCursor:
                 self.script = script
             self._index = 0
 
+    def record(self, request: dict[str, Any]) -> None:
+        """A request answered outside the script (refused as over the window): logged, no step used."""
+        with self._lock:
+            self.requests.append(request)
+
     def next(self, request: dict[str, Any] | None = None, raw: str = "") -> Step:
         with self._lock:
             if request is not None:

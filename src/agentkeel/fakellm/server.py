@@ -100,12 +100,13 @@ class _Handler(BaseHTTPRequestHandler):
             cache_creation_input_tokens=prompt.cache_creation,
             over_window=bool(window and prompt.total > window),
         )
+        if window and prompt.total > window:
+            self.server.cursor.record(record)
+            self._json(*too_long_error(wire, prompt.total, window))
+            return
         step = self.server.cursor.next(record, raw)
         if step.delay_s:
             time.sleep(step.delay_s)
-        if window and prompt.total > window:
-            self._json(*too_long_error(wire, prompt.total, window))
-            return
         model = str(body.get("model", "fake-model"))
         n = len(self.server.cursor.requests)
         sized = json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
