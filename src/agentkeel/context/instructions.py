@@ -82,12 +82,25 @@ def frontmatter(text: str) -> tuple[dict[str, object], str]:
             continue
         key, value = m[1], m[2].strip()
         if value.startswith("[") and value.endswith("]"):
-            data[key] = [v.strip().strip("'\"") for v in value[1:-1].split(",") if v.strip()]
+            data[key] = [v.strip().strip("'\"") for v in split_list(value[1:-1]) if v.strip()]
         elif value:
             data[key] = value.strip("'\"")
         else:
             data[key] = []
     return data, body
+
+
+def split_list(text: str) -> list[str]:
+    """Split on commas outside braces (``a/*.{ts,tsx}, b`` is two globs)."""
+    out, depth, cur = [], 0, ""
+    for c in text:
+        depth += (c == "{") - (c == "}")
+        if c == "," and depth <= 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += c
+    return [*out, cur]
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
@@ -255,7 +268,8 @@ class Instructions:
                 continue
             meta, body = frontmatter(text)
             raw = meta.get("paths")
-            globs = tuple(g.strip() for g in (raw if isinstance(raw, list) else str(raw or "").split(",")) if g.strip())
+            items = raw if isinstance(raw, list) else split_list(str(raw or ""))
+            globs = tuple(g.strip().strip("'\"") for g in items if g.strip())
             if not globs:
                 self._seen.add(path.resolve())
                 self.files.append(InstructionFile(path, body, "rule", "session_start"))
