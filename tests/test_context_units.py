@@ -140,6 +140,7 @@ def test_builder_fits_by_priority_keeps_order_and_memoises(tmp_path: Path) -> No
     agents.write_text("first version")
     style, _ = find_style(None, cwd, home)
     builder = PromptBuilder(cwd, "anthropic:m", load(tmp_path, home, keel_home, cwd), style, 10_000)
+    builder.check_interval_s = 0  # check the sources on every call
     first = builder.text()
     assert builder.text() == first and builder.builds == 1  # memoised
     assert first.index("You are keel") < first.index("<env>") < first.index("first version")

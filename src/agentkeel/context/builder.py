@@ -10,6 +10,7 @@ first (and noted). The result is memoised and rebuilt only when a source file ch
 from __future__ import annotations
 
 import platform
+import time
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -51,7 +52,10 @@ class PromptBuilder:
     append: str | None = None
     dropped: list[str] = field(default_factory=list)
     builds: int = 0
+    # sources are re-checked (stat) at most this often; a session's own edits invalidate at once
+    check_interval_s: float = 1.0
     _memo: tuple[tuple[object, ...], str, list[Section]] | None = None
+    _checked: float = 0.0
 
     def sections(self) -> list[Section]:
         identity = IDENTITY if not self.style.text or self.style.keep_coding else IDENTITY.replace(" coding", "")
@@ -97,6 +101,10 @@ class PromptBuilder:
 
     def build(self) -> tuple[str, list[Section]]:
         """The prompt and the sections in it; rebuilt only when a source changed."""
+        now = time.monotonic()
+        if self._memo is not None and now - self._checked < self.check_interval_s:
+            return self._memo[1], self._memo[2]
+        self._checked = now
         sig = self._signature()
         if self._memo is not None and self._memo[0] == sig:
             return self._memo[1], self._memo[2]

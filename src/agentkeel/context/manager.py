@@ -18,7 +18,7 @@ from typing import Any
 from agentkeel.context.builder import PromptBuilder
 from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, Plan, compact
 from agentkeel.context.instructions import InstructionFile, Instructions, render
-from agentkeel.context.state import FILE_TOOLS, WorkingState
+from agentkeel.context.state import CHANGING_TOOLS, FILE_TOOLS, WorkingState
 from agentkeel.context.styles import find_style
 from agentkeel.context.tokens import Accounting, Breakdown, Estimator, Window, breakdown
 from agentkeel.core.events import Event, Notice
@@ -149,6 +149,8 @@ class ContextManager:
         if not isinstance(raw, str) or not raw:
             return output
         path = Path(raw) if Path(raw).is_absolute() else (call.cwd or self.instructions.cwd) / raw
+        if call.name in CHANGING_TOOLS and path in self.instructions.sources():
+            self.builder.invalidate()  # the session edited an instruction file: the next request sees it
         added = self.instructions.touched(path)
         if not added:
             return output
