@@ -146,6 +146,7 @@ async def test_precompact_hook_can_refuse_and_postcompact_is_told(
                 return LifecycleResult(context=("HOOK-CONTEXT-kept",))
             return LifecycleResult()
 
+    (project / "AGENTS.md").write_text("planted")
     server = fake_llm({"steps": [*reads(project, 4), "ok", "ok"], "match": [{"contains": COMPACT, "steps": ["S"]}]})
     rt = runtime(project, server, tmp_path, autoCompact=False, keepRecent=0.05, window=30_000, strategy="summarize")
     point = Point()
@@ -158,6 +159,10 @@ async def test_precompact_hook_can_refuse_and_postcompact_is_told(
         await rt.run("more")
     finally:
         await rt.aclose()
+    loaded = [f for n, f in fired if n == "InstructionsLoaded"]
+    assert [(Path(f["file_path"]).name, f["load_reason"], f["memory_type"]) for f in loaded] == [
+        ("AGENTS.md", "session_start", "Project")
+    ]
     names = [n for n, _ in fired if n in ("PreCompact", "PostCompact")]
     assert names == ["PreCompact", "PreCompact", "PostCompact"]
     assert fired[[n for n, _ in fired].index("PreCompact")][1]["custom_instructions"] == "keep the paths"

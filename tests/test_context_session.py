@@ -113,6 +113,9 @@ def test_long_session_compacts_never_overflows_retains_and_resumes(
     )
     assert run.code == 0, run.stderr
     assert run.json()["subtype"] == "success" and run.json()["num_turns"] == 204
+    ctx = run.json()["context"]  # --output-format json carries the context accounting
+    assert ctx["window"] == 40_000 and ctx["compactions"] >= 4 and ctx["state"] in ("safe", "warning")
+    assert ctx["breakdown"]["tools"] > 0 and ctx["tokens"] < ctx["usable"]
 
     requests = server.cursor.requests
     assert all(not r["over_window"] for r in requests), [r["input_tokens"] for r in requests if r["over_window"]]

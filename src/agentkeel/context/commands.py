@@ -10,13 +10,17 @@ import asyncio
 import os
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from agentkeel.context.manager import ContextManager
+from agentkeel.core.loop import Agent
 from agentkeel.core.provider import ModelRequest
 
-if TYPE_CHECKING:
-    from agentkeel.runtime import Runtime
+
+class Runtime(Protocol):
+    """What these commands need of a :class:`agentkeel.runtime.Runtime` (this package sits below it)."""
+
+    agent: Agent
 
 
 def _manager(runtime: Runtime) -> ContextManager:
@@ -128,3 +132,24 @@ async def _edit(mgr: ContextManager, words: list[str]) -> str:
     code = await proc.wait()
     mgr.builder.invalidate()
     return f"{editor} exited with {code}; the instructions are re-read on the next request."
+
+
+def result_fields(runtime: Runtime) -> dict[str, Any]:
+    """The ``context`` key of ``--output-format json``: the window, the context now by source,
+    the compactions and the cached share of input tokens."""
+    mgr = runtime.agent.services.find(ContextManager)
+    if mgr is None:
+        return {}
+    request = current_request(runtime)
+    tokens = mgr.tokens(request)
+    u = mgr.accounting.usage
+    total_in = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+    return {
+        "window": mgr.window.size,
+        "usable": mgr.window.usable,
+        "tokens": tokens,
+        "state": mgr.window.state(tokens),
+        "breakdown": mgr.breakdown(request).parts,
+        "compactions": mgr.accounting.compactions,
+        "cache_read_share": round(u.cache_read_tokens / total_in, 4) if total_in else 0.0,
+    }
