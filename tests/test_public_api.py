@@ -55,6 +55,7 @@ BANDS: list[tuple[str, tuple[str, ...]]] = [
             "agentkeel.redact",
             "agentkeel.protocol",
             "agentkeel.prompt",
+            "agentkeel.context",
             "agentkeel.trust",
             "agentkeel.session",
             "agentkeel.settings",

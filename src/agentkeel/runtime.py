@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeel import _childwatch
 from agentkeel._version import __version__
+from agentkeel.context.manager import ContextManager
 from agentkeel.core.events import EventBus, Notice, SessionEnded, SessionStarted, SinkFailed
 from agentkeel.core.extensions import Extension, Extensions
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
@@ -25,7 +26,6 @@ from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.extensions.builtins import SessionParts, default_extensions
 from agentkeel.extensions.redaction import redact_event
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
-from agentkeel.prompt import build_system_prompt
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model, untrusted_model_allowed
 from agentkeel.safety import AskRepeat
 from agentkeel.session.load import AmbiguousSession, LoadReport, find_session, list_sessions, load_session
@@ -259,24 +259,38 @@ class Runtime:
         )
         builtins, warnings = default_extensions(parts, settings.disabled_hooks)
         loaded.warnings.extend(warnings + parts.notices)
+        thinking = _int_env(env, "MAX_THINKING_TOKENS", 0) or None  # Claude Code's variable
+        max_tokens = _max_tokens(info, settings.maxTokens, thinking)
+        context_mgr = ContextManager.create(
+            provider=provider,
+            model=info.model,
+            qualified_model=info.qualified,
+            context_window=info.context_window,
+            max_tokens=max_tokens,
+            settings=settings.context,
+            output_style=settings.outputStyle,
+            cwd=cwd,
+            home=opts.home,
+            keel_home=home_dir,
+            env=env,
+            services=services,
+            additional_dirs=add_dirs,
+            append=opts.append_system_prompt,
+        )
+        context_mgr.emit = bus.emit
+        if loaded_session:
+            context_mgr.replay(loaded_session.events)
+        loaded.warnings.extend(context_mgr.warnings())
         ext = Extensions()
-        for item in [*builtins, *opts.extensions]:
+        for item in [*builtins, *opts.extensions, context_mgr.extension()]:
             ext.add(item)
         for item in ext:
             for subscriber in item.subscribers:
                 bus.subscribe(subscriber)
-        thinking = _int_env(env, "MAX_THINKING_TOKENS", 0) or None  # Claude Code's variable
         config = LoopConfig(
             model=info.model,
-            system=build_system_prompt(
-                cwd,
-                home=opts.home,
-                keel_home=home_dir,
-                model=info.qualified,
-                additional_dirs=add_dirs,
-                append=opts.append_system_prompt,
-            ),
-            max_tokens=_max_tokens(info, settings.maxTokens, thinking),
+            system=context_mgr.system_prompt(),
+            max_tokens=max_tokens,
             thinking_budget=thinking,
             max_turns=opts.max_turns,
             max_budget_usd=opts.max_budget_usd,

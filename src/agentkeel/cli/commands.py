@@ -60,6 +60,7 @@ def run_subcommand(argv: list[str]) -> int:
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument("--port", type=int, default=0, help="0 picks a free port")
     fake.add_argument("--verbose", action="store_true")
+    fake.add_argument("--context-window", type=int, default=None, help="refuse requests over this many tokens")
 
     from agentkeel.cli import hooks, mem
 
@@ -253,7 +254,7 @@ def _fake_llm(args: argparse.Namespace) -> int:
         print(f"keel: {e}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        server = FakeLLMServer(script, args.host, args.port, verbose=args.verbose)
+        server = FakeLLMServer(script, args.host, args.port, verbose=args.verbose, context_window=args.context_window)
     except OSError as e:
         print(f"keel: cannot listen on {args.host}:{args.port}: {e.strerror}", file=sys.stderr)
         return EXIT_USAGE

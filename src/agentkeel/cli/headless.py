@@ -32,6 +32,7 @@ from agentkeel.cli._common import (
     EXIT_USAGE,
     split_tools,
 )
+from agentkeel.context.commands import result_fields as context_result_fields
 from agentkeel.protocol import stream_json
 
 
@@ -67,6 +68,7 @@ def result_object(rt: Runtime, result: RunResult) -> dict[str, Any]:
         "session_id": rt.session_id,
         "total_cost_usd": result.total_cost_usd,
         "usage": result.usage.to_wire(),
+        "context": context_result_fields(rt),  # keel's: window, tokens by source, compactions, cache share
     }
 
 

@@ -14,6 +14,7 @@ after_tool         fails closed: the result is withheld
 before_request /   fail open (logged, skipped, noticed) unless the extension is
 after_response     ``fail_closed``, which ends the run with an error
 on_prompt          fails open
+fit_context        fails open (the request is sent as it is)
 on_stop, on_error  fail open
 =================  =====================================================================
 """
@@ -25,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agentkeel.core.events import Subscriber
-from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError
+from agentkeel.core.events import Event, Subscriber
+from agentkeel.core.provider import ModelRequest, ModelResponse, PromptTooLongError, ProviderError
 from agentkeel.core.tools import Tool, ToolOutput
 
 Decision = Literal["allow", "ask", "deny"]
@@ -95,6 +96,9 @@ OnStop = Callable[[StopInfo], Awaitable[str | None]]  # a string continues the l
 OnPrompt = Callable[[PromptInfo], Awaitable[PromptVerdict | None]]
 OnError = Callable[[ProviderError], Awaitable[None]]
 ResolveAsk = Callable[[ToolCall, Verdict], Awaitable[Verdict]]
+# before each request, and once more when the provider refused it as too long (the error is given):
+# an event that re-bases the view (a compaction) to append, or None to send the request as it is
+FitContext = Callable[[ModelRequest, PromptTooLongError | None], Awaitable[Event | None]]
 HideTool = Callable[[Tool], bool]
 Lifecycle = Callable[[], Awaitable[None]]
 
@@ -111,6 +115,7 @@ class Extension:
     on_stop: OnStop | None = None
     on_prompt: OnPrompt | None = None
     on_error: OnError | None = None
+    fit_context: FitContext | None = None
     resolve_ask: ResolveAsk | None = None
     hide_tool: HideTool | None = None
     tools: list[Tool] = field(default_factory=list)  # registered with the session's tools

@@ -30,7 +30,14 @@ from agentkeel.core.events import (
     UserMessage,
 )
 from agentkeel.core.extensions import Extensions, PromptInfo, StopInfo, ToolCall, Verdict
-from agentkeel.core.provider import ModelRequest, ModelResponse, Provider, ProviderError, TextChunk
+from agentkeel.core.provider import (
+    ModelRequest,
+    ModelResponse,
+    PromptTooLongError,
+    Provider,
+    ProviderError,
+    TextChunk,
+)
 from agentkeel.core.retry import RetryPolicy, stream_with_retry
 from agentkeel.core.tools import Services, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, Workdir
 from agentkeel.core.types import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage, replace
@@ -193,8 +200,8 @@ class Agent:
             extra += [TextBlock(text=c) for c in answer.context if c]
         return Message(role=message.role, content=[*message.content, *extra]) if extra else message
 
-    async def _request(self, turn: int) -> ModelResponse:
-        request = ModelRequest(
+    def _build(self) -> ModelRequest:
+        return ModelRequest(
             model=self.config.model,
             system=self.config.system,
             messages=self.messages,
@@ -202,6 +209,31 @@ class Agent:
             max_tokens=self.config.max_tokens,
             thinking_budget=self.config.thinking_budget,
         )
+
+    async def _request(self, turn: int) -> ModelResponse:
+        """One model request; the context point may compact first, and once more (then retry once)
+        when the provider refuses the request as too long."""
+        await self._fit(None)
+        try:
+            return await self._request_once(turn)
+        except PromptTooLongError as err:
+            if not await self._fit(err):
+                raise
+            return await self._request_once(turn)
+
+    async def _fit(self, error: PromptTooLongError | None) -> bool:
+        changed = False
+        for ext in self.ext:
+            if ext.fit_context is not None:
+                fitted = self._guard(ext.fit_context(self._build(), error), during="request")
+                event = await self._contained(ext.name, False, fitted, None)
+                if event is not None:
+                    self._append(event)
+                    changed = True
+        return changed
+
+    async def _request_once(self, turn: int) -> ModelResponse:
+        request = self._build()
         for ext in self.ext:
             if ext.before_request is not None:
                 request = await self._contained(ext.name, ext.fail_closed, ext.before_request(request), request)
@@ -447,7 +479,7 @@ class Agent:
                 return message
         return None
 
-    def _append(self, event: UserMessage | AssistantMessage | ToolResults) -> None:
+    def _append(self, event: Event) -> None:
         """The one way into the conversation: the bus transforms the event (redaction), the log
         takes it (or the run stops), and the view is built from exactly what was logged."""
         logged = self.bus.publish(event)

@@ -7,20 +7,46 @@ two user messages in a row) yields a repaired *view* plus a list of what was rep
 The same :class:`ViewBuilder` serves the live session (one event at a time, as the loop
 appends them) and a resumed one (all events of the file), so the model sees the same bytes
 either way: a resumed conversation keeps its prompt-cache prefix.
+
+Compaction appends a :class:`Compaction` event (the log is never edited): the view from there on
+starts with the event's messages (a summary, then the recent turns kept), and later events add to it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
-from agentkeel.core.events import AssistantMessage, Event, ToolResults, UserMessage
+import msgspec
+
+from agentkeel.core.events import AssistantMessage, Event, ToolResults, UserMessage, register_event_type
 from agentkeel.core.types import ContentBlock, Message, ToolResultBlock, ToolUseBlock
 
 MISSING_RESULT = "[Tool result missing: the session stopped before this tool finished]"
 INTERRUPTED_RESULT = "[Interrupted by user: the tool did not run to completion]"
 
 ConversationEvent = UserMessage | AssistantMessage | ToolResults
+
+
+class Compaction(Event, frozen=True, kw_only=True, tag="compaction"):
+    """The conversation was compacted: from here on the view starts with ``messages``.
+
+    ``trigger``: auto | manual | overflow (the provider refused a request as too long);
+    ``stage``: what produced the messages (summary, chunked, truncate, clear-tool-results);
+    ``state``: the working state carried over (current task, files, decisions, todos, facts)."""
+
+    messages: list[Message]
+    trigger: str = "auto"
+    strategy: str = ""
+    stage: str = ""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summary: str = ""
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+register_event_type(Compaction)
 
 
 @dataclass
@@ -45,6 +71,9 @@ class ViewBuilder:
         self.repairs: list[str] = []
 
     def add_event(self, event: Event) -> None:
+        if isinstance(event, Compaction):
+            self.reset(event.messages)
+            return
         if not isinstance(event, ConversationEvent):
             return
         if event.uuid in self._seen:
@@ -58,6 +87,13 @@ class ViewBuilder:
             self._add_assistant(list(msg.content))
         else:
             self._add_user(list(msg.content))
+
+    def reset(self, messages: list[Message]) -> None:
+        """Start the view over from ``messages`` (a compaction); what was folded so far is dropped."""
+        self._out = []
+        self._pending = []
+        for msg in messages:
+            self.add(msg)
 
     def messages(self) -> list[Message]:
         """The view now. Tool uses still waiting for their results (a crash, or a read in the

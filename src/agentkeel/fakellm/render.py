@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+from agentkeel.fakellm.cache import PromptFigures
 from agentkeel.fakellm.script import Step, StreamFault, usage_for
 
 
@@ -26,7 +27,9 @@ def sse(event: str | None, data: Any) -> bytes:
 # --- Anthropic Messages -----------------------------------------------------------------
 
 
-def anthropic_message(step: Step, model: str, msg_id: str, request_body: str) -> dict[str, Any]:
+def anthropic_message(
+    step: Step, model: str, msg_id: str, request_body: str, prompt: PromptFigures | None = None
+) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if step.thinking:
         content.append({"type": "thinking", "thinking": step.thinking, "signature": step.signature})
@@ -43,12 +46,14 @@ def anthropic_message(step: Step, model: str, msg_id: str, request_body: str) ->
         "content": content,
         "stop_reason": step.final_stop_reason,
         "stop_sequence": None,
-        "usage": usage_for(step, len(request_body)),
+        "usage": usage_for(step, len(request_body), prompt),
     }
 
 
-def anthropic_sse(step: Step, model: str, msg_id: str, request_body: str) -> list[bytes]:
-    full = anthropic_message(step, model, msg_id, request_body)
+def anthropic_sse(
+    step: Step, model: str, msg_id: str, request_body: str, prompt: PromptFigures | None = None
+) -> list[bytes]:
+    full = anthropic_message(step, model, msg_id, request_body, prompt)
     usage = full["usage"]
     start = dict(full, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
     events = [sse("message_start", {"type": "message_start", "message": start})]
@@ -102,18 +107,20 @@ def anthropic_error(step: Step) -> dict[str, Any]:
 _FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length", "stop_sequence": "stop"}
 
 
-def _openai_usage(step: Step, request_body: str) -> dict[str, Any]:
-    u = usage_for(step, len(request_body))
-    prompt = u["input_tokens"] + u["cache_read_input_tokens"]
+def _openai_usage(step: Step, request_body: str, prompt: PromptFigures | None = None) -> dict[str, Any]:
+    u = usage_for(step, len(request_body), prompt)
+    total = u["input_tokens"] + u["cache_read_input_tokens"]
     return {
-        "prompt_tokens": prompt,
+        "prompt_tokens": total,
         "completion_tokens": u["output_tokens"],
-        "total_tokens": prompt + u["output_tokens"],
+        "total_tokens": total + u["output_tokens"],
         "prompt_tokens_details": {"cached_tokens": u["cache_read_input_tokens"]},
     }
 
 
-def openai_completion(step: Step, model: str, msg_id: str, request_body: str) -> dict[str, Any]:
+def openai_completion(
+    step: Step, model: str, msg_id: str, request_body: str, prompt: PromptFigures | None = None
+) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
     if step.thinking:
         message[step.reasoning_key] = step.thinking
@@ -128,11 +135,13 @@ def openai_completion(step: Step, model: str, msg_id: str, request_body: str) ->
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": _FINISH.get(step.final_stop_reason, "stop")}],
-        "usage": _openai_usage(step, request_body),
+        "usage": _openai_usage(step, request_body, prompt),
     }
 
 
-def openai_sse(step: Step, model: str, msg_id: str, request_body: str) -> list[bytes]:
+def openai_sse(
+    step: Step, model: str, msg_id: str, request_body: str, prompt: PromptFigures | None = None
+) -> list[bytes]:
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -178,7 +187,7 @@ def openai_sse(step: Step, model: str, msg_id: str, request_body: str) -> list[b
                 "created": created,
                 "model": model,
                 "choices": [],
-                "usage": _openai_usage(step, request_body),
+                "usage": _openai_usage(step, request_body, prompt),
             },
         )
     )

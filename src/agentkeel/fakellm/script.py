@@ -32,6 +32,13 @@ For OpenAI, ``"reasoning_key": "reasoning"`` streams thinking as OpenRouter and 
 ``reasoning_content``, as DeepSeek and vLLM) and ``"interleave_tool_calls": true`` interleaves
 the argument deltas of parallel tool calls.
 
+Top-level options: ``"context_window": 30000`` makes the server refuse a request of more input
+tokens than that with the real APIs' error (Anthropic's 400 ``prompt is too long: N tokens > W
+maximum``, OpenAI's ``context_length_exceeded``); ``"match": [{"contains": "TEXT", "steps": [...]}]``
+answers every request whose body contains TEXT with that rule's steps, in turn (the last one
+repeats), without advancing the main script: the side requests of a client (a summariser) can be
+scripted apart from the conversation.
+
 Every request consumes one step. When the steps run out the model answers
 ``[fake-llm: script exhausted]`` (or starts over with ``"loop": true``).
 """
@@ -42,7 +49,10 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentkeel.fakellm.cache import PromptFigures
 
 from agentkeel.fakellm.conversations import RateLimit, pick
 
@@ -211,10 +221,18 @@ def parse_step(raw: Any, index: int) -> Step:
     )
 
 
+@dataclass(frozen=True)
+class MatchRule:
+    contains: str
+    steps: tuple[Step, ...]
+
+
 @dataclass
 class Script:
     steps: list[Step]
     loop: bool = False
+    context_window: int | None = None
+    match: list[MatchRule] = field(default_factory=list)
     # stateless per-conversation scripts and a rate limit: see agentkeel.fakellm.conversations
     conversations: tuple[Conversation, ...] = ()
     rate_limit: RateLimit | None = None
@@ -227,9 +245,20 @@ class Script:
             return cls._with_conversations(data)
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
             raise ScriptError("a script is a JSON object with a 'steps' list (or a 'conversations' list)")
+        window = _window(data)
+        rules: list[MatchRule] = []
+        for n, rule in enumerate(data.get("match") or []):
+            if not isinstance(rule, dict) or not isinstance(rule.get("contains"), str) or not rule["contains"]:
+                raise ScriptError(f"match[{n}] needs a non-empty 'contains' string")
+            raw_steps = rule.get("steps")
+            if not isinstance(raw_steps, list) or not raw_steps:
+                raise ScriptError(f"match[{n}] needs a non-empty 'steps' list")
+            rules.append(MatchRule(rule["contains"], tuple(parse_step(x, 1000 + i) for i, x in enumerate(raw_steps))))
         return cls(
             [parse_step(s, i) for i, s in enumerate(data["steps"])],
             loop=bool(data.get("loop", False)),
+            context_window=window or None,
+            match=rules,
             rate_limit=_rate_limit(data.get("rate_limit")),
         )
 
@@ -244,7 +273,8 @@ class Script:
                 raise ScriptError(f"conversation {i}: needs a 'steps' list")
             steps = [parse_step(s, j) for j, s in enumerate(c["steps"])]
             convs.append(Conversation(str(c.get("match", "")), steps))
-        return cls([], conversations=tuple(convs), rate_limit=_rate_limit(data.get("rate_limit")))
+        limit = _rate_limit(data.get("rate_limit"))
+        return cls([], context_window=_window(data), conversations=tuple(convs), rate_limit=limit)
 
     @classmethod
     def load(cls, path: str | Path) -> Script:
@@ -255,6 +285,13 @@ class Script:
         except json.JSONDecodeError as e:
             raise ScriptError(f"script {path} is not valid JSON: {e}") from None
         return cls.from_data(data)
+
+
+def _window(data: dict[str, Any]) -> int | None:
+    window = data.get("context_window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ScriptError("'context_window' must be a whole number of tokens >= 1")
+    return window or None
 
 
 def _rate_limit(raw: Any) -> RateLimit | None:
@@ -272,6 +309,7 @@ class ScriptCursor:
         self.script = script
         self._index = 0
         self._lock = threading.Lock()
+        self._matched: dict[int, int] = {}  # rule index -> steps of it played
         self.requests: list[dict[str, Any]] = []
 
     def reset(self, script: Script | None = None) -> None:
@@ -281,7 +319,12 @@ class ScriptCursor:
                 self.script = script
             self._index = 0
 
-    def next(self, request: dict[str, Any] | None = None) -> Step:
+    def record(self, request: dict[str, Any]) -> None:
+        """A request answered outside the script (refused as over the window): logged, no step used."""
+        with self._lock:
+            self.requests.append(request)
+
+    def next(self, request: dict[str, Any] | None = None, raw: str = "") -> Step:
         limit = self.script.rate_limit
         if limit is not None and not limit.admit():
             with self._lock:
@@ -293,6 +336,13 @@ class ScriptCursor:
         with self._lock:
             if request is not None:
                 self.requests.append(request)
+            for n, rule in enumerate(self.script.match):
+                if raw and rule.contains in raw:
+                    played = self._matched.get(n, 0)
+                    self._matched[n] = played + 1
+                    if request is not None:
+                        request["matched"] = rule.contains
+                    return rule.steps[min(played, len(rule.steps) - 1)]
             steps = self.script.steps
             if self._index >= len(steps):
                 if not (self.script.loop and steps):
@@ -357,14 +407,15 @@ def openai_embeddings(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def usage_for(step: Step, request_chars: int) -> dict[str, int]:
-    """A step's usage: its own figures, else about four characters a token (the request's length in)."""
+def usage_for(step: Step, request_chars: int, prompt: PromptFigures | None = None) -> dict[str, int]:
+    """A step's usage: its own figures, else about four characters a token (the request's length in),
+    split into uncached, cache-read and cache-written input as the server's prompt cache counted it."""
     out_text = step.text + step.thinking + "".join(json.dumps(c.input) for c in step.tool_calls)
     usage = {
-        "input_tokens": max(1, request_chars // 4),
+        "input_tokens": max(1, request_chars // 4) if prompt is None else prompt.uncached,
         "output_tokens": estimate_tokens(out_text),
-        "cache_read_input_tokens": 0,
-        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0 if prompt is None else prompt.cache_read,
+        "cache_creation_input_tokens": 0 if prompt is None else prompt.cache_creation,
     }
     usage.update(step.usage)
     return usage

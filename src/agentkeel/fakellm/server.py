@@ -4,9 +4,12 @@ Anthropic Messages (``POST /v1/messages``, ``/v1/messages/count_tokens``) and Op
 Completions (``POST /v1/chat/completions``), streamed as SSE or whole, so that tests and
 benchmarks drive the official SDK clients; OpenAI Embeddings (``POST /v1/embeddings``) answer
 deterministic bag-of-words vectors outside the script. ``GET /_keel/requests`` returns every request
-received (body, headers, raw body length), for tests to assert on. Streams are sent with chunked
-transfer encoding, as the real APIs do; the script's stream faults (a broken or reset connection,
-an ``error`` event, a stall after the headers, an empty body) are played here.
+received (body, headers, raw body length, and the server's token count: ``input_tokens`` in all,
+``cache_read_input_tokens``, ``cache_creation_input_tokens``, ``over_window``), for tests to assert
+on. The server keeps a prompt cache (:mod:`agentkeel.fakellm.cache`) and, given a context window
+(``--context-window`` or the script's ``context_window``), refuses larger requests as the real APIs do.
+Streams are sent with chunked transfer encoding, as the real APIs do; the script's stream faults
+(a broken or reset connection, an ``error`` event, a stall after the headers, an empty body) are played here.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agentkeel.fakellm.cache import PromptCache, too_long_error
 from agentkeel.fakellm.render import (
     anthropic_error,
     anthropic_message,
@@ -86,13 +90,25 @@ class _Handler(BaseHTTPRequestHandler):
             "peer_port": self.client_address[1],
             "received_at": time.time(),
         }
-        step = self.server.cursor.next(record)
+        # input tokens are counted from the body's content, not its spacing: clients that serialise
+        # the same request differently (an SDK, keel's own client) are billed alike
+        window = self.server.context_window or self.server.cursor.script.context_window
+        prompt = self.server.cache.account(wire, body)
+        record.update(
+            input_tokens=prompt.total,
+            cache_read_input_tokens=prompt.cache_read,
+            cache_creation_input_tokens=prompt.cache_creation,
+            over_window=bool(window and prompt.total > window),
+        )
+        if window and prompt.total > window:
+            self.server.cursor.record(record)
+            self._json(*too_long_error(wire, prompt.total, window))
+            return
+        step = self.server.cursor.next(record, raw)
         if step.delay_s:
             time.sleep(step.delay_s)
         model = str(body.get("model", "fake-model"))
         n = len(self.server.cursor.requests)
-        # input tokens are estimated from the body's content, not its spacing: clients that serialise
-        # the same request differently (an SDK, keel's own client) are billed alike
         sized = json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
         if step.error_status is not None:
             self._error(wire, step)
@@ -100,15 +116,15 @@ class _Handler(BaseHTTPRequestHandler):
         if wire == "anthropic":
             msg_id = f"msg_fake_{n:04d}"
             if body.get("stream") and not step.ignore_stream:
-                self._sse(wire, anthropic_sse(step, model, msg_id, sized), step)
+                self._sse(wire, anthropic_sse(step, model, msg_id, sized, prompt), step)
             else:
-                self._json(200, anthropic_message(step, model, msg_id, sized))
+                self._json(200, anthropic_message(step, model, msg_id, sized, prompt))
         else:
             msg_id = f"chatcmpl-fake-{n:04d}"
             if body.get("stream") and not step.ignore_stream:
-                self._sse(wire, openai_sse(step, model, msg_id, sized), step)
+                self._sse(wire, openai_sse(step, model, msg_id, sized, prompt), step)
             else:
-                self._json(200, openai_completion(step, model, msg_id, sized))
+                self._json(200, openai_completion(step, model, msg_id, sized, prompt))
 
     def _error(self, wire: str, step: Step) -> None:
         assert step.error_status is not None
@@ -187,8 +203,18 @@ class FakeLLMServer(ThreadingHTTPServer):
         if self.verbose or not isinstance(exc, ConnectionError | BrokenPipeError):
             print(f"fake-llm: request from {client_address} failed: {exc!r}", file=sys.stderr)
 
-    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        script: Script,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        verbose: bool = False,
+        context_window: int | None = None,
+    ) -> None:
         self.cursor = ScriptCursor(script)
+        self.cache = PromptCache()
+        self.context_window = context_window  # overrides the script's
         self.embedding_requests: list[dict[str, Any]] = []  # kept apart: embeddings do not advance the script
         self.verbose = verbose
         super().__init__((host, port), _Handler)

@@ -97,6 +97,18 @@ class ProviderSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     transport: Literal["wire", "sdk"] | None = None
 
 
+class ContextSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The ``context`` key: token accounting and compaction (see agentkeel.context)."""
+
+    window: Annotated[int, msgspec.Meta(ge=1000)] | None = None  # overrides the model's context window
+    autoCompact: bool = True
+    autoCompactThreshold: Annotated[float, msgspec.Meta(gt=0.1, le=1.0)] = 0.8
+    strategy: Literal["hybrid", "summarize", "truncate-oldest", "clear-tool-results"] = "hybrid"
+    keepRecent: Annotated[float, msgspec.Meta(gt=0.0, lt=0.9)] = 0.25  # share of the window kept verbatim
+    summaryTimeoutS: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    promptBudget: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] = 0.25  # share of the window for the system prompt
+
+
 class Settings(msgspec.Struct, kw_only=True):
     model: str | None = None
     permissions: PermissionSettings = msgspec.field(default_factory=PermissionSettings)
@@ -110,6 +122,8 @@ class Settings(msgspec.Struct, kw_only=True):
     maxTokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     memory: MemorySettings | None = None
     provider: ProviderSettings | None = None
+    context: ContextSettings | None = None
+    outputStyle: str | None = None
 
 
 class SettingsError(ValueError):

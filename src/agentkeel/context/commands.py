@@ -1,0 +1,155 @@
+"""Slash-command bodies: ``/compact [instructions]``, ``/context``, ``/cost``, ``/memory [edit FILE]``.
+
+Each is ``async def NAME(runtime, args) -> str`` (the text to show); the command registry wires
+them in. They reach the session's :class:`ContextManager` through its services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+from pathlib import Path
+from typing import Any, Protocol
+
+from agentkeel.context.manager import ContextManager
+from agentkeel.core.loop import Agent
+from agentkeel.core.provider import ModelRequest
+
+
+class Runtime(Protocol):
+    """What these commands need of a :class:`agentkeel.runtime.Runtime` (this package sits below it)."""
+
+    agent: Agent
+
+
+def _manager(runtime: Runtime) -> ContextManager:
+    mgr = runtime.agent.services.find(ContextManager)
+    if mgr is None:
+        raise RuntimeError("this session has no context manager")
+    return mgr
+
+
+def current_request(runtime: Runtime) -> ModelRequest:
+    """What the next request would carry now."""
+    agent = runtime.agent
+    return ModelRequest(
+        model=agent.config.model,
+        system=_manager(runtime).system_prompt(),
+        messages=agent.messages,
+        tools=[t.spec() for t in agent.tools.visible(agent.ext.hides)],
+        max_tokens=agent.config.max_tokens,
+    )
+
+
+async def compact(runtime: Runtime, args: str) -> str:
+    mgr = _manager(runtime)
+    request = current_request(runtime)
+    if not request.messages:
+        return "Nothing to compact yet."
+    event = await mgr.compact_messages(request, "manual", args.strip())
+    if event is None:
+        return "Nothing was compacted (nothing old enough to compact, or a PreCompact hook refused)."
+    logged = runtime.agent.bus.publish(event)
+    runtime.agent.view.add_event(logged)
+    return f"Compacted ({event.stage}): {event.tokens_before:,} -> {event.tokens_after:,} tokens."
+
+
+def _bar(share: float, width: int = 30) -> str:
+    filled = min(width, round(share * width))
+    return "█" * filled + "░" * (width - filled)
+
+
+async def context(runtime: Runtime, args: str) -> str:
+    mgr = _manager(runtime)
+    request = current_request(runtime)
+    tokens = mgr.tokens(request)
+    window = mgr.window
+    lines = [
+        f"Context: {tokens:,} of {window.usable:,} usable tokens "
+        f"({tokens / window.usable:.0%}, {window.state(tokens)}); "
+        f"window {window.size:,}, {window.reserve:,} reserved for output; auto-compact at {window.threshold:.0%}",
+        _bar(tokens / window.usable),
+    ]
+    for name, n in mgr.breakdown(request).parts.items():
+        if n:
+            lines.append(f"  {name:<14} {n:>9,}")
+    lines.append(f"Compactions so far: {mgr.accounting.compactions}")
+    return "\n".join(lines)
+
+
+async def cost(runtime: Runtime, args: str) -> str:
+    mgr = _manager(runtime)
+    u = mgr.accounting.usage
+    total_in = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+    cached = u.cache_read_tokens / total_in if total_in else 0.0
+    return "\n".join(
+        [
+            f"Total cost:     ${runtime.agent.cost_usd:.4f}",
+            f"Requests:       {mgr.accounting.requests}",
+            f"Input tokens:   {total_in:,} ({u.cache_read_tokens:,} read from cache, {cached:.0%}; "
+            f"{u.cache_write_tokens:,} written to cache)",
+            f"Output tokens:  {u.output_tokens:,}",
+        ]
+    )
+
+
+async def memory(runtime: Runtime, args: str) -> str:
+    mgr = _manager(runtime)
+    words = shlex.split(args)
+    if words[:1] == ["edit"]:
+        return await _edit(mgr, words[1:])
+    lines = ["Instruction files loaded (lowest layer first):"]
+    for f in mgr.instructions.files:
+        why = f.reason.replace("_", " ")
+        if f.imported_by is not None:
+            why += f" from {f.imported_by}"
+        if f.globs:
+            why += f" ({', '.join(f.globs)})"
+        lines.append(f"  [{f.scope}] {f.path}  ({f.chars:,} chars; {why})")
+    pending = [r for r in mgr.instructions.rules if r.path not in mgr.instructions.injected_rules]
+    if pending:
+        lines.append("Path rules not loaded yet (loaded when a matching file is read or edited):")
+        lines += [f"  {r.path}  paths: {', '.join(r.globs)}" for r in pending]
+    notes = mgr.warnings()
+    if notes:
+        lines.append("Notes:")
+        lines += [f"  {n}" for n in notes]
+    lines.append("Edit one with /memory edit PATH (opens $EDITOR).")
+    return "\n".join(lines)
+
+
+async def _edit(mgr: ContextManager, words: list[str]) -> str:
+    if not words:
+        return "usage: /memory edit PATH (a file listed by /memory, or a new KEEL.md)"
+    path = Path(words[0]).expanduser()
+    if not path.is_absolute():
+        path = mgr.instructions.cwd / path
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor:
+        return f"set $EDITOR to edit {path}"
+    proc = await asyncio.create_subprocess_exec(*shlex.split(editor), str(path))
+    code = await proc.wait()
+    mgr.builder.invalidate()
+    return f"{editor} exited with {code}; the instructions are re-read on the next request."
+
+
+def result_fields(runtime: Runtime) -> dict[str, Any]:
+    """The ``context`` key of ``--output-format json``: the window, the context now by source,
+    the compactions and the cached share of input tokens."""
+    mgr = runtime.agent.services.find(ContextManager)
+    if mgr is None:
+        return {}
+    request = current_request(runtime)
+    tokens = mgr.tokens(request)
+    u = mgr.accounting.usage
+    total_in = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+    return {
+        "window": mgr.window.size,
+        "usable": mgr.window.usable,
+        "tokens": tokens,
+        "state": mgr.window.state(tokens),
+        "breakdown": mgr.breakdown(request).parts,
+        "compactions": mgr.accounting.compactions,
+        "cache_read_share": round(u.cache_read_tokens / total_in, 4) if total_in else 0.0,
+    }

@@ -1,0 +1,325 @@
+"""Instruction files and rules (SPEC section 6).
+
+Layers, lowest to highest: managed (``/etc/keel/KEEL.md``, or ``KEEL_MANAGED_INSTRUCTIONS``),
+user (``~/.keel/KEEL.md``, ``~/.claude/CLAUDE.md``), project from the repository root down to the
+working directory (``AGENTS.md``, ``CLAUDE.md``, ``KEEL.md``, ``.claude/CLAUDE.md``), local
+(``*.local.md``). Directories below the working directory are loaded when a file under them is
+first read or edited. ``@path`` imports (relative to the importing file, ``~/``, absolute) are
+followed to depth 5; cycles and missing files are noted, never fatal. Rules live in
+``.claude/rules/**/*.md`` and ``.keel/rules/**/*.md`` (and the user's ``~/.claude/rules``): without
+``paths:`` frontmatter they are always loaded; with it, when a matching file is read or edited.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DIR_NAMES = ("AGENTS.md", "CLAUDE.md", "KEEL.md", ".claude/CLAUDE.md")
+LOCAL_NAMES = ("AGENTS.local.md", "CLAUDE.local.md", "KEEL.local.md")
+SIZE_WARNING = 40_000
+MAX_DEPTH = 5
+_IMPORT = re.compile(r"(?<![\w`@])@((?:~/|/|\.{1,2}/)?[\w.\-/]+)")
+_FENCE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class InstructionFile:
+    path: Path
+    text: str
+    scope: str  # managed | user | project | local | nested | rule
+    reason: str  # session_start | import | nested_traversal | path_glob_match
+    imported_by: Path | None = None
+    globs: tuple[str, ...] = ()
+
+    @property
+    def chars(self) -> int:
+        return len(self.text)
+
+
+def git_root(cwd: Path) -> Path | None:
+    for d in (cwd, *cwd.parents):
+        if (d / ".git").exists():
+            return d
+    return None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        if not path.is_file():
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def frontmatter(text: str) -> tuple[dict[str, object], str]:
+    """A small YAML subset: ``key: value``, ``key: [a, b]`` and ``- item`` lists."""
+    if not text.startswith("---"):
+        return {}, text
+    end = text.find("\n---", 3)
+    if end < 0:
+        return {}, text
+    head, body = text[3:end], text[end + 4 :].lstrip("\n")
+    data: dict[str, object] = {}
+    key = ""
+    for raw in head.splitlines():
+        line = raw.rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        item = re.match(r"^\s*-\s*(.*)$", line)
+        if item and key:
+            current = data.get(key)
+            items = current if isinstance(current, list) else []
+            items.append(item[1].strip().strip("'\""))
+            data[key] = items
+            continue
+        m = re.match(r"^([\w-]+)\s*:\s*(.*)$", line)
+        if not m:
+            continue
+        key, value = m[1], m[2].strip()
+        if value.startswith("[") and value.endswith("]"):
+            data[key] = [v.strip().strip("'\"") for v in split_list(value[1:-1]) if v.strip()]
+        elif value:
+            data[key] = value.strip("'\"")
+        else:
+            data[key] = []
+    return data, body
+
+
+def split_list(text: str) -> list[str]:
+    """Split on commas outside braces (``a/*.{ts,tsx}, b`` is two globs)."""
+    out, depth, cur = [], 0, ""
+    for c in text:
+        depth += (c == "{") - (c == "}")
+        if c == "," and depth <= 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += c
+    return [*out, cur]
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A gitignore-like glob: ``**`` any directories, ``*`` and ``?`` within one, ``{a,b}`` either."""
+    out, i = "", 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif c == "*":
+            out, i = out + "[^/]*", i + 1
+        elif c == "?":
+            out, i = out + "[^/]", i + 1
+        elif c == "{" and "}" in pattern[i:]:
+            close = pattern.index("}", i)
+            out += "(?:" + "|".join(re.escape(p) for p in pattern[i + 1 : close].split(",")) + ")"
+            i = close + 1
+        else:
+            out, i = out + re.escape(c), i + 1
+    return re.compile(out + r"\Z")
+
+
+@dataclass
+class Rule:
+    path: Path
+    text: str
+    globs: tuple[str, ...]
+    patterns: tuple[re.Pattern[str], ...] = ()
+
+    def matches(self, rel: str) -> bool:
+        return any(p.match(rel) for p in self.patterns)
+
+
+@dataclass
+class Instructions:
+    """What is loaded, from where and why; the notes (missing imports, cycles, sizes)."""
+
+    cwd: Path
+    home: Path
+    keel_home: Path
+    managed: Path | None = None
+    root: Path = field(init=False)
+    files: list[InstructionFile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)  # path-scoped rules, loaded or not
+    injected_rules: set[Path] = field(default_factory=set)
+    loaded_dirs: set[Path] = field(default_factory=set)
+    _seen: set[Path] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.root = git_root(self.cwd) or self.cwd
+
+    @classmethod
+    def load(cls, cwd: Path, home: Path, keel_home: Path, env: Mapping[str, str] | None = None) -> Instructions:
+        env = env if env is not None else os.environ
+        managed = Path(env.get("KEEL_MANAGED_INSTRUCTIONS", "/etc/keel/KEEL.md"))
+        self = cls(cwd=cwd, home=home, keel_home=keel_home, managed=managed)
+        self.reload()
+        return self
+
+    def reload(self) -> None:
+        """(Re)read the startup layers and the rules; what was loaded lazily stays loaded."""
+        lazy = [f for f in self.files if f.scope == "nested" or f.reason == "path_glob_match"]
+        nested_dirs = {f.path.parent for f in lazy if f.scope == "nested"} | (self.loaded_dirs - set(self._chain()))
+        self.files, self.notes, self.rules = [], [], []
+        self.loaded_dirs, self._seen = set(nested_dirs), {f.path.resolve() for f in lazy}
+        if self.managed is not None:
+            self._add(self.managed, "managed", "session_start")
+        self._add(self.keel_home / "KEEL.md", "user", "session_start")
+        self._add(self.home / ".claude" / "CLAUDE.md", "user", "session_start")
+        for d in self._chain():
+            self._load_dir(d, "project", "session_start")
+        for rule_dir in self.rule_dirs():
+            self._load_rules(rule_dir)
+        self.files += lazy
+
+    def sources(self) -> list[Path]:
+        """Every path whose change changes what is loaded (for the prompt builder's memo)."""
+        paths: list[Path] = [f.path for f in self.startup()]
+        if self.managed is not None:
+            paths.append(self.managed)
+        paths += [self.keel_home / "KEEL.md", self.home / ".claude" / "CLAUDE.md"]
+        for d in self._chain():
+            paths += [d / n for n in (*DIR_NAMES, *LOCAL_NAMES)]
+        paths += [r.path for r in self.rules]
+        paths += self.rule_dirs()
+        return paths
+
+    def rule_dirs(self) -> list[Path]:
+        return [
+            self.home / ".claude" / "rules",
+            self.keel_home / "rules",
+            self.root / ".claude" / "rules",
+            self.root / ".keel" / "rules",
+        ]
+
+    def _chain(self) -> list[Path]:
+        chain = [self.cwd, *self.cwd.parents]
+        if self.root in chain:
+            return list(reversed(chain[: chain.index(self.root) + 1]))
+        return [self.cwd]
+
+    def _load_dir(self, d: Path, scope: str, reason: str) -> list[InstructionFile]:
+        self.loaded_dirs.add(d)
+        added: list[InstructionFile] = []
+        for name in DIR_NAMES:
+            added += self._add(d / name, scope, reason)
+        for name in LOCAL_NAMES:
+            added += self._add(d / name, "local", reason)
+        return added
+
+    def _add(
+        self, path: Path, scope: str, reason: str, by: Path | None = None, depth: int = 0, chain: tuple[Path, ...] = ()
+    ) -> list[InstructionFile]:
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError):
+            return []
+        if real in chain:
+            self.notes.append(f"{by}: import cycle at @{path} (not loaded again)")
+            return []
+        if real in self._seen:
+            return []
+        text = _read(path)
+        if text is None:
+            if by is not None:
+                self.notes.append(f"{by}: imported file {path} not found")
+            return []
+        self._seen.add(real)
+        if len(text) > SIZE_WARNING:
+            self.notes.append(
+                f"{path} is {len(text):,} characters (over {SIZE_WARNING:,}): it costs context on every request"
+            )
+        entry = InstructionFile(path, text, scope, reason, by)
+        out = [entry]
+        self.files.append(entry)
+        out += self._imports(entry, depth, (*chain, real))
+        return out
+
+    def _imports(self, entry: InstructionFile, depth: int, chain: tuple[Path, ...]) -> list[InstructionFile]:
+        out: list[InstructionFile] = []
+        for ref in _IMPORT.findall(_FENCE.sub("", entry.text)):
+            ref = ref.rstrip(".,;:)")
+            if "/" not in ref and "." not in ref:
+                continue  # a mention (@alice), not a path
+            if depth + 1 > MAX_DEPTH:
+                self.notes.append(f"{entry.path}: @{ref} not followed (imports nest at most {MAX_DEPTH} deep)")
+                continue
+            target = Path(ref).expanduser() if ref.startswith("~/") else Path(ref)
+            if not target.is_absolute():
+                target = entry.path.parent / target
+            out += self._add(target, entry.scope, "import", entry.path, depth + 1, chain)
+        return out
+
+    def _load_rules(self, base: Path) -> None:
+        try:
+            found = sorted(base.rglob("*.md")) if base.is_dir() else []
+        except OSError:
+            return
+        for path in found:
+            text = _read(path)
+            if text is None:
+                continue
+            meta, body = frontmatter(text)
+            raw = meta.get("paths")
+            items = raw if isinstance(raw, list) else split_list(str(raw or ""))
+            globs = tuple(g.strip().strip("'\"") for g in items if g.strip())
+            if not globs:
+                self._seen.add(path.resolve())
+                self.files.append(InstructionFile(path, body, "rule", "session_start"))
+                continue
+            self.rules.append(Rule(path, body, globs, tuple(glob_regex(g) for g in globs)))
+
+    # --- files the session touches --------------------------------------------------------
+
+    def relative(self, path: Path) -> str | None:
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            return None
+
+    def touched(self, path: Path) -> list[InstructionFile]:
+        """A file was read or edited: load the instruction files of the directories between the
+        root and it not loaded yet, and the rules whose ``paths:`` match it (each once)."""
+        rel = self.relative(path)
+        if rel is None:
+            return []
+        out: list[InstructionFile] = []
+        d = self.root
+        for part in Path(rel).parent.parts:
+            d = d / part
+            if d not in self.loaded_dirs:
+                out += self._load_dir(d, "nested", "nested_traversal")
+        for rule in self.rules:
+            if rule.path not in self.injected_rules and rule.matches(rel):
+                self.injected_rules.add(rule.path)
+                entry = InstructionFile(rule.path, rule.text, "rule", "path_glob_match", globs=rule.globs)
+                self.files.append(entry)
+                out.append(entry)
+        return out
+
+    def for_files(self, paths: list[str]) -> list[InstructionFile]:
+        """The nested instructions and path rules that apply to these files (re-injected after a
+        compaction: the tool results that carried them may be gone)."""
+        out: list[InstructionFile] = [f for f in self.files if f.scope == "nested"]
+        rels = [r for p in paths if (r := self.relative(Path(p))) is not None]
+        for rule in self.rules:
+            if any(rule.matches(r) for r in rels):
+                out.append(InstructionFile(rule.path, rule.text, "rule", "path_glob_match", globs=rule.globs))
+        return out
+
+    def startup(self) -> list[InstructionFile]:
+        return [f for f in self.files if f.scope not in ("nested",) and f.reason != "path_glob_match"]
+
+
+def render(f: InstructionFile) -> str:
+    attrs = f'source="{f.path}"'
+    if f.globs:
+        attrs += f' applies-to="{", ".join(f.globs)}"'
+    return f"<instructions {attrs}>\n{f.text.strip()}\n</instructions>"

@@ -1,0 +1,289 @@
+"""The session's context manager: a service (``services.get(ContextManager)``) and one extension.
+
+It builds the system prompt, keeps the accounting, tracks the working state, injects nested
+instructions and path rules when files are touched, and compacts: before a request when the
+context passes the threshold (or would not fit), and when the provider refuses a request as too
+long (the loop then retries it once). Each compaction is a :class:`Compaction` event appended to
+the log; PreCompact / PostCompact and InstructionsLoaded go through the lifecycle point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentkeel.context.builder import PromptBuilder
+from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, Plan, compact
+from agentkeel.context.instructions import InstructionFile, Instructions, render
+from agentkeel.context.state import CHANGING_TOOLS, FILE_TOOLS, WorkingState
+from agentkeel.context.styles import find_style
+from agentkeel.context.tokens import Accounting, Breakdown, Estimator, Window, breakdown
+from agentkeel.core.events import Event, Notice
+from agentkeel.core.extensions import Extension, LifecyclePoint, ToolCall
+from agentkeel.core.provider import ModelRequest, ModelResponse, PromptTooLongError, Provider
+from agentkeel.core.tools import Services, ToolOutput
+from agentkeel.core.types import Message, TextBlock
+from agentkeel.core.view import Compaction
+from agentkeel.settings import ContextSettings
+
+log = logging.getLogger("agentkeel.context")
+
+
+@dataclass
+class ContextManager:
+    provider: Provider
+    model: str
+    window: Window
+    settings: ContextSettings
+    instructions: Instructions
+    builder: PromptBuilder
+    services: Services
+    emit: Any = None  # the bus's emit, for notices
+    state: WorkingState = field(default_factory=WorkingState)
+    accounting: Accounting = field(init=False)
+    estimator: Estimator = field(init=False)
+    notes: list[str] = field(default_factory=list)
+    last_request: ModelRequest | None = None
+    compacting: bool = False
+
+    def __post_init__(self) -> None:
+        self.estimator = Estimator(self.model)
+        self.accounting = Accounting(self.estimator, self.window)
+
+    # --- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        provider: Provider,
+        model: str,
+        qualified_model: str,
+        context_window: int,
+        max_tokens: int,
+        settings: ContextSettings | None,
+        output_style: str | None,
+        cwd: Path,
+        home: Path,
+        keel_home: Path,
+        env: dict[str, str],
+        services: Services,
+        additional_dirs: tuple[Path, ...] = (),
+        append: str | None = None,
+    ) -> ContextManager:
+        config = settings or ContextSettings()
+        size = config.window or context_window
+        window = Window(size, reserve=min(max_tokens, 20_000, size // 4), threshold=config.autoCompactThreshold)
+        instructions = Instructions.load(cwd, home, keel_home, env)
+        style, warning = find_style(output_style, cwd, home)
+        builder = PromptBuilder(
+            cwd, qualified_model, instructions, style, int(window.usable * config.promptBudget), additional_dirs, append
+        )
+        mgr = cls(provider, model, window, config, instructions, builder, services)
+        if warning:
+            mgr.notes.append(warning)
+        services.put(ContextManager, mgr)
+        return mgr
+
+    def replay(self, events: list[Event]) -> None:
+        """A resumed session: the working state from its log, and the compactions it had."""
+        for event in events:
+            self.state.on_event(event)
+            if isinstance(event, Compaction):
+                self.accounting.compactions += 1
+
+    def warnings(self) -> list[str]:
+        return [*self.notes, *self.instructions.notes, *self.builder.dropped]
+
+    # --- the extension ------------------------------------------------------------------
+
+    def extension(self) -> Extension:
+        return Extension(
+            "context",
+            fit_context=self._fit,
+            before_request=self._before_request,
+            after_response=self._after_response,
+            after_tool=self._after_tool,
+            subscribers=[self.state.on_event],
+            start=self._start,
+        )
+
+    def system_prompt(self) -> str:
+        return self.builder.text()
+
+    async def _start(self) -> None:
+        for f in self.instructions.files:
+            await self._loaded(f)
+
+    async def _loaded(self, f: InstructionFile) -> None:
+        point = self.services.find(LifecyclePoint)
+        if point is None or not point.listens("InstructionsLoaded"):
+            return
+        fields: dict[str, Any] = {
+            "file_path": str(f.path),
+            "memory_type": f.scope.capitalize(),
+            "load_reason": f.reason,
+        }
+        if f.imported_by is not None:
+            fields["parent_file_path"] = str(f.imported_by)
+        if f.globs:
+            fields["globs"] = list(f.globs)
+        await point.fire("InstructionsLoaded", fields, match=f.reason)
+
+    async def _before_request(self, request: ModelRequest) -> ModelRequest:
+        request = dataclasses.replace(request, system=self.builder.text())
+        self.last_request = request
+        self.accounting.sent(request)
+        return request
+
+    async def _after_response(self, response: ModelResponse) -> None:
+        self.accounting.reported(response.usage)
+
+    async def _after_tool(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
+        if call.name not in FILE_TOOLS or output.is_error:
+            return output
+        raw = call.input.get("file_path") or call.input.get("notebook_path")
+        if not isinstance(raw, str) or not raw:
+            return output
+        path = Path(raw) if Path(raw).is_absolute() else (call.cwd or self.instructions.cwd) / raw
+        if call.name in CHANGING_TOOLS and path in self.instructions.sources():
+            self.builder.invalidate()  # the session edited an instruction file: the next request sees it
+        added = self.instructions.touched(path)
+        if not added:
+            return output
+        for f in added:
+            await self._loaded(f)
+        note = "\n\n".join(render(f) for f in added)
+        reminder = f"\n\n<system-reminder>\nInstructions that apply to {raw}:\n{note}\n</system-reminder>"
+        if isinstance(output.content, str):
+            return ToolOutput(output.content + reminder, output.is_error, output.metadata)
+        return ToolOutput([*output.content, TextBlock(text=reminder)], output.is_error, output.metadata)
+
+    # --- compaction ----------------------------------------------------------------------
+
+    def tokens(self, request: ModelRequest) -> int:
+        return self.accounting.current(request)
+
+    def breakdown(self, request: ModelRequest | None = None) -> Breakdown:
+        request = request or self.last_request
+        if request is None:
+            return Breakdown({})
+        _, sections = self.builder.build()
+        parts: dict[str, int] = {}
+        for s in sections:
+            parts[s.kind] = parts.get(s.kind, 0) + len(s.text) + 2
+        return breakdown(request, self.estimator, parts)
+
+    async def _fit(self, request: ModelRequest, error: PromptTooLongError | None) -> Event | None:
+        if error is not None and error.limit and error.limit < self.window.size:
+            # the provider named the real window: smaller than the catalog said
+            self.window.size = error.limit
+            self.window.reserve = min(self.window.reserve, error.limit // 4)
+        request = dataclasses.replace(request, system=self.builder.text())
+        tokens = self.tokens(request)
+        limit = self.window.usable
+        auto = self.settings.autoCompact and tokens >= self.window.threshold * limit
+        if error is None and not auto and tokens < limit:
+            return None
+        trigger = "overflow" if error is not None else "auto"
+        return await self.compact_messages(request, trigger)
+
+    def _plan(self, request: ModelRequest) -> Plan:
+        fixed = self.estimator.tokens(len(request.system) + self.estimator.tools_chars(request.tools))
+        room = max(200, self.window.usable - fixed)
+        return Plan(
+            target=int(room * 0.5),
+            keep=int(self.window.usable * self.settings.keepRecent),
+            summary_max=max(200, min(8000, int(room * 0.15))),
+            summariser_input=max(1000, self.window.usable - 4000 - self.estimator.tokens(len(SUMMARY_SYSTEM))),
+            timeout_s=self.settings.summaryTimeoutS,
+        )
+
+    def carry(self) -> list[str]:
+        """What is re-injected after every compaction: the working state, and the nested
+        instructions and path rules of the files in play."""
+        extra = [self.state.render()]
+        applies = self.instructions.for_files([*self.state.changed, *self.state.files])
+        if applies:
+            extra.append(
+                "Instructions for the files in play (re-loaded after compaction):\n"
+                + "\n\n".join(render(f) for f in applies)
+            )
+        return [x for x in extra if x]
+
+    async def compact_messages(self, request: ModelRequest, trigger: str, instructions: str = "") -> Compaction | None:
+        point = self.services.find(LifecyclePoint) or LifecyclePoint()
+        pre = await point.fire(
+            "PreCompact",
+            {"trigger": "manual" if trigger == "manual" else "auto", "custom_instructions": instructions},
+            match="manual" if trigger == "manual" else "auto",
+        )
+        if pre.blocked:
+            self._notice("warning", f"compaction blocked by a PreCompact hook: {pre.reason}")
+            return None
+        before = self.tokens(request)
+        plan = self._plan(request)
+        extra = [*self.carry(), *pre.context]
+        outcome = await compact(
+            request.messages,
+            plan,
+            self.estimator,
+            strategy=self.settings.strategy,
+            summarise=self._summarise,
+            extra=extra,
+            instructions=instructions,
+        )
+        if outcome is None:
+            return None
+        after_req = ModelRequest(request.model, request.system, outcome.messages, request.tools, request.max_tokens)
+        after = self.estimator.tokens(self.estimator.request_chars(after_req))
+        event = Compaction(
+            messages=outcome.messages,
+            trigger=trigger,
+            strategy=self.settings.strategy,
+            stage=outcome.stage,
+            tokens_before=before,
+            tokens_after=after,
+            summary=outcome.summary,
+            state=self.state.snapshot(),
+        )
+        self.accounting.compacted()
+        for note in outcome.notes:
+            log.info("compaction: %s", note)
+        self._notice("info", f"context compacted ({trigger}, {outcome.stage}): {before} -> {after} tokens")
+        await point.fire(
+            "PostCompact",
+            {
+                "trigger": "manual" if trigger == "manual" else "auto",
+                "stage": outcome.stage,
+                "summary": outcome.summary,
+            },
+            match="manual" if trigger == "manual" else "auto",
+        )
+        return event
+
+    async def _summarise(self, text: str, max_tokens: int) -> str:
+        request = ModelRequest(
+            model=self.model,
+            system=SUMMARY_SYSTEM,
+            messages=[Message.user(f"{COMPACT_MARK}\nSummarise this session so far:\n\n{text}")],
+            tools=[],
+            max_tokens=max(256, min(max_tokens * 2, 16_000)),
+        )
+        final: ModelResponse | None = None
+        async for chunk in self.provider.stream(request):
+            if isinstance(chunk, ModelResponse):
+                final = chunk
+        if final is None:
+            raise RuntimeError("the summary stream ended without a message")
+        return final.message.text()
+
+    def _notice(self, level: str, message: str) -> None:
+        if self.emit is not None:
+            try:
+                self.emit(Notice(level=level, message=message))  # type: ignore[arg-type]
+            except Exception:
+                log.exception("notice failed")

@@ -1,0 +1,100 @@
+"""The working state that survives compaction, maintained from the event stream.
+
+Current task (the user's latest request), files in play (read or changed), decisions with their
+reasons and key facts (lines the model writes as ``Decision: ... because ...`` / ``Fact: ...``),
+and the open todos (TodoWrite). It is rebuilt from the session log on resume (every event it reads
+is persisted), carried in each compaction event, and re-injected after every compaction.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentkeel.core.events import AssistantMessage, Event, TodosUpdated, ToolFinished, UserMessage
+from agentkeel.core.types import TextBlock
+
+FILE_TOOLS = frozenset({"Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "NotebookRead"})
+CHANGING_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+_DECISION = re.compile(
+    r"^\s*(?:[-*]\s*)?(?:\*\*)?(?:decision|decided)(?:\*\*)?\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE
+)
+_FACT = re.compile(
+    r"^\s*(?:[-*]\s*)?(?:\*\*)?(?:key fact|fact|note)(?:\*\*)?\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE
+)
+_MAX_ITEMS = 20
+_MAX_TASK = 1500
+
+
+def _push(items: list[str], value: str, limit: int = _MAX_ITEMS) -> None:
+    value = value.strip()
+    if not value:
+        return
+    if value in items:
+        items.remove(value)
+    items.append(value)
+    del items[:-limit]
+
+
+@dataclass
+class WorkingState:
+    task: str = ""
+    files: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    todos: list[dict[str, Any]] = field(default_factory=list)
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, UserMessage):
+            text = "".join(b.text for b in event.message.content if isinstance(b, TextBlock)).strip()
+            if text and not text.startswith("<"):
+                self.task = text[:_MAX_TASK]
+        elif isinstance(event, AssistantMessage):
+            text = event.message.text()
+            for m in _DECISION.finditer(text):
+                _push(self.decisions, m[1])
+            for m in _FACT.finditer(text):
+                _push(self.facts, m[1])
+        elif isinstance(event, ToolFinished) and event.name in FILE_TOOLS:
+            path = event.input.get("file_path") or event.input.get("notebook_path")
+            if isinstance(path, str) and path:
+                _push(self.files, path)
+                if event.name in CHANGING_TOOLS and not event.is_error:
+                    _push(self.changed, path)
+        elif isinstance(event, TodosUpdated):
+            self.todos = [dict(t) for t in event.todos]
+
+    def open_todos(self) -> list[dict[str, Any]]:
+        return [t for t in self.todos if t.get("status") != "completed"]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "files": list(self.files),
+            "changed": list(self.changed),
+            "decisions": list(self.decisions),
+            "facts": list(self.facts),
+            "todos": [dict(t) for t in self.todos],
+        }
+
+    def render(self) -> str:
+        lines = ["<working-state>"]
+        if self.task:
+            lines += ["Current task (the user's latest request):", self.task]
+        if self.files:
+            changed = set(self.changed)
+            lines.append("Files in play: " + ", ".join(f + (" (changed)" if f in changed else "") for f in self.files))
+        if self.decisions:
+            lines.append("Decisions taken (keep to them unless the user says otherwise):")
+            lines += [f"- {d}" for d in self.decisions]
+        if self.facts:
+            lines.append("Key facts:")
+            lines += [f"- {f}" for f in self.facts]
+        todos = self.open_todos()
+        if todos:
+            lines.append("Open todos:")
+            lines += [f"- [{t.get('status', 'pending')}] {t.get('content', '')}" for t in todos]
+        lines.append("</working-state>")
+        return "\n".join(lines) if len(lines) > 2 else ""

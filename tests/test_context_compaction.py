@@ -1,0 +1,190 @@
+"""Compaction through a real session: the three fallback stages, the prompt-too-long retry, /compact,
+PreCompact/PostCompact through the lifecycle point, and the context commands."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentkeel.context import commands
+from agentkeel.context.manager import ContextManager
+from agentkeel.core.extensions import LifecyclePoint, LifecycleResult
+from agentkeel.core.view import Compaction
+from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.runtime import Runtime, RuntimeOptions
+from agentkeel.session.load import load_session
+from conftest import wire_env
+
+COMPACT = "<keel-compact-request>"
+
+
+def reads(project: Path, n: int, size: int = 40) -> list[Any]:
+    data = project / "data"
+    data.mkdir(exist_ok=True)
+    steps: list[Any] = []
+    for i in range(n):
+        f = data / f"f{i}.txt"
+        f.write_text("\n".join(f"line {i}.{k} " + "words " * 12 for k in range(size)))
+        steps.append({"text": f"Reading {i}.", "tool_calls": [{"name": "Read", "input": {"file_path": str(f)}}]})
+    return steps
+
+
+def runtime(project: Path, server: FakeLLMServer, tmp_path: Path, **context: Any) -> Runtime:
+    home = tmp_path / "keelhome"
+    home.mkdir(exist_ok=True)
+    (home / "settings.json").write_text(json.dumps({"maxTokens": 1000, "context": context}))
+    env = {**os.environ, **wire_env(server, "anthropic"), "KEEL_HOME": str(home), "KEEL_MAX_RETRIES": "0"}
+    return Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
+
+
+def events(rt: Runtime) -> list[Compaction]:
+    return [e for e in load_session(rt.session_path).events if isinstance(e, Compaction)]
+
+
+@pytest.mark.parametrize(
+    ("summaries", "stage"),
+    [
+        (["SUMMARY-ONE: the files were read"], "summary"),
+        ([{"error": {"status": 400, "message": "summariser broke"}}, "SUMMARY-CHUNK: part"], "chunked"),
+        ([{"text": "late", "delay_s": 3}, "SUMMARY-CHUNK: after a timeout"], "chunked"),
+        (["X" * 60_000, "SUMMARY-CHUNK: shorter"], "chunked"),
+        ([{"error": {"status": 400, "message": "always broken"}}], "truncate"),
+        ([{"text": "late", "delay_s": 3}], "truncate"),
+        (["Y" * 60_000], "truncate"),
+    ],
+    ids=["summary", "fails->chunked", "times-out->chunked", "too-much->chunked", "fails", "times-out", "too-much"],
+)
+async def test_each_fallback_stage(
+    summaries: list[Any], stage: str, project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    server = fake_llm(
+        {
+            "steps": [*reads(project, 6), "read them", "after compaction"],
+            "match": [{"contains": COMPACT, "steps": summaries}],
+        }
+    )
+    rt = runtime(
+        project,
+        server,
+        tmp_path,
+        window=30_000,
+        autoCompact=False,
+        summaryTimeoutS=1,
+        keepRecent=0.05,
+        strategy="summarize",
+    )
+    try:
+        assert (await rt.run("read the files")).subtype == "success"
+        shown = await commands.compact(rt, "")
+        assert f"Compacted ({stage})" in shown
+        [event] = events(rt)
+        assert event.stage == stage and event.trigger == "manual" and event.tokens_after < event.tokens_before
+        assert (await rt.run("next")).subtype == "success"
+    finally:
+        await rt.aclose()
+    last = server.cursor.requests[-1]
+    first_text = json.dumps(last["body"]["messages"][0])
+    assert "<keel-context-carryover" in first_text
+    if stage == "summary":
+        assert "SUMMARY-ONE" in first_text
+    elif stage == "chunked":
+        assert "SUMMARY-CHUNK" in first_text and "X" * 1000 not in first_text
+    else:
+        assert "removed without a summary" in first_text and "Y" * 1000 not in first_text
+    # the recent turn survives verbatim, its tool_use and tool_result together
+    body = json.dumps(last["body"])
+    assert "Reading 5." in body and "line 5.0" in body
+
+
+async def test_prompt_too_long_compacts_and_retries_once(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    # keel believes the window is large; the server's is small: the refusal is what tells keel
+    server = fake_llm(
+        {
+            "steps": [*reads(project, 8), "done"],
+            "context_window": 9_000,
+            "match": [{"contains": COMPACT, "steps": ["SUMMARY: reads so far"]}],
+        }
+    )
+    rt = runtime(project, server, tmp_path, autoCompact=False)
+    try:
+        result = await rt.run("read the files")
+    finally:
+        await rt.aclose()
+    assert result.subtype == "success", result.error
+    refused = [r for r in server.cursor.requests if r["over_window"]]
+    assert refused, "the scenario never overflowed"
+    found = events(rt)
+    assert found and all(e.trigger == "overflow" for e in found)
+    # each refusal was followed by one compaction and a retry that fitted
+    after = server.cursor.requests[server.cursor.requests.index(refused[0]) + 1 :]
+    assert any(not r["over_window"] and "matched" not in r for r in after)
+
+
+async def test_precompact_hook_can_refuse_and_postcompact_is_told(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    fired: list[tuple[str, dict[str, Any]]] = []
+
+    class Point(LifecyclePoint):
+        refuse = True
+
+        def listens(self, event: str) -> bool:
+            return True
+
+        async def fire(self, event: str, fields: dict[str, Any], *, match: str | None = None) -> LifecycleResult:
+            fired.append((event, fields))
+            if event == "PreCompact" and self.refuse:
+                return LifecycleResult(blocked=True, reason="not now")
+            if event == "PreCompact":
+                return LifecycleResult(context=("HOOK-CONTEXT-kept",))
+            return LifecycleResult()
+
+    (project / "AGENTS.md").write_text("planted")
+    server = fake_llm({"steps": [*reads(project, 4), "ok", "ok"], "match": [{"contains": COMPACT, "steps": ["S"]}]})
+    rt = runtime(project, server, tmp_path, autoCompact=False, keepRecent=0.05, window=30_000, strategy="summarize")
+    point = Point()
+    rt.agent.services.put(LifecyclePoint, point)
+    try:
+        await rt.run("go")
+        assert "Nothing was compacted" in await commands.compact(rt, "keep the paths")
+        point.refuse = False
+        assert "Compacted" in await commands.compact(rt, "keep the paths")
+        await rt.run("more")
+    finally:
+        await rt.aclose()
+    loaded = [f for n, f in fired if n == "InstructionsLoaded"]
+    assert [(Path(f["file_path"]).name, f["load_reason"], f["memory_type"]) for f in loaded] == [
+        ("AGENTS.md", "session_start", "Project")
+    ]
+    names = [n for n, _ in fired if n in ("PreCompact", "PostCompact")]
+    assert names == ["PreCompact", "PreCompact", "PostCompact"]
+    assert fired[[n for n, _ in fired].index("PreCompact")][1]["custom_instructions"] == "keep the paths"
+    assert "HOOK-CONTEXT-kept" in json.dumps(server.cursor.requests[-1]["body"]["messages"][0])
+    assert "keep the paths" in json.dumps([r["body"] for r in server.cursor.requests if "matched" in r])
+
+
+async def test_context_cost_and_memory_commands(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    (project / "AGENTS.md").write_text("Use tabs.\n@missing/file.md\n")
+    server = fake_llm({"steps": [*reads(project, 2), "ok"]})
+    rt = runtime(project, server, tmp_path)
+    try:
+        await rt.run("go")
+        shown = await commands.context(rt, "")
+        cost = await commands.cost(rt, "")
+        mem = await commands.memory(rt, "")
+    finally:
+        await rt.aclose()
+    assert "usable tokens" in shown and "tool results" in shown and "tools" in shown and "safe" in shown
+    assert "Requests:       3" in cost and "read from cache" in cost
+    assert "[project]" in mem and "AGENTS.md" in mem and "missing/file.md not found" in mem
+    mgr = rt.agent.services.find(ContextManager)
+    assert mgr is not None and mgr.accounting.usage.cache_read_tokens > 0
