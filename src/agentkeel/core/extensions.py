@@ -15,6 +15,7 @@ before_request /   fail open (logged, skipped, noticed) unless the extension is
 after_response     ``fail_closed``, which ends the run with an error
 on_prompt          fails open
 on_stop, on_error  fail open
+recover            fails open: a crashing handler is skipped and the error stands
 =================  =====================================================================
 """
 
@@ -94,6 +95,8 @@ AfterTool = Callable[[ToolCall, ToolOutput], Awaitable[ToolOutput]]
 OnStop = Callable[[StopInfo], Awaitable[str | None]]  # a string continues the loop with it
 OnPrompt = Callable[[PromptInfo], Awaitable[PromptVerdict | None]]
 OnError = Callable[[ProviderError], Awaitable[None]]
+# a request failed (after the provider's own retries): a repaired request to send instead, or None
+Recover = Callable[[ProviderError, ModelRequest, int], Awaitable[ModelRequest | None]]
 ResolveAsk = Callable[[ToolCall, Verdict], Awaitable[Verdict]]
 HideTool = Callable[[Tool], bool]
 Lifecycle = Callable[[], Awaitable[None]]
@@ -111,6 +114,7 @@ class Extension:
     on_stop: OnStop | None = None
     on_prompt: OnPrompt | None = None
     on_error: OnError | None = None
+    recover: Recover | None = None  # session recovery, model fallback (at most MAX_RECOVERIES per request)
     resolve_ask: ResolveAsk | None = None
     hide_tool: HideTool | None = None
     tools: list[Tool] = field(default_factory=list)  # registered with the session's tools

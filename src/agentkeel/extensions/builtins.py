@@ -19,7 +19,7 @@ from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, Tool
 from agentkeel.permissions import PermissionEngine, PermissionGate
 from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
-from agentkeel.settings import SettingsLayer
+from agentkeel.settings import ReliabilitySettings, SettingsLayer
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.schemas import lazy_tool
 
@@ -53,6 +53,10 @@ class SessionParts:
     services: Services | None = None  # the session's services (the shell's live cwd, for CwdChanged)
     home: Path | None = None
     source: str = "startup"  # SessionStart's source: startup | resume
+    # for the reliability built-ins
+    reliability: ReliabilitySettings | None = None
+    context_window: int = 0  # the model's window in tokens
+    fallback_model: str = ""  # the provider's id of the fallback model ("" for none)
 
 
 Factory = Callable[[SessionParts], Extension | None]
@@ -164,14 +168,67 @@ def _memory_tools(memory: MemoryPlugin) -> list[Tool]:
     return [t for t in lazy if t is not None] if all(lazy) else memory.tools()
 
 
+def _reliability(name: str) -> Factory:
+    """A reliability built-in (agentkeel.extensions.reliability), imported when a session builds it."""
+
+    def factory(parts: SessionParts) -> Extension | None:
+        from agentkeel.extensions.reliability.registry import build
+
+        return build(name, parts)
+
+    return factory
+
+
 BUILTINS: tuple[Builtin, ...] = (
     Builtin("loop-detector", "asks or stops when the same call repeats (doom loop)", _loop_detector),
     Builtin("circuit-breaker", "pauses an external tool after repeated failures", _circuit_breaker),
     Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks),
+    Builtin(
+        "non-interactive-env",
+        "refuses editors, full-screen programs, git add -p / rebase -i; no pagers or prompts",
+        _reliability("non-interactive-env"),
+    ),
     Builtin("permission-gate", "the permission engine and the ask flow", _permission_gate, required=True),
     Builtin("result-guard", "cleans and redacts every tool result", _result_guard, required=True),
     Builtin("output-budget", "spills large tool output to a file", _output_budget),
+    Builtin(
+        "tool-output-truncator",
+        "cuts a tool result to half the context headroom",
+        _reliability("tool-output-truncator"),
+    ),
+    Builtin("comment-checker", "flags narrating comments an Edit or Write added", _reliability("comment-checker")),
     Builtin("memory", "memory capture, context injection and tools", _memory),
+    Builtin("error-pattern-detector", "names the cause of a provider 400", _reliability("error-pattern-detector")),
+    Builtin(
+        "session-recovery",
+        "repairs the request after a recognised 400 and re-sends it",
+        _reliability("session-recovery"),
+    ),
+    Builtin(
+        "model-fallback", "switches to fallbackModel after repeated provider errors", _reliability("model-fallback")
+    ),
+    Builtin(
+        "context-window-monitor", "warns at 70/85/95% of the context window", _reliability("context-window-monitor")
+    ),
+    Builtin(
+        "todo-continuation-enforcer",
+        "idle with open todos: countdown, then a continuation prompt",
+        _reliability("todo-continuation-enforcer"),
+    ),
+    Builtin(
+        "dynamic-context-pruning",
+        "dedupes calls, supersedes writes, purges old errors",
+        _reliability("dynamic-context-pruning"),
+    ),
+    Builtin(
+        "empty-message-sanitizer",
+        "fills or drops empty content in the request",
+        _reliability("empty-message-sanitizer"),
+    ),
+    Builtin("thinking-block-validator", "thinking blocks first, or none", _reliability("thinking-block-validator")),
+    Builtin(
+        "tool-pairing-validator", "every tool_use answered once in the request", _reliability("tool-pairing-validator")
+    ),
 )
 
 

@@ -97,6 +97,20 @@ class ProviderSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     transport: Literal["wire", "sdk"] | None = None
 
 
+class ReliabilitySettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The ``reliability`` key: knobs of the reliability built-ins (agentkeel.extensions.reliability)."""
+
+    autoResume: bool = True  # session recovery re-sends the repaired request itself
+    todoCountdownSeconds: Annotated[float, msgspec.Meta(ge=0, le=600)] = 2.0
+    todoMaxContinuations: Annotated[int, msgspec.Meta(ge=0, le=100)] = 3
+    contextWarnPercent: list[Annotated[int, msgspec.Meta(ge=1, le=100)]] = msgspec.field(
+        default_factory=lambda: [70, 85, 95]
+    )
+    pruneProtectTurns: Annotated[int, msgspec.Meta(ge=0)] = 3
+    pruneProtectTools: list[str] = msgspec.field(default_factory=list)
+    truncateMaxTokens: Annotated[int, msgspec.Meta(ge=100)] = 50_000
+
+
 class Settings(msgspec.Struct, kw_only=True):
     model: str | None = None
     permissions: PermissionSettings = msgspec.field(default_factory=PermissionSettings)
@@ -110,6 +124,8 @@ class Settings(msgspec.Struct, kw_only=True):
     maxTokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     memory: MemorySettings | None = None
     provider: ProviderSettings | None = None
+    fallbackModel: str | None = None  # the model-fallback built-in switches to it after repeated overloads
+    reliability: ReliabilitySettings | None = None
 
 
 class SettingsError(ValueError):
