@@ -79,6 +79,7 @@ def thinking_validator(bus: EventBus, state: ReliabilityState) -> Extension:
                 bus,
                 "thinking-block-validator",
                 "the assistant turn being continued has no thinking block; this request goes without thinking",
+                "warning",
             )
             messages, _ = strip_thinking(messages)
             return dc_replace(request, messages=messages, thinking_budget=None)

@@ -29,18 +29,19 @@ def context_monitor(bus: EventBus, state: ReliabilityState) -> Extension:
             return
         state.last_input_tokens = used + u.output_tokens
         pct = state.used_fraction() * 100
-        for threshold in sorted(state.config.contextWarnPercent):
-            if pct >= threshold and threshold not in warned:
-                warned.add(threshold)
-                notice(
-                    bus,
-                    "context-window-monitor",
-                    f"context window {pct:.0f}% full ({state.last_input_tokens} of {state.context_window} tokens); "
-                    "/compact or a new session frees it",
-                    "warning",
-                )
-            elif pct < threshold:
-                warned.discard(threshold)
+        thresholds = state.config.contextWarnPercent
+        warned.difference_update(t for t in thresholds if pct < t)  # the context shrank: warn again later
+        crossed = [t for t in thresholds if pct >= t and t not in warned]
+        if not crossed:
+            return
+        warned.update(crossed)  # one warning, however many thresholds one response crossed
+        notice(
+            bus,
+            "context-window-monitor",
+            f"context window {pct:.0f}% full ({state.last_input_tokens} of {state.context_window} tokens); "
+            "/compact or a new session frees it",
+            "warning",
+        )
 
     return Extension("context-window-monitor", after_response=after_response)
 

@@ -62,7 +62,10 @@ def todo_enforcer(bus: EventBus, state: ReliabilityState) -> Extension:
         snapshot = json.dumps(state.todos, sort_keys=True)
         if snapshot == last_snapshot[0]:
             notice(
-                bus, NAME, f"{len(open_todos)} todo(s) still open and the last continuation made no progress; stopping"
+                bus,
+                NAME,
+                f"{len(open_todos)} todo(s) still open and the last continuation made no progress; stopping",
+                "warning",
             )
             return None
         cancel = state.countdown_event()
