@@ -140,9 +140,10 @@ def pairing_validator(bus: EventBus, state: ReliabilityState) -> Extension:
 
     async def before_request(request: ModelRequest) -> ModelRequest:
         view = repair_messages(list(request.messages))
-        if not view.repairs:
+        if not view.repairs and view.messages == request.messages:
             return request
-        notice(bus, "tool-pairing-validator", "request repaired: " + "; ".join(view.repairs[:5]), "warning")
+        what = "; ".join(view.repairs[:5]) or "a tool_use without its tool_result answered as missing"
+        notice(bus, "tool-pairing-validator", "request repaired: " + what, "warning")
         return dc_replace(request, messages=view.messages)
 
     return Extension("tool-pairing-validator", before_request=before_request)

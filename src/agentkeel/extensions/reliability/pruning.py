@@ -193,7 +193,7 @@ def context_pruning(bus: EventBus, state: ReliabilityState) -> Extension:
         cfg = state.config
         messages, stats = prune(request.messages, cfg.pruneProtectTurns, cfg.pruneProtectTools)
         if state.shrink:
-            messages, more = shrink(messages, keep_turns=max(1, min(cfg.pruneProtectTurns, 2)))
+            messages, more = shrink(messages, keep_turns=1)
             stats.shrunk = more.shrunk
         if not stats.total():
             return request
