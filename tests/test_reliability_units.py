@@ -157,4 +157,5 @@ def test_prune_and_shrink_leave_the_input_list_alone() -> None:
     assert prune(messages, protect_turns=0, protect_tools=["Grep"])[1].total() == 0
     big = [Message.user("go"), *_turn(1, "Read", {"file_path": str(Path("a"))}, "x" * 5000), *_turn(2, "LS", {}, "y")]
     shrunk, stats = shrink(big, keep_turns=1)
-    assert stats.shrunk == 1 and "pruned to fit" in shrunk[2].content[0].text()  # type: ignore[union-attr]
+    block = shrunk[2].content[0]
+    assert stats.shrunk == 1 and isinstance(block, ToolResultBlock) and "pruned to fit" in block.text()
