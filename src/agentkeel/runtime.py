@@ -135,6 +135,7 @@ class RuntimeOptions:
     # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
     hooks: dict[str, Any] = field(default_factory=dict)
     fallback_model: str | None = None  # the model-fallback built-in's model (else settings.fallbackModel)
+    plugin_dirs: tuple[Path, ...] = ()  # plugin directories (--plugin-dir): hooks/hooks.json, commands, agents...
 
 
 class Runtime:
@@ -256,6 +257,8 @@ class Runtime:
             services=services,
             home=opts.home,
             source="resume" if prior else "startup",
+            plugin_dirs=tuple(opts.plugin_dirs),
+            trusted=trust.trusted,
             reliability=settings.reliability,
             context_window=info.context_window,
             fallback_model=_fallback_model(opts.fallback_model or settings.fallbackModel, info, env, loaded.warnings),

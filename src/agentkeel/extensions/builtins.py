@@ -53,6 +53,8 @@ class SessionParts:
     services: Services | None = None  # the session's services (the shell's live cwd, for CwdChanged)
     home: Path | None = None
     source: str = "startup"  # SessionStart's source: startup | resume
+    plugin_dirs: tuple[Path, ...] = ()  # RuntimeOptions.plugin_dirs: their hooks/hooks.json
+    trusted: bool = True  # the project is trusted (a plugin inside an untrusted one stays inert)
     # for the reliability built-ins
     reliability: ReliabilitySettings | None = None
     context_window: int = 0  # the model's window in tokens
@@ -80,13 +82,17 @@ def _circuit_breaker(parts: SessionParts) -> Extension:
 
 
 def _hooks(parts: SessionParts) -> Extension | None:
-    from agentkeel.extensions.hooks import HookContext, HookDispatcher, HooksExtension, load_hooks, matcher_error
+    from agentkeel.extensions.hooks.config import load_hooks, plugin_hooks
 
-    config = load_hooks(parts.layers, parts.sdk_hooks)
+    plugins = plugin_hooks(parts.plugin_dirs, project=parts.cwd, trusted=parts.trusted) if parts.plugin_dirs else None
+    config = load_hooks(parts.layers, parts.sdk_hooks, plugins)
     parts.notices += config.warnings
-    parts.notices += [f"{h.source}: hooks.{h.event}: {e}" for h in config.hooks if (e := matcher_error(h.matcher))]
     if not config.hooks or parts.cwd is None or parts.transcript_path is None:
         return None
+    # the dispatcher, its runners and output parsing load only when some hook is configured
+    from agentkeel.extensions.hooks import HookContext, HookDispatcher, HooksExtension, matcher_error
+
+    parts.notices += [f"{h.source}: hooks.{h.event}: {e}" for h in config.hooks if (e := matcher_error(h.matcher))]
     context = HookContext(
         session_id=parts.session_id,
         transcript_path=parts.transcript_path,

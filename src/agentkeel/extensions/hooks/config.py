@@ -12,9 +12,11 @@ all of them. Managed ``allowManagedHooksOnly: true`` leaves only the managed (an
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal
 
 from agentkeel.settings import SettingsLayer
@@ -74,6 +76,7 @@ class Handler:
     status_message: str = ""
     fail_closed: bool = False  # PreToolUse: a failure of this handler denies the call
     condition: str = ""  # the handler-level ``if``: a permission rule such as "Bash(rm *)"
+    plugin_root: str = ""  # a plugin's hook: its directory (CLAUDE_PLUGIN_ROOT)
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -210,8 +213,56 @@ def parse_hooks(data: object, source: str, scope: str) -> HookConfig:
     return out
 
 
-def load_hooks(layers: Iterable[SettingsLayer], sdk: Mapping[str, Any] | None = None) -> HookConfig:
-    """Every layer's hooks, lowest precedence first, then the SDK's; with the disable switches."""
+PLUGIN_ROOT = "${CLAUDE_PLUGIN_ROOT}"
+
+
+def _expand(value: str, root: str) -> str:
+    return value.replace(PLUGIN_ROOT, root).replace("$CLAUDE_PLUGIN_ROOT", root)
+
+
+def _in_plugin(spec: HookSpec, root: str) -> HookSpec:
+    h = spec.handler
+    command = h.command if isinstance(h.command, tuple) else _expand(h.command, root)
+    if isinstance(command, tuple):
+        command = tuple(_expand(a, root) for a in command)
+    handler = replace(h, command=command, url=_expand(h.url, root), prompt=_expand(h.prompt, root), plugin_root=root)
+    return replace(spec, handler=handler)
+
+
+def plugin_hooks(dirs: Iterable[Path], *, project: Path | None = None, trusted: bool = True) -> HookConfig:
+    """``<plugin>/hooks/hooks.json`` of each plugin directory, ``${CLAUDE_PLUGIN_ROOT}`` expanded.
+
+    The file is Claude Code's: ``{"description": ..., "hooks": {"<Event>": [...]}}``. A plugin that
+    lives inside an untrusted project is that project's code: its hooks stay inert, as the
+    project's own hooks do, until the folder is trusted."""
+    out = HookConfig()
+    for raw_dir in dirs:
+        root = Path(raw_dir).expanduser().resolve()
+        path = root / "hooks" / "hooks.json"
+        if not path.is_file():
+            continue
+        if not trusted and project is not None and root.is_relative_to(project.resolve()):
+            out.warnings.append(f"{path}: hooks of a plugin inside this untrusted project are inert (`keel trust`)")
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            out.warnings.append(f"{path}: cannot read plugin hooks ({e}); ignored")
+            continue
+        if not isinstance(data, Mapping):
+            out.warnings.append(f"{path}: the top level must be a JSON object; ignored")
+            continue
+        part = parse_hooks(data.get("hooks", {}), str(path), "plugin")
+        out.hooks += [_in_plugin(spec, str(root)) for spec in part.hooks]
+        out.warnings += part.warnings
+    return out
+
+
+def load_hooks(
+    layers: Iterable[SettingsLayer], sdk: Mapping[str, Any] | None = None, plugins: HookConfig | None = None
+) -> HookConfig:
+    """Every layer's hooks, lowest precedence first, then plugins' and the SDK's; with the disable
+    switches (plugin hooks are not managed ones)."""
     layers = list(layers)
     managed = [la for la in layers if la.scope == "managed"]
     managed_only = any(la.data.get("allowManagedHooksOnly") is True for la in managed)
@@ -224,6 +275,10 @@ def load_hooks(layers: Iterable[SettingsLayer], sdk: Mapping[str, Any] | None = 
         part = parse_hooks(layer.data.get("hooks"), str(layer.path), layer.scope)
         out.hooks += part.hooks
         out.warnings += part.warnings
+    if plugins is not None:
+        out.warnings += plugins.warnings
+        if not (managed_off or user_off or managed_only):
+            out.hooks += plugins.hooks
     if sdk and not managed_off:
         part = parse_hooks(sdk, "sdk", "sdk")
         out.hooks += part.hooks

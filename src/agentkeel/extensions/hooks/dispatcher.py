@@ -208,7 +208,10 @@ class HookDispatcher:
             cwd = str(payload.get("cwd") or self.cwd)
             if not Path(cwd).is_dir():
                 cwd = str(self.ctx.project_dir)
-            return await run_command(handler, payload_bytes(payload), cwd=cwd, env=self.env(event), timeout=timeout)
+            env = self.env(event)
+            if handler.plugin_root:
+                env["CLAUDE_PLUGIN_ROOT"] = env["KEEL_PLUGIN_ROOT"] = handler.plugin_root
+            return await run_command(handler, payload_bytes(payload), cwd=cwd, env=env, timeout=timeout)
         try:
             async with asyncio.timeout(timeout):  # no extra task per handler (wait_for makes one)
                 if handler.type == "http":
