@@ -156,7 +156,7 @@ async def test_dynamic_pruning_dedupes_supersedes_and_purges_but_protects_recent
         "done",
     ]
     server = fake_llm({"steps": steps})
-    rt = _runtime(project, server, {"reliability": {"pruneProtectTurns": 2}})
+    rt = _runtime(project, server, {"reliability": {"pruneProtectTurns": 2, "pruneAtPercent": 0}})
     notices = _notices(rt)
     try:
         result = await rt.run("go")

@@ -104,11 +104,22 @@ def _hooks(parts: SessionParts) -> Extension | None:
         provider=parts.provider,
         model=parts.model,
         home=str(parts.home or Path.home()),
+        settings_files=_settings_files(parts),
     )
     dispatcher = HookDispatcher(config, context)
     hooks = HooksExtension(dispatcher, tool_env=parts.tool_env, source=parts.source, services=parts.services)
     parts.gate.request_hooks.append(hooks.permission_request)
     return hooks.extension()
+
+
+def _settings_files(parts: SessionParts) -> tuple[tuple[Path, str], ...]:
+    """The settings files ConfigChange watches: every layer read, and the project's that may appear."""
+    files = {layer.path: str(layer.scope) for layer in parts.layers if layer.scope != "managed"}
+    if parts.cwd is not None:
+        for folder in (".claude", ".keel"):
+            files.setdefault(parts.cwd / folder / "settings.json", "project")
+            files.setdefault(parts.cwd / folder / "settings.local.json", "local")
+    return tuple(files.items())
 
 
 def _permission_gate(parts: SessionParts) -> Extension:

@@ -106,6 +106,9 @@ class ReliabilitySettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tr
     contextWarnPercent: list[Annotated[int, msgspec.Meta(ge=1, le=100)]] = msgspec.field(
         default_factory=lambda: [70, 85, 95]
     )
+    # dynamic context pruning rewrites old messages, which costs the prompt cache its prefix: it
+    # starts when the reported context is this full (0: from the first request)
+    pruneAtPercent: Annotated[int, msgspec.Meta(ge=0, le=100)] = 50
     pruneProtectTurns: Annotated[int, msgspec.Meta(ge=0)] = 3
     pruneProtectTools: list[str] = msgspec.field(default_factory=list)
     truncateMaxTokens: Annotated[int, msgspec.Meta(ge=100)] = 50_000

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from agentkeel.settings import SettingsLayer
 
-HandlerType = Literal["command", "http", "prompt", "python"]
+HandlerType = Literal["command", "http", "prompt", "agent", "python"]
 
 # every event of SPEC 4; the ones keel fires today are FIRED, the rest are accepted and listed
 EVENTS: tuple[str, ...] = (
@@ -50,10 +50,11 @@ EVENTS: tuple[str, ...] = (
     "AgentIterationStart",
     "AgentIterationEnd",
 )
-FIRED: frozenset[str] = frozenset(EVENTS[:13])
+FIRED: frozenset[str] = frozenset(EVENTS[:13]) | {"ConfigChange", "FileChanged"}
 
 # seconds, as Claude Code: a command may run ten minutes, a model or a URL half a minute
-DEFAULT_TIMEOUT: dict[str, float] = {"command": 600.0, "python": 60.0, "http": 30.0, "prompt": 30.0}
+DEFAULT_TIMEOUT: dict[str, float] = {"command": 600.0, "python": 60.0, "http": 30.0, "prompt": 30.0, "agent": 60.0}
+AGENT_MAX_TURNS = 10  # an agent handler's default bound on model requests
 _TYPES: frozenset[str] = frozenset({"command", "http", "prompt", "python", "agent"})
 
 
@@ -77,6 +78,8 @@ class Handler:
     fail_closed: bool = False  # PreToolUse: a failure of this handler denies the call
     condition: str = ""  # the handler-level ``if``: a permission rule such as "Bash(rm *)"
     plugin_root: str = ""  # a plugin's hook: its directory (CLAUDE_PLUGIN_ROOT)
+    max_turns: int = AGENT_MAX_TURNS  # agent: model requests at most
+    rewake: bool = False  # asyncRewake: runs in the background; its block wakes the model
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -90,8 +93,8 @@ class Handler:
             text = self.command if isinstance(self.command, str) else " ".join(self.command)
         elif self.type == "http":
             text = self.url
-        elif self.type == "prompt":
-            text = "prompt: " + self.prompt
+        elif self.type in ("prompt", "agent"):
+            text = f"{self.type}: {self.prompt}"
         else:
             text = self.target or getattr(self.func, "__qualname__", repr(self.func))
         text = " ".join(text.split())
@@ -128,9 +131,7 @@ def parse_handler(raw: object, where: str) -> tuple[Handler | None, str]:
         return None, f"{where}: a handler must be an object with a 'type'"
     kind = raw.get("type", "command" if "command" in raw else None)
     if kind not in _TYPES:
-        return None, f"{where}: unknown handler type {kind!r} (command, http, prompt, python)"
-    if kind == "agent":
-        return None, f"{where}: handler type 'agent' is not supported by keel yet; skipped"
+        return None, f"{where}: unknown handler type {kind!r} (command, http, prompt, agent, python)"
     timeout = raw.get("timeout")
     seconds = _number(timeout) if timeout is not None else DEFAULT_TIMEOUT[str(kind)]
     if seconds is None:
@@ -141,7 +142,8 @@ def parse_handler(raw: object, where: str) -> tuple[Handler | None, str]:
     common: dict[str, Any] = {
         "timeout": seconds,
         "once": raw.get("once") is True,
-        "run_async": raw.get("async") is True,
+        "run_async": raw.get("async") is True or raw.get("asyncRewake") is True,
+        "rewake": raw.get("asyncRewake") is True,
         "status_message": str(raw.get("statusMessage") or ""),
         "fail_closed": raw.get("failClosed") is True,
         "condition": condition.strip(),
@@ -165,12 +167,18 @@ def parse_handler(raw: object, where: str) -> tuple[Handler | None, str]:
             return None, f"{where}: 'allowedEnvVars' must be a list of variable names"
         pairs = tuple((str(k), str(v)) for k, v in headers.items())
         return Handler("http", url=url, headers=pairs, allowed_env=tuple(allowed), **common), ""
-    if kind == "prompt":
+    if kind in ("prompt", "agent"):
         prompt = raw.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
-            return None, f"{where}: a prompt handler needs 'prompt'"
+            return None, f"{where}: a{'n' if kind == 'agent' else ''} {kind} handler needs 'prompt'"
         model = raw.get("model")
-        return Handler("prompt", prompt=prompt, model=model if isinstance(model, str) else "", **common), ""
+        model = model if isinstance(model, str) else ""
+        if kind == "prompt":
+            return Handler("prompt", prompt=prompt, model=model, **common), ""
+        turns = raw.get("maxTurns", AGENT_MAX_TURNS)
+        if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= 50:
+            return None, f"{where}: 'maxTurns' must be a whole number from 1 to 50"
+        return Handler("agent", prompt=prompt, model=model, max_turns=turns, **common), ""
     target = raw.get("callable", raw.get("entrypoint"))
     if callable(target):
         return Handler("python", func=target, **common), ""

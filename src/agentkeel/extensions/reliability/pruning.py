@@ -186,11 +186,16 @@ def context_pruning(bus: EventBus, state: ReliabilityState) -> Extension:
     request, identical earlier calls, reads and writes superseded by a later change and old error
     output are replaced by short markers; the last turns (``reliability.pruneProtectTurns``) and the
     listed tools (``reliability.pruneProtectTools``, TodoWrite, Task, Skill) are never touched.
-    After a "prompt is too long", session recovery turns on ``shrink`` and older results are cut too."""
+    Pruning rewrites old messages, so the provider's prompt cache loses its prefix each time
+    something new is pruned: it starts only once the reported context is
+    ``reliability.pruneAtPercent`` (50) full. After a "prompt is too long", session recovery
+    turns on ``shrink`` and older results are cut too."""
     reported = [0]
 
     async def before_request(request: ModelRequest) -> ModelRequest:
         cfg = state.config
+        if not state.shrink and state.used_fraction() * 100 < cfg.pruneAtPercent:
+            return request  # the context has room: keep the prompt cache's prefix intact
         messages, stats = prune(request.messages, cfg.pruneProtectTurns, cfg.pruneProtectTools)
         if state.shrink:
             messages, more = shrink(messages, keep_turns=1)
