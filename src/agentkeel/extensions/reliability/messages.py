@@ -12,7 +12,15 @@ from dataclasses import replace as dc_replace
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import Extension
 from agentkeel.core.provider import ModelRequest
-from agentkeel.core.types import ContentBlock, Message, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock
+from agentkeel.core.types import (
+    ContentBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from agentkeel.core.view import repair_messages
 from agentkeel.extensions.reliability.state import ReliabilityState, notice
 
@@ -131,6 +139,27 @@ def empty_sanitizer(bus: EventBus, state: ReliabilityState) -> Extension:
 # --- tool pairing ------------------------------------------------------------------------
 
 
+def paired(messages: list[Message]) -> bool:
+    """Roles alternate from a user message, no message is empty, and each assistant message's
+    tool_uses are answered, each exactly once, by the results of the next message (and only there)."""
+    if not messages or messages[0].role != "user":
+        return False
+    wanted: list[str] = []
+    for i, msg in enumerate(messages):
+        if not msg.content or (i and msg.role == messages[i - 1].role):
+            return False
+        if msg.role == "assistant":
+            wanted = [b.id for b in msg.content if isinstance(b, ToolUseBlock)]
+            if len(set(wanted)) != len(wanted):
+                return False
+        else:
+            got = [b.tool_use_id for b in msg.content if isinstance(b, ToolResultBlock)]
+            if sorted(got) != sorted(wanted):
+                return False
+            wanted = []
+    return not wanted
+
+
 def pairing_validator(bus: EventBus, state: ReliabilityState) -> Extension:
     """Failure: "tool_use ids were found without tool_result blocks immediately after" and
     "unexpected tool_use_id found in tool_result blocks" 400s. The session view is built valid,
@@ -139,6 +168,8 @@ def pairing_validator(bus: EventBus, state: ReliabilityState) -> Extension:
     "result missing" error result, an orphan tool_result is dropped, roles alternate."""
 
     async def before_request(request: ModelRequest) -> ModelRequest:
+        if paired(request.messages):
+            return request  # the usual case, checked in one pass without building anything
         view = repair_messages(list(request.messages))
         if not view.repairs and view.messages == request.messages:
             return request

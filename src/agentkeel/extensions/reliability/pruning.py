@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from typing import Any
 
+import msgspec
+
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import Extension
 from agentkeel.core.provider import ModelRequest
@@ -76,8 +78,11 @@ def _path(use: ToolUseBlock) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _key(use: ToolUseBlock) -> str:
-    return use.name + "\0" + json.dumps(use.input, sort_keys=True, default=str)
+def _key(use: ToolUseBlock) -> bytes:
+    try:
+        return use.name.encode() + b"\0" + msgspec.json.encode(use.input, order="sorted")
+    except (TypeError, msgspec.EncodeError):
+        return use.name.encode() + b"\0" + repr(use.input).encode()
 
 
 def prune(
@@ -91,11 +96,12 @@ def prune(
     uses: list[tuple[int, ToolUseBlock]] = [(i, b) for i, m in enumerate(messages) for b in m.tool_uses()]
     results = {b.tool_use_id: b for m in messages for b in m.tool_results()}
     edits = _Edits()
-    last_key: dict[str, int] = {}
+    keys = [_key(use) for _, use in uses]
+    last_key: dict[bytes, int] = {}
     last_write: dict[str, int] = {}
     last_touch: dict[str, int] = {}
     for n, (_, use) in enumerate(uses):
-        last_key[_key(use)] = n
+        last_key[keys[n]] = n
         path = _path(use)
         if path:
             last_touch[path] = n
@@ -106,7 +112,7 @@ def prune(
             continue
         result = results.get(use.id)
         path = _path(use)
-        if last_key[_key(use)] > n and result is not None and result.text() != DUPLICATE:
+        if last_key[keys[n]] > n and result is not None and result.text() != DUPLICATE:
             edits.results[use.id] = DUPLICATE
             stats.duplicates += 1
         elif use.name == "Read" and path and last_write.get(path, -1) > n and result is not None:
