@@ -159,3 +159,16 @@ def test_prune_and_shrink_leave_the_input_list_alone() -> None:
     shrunk, stats = shrink(big, keep_turns=1)
     block = shrunk[2].content[0]
     assert stats.shrunk == 1 and isinstance(block, ToolResultBlock) and "pruned to fit" in block.text()
+
+
+def test_paired_is_the_view_builders_rule_in_one_pass() -> None:
+    from agentkeel.extensions.reliability.messages import paired
+
+    ok = [Message.user("go"), *_turn(1, "LS", {}, "a"), *_turn(2, "LS", {}, "b")]
+    assert paired(ok)
+    assert not paired(ok[:-1])  # the last tool_use has no result
+    assert not paired([ok[0], ok[1], Message.user("no result, just words")])
+    orphan = Message(role="user", content=[ToolResultBlock(tool_use_id="nobody", content="x")])
+    assert not paired([*ok[:3], Message(role="assistant", content=[TextBlock(text="hm")]), orphan])
+    assert not paired(ok[1:])  # starts with the assistant
+    assert not paired([ok[0], Message(role="assistant", content=[])])
