@@ -91,3 +91,17 @@ def test_no_hooks_no_dispatcher_import(project: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout.strip().replace("'", '"'))
     assert "agentkeel.extensions.hooks.dispatcher" not in loaded and "agentkeel.extensions.hooks.config" in loaded
+
+
+def test_hooks_list_shows_plugin_hooks_with_their_file(project: Path, tmp_path: Path) -> None:
+    plugin = _plugin(tmp_path / "plugins" / "guard")
+    keel = str(Path(sys.executable).parent / "keel")
+    out = subprocess.run(
+        [keel, "hooks", "list", "--json", "--plugin-dir", str(plugin)], cwd=project, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["hooks"]
+    assert [(r["event"], r["scope"], r["source"]) for r in rows] == [
+        ("PreToolUse", "plugin", str(plugin.resolve() / "hooks" / "hooks.json"))
+    ]
+    assert rows[0]["handler"].startswith(sys.executable) and "CLAUDE_PLUGIN_ROOT" not in rows[0]["handler"]
