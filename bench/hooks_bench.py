@@ -4,7 +4,9 @@ The real ``hooks`` extension and dispatcher, with the session's event bus (redac
 transcript writer on a temporary file, around one Bash call: 0 handlers (hooks configured
 for other events only), 10 and 50 in-process python handlers (distinct coroutine functions),
 and one command hook (a process spawned per event). Then a command hook that sleeps for ever
-with ``timeout: 1``: what it costs the loop, and that its process group is gone.
+with ``timeout: 1``: what it costs the loop, and that its process group is gone. Last, the
+reliability built-ins (SPEC 5): their ``before_request`` transforms on a 200-message request
+(pruning idle below its threshold, and forced on), and their per-tool-call checks.
 
     python bench/hooks_bench.py [--calls 200]
 """
@@ -25,8 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from agentkeel.core.events import EventBus  # noqa: E402
-from agentkeel.core.extensions import ToolCall  # noqa: E402
+from agentkeel.core.extensions import Extension, ToolCall  # noqa: E402
+from agentkeel.core.provider import ModelRequest  # noqa: E402
 from agentkeel.core.tools import ToolOutput  # noqa: E402
+from agentkeel.core.types import Message, TextBlock, ToolResultBlock, ToolUseBlock  # noqa: E402
 from agentkeel.extensions.hooks import HookConfig, HookContext, HookDispatcher, HooksExtension, parse_hooks  # noqa: E402
 from agentkeel.extensions.redaction import redact_event  # noqa: E402
 from agentkeel.session.store import SessionWriter  # noqa: E402
@@ -92,6 +96,75 @@ async def hung(tmp: Path) -> tuple[float, bool]:
     return elapsed, not left
 
 
+def _conversation(n: int) -> list[Message]:
+    """A coding session's shape: prompts, reads (some repeated), writes, edits, failing commands."""
+    out = [Message.user("fix the failing tests")]
+    i = 0
+    while len(out) < n:
+        kind = i % 5
+        path = f"/p/src/mod{i % 7}.py"
+        if kind in (0, 1):
+            name, inp, result, err = "Read", {"file_path": path}, "x = 1\n" * 200, False
+        elif kind == 2:
+            name, inp, result, err = "Write", {"file_path": path, "content": "y = 2\n" * 150}, "ok", False
+        elif kind == 3:
+            name, inp, result, err = "Bash", {"command": f"pytest -q tests/t{i % 3}.py"}, "E" * 1500, True
+        else:
+            name, inp, result, err = "Edit", {"file_path": path, "old_string": "x", "new_string": "z"}, "ok", False
+        use = ToolUseBlock(id=f"toolu_{i}", name=name, input=inp)
+        out.append(Message(role="assistant", content=[TextBlock(text=f"step {i}"), use]))
+        out.append(Message(role="user", content=[ToolResultBlock(tool_use_id=use.id, content=result, is_error=err)]))
+        i += 1
+    return out  # n messages or one more: it ends with the last tool results, as a request does
+
+
+def _reliability(force_pruning: bool) -> list[Extension]:
+    from agentkeel.extensions.reliability.registry import HANDLERS
+    from agentkeel.extensions.reliability.shell import non_interactive_env
+    from agentkeel.extensions.reliability.state import ReliabilityState
+    from agentkeel.settings import ReliabilitySettings
+
+    bus = EventBus()
+    config = ReliabilitySettings(pruneAtPercent=0 if force_pruning else 50)
+    state = ReliabilityState(config=config, context_window=200_000, last_input_tokens=60_000, fallback_model="m2")
+    built = [build(bus, state) for build in HANDLERS.values()]
+    return [e for e in [*built, non_interactive_env(bus, state, {})] if e is not None]
+
+
+async def reliability_per_request(force_pruning: bool, rounds: int) -> list[float]:
+    exts = [e for e in _reliability(force_pruning) if e.before_request is not None]
+    request = ModelRequest(model="m", system="s", messages=_conversation(200), tools=[], max_tokens=1000)
+    times: list[float] = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        r = request
+        for ext in exts:
+            assert ext.before_request is not None
+            r = await ext.before_request(r)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+async def reliability_per_call(rounds: int) -> list[float]:
+    exts = _reliability(False)
+    edit = next(t for t in builtin_tools() if t.name == "Edit")
+    new = "def f(x):\n    # clamp first: callers pass raw input\n    return max(x, 0)\n" * 20
+    call = ToolCall("t", "Edit", {"file_path": "/p/a.py", "old_string": "pass", "new_string": new}, edit)
+    output = ToolOutput("The file /p/a.py has been updated." + " ok" * 2000)
+    times: list[float] = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for ext in exts:
+            if ext.before_tool is not None:
+                await ext.before_tool(call)
+        out = output
+        for ext in exts:
+            if ext.after_tool is not None:
+                out = await ext.after_tool(call, out)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -116,6 +189,13 @@ async def main() -> None:
             print(f"{label:<28} {pct(times, 0.5):>8.3f} {pct(times, 0.95):>8.3f} {statistics.mean(times):>8.3f}")
         elapsed, clean = await hung(tmp)
         print(f"hook sleeping for ever, timeout 1s: cost {elapsed:.3f}s; process group gone: {clean}")
+        print("reliability built-ins")
+        for label, times in (
+            ("per request, 200 messages", await reliability_per_request(False, args.calls)),
+            ("  with pruning forced on", await reliability_per_request(True, args.calls)),
+            ("per tool call (Edit)", await reliability_per_call(args.calls)),
+        ):
+            print(f"{label:<28} {pct(times, 0.5):>8.3f} {pct(times, 0.95):>8.3f} {statistics.mean(times):>8.3f}")
 
 
 if __name__ == "__main__":

@@ -73,16 +73,17 @@ def test_every_spec_event_is_accepted_and_bad_entries_are_one_warning_each() -> 
             "Stop": [{"hooks": [{"type": "http", "url": "ftp://x"}, {"command": "x", "timeout": -1}]}],
             "Stopp": [],
             "SessionEnd": {"hooks": []},
-            "SubagentStop": [{"hooks": [{"type": "agent", "prompt": "check"}]}],
+            "SubagentStop": [{"hooks": [{"type": "agent"}, {"type": "agent", "prompt": "check", "maxTurns": 0}]}],
         },
         "s.json",
         "project",
     )
     assert bad.hooks == []
-    assert len(bad.warnings) == 9, bad.warnings
+    assert len(bad.warnings) == 10, bad.warnings
     assert all(w.startswith("s.json: ") and "\n" not in w for w in bad.warnings)
     assert any("unknown hook event 'Stopp'" in w for w in bad.warnings)
-    assert any("'agent' is not supported" in w for w in bad.warnings)
+    assert any("an agent handler needs 'prompt'" in w for w in bad.warnings)
+    assert any("'maxTurns' must be a whole number from 1 to 50" in w for w in bad.warnings)
 
 
 def test_project_hooks_are_inert_until_trusted_and_a_change_asks_again(

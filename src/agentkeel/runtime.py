@@ -135,6 +135,8 @@ class RuntimeOptions:
     # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
     # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
     hooks: dict[str, Any] = field(default_factory=dict)
+    fallback_model: str | None = None  # the model-fallback built-in's model (else settings.fallbackModel)
+    plugin_dirs: tuple[Path, ...] = ()  # plugin directories (--plugin-dir): hooks/hooks.json, commands, agents...
 
 
 class Runtime:
@@ -256,6 +258,11 @@ class Runtime:
             services=services,
             home=opts.home,
             source="resume" if prior else "startup",
+            plugin_dirs=tuple(opts.plugin_dirs),
+            trusted=trust.trusted,
+            reliability=settings.reliability,
+            context_window=info.context_window,
+            fallback_model=_fallback_model(opts.fallback_model or settings.fallbackModel, info, env, loaded.warnings),
         )
         builtins, warnings = default_extensions(parts, settings.disabled_hooks)
         loaded.warnings.extend(warnings + parts.notices)
@@ -443,6 +450,23 @@ def _model_name(opts: RuntimeOptions, loaded: LoadedSettings, env: Mapping[str, 
         "project may only choose a catalog model of a provider you have configured"
     )
     return None
+
+
+def _fallback_model(name: str | None, info: ModelInfo, env: Mapping[str, str], warnings: list[str]) -> str:
+    """The fallback model's id for this session's provider, or "" (none, or one keel cannot use)."""
+    if not name:
+        return ""
+    try:
+        fallback = resolve_model(name, env)
+    except ModelConfigError as e:
+        warnings.append(f"fallback model ignored: {e}")
+        return ""
+    if fallback.provider != info.provider:
+        warnings.append(
+            f"fallback model '{name}' is a {fallback.provider} model and this session uses {info.provider}: ignored"
+        )
+        return ""
+    return fallback.model
 
 
 def _writable(home_dir: Path, sessions: Path) -> None:

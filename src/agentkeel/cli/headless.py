@@ -51,6 +51,7 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
         continue_session=args.continue_session,
         resume=args.resume,
         settings_files=[Path(f) for f in args.settings],
+        fallback_model=args.fallback_model,
         channel="headless",
     )
 

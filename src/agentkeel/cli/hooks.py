@@ -43,11 +43,15 @@ def add_parser(sub: Any) -> None:
     for p in (ls, test):
         p.add_argument("--settings", action="append", default=[], metavar="FILE", help="an extra settings file")
         p.add_argument("--cwd", default=None, help="the project directory (default: the current one)")
+        p.add_argument(
+            "--plugin-dir", action="append", default=[], dest="plugin_dirs", metavar="DIR", help="a plugin's directory"
+        )
         p.add_argument("--json", action="store_true")
 
 
 def _load(args: argparse.Namespace) -> tuple[Path, HookConfig, list[str]]:
-    from agentkeel.extensions.hooks import load_hooks, matcher_error
+    from agentkeel.extensions.hooks import matcher_error
+    from agentkeel.extensions.hooks.config import load_hooks, plugin_hooks
     from agentkeel.runtime import project_trust, read_settings
     from agentkeel.session.store import keel_home
 
@@ -56,7 +60,8 @@ def _load(args: argparse.Namespace) -> tuple[Path, HookConfig, list[str]]:
     trust = project_trust(cwd, home_dir)
     extra = [Path(f) for f in args.settings]
     loaded = read_settings(cwd, Path.home(), home_dir, extra, os.environ, trusted=trust.trusted)
-    config = load_hooks(loaded.layers)
+    plugins = plugin_hooks([Path(d) for d in args.plugin_dirs], project=cwd, trusted=trust.trusted)
+    config = load_hooks(loaded.layers, plugins=plugins)
     notes = [w for w in loaded.warnings if "hooks" in w] + config.warnings
     notes += [f"{h.source}: hooks.{h.event}: {e}" for h in config.hooks if (e := matcher_error(h.matcher))]
     return cwd, config, notes

@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--version", action="version", version=f"{__version__} (keel)")
     p.add_argument("--output-format", choices=["text", "json", "stream-json"], default="text")
     p.add_argument("--model", help="provider:model or an alias (sonnet, opus, haiku, gpt, ...)")
+    p.add_argument("--fallback-model", help="the model to switch to when the main one stays overloaded")
     p.add_argument("--max-turns", type=int, help="stop after this many model requests")
     p.add_argument("--max-budget-usd", type=float, help="stop when the session has cost this much")
     p.add_argument(

@@ -16,6 +16,7 @@ after_response     ``fail_closed``, which ends the run with an error
 on_prompt          fails open
 fit_context        fails open (the request is sent as it is)
 on_stop, on_error  fail open
+recover            fails open: a crashing handler is skipped and the error stands
 =================  =====================================================================
 """
 
@@ -95,6 +96,8 @@ AfterTool = Callable[[ToolCall, ToolOutput], Awaitable[ToolOutput]]
 OnStop = Callable[[StopInfo], Awaitable[str | None]]  # a string continues the loop with it
 OnPrompt = Callable[[PromptInfo], Awaitable[PromptVerdict | None]]
 OnError = Callable[[ProviderError], Awaitable[None]]
+# a request failed (after the provider's own retries): a repaired request to send instead, or None
+Recover = Callable[[ProviderError, ModelRequest, int], Awaitable[ModelRequest | None]]
 ResolveAsk = Callable[[ToolCall, Verdict], Awaitable[Verdict]]
 # before each request, and once more when the provider refused it as too long (the error is given):
 # an event that re-bases the view (a compaction) to append, or None to send the request as it is
@@ -116,6 +119,7 @@ class Extension:
     on_prompt: OnPrompt | None = None
     on_error: OnError | None = None
     fit_context: FitContext | None = None
+    recover: Recover | None = None  # session recovery, model fallback (at most MAX_RECOVERIES per request)
     resolve_ask: ResolveAsk | None = None
     hide_tool: HideTool | None = None
     tools: list[Tool] = field(default_factory=list)  # registered with the session's tools

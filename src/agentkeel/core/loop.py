@@ -46,6 +46,8 @@ from agentkeel.core.view import INTERRUPTED_RESULT, ViewBuilder
 log = logging.getLogger("agentkeel.loop")
 T = TypeVar("T")
 
+MAX_RECOVERIES = 3  # repaired re-sends of one request (session recovery, model fallback)
+
 Subtype = Literal["success", "error_max_turns", "error_max_budget_usd", "error_during_execution", "interrupted"]
 
 
@@ -161,7 +163,7 @@ class Agent:
                 if uses:
                     await self._run_tools(uses)
                     continue
-                go_on = await self._on_stop(StopInfo(last_text, turns, continued))
+                go_on = await self._guard(self._on_stop(StopInfo(last_text, turns, continued)), during="idle")
                 if go_on is None:
                     return self._finish("success", last_text, turns, started)
                 continued = True
@@ -238,7 +240,16 @@ class Agent:
             if ext.before_request is not None:
                 request = await self._contained(ext.name, ext.fail_closed, ext.before_request(request), request)
         self.bus.emit(RequestStarted(turn=turn + 1, model=request.model, message_count=len(request.messages)))
-        response = await self._guard(self._stream(request), during="request")
+        attempt = 0
+        while True:
+            try:
+                response = await self._guard(self._stream(request), during="request")
+                break
+            except ProviderError as err:
+                if isinstance(err, PromptTooLongError) and any(e.fit_context for e in self.ext):
+                    raise  # the context point owns it: compact, then retry once (see _request)
+                attempt += 1
+                request = await self._recover(err, request, attempt)
         response = _unique_tool_ids(response)
         for ext in self.ext:
             if ext.after_response is not None:
@@ -277,6 +288,22 @@ class Agent:
                 raise _Stop(f"extension {name} failed ({type(exc).__name__}: {exc})") from None
             self.bus.emit(Notice(level="warning", message=f"extension {name} failed and was skipped: {exc}"))
             return fallback
+
+    async def _recover(self, err: ProviderError, request: ModelRequest, attempt: int) -> ModelRequest:
+        """A failed request: the first ``recover`` extension with a repaired request wins; with
+        none (or after MAX_RECOVERIES) the error stands."""
+        if attempt <= MAX_RECOVERIES:
+            for ext in self.ext:
+                if ext.recover is None:
+                    continue
+                try:
+                    repaired = await ext.recover(err, request, attempt)
+                except Exception:
+                    log.exception("recover extension %s failed", ext.name)
+                    continue
+                if repaired is not None:
+                    return repaired
+        raise err
 
     async def _on_error(self, err: ProviderError) -> None:
         for ext in self.ext:
@@ -442,7 +469,7 @@ class Agent:
 
     # --- helpers -----------------------------------------------------------------------
 
-    async def _guard(self, awaitable: Awaitable[T], *, during: Literal["request", "tools"]) -> T:
+    async def _guard(self, awaitable: Awaitable[T], *, during: Literal["request", "tools", "idle"]) -> T:
         """Await as an interruptible unit: ``interrupt()`` cancels it and we raise _Interrupt."""
         if self._interrupted:
             self.bus.emit(Interrupted(during=during))

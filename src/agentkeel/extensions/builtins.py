@@ -19,7 +19,7 @@ from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, Tool
 from agentkeel.permissions import PermissionEngine, PermissionGate
 from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
-from agentkeel.settings import SettingsLayer
+from agentkeel.settings import ReliabilitySettings, SettingsLayer
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.schemas import lazy_tool
 
@@ -53,6 +53,12 @@ class SessionParts:
     services: Services | None = None  # the session's services (the shell's live cwd, for CwdChanged)
     home: Path | None = None
     source: str = "startup"  # SessionStart's source: startup | resume
+    plugin_dirs: tuple[Path, ...] = ()  # RuntimeOptions.plugin_dirs: their hooks/hooks.json
+    trusted: bool = True  # the project is trusted (a plugin inside an untrusted one stays inert)
+    # for the reliability built-ins
+    reliability: ReliabilitySettings | None = None
+    context_window: int = 0  # the model's window in tokens
+    fallback_model: str = ""  # the provider's id of the fallback model ("" for none)
 
 
 Factory = Callable[[SessionParts], Extension | None]
@@ -76,13 +82,17 @@ def _circuit_breaker(parts: SessionParts) -> Extension:
 
 
 def _hooks(parts: SessionParts) -> Extension | None:
-    from agentkeel.extensions.hooks import HookContext, HookDispatcher, HooksExtension, load_hooks, matcher_error
+    from agentkeel.extensions.hooks.config import load_hooks, plugin_hooks
 
-    config = load_hooks(parts.layers, parts.sdk_hooks)
+    plugins = plugin_hooks(parts.plugin_dirs, project=parts.cwd, trusted=parts.trusted) if parts.plugin_dirs else None
+    config = load_hooks(parts.layers, parts.sdk_hooks, plugins)
     parts.notices += config.warnings
-    parts.notices += [f"{h.source}: hooks.{h.event}: {e}" for h in config.hooks if (e := matcher_error(h.matcher))]
     if not config.hooks or parts.cwd is None or parts.transcript_path is None:
         return None
+    # the dispatcher, its runners and output parsing load only when some hook is configured
+    from agentkeel.extensions.hooks import HookContext, HookDispatcher, HooksExtension, matcher_error
+
+    parts.notices += [f"{h.source}: hooks.{h.event}: {e}" for h in config.hooks if (e := matcher_error(h.matcher))]
     context = HookContext(
         session_id=parts.session_id,
         transcript_path=parts.transcript_path,
@@ -94,11 +104,22 @@ def _hooks(parts: SessionParts) -> Extension | None:
         provider=parts.provider,
         model=parts.model,
         home=str(parts.home or Path.home()),
+        settings_files=_settings_files(parts),
     )
     dispatcher = HookDispatcher(config, context)
     hooks = HooksExtension(dispatcher, tool_env=parts.tool_env, source=parts.source, services=parts.services)
     parts.gate.request_hooks.append(hooks.permission_request)
     return hooks.extension()
+
+
+def _settings_files(parts: SessionParts) -> tuple[tuple[Path, str], ...]:
+    """The settings files ConfigChange watches: every layer read, and the project's that may appear."""
+    files = {layer.path: str(layer.scope) for layer in parts.layers if layer.scope != "managed"}
+    if parts.cwd is not None:
+        for folder in (".claude", ".keel"):
+            files.setdefault(parts.cwd / folder / "settings.json", "project")
+            files.setdefault(parts.cwd / folder / "settings.local.json", "local")
+    return tuple(files.items())
 
 
 def _permission_gate(parts: SessionParts) -> Extension:
@@ -164,14 +185,67 @@ def _memory_tools(memory: MemoryPlugin) -> list[Tool]:
     return [t for t in lazy if t is not None] if all(lazy) else memory.tools()
 
 
+def _reliability(name: str) -> Factory:
+    """A reliability built-in (agentkeel.extensions.reliability), imported when a session builds it."""
+
+    def factory(parts: SessionParts) -> Extension | None:
+        from agentkeel.extensions.reliability.registry import build
+
+        return build(name, parts)
+
+    return factory
+
+
 BUILTINS: tuple[Builtin, ...] = (
     Builtin("loop-detector", "asks or stops when the same call repeats (doom loop)", _loop_detector),
     Builtin("circuit-breaker", "pauses an external tool after repeated failures", _circuit_breaker),
     Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks),
+    Builtin(
+        "non-interactive-env",
+        "refuses editors, full-screen programs, git add -p / rebase -i; no pagers or prompts",
+        _reliability("non-interactive-env"),
+    ),
     Builtin("permission-gate", "the permission engine and the ask flow", _permission_gate, required=True),
     Builtin("result-guard", "cleans and redacts every tool result", _result_guard, required=True),
     Builtin("output-budget", "spills large tool output to a file", _output_budget),
+    Builtin(
+        "tool-output-truncator",
+        "cuts a tool result to half the context headroom",
+        _reliability("tool-output-truncator"),
+    ),
+    Builtin("comment-checker", "flags narrating comments an Edit or Write added", _reliability("comment-checker")),
     Builtin("memory", "memory capture, context injection and tools", _memory),
+    Builtin("error-pattern-detector", "names the cause of a provider 400", _reliability("error-pattern-detector")),
+    Builtin(
+        "session-recovery",
+        "repairs the request after a recognised 400 and re-sends it",
+        _reliability("session-recovery"),
+    ),
+    Builtin(
+        "model-fallback", "switches to fallbackModel after repeated provider errors", _reliability("model-fallback")
+    ),
+    Builtin(
+        "context-window-monitor", "warns at 70/85/95% of the context window", _reliability("context-window-monitor")
+    ),
+    Builtin(
+        "todo-continuation-enforcer",
+        "idle with open todos: countdown, then a continuation prompt",
+        _reliability("todo-continuation-enforcer"),
+    ),
+    Builtin(
+        "dynamic-context-pruning",
+        "dedupes calls, supersedes writes, purges old errors",
+        _reliability("dynamic-context-pruning"),
+    ),
+    Builtin(
+        "empty-message-sanitizer",
+        "fills or drops empty content in the request",
+        _reliability("empty-message-sanitizer"),
+    ),
+    Builtin("thinking-block-validator", "thinking blocks first, or none", _reliability("thinking-block-validator")),
+    Builtin(
+        "tool-pairing-validator", "every tool_use answered once in the request", _reliability("tool-pairing-validator")
+    ),
 )
 
 

@@ -109,6 +109,23 @@ class ContextSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     promptBudget: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] = 0.25  # share of the window for the system prompt
 
 
+class ReliabilitySettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The ``reliability`` key: knobs of the reliability built-ins (agentkeel.extensions.reliability)."""
+
+    autoResume: bool = True  # session recovery re-sends the repaired request itself
+    todoCountdownSeconds: Annotated[float, msgspec.Meta(ge=0, le=600)] = 2.0
+    todoMaxContinuations: Annotated[int, msgspec.Meta(ge=0, le=100)] = 3
+    contextWarnPercent: list[Annotated[int, msgspec.Meta(ge=1, le=100)]] = msgspec.field(
+        default_factory=lambda: [70, 85, 95]
+    )
+    # dynamic context pruning rewrites old messages, which costs the prompt cache its prefix: it
+    # starts when the reported context is this full (0: from the first request)
+    pruneAtPercent: Annotated[int, msgspec.Meta(ge=0, le=100)] = 50
+    pruneProtectTurns: Annotated[int, msgspec.Meta(ge=0)] = 3
+    pruneProtectTools: list[str] = msgspec.field(default_factory=list)
+    truncateMaxTokens: Annotated[int, msgspec.Meta(ge=100)] = 50_000
+
+
 class Settings(msgspec.Struct, kw_only=True):
     model: str | None = None
     permissions: PermissionSettings = msgspec.field(default_factory=PermissionSettings)
@@ -124,6 +141,8 @@ class Settings(msgspec.Struct, kw_only=True):
     provider: ProviderSettings | None = None
     context: ContextSettings | None = None
     outputStyle: str | None = None
+    fallbackModel: str | None = None  # the model-fallback built-in switches to it after repeated overloads
+    reliability: ReliabilitySettings | None = None
 
 
 class SettingsError(ValueError):

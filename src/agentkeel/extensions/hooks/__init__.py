@@ -1,13 +1,39 @@
 """Claude Code-compatible hooks (SPEC 4): configuration, matching, handler runners, output
-semantics and the ``hooks`` built-in extension that fires each event where it happens."""
+semantics and the ``hooks`` built-in extension that fires each event where it happens.
+
+Names are imported on first use: a session reads its hook configuration through the light
+``config`` module and loads the dispatcher (runners, HTTP, output parsing) only when some hook
+is configured."""
 
 from __future__ import annotations
 
-from agentkeel.extensions.hooks.config import EVENTS, FIRED, Handler, HookConfig, HookSpec, load_hooks, parse_hooks
-from agentkeel.extensions.hooks.dispatcher import HookContext, HookDispatcher, HookRan
-from agentkeel.extensions.hooks.extension import HooksExtension, tool_response
-from agentkeel.extensions.hooks.matchers import matcher_error
-from agentkeel.extensions.hooks.output import Combined, Outcome
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentkeel.extensions.hooks.config import EVENTS, FIRED, Handler, HookConfig, HookSpec, load_hooks, parse_hooks
+    from agentkeel.extensions.hooks.dispatcher import HookContext, HookDispatcher, HookRan
+    from agentkeel.extensions.hooks.extension import HooksExtension, tool_response
+    from agentkeel.extensions.hooks.matchers import matcher_error
+    from agentkeel.extensions.hooks.output import Combined, Outcome
+
+_WHERE = {
+    "EVENTS": "config",
+    "FIRED": "config",
+    "Handler": "config",
+    "HookConfig": "config",
+    "HookSpec": "config",
+    "load_hooks": "config",
+    "parse_hooks": "config",
+    "HookContext": "dispatcher",
+    "HookDispatcher": "dispatcher",
+    "HookRan": "dispatcher",
+    "HooksExtension": "extension",
+    "tool_response": "extension",
+    "matcher_error": "matchers",
+    "Combined": "output",
+    "Outcome": "output",
+}
 
 __all__ = [
     "EVENTS",
@@ -26,3 +52,12 @@ __all__ = [
     "parse_hooks",
     "tool_response",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

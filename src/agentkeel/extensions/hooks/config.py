@@ -12,14 +12,16 @@ all of them. Managed ``allowManagedHooksOnly: true`` leaves only the managed (an
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal
 
 from agentkeel.settings import SettingsLayer
 
-HandlerType = Literal["command", "http", "prompt", "python"]
+HandlerType = Literal["command", "http", "prompt", "agent", "python"]
 
 # every event of SPEC 4; the ones keel fires today are FIRED, the rest are accepted and listed
 EVENTS: tuple[str, ...] = (
@@ -48,10 +50,11 @@ EVENTS: tuple[str, ...] = (
     "AgentIterationStart",
     "AgentIterationEnd",
 )
-FIRED: frozenset[str] = frozenset(EVENTS[:13])
+FIRED: frozenset[str] = frozenset(EVENTS[:13]) | {"ConfigChange", "FileChanged"}
 
 # seconds, as Claude Code: a command may run ten minutes, a model or a URL half a minute
-DEFAULT_TIMEOUT: dict[str, float] = {"command": 600.0, "python": 60.0, "http": 30.0, "prompt": 30.0}
+DEFAULT_TIMEOUT: dict[str, float] = {"command": 600.0, "python": 60.0, "http": 30.0, "prompt": 30.0, "agent": 60.0}
+AGENT_MAX_TURNS = 10  # an agent handler's default bound on model requests
 _TYPES: frozenset[str] = frozenset({"command", "http", "prompt", "python", "agent"})
 
 
@@ -74,6 +77,9 @@ class Handler:
     status_message: str = ""
     fail_closed: bool = False  # PreToolUse: a failure of this handler denies the call
     condition: str = ""  # the handler-level ``if``: a permission rule such as "Bash(rm *)"
+    plugin_root: str = ""  # a plugin's hook: its directory (CLAUDE_PLUGIN_ROOT)
+    max_turns: int = AGENT_MAX_TURNS  # agent: model requests at most
+    rewake: bool = False  # asyncRewake: runs in the background; its block wakes the model
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -87,8 +93,8 @@ class Handler:
             text = self.command if isinstance(self.command, str) else " ".join(self.command)
         elif self.type == "http":
             text = self.url
-        elif self.type == "prompt":
-            text = "prompt: " + self.prompt
+        elif self.type in ("prompt", "agent"):
+            text = f"{self.type}: {self.prompt}"
         else:
             text = self.target or getattr(self.func, "__qualname__", repr(self.func))
         text = " ".join(text.split())
@@ -125,9 +131,7 @@ def parse_handler(raw: object, where: str) -> tuple[Handler | None, str]:
         return None, f"{where}: a handler must be an object with a 'type'"
     kind = raw.get("type", "command" if "command" in raw else None)
     if kind not in _TYPES:
-        return None, f"{where}: unknown handler type {kind!r} (command, http, prompt, python)"
-    if kind == "agent":
-        return None, f"{where}: handler type 'agent' is not supported by keel yet; skipped"
+        return None, f"{where}: unknown handler type {kind!r} (command, http, prompt, agent, python)"
     timeout = raw.get("timeout")
     seconds = _number(timeout) if timeout is not None else DEFAULT_TIMEOUT[str(kind)]
     if seconds is None:
@@ -138,7 +142,8 @@ def parse_handler(raw: object, where: str) -> tuple[Handler | None, str]:
     common: dict[str, Any] = {
         "timeout": seconds,
         "once": raw.get("once") is True,
-        "run_async": raw.get("async") is True,
+        "run_async": raw.get("async") is True or raw.get("asyncRewake") is True,
+        "rewake": raw.get("asyncRewake") is True,
         "status_message": str(raw.get("statusMessage") or ""),
         "fail_closed": raw.get("failClosed") is True,
         "condition": condition.strip(),
@@ -162,12 +167,18 @@ def parse_handler(raw: object, where: str) -> tuple[Handler | None, str]:
             return None, f"{where}: 'allowedEnvVars' must be a list of variable names"
         pairs = tuple((str(k), str(v)) for k, v in headers.items())
         return Handler("http", url=url, headers=pairs, allowed_env=tuple(allowed), **common), ""
-    if kind == "prompt":
+    if kind in ("prompt", "agent"):
         prompt = raw.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
-            return None, f"{where}: a prompt handler needs 'prompt'"
+            return None, f"{where}: a{'n' if kind == 'agent' else ''} {kind} handler needs 'prompt'"
         model = raw.get("model")
-        return Handler("prompt", prompt=prompt, model=model if isinstance(model, str) else "", **common), ""
+        model = model if isinstance(model, str) else ""
+        if kind == "prompt":
+            return Handler("prompt", prompt=prompt, model=model, **common), ""
+        turns = raw.get("maxTurns", AGENT_MAX_TURNS)
+        if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= 50:
+            return None, f"{where}: 'maxTurns' must be a whole number from 1 to 50"
+        return Handler("agent", prompt=prompt, model=model, max_turns=turns, **common), ""
     target = raw.get("callable", raw.get("entrypoint"))
     if callable(target):
         return Handler("python", func=target, **common), ""
@@ -210,8 +221,56 @@ def parse_hooks(data: object, source: str, scope: str) -> HookConfig:
     return out
 
 
-def load_hooks(layers: Iterable[SettingsLayer], sdk: Mapping[str, Any] | None = None) -> HookConfig:
-    """Every layer's hooks, lowest precedence first, then the SDK's; with the disable switches."""
+PLUGIN_ROOT = "${CLAUDE_PLUGIN_ROOT}"
+
+
+def _expand(value: str, root: str) -> str:
+    return value.replace(PLUGIN_ROOT, root).replace("$CLAUDE_PLUGIN_ROOT", root)
+
+
+def _in_plugin(spec: HookSpec, root: str) -> HookSpec:
+    h = spec.handler
+    command = h.command if isinstance(h.command, tuple) else _expand(h.command, root)
+    if isinstance(command, tuple):
+        command = tuple(_expand(a, root) for a in command)
+    handler = replace(h, command=command, url=_expand(h.url, root), prompt=_expand(h.prompt, root), plugin_root=root)
+    return replace(spec, handler=handler)
+
+
+def plugin_hooks(dirs: Iterable[Path], *, project: Path | None = None, trusted: bool = True) -> HookConfig:
+    """``<plugin>/hooks/hooks.json`` of each plugin directory, ``${CLAUDE_PLUGIN_ROOT}`` expanded.
+
+    The file is Claude Code's: ``{"description": ..., "hooks": {"<Event>": [...]}}``. A plugin that
+    lives inside an untrusted project is that project's code: its hooks stay inert, as the
+    project's own hooks do, until the folder is trusted."""
+    out = HookConfig()
+    for raw_dir in dirs:
+        root = Path(raw_dir).expanduser().resolve()
+        path = root / "hooks" / "hooks.json"
+        if not path.is_file():
+            continue
+        if not trusted and project is not None and root.is_relative_to(project.resolve()):
+            out.warnings.append(f"{path}: hooks of a plugin inside this untrusted project are inert (`keel trust`)")
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            out.warnings.append(f"{path}: cannot read plugin hooks ({e}); ignored")
+            continue
+        if not isinstance(data, Mapping):
+            out.warnings.append(f"{path}: the top level must be a JSON object; ignored")
+            continue
+        part = parse_hooks(data.get("hooks", {}), str(path), "plugin")
+        out.hooks += [_in_plugin(spec, str(root)) for spec in part.hooks]
+        out.warnings += part.warnings
+    return out
+
+
+def load_hooks(
+    layers: Iterable[SettingsLayer], sdk: Mapping[str, Any] | None = None, plugins: HookConfig | None = None
+) -> HookConfig:
+    """Every layer's hooks, lowest precedence first, then plugins' and the SDK's; with the disable
+    switches (plugin hooks are not managed ones)."""
     layers = list(layers)
     managed = [la for la in layers if la.scope == "managed"]
     managed_only = any(la.data.get("allowManagedHooksOnly") is True for la in managed)
@@ -224,6 +283,10 @@ def load_hooks(layers: Iterable[SettingsLayer], sdk: Mapping[str, Any] | None = 
         part = parse_hooks(layer.data.get("hooks"), str(layer.path), layer.scope)
         out.hooks += part.hooks
         out.warnings += part.warnings
+    if plugins is not None:
+        out.warnings += plugins.warnings
+        if not (managed_off or user_off or managed_only):
+            out.hooks += plugins.hooks
     if sdk and not managed_off:
         part = parse_hooks(sdk, "sdk", "sdk")
         out.hooks += part.hooks

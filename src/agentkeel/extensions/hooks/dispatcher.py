@@ -27,6 +27,7 @@ from agentkeel.extensions.hooks.matchers import condition_holds, matches
 from agentkeel.extensions.hooks.output import Combined, Outcome, interpret
 from agentkeel.extensions.hooks.prompt import run_prompt
 from agentkeel.extensions.hooks.runners import Raw, payload_bytes, run_command, run_http, run_python
+from agentkeel.extensions.hooks.watch import Watcher
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class HookContext:
     provider: Provider | None = None
     model: str = ""
     home: str = field(default_factory=lambda: str(Path.home()))
+    settings_files: tuple[tuple[Path, str], ...] = ()  # (path, scope) watched for ConfigChange
 
 
 class HookDispatcher:
@@ -85,6 +87,9 @@ class HookDispatcher:
         self._background: set[asyncio.Future[Any]] = set()
         self._noticing = False  # a notice of ours must not fire Notification hooks about itself
         self.effort = ctx.env.get("KEEL_EFFORT") or "medium"
+        self.watcher = Watcher()  # watchPaths hooks returned: FileChanged
+        self.rewake: list[str] = []  # asyncRewake handlers' blocks, waiting for the model
+        self._rewaking: set[asyncio.Future[Any]] = set()
 
     # --- selection ----------------------------------------------------------------------------
 
@@ -168,6 +173,9 @@ class HookDispatcher:
                 task = asyncio.ensure_future(self._run_logged(event, spec, payload))
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
+                if spec.handler.rewake:
+                    self._rewaking.add(task)
+                    task.add_done_callback(self._rewaking.discard)
             else:
                 waited.append(spec)
         if len(waited) == 1:
@@ -176,10 +184,24 @@ class HookDispatcher:
             outcomes = list(await asyncio.gather(*(self._run(event, spec, payload) for spec in waited)))
         if outcomes:
             self._log(event, outcomes)
+            self._watch(outcomes, payload)
         return Combined(outcomes)
 
+    def _watch(self, outcomes: list[Outcome], payload: dict[str, Any]) -> None:
+        base = Path(str(payload.get("cwd") or self.cwd))
+        for o in outcomes:
+            self.watcher.add((base / p).resolve() for p in o.watch_paths)
+
     async def _run_logged(self, event: str, spec: HookSpec, payload: dict[str, Any]) -> None:
-        self._log(event, [await self._run(event, spec, payload)])
+        outcome = await self._run(event, spec, payload)
+        self._log(event, [outcome])
+        if spec.handler.rewake and outcome.blocked:
+            self.rewake.append(f"An asynchronous {event} hook reported: {outcome.reason or 'blocked'}")
+
+    async def wait_rewake(self) -> None:
+        """Let asyncRewake handlers still running finish (each under its own timeout)."""
+        if self._rewaking:
+            await asyncio.wait(set(self._rewaking))
 
     async def _run(self, event: str, spec: HookSpec, payload: dict[str, Any]) -> Outcome:
         handler = spec.handler
@@ -208,7 +230,10 @@ class HookDispatcher:
             cwd = str(payload.get("cwd") or self.cwd)
             if not Path(cwd).is_dir():
                 cwd = str(self.ctx.project_dir)
-            return await run_command(handler, payload_bytes(payload), cwd=cwd, env=self.env(event), timeout=timeout)
+            env = self.env(event)
+            if handler.plugin_root:
+                env["CLAUDE_PLUGIN_ROOT"] = env["KEEL_PLUGIN_ROOT"] = handler.plugin_root
+            return await run_command(handler, payload_bytes(payload), cwd=cwd, env=env, timeout=timeout)
         try:
             async with asyncio.timeout(timeout):  # no extra task per handler (wait_for makes one)
                 if handler.type == "http":
@@ -217,6 +242,14 @@ class HookDispatcher:
                     if self.ctx.provider is None:
                         return Raw(None, error="has no model to ask in this session")
                     return await run_prompt(handler, payload, self.ctx.provider, self.ctx.model)
+                if handler.type == "agent":
+                    if self.ctx.provider is None:
+                        return Raw(None, error="has no model to ask in this session")
+                    from agentkeel.extensions.hooks.agent import run_agent
+
+                    return await run_agent(
+                        handler, payload, self.ctx.provider, self.ctx.model, self.ctx.project_dir, self.ctx.session_id
+                    )
                 return await run_python(handler, payload)
         except TimeoutError:
             return Raw(None, error=f"timed out after {timeout:g}s")
@@ -230,6 +263,8 @@ class HookDispatcher:
                 "duration_ms": o.duration_ms,
                 "outcome": o.summary,
                 **({"error": o.error} if o.error else {}),
+                # the handler's plain output, unless it asked for it to stay out of the transcript
+                **({"output": o.raw.stdout[:500]} if o.raw.stdout.strip() and not o.suppress else {}),
             }
             for o in outcomes
         ]

@@ -10,7 +10,10 @@ PostToolUse(Failure) ``after_tool`` of a call that ran (before the result guard)
 PostToolBatch       ``after_tool`` of the last call of one assistant message
 Notification        a ``Notice`` on the bus
 CwdChanged          a ``CwdChanged`` on the bus
-Stop                ``on_stop`` (a block continues the loop, at most ``MAX_STOP_CONTINUES`` times)
+Stop                ``on_stop`` (a block continues the loop, at most ``MAX_STOP_CONTINUES`` times);
+                    first asyncRewake handlers still running are waited for: a block wakes the model
+FileChanged         ``before_request``: a path some hook's ``watchPaths`` named changed
+ConfigChange        ``before_request``: a settings file changed
 StopFailure         ``on_error``
 SessionEnd          ``close``
 ==================  ================================================================
@@ -50,6 +53,7 @@ from agentkeel.core.tools import Services, ToolOutput, Workdir
 from agentkeel.core.types import TextBlock
 from agentkeel.extensions.hooks.dispatcher import HookDispatcher
 from agentkeel.extensions.hooks.output import Combined
+from agentkeel.extensions.hooks.watch import Watcher
 from agentkeel.permissions.engine import Decision
 
 MAX_STOP_CONTINUES = 8  # a Stop hook that always blocks cannot keep the loop going for ever
@@ -145,6 +149,8 @@ class HooksExtension:
         self._batch_done: list[dict[str, Any]] = []
         if services is not None:
             services.put(LifecyclePoint, HookLifecycle(dispatcher))
+        self.settings = Watcher(p for p, _ in dispatcher.ctx.settings_files)
+        self._scope = {p: scope for p, scope in dispatcher.ctx.settings_files}
 
     def extension(self) -> Extension:
         return Extension(
@@ -209,7 +215,22 @@ class HooksExtension:
     async def before_request(self, request: ModelRequest) -> ModelRequest:
         if self.stopped is not None:
             raise StoppedByHook(self.stopped)
+        await self._check_watched()
+        if self.stopped is not None:
+            raise StoppedByHook(self.stopped)
         return request
+
+    async def _check_watched(self) -> None:
+        """Turn boundary: a changed settings file fires ConfigChange, a changed watched path FileChanged."""
+        if self.d.has("ConfigChange"):
+            for path, _ in self.settings.changes():
+                source = f"{self._scope.get(path, 'project')}_settings"
+                result = await self.d.fire("ConfigChange", {"source": source, "file_path": str(path)}, match=source)
+                self._note_stop(result)
+        if self.d.has("FileChanged"):
+            for path, change in self.d.watcher.changes():
+                result = await self.d.fire("FileChanged", {"file_path": str(path), "event": change}, match=path.name)
+                self._note_stop(result)
 
     # --- prompts and stops --------------------------------------------------------------------
 
@@ -227,11 +248,20 @@ class HooksExtension:
         if result.blocked:
             return PromptVerdict(block=result.block_reason or "a UserPromptSubmit hook blocked the prompt")
         context += result.context
+        context += self._take_rewake()
         return PromptVerdict(context=tuple(context)) if context else None
+
+    def _take_rewake(self) -> list[str]:
+        woke, self.d.rewake = self.d.rewake, []
+        return woke
 
     async def on_stop(self, info: StopInfo) -> str | None:
         if not info.continued:
             self.stop_count = 0
+        await self.d.wait_rewake()
+        woke = self._take_rewake()
+        if woke:  # an asyncRewake handler blocked: the model hears it before the loop goes idle
+            return "\n".join(woke)
         fields = {
             "stop_hook_active": info.continued,
             "last_assistant_message": info.last_text,

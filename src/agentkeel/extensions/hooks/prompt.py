@@ -34,7 +34,11 @@ async def run_prompt(handler: Handler, payload: dict[str, Any], provider: Provid
     async for chunk in provider.stream(request):
         if isinstance(chunk, ModelResponse):
             final = chunk
-    answer = final.message.text() if final is not None else ""
+    return verdict_from_text(final.message.text() if final is not None else "")
+
+
+def verdict_from_text(answer: str) -> Raw:
+    """``{"ok": true}`` -> exit 0; ``{"ok": false, "reason": ...}`` -> exit 2; anything else an error."""
     found = _OBJECT.search(answer)
     try:
         data = json.loads(found.group(0)) if found else None

@@ -1,0 +1,180 @@
+"""Prevention: the request is made valid before it leaves (thinking blocks, empty content, tool pairing).
+
+Three ``before_request`` transforms of the *request*; the session log is never edited. Each one
+exists for a 400 a provider answers to a malformed conversation, which would otherwise end the
+run (or, resumed, end it again at every prompt).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace as dc_replace
+
+from agentkeel.core.events import EventBus
+from agentkeel.core.extensions import Extension
+from agentkeel.core.provider import ModelRequest
+from agentkeel.core.types import (
+    ContentBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from agentkeel.core.view import repair_messages
+from agentkeel.extensions.reliability.state import ReliabilityState, notice
+
+EMPTY_PLACEHOLDER = "[empty message]"
+_THINKING = (ThinkingBlock, RedactedThinkingBlock)
+
+
+# --- thinking blocks ---------------------------------------------------------------------
+
+
+def order_thinking(messages: list[Message]) -> tuple[list[Message], int]:
+    """Thinking blocks first in every assistant message (Anthropic: "thinking must be the first
+    block"); returns the messages and how many were reordered."""
+    out, changed = [], 0
+    for msg in messages:
+        if msg.role == "assistant" and any(isinstance(b, _THINKING) for b in msg.content):
+            thinking = [b for b in msg.content if isinstance(b, _THINKING)]
+            rest = [b for b in msg.content if not isinstance(b, _THINKING)]
+            if msg.content[: len(thinking)] != thinking:
+                msg, changed = Message(role="assistant", content=[*thinking, *rest]), changed + 1
+        out.append(msg)
+    return out, changed
+
+
+def strip_thinking(messages: list[Message]) -> tuple[list[Message], int]:
+    """Every thinking block left out (a request without thinking, or a provider that refuses them)."""
+    out, removed = [], 0
+    for msg in messages:
+        if msg.role == "assistant" and any(isinstance(b, _THINKING) for b in msg.content):
+            kept: list[ContentBlock] = [b for b in msg.content if not isinstance(b, _THINKING)]
+            removed += len(msg.content) - len(kept)
+            msg = Message(role="assistant", content=kept or [TextBlock(text=EMPTY_PLACEHOLDER)])
+        out.append(msg)
+    return out, removed
+
+
+def _tool_loop_without_thinking(messages: list[Message]) -> bool:
+    """The request continues a tool loop whose assistant turn has no thinking block: with thinking
+    on, Anthropic answers "Expected `thinking` or `redacted_thinking`, but found `tool_use`"."""
+    last = next((m for m in reversed(messages) if m.role == "assistant"), None)
+    if last is None or not last.tool_uses() or messages[-1].role != "user":
+        return False
+    if any(not isinstance(b, ToolResultBlock) for b in messages[-1].content):
+        return False  # a new user turn starts: the rule applies to the tool loop only
+    return not isinstance(last.content[0], _THINKING)
+
+
+def thinking_validator(bus: EventBus, state: ReliabilityState) -> Extension:
+    """Failure: "thinking must be the first block" / "Expected `thinking` ... found `tool_use`" /
+    "thinking is disabled ... cannot contain" 400s, after a model switch, a resumed session from
+    another model, or thinking toggled mid-session. Fix: thinking blocks go first; a request with
+    thinking off (or after the provider refused them) carries none; a tool loop whose assistant
+    turn has no thinking block continues with thinking off for that request."""
+
+    async def before_request(request: ModelRequest) -> ModelRequest:
+        messages, moved = order_thinking(request.messages)
+        if request.thinking_budget is None or state.strip_thinking:
+            messages, removed = strip_thinking(messages)
+            if removed and state.strip_thinking:
+                notice(bus, "thinking-block-validator", f"{removed} thinking block(s) left out of the request")
+            return dc_replace(request, messages=messages) if (moved or removed) else request
+        if _tool_loop_without_thinking(messages):
+            notice(
+                bus,
+                "thinking-block-validator",
+                "the assistant turn being continued has no thinking block; this request goes without thinking",
+                "warning",
+            )
+            messages, _ = strip_thinking(messages)
+            return dc_replace(request, messages=messages, thinking_budget=None)
+        return dc_replace(request, messages=messages) if moved else request
+
+    return Extension("thinking-block-validator", before_request=before_request)
+
+
+# --- empty content -----------------------------------------------------------------------
+
+
+def sanitize_empty(messages: list[Message]) -> tuple[list[Message], int]:
+    """No empty or whitespace-only text block, no message without content, no trailing whitespace
+    on the final assistant text; returns the messages and how many blocks were fixed."""
+    out, fixed = [], 0
+    for i, msg in enumerate(messages):
+        blocks: list[ContentBlock] = []
+        for b in msg.content:
+            if isinstance(b, TextBlock) and not b.text.strip():
+                fixed += 1
+                continue
+            blocks.append(b)
+        if not blocks:
+            blocks, fixed = [TextBlock(text=EMPTY_PLACEHOLDER)], fixed + (0 if msg.content else 1)
+        last = blocks[-1]
+        final = i == len(messages) - 1 and msg.role == "assistant"
+        if final and isinstance(last, TextBlock) and last.text != last.text.rstrip():
+            blocks[-1], fixed = TextBlock(text=last.text.rstrip()), fixed + 1
+        out.append(Message(role=msg.role, content=blocks) if blocks != msg.content else msg)
+    return out, fixed
+
+
+def empty_sanitizer(bus: EventBus, state: ReliabilityState) -> Extension:
+    """Failure: "text content blocks must be non-empty" / "all messages must have non-empty
+    content" 400s, from an interrupted stream, a model that answered only whitespace next to a
+    tool call, or a hand-edited transcript. Fix: empty text blocks are left out of the request; a
+    message left with nothing says ``[empty message]``."""
+
+    async def before_request(request: ModelRequest) -> ModelRequest:
+        messages, fixed = sanitize_empty(request.messages)
+        if not fixed:
+            return request
+        notice(bus, "empty-message-sanitizer", f"{fixed} empty content block(s) fixed in the request")
+        return dc_replace(request, messages=messages)
+
+    return Extension("empty-message-sanitizer", before_request=before_request)
+
+
+# --- tool pairing ------------------------------------------------------------------------
+
+
+def paired(messages: list[Message]) -> bool:
+    """Roles alternate from a user message, no message is empty, and each assistant message's
+    tool_uses are answered, each exactly once, by the results of the next message (and only there)."""
+    if not messages or messages[0].role != "user":
+        return False
+    wanted: list[str] = []
+    for i, msg in enumerate(messages):
+        if not msg.content or (i and msg.role == messages[i - 1].role):
+            return False
+        if msg.role == "assistant":
+            wanted = [b.id for b in msg.content if isinstance(b, ToolUseBlock)]
+            if len(set(wanted)) != len(wanted):
+                return False
+        else:
+            got = [b.tool_use_id for b in msg.content if isinstance(b, ToolResultBlock)]
+            if sorted(got) != sorted(wanted):
+                return False
+            wanted = []
+    return not wanted
+
+
+def pairing_validator(bus: EventBus, state: ReliabilityState) -> Extension:
+    """Failure: "tool_use ids were found without tool_result blocks immediately after" and
+    "unexpected tool_use_id found in tool_result blocks" 400s. The session view is built valid,
+    but a request transform after it (an SDK extension, a compactor, a pruner) can break the
+    pairing again. Fix: it runs after them and re-pairs the request: a dangling tool_use gets a
+    "result missing" error result, an orphan tool_result is dropped, roles alternate."""
+
+    async def before_request(request: ModelRequest) -> ModelRequest:
+        if paired(request.messages):
+            return request  # the usual case, checked in one pass without building anything
+        view = repair_messages(list(request.messages))
+        if not view.repairs and view.messages == request.messages:
+            return request
+        what = "; ".join(view.repairs[:5]) or "a tool_use without its tool_result answered as missing"
+        notice(bus, "tool-pairing-validator", "request repaired: " + what, "warning")
+        return dc_replace(request, messages=view.messages)
+
+    return Extension("tool-pairing-validator", before_request=before_request)

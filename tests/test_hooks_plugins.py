@@ -1,0 +1,107 @@
+"""Plugin hooks (SPEC 4): ``<plugin>/hooks/hooks.json`` from ``RuntimeOptions.plugin_dirs``, with
+``${CLAUDE_PLUGIN_ROOT}`` expanded, inert inside an untrusted project; and a session without hooks
+never loads the hook dispatcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentkeel.core.events import Event, Notice
+from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.runtime import Runtime, RuntimeOptions
+from conftest import wire_env
+
+Fake = Callable[[Any], FakeLLMServer]
+
+GUARD = r"""
+import json, os, sys
+data = json.load(sys.stdin)
+with open(os.environ["PLUGIN_LOG"], "a") as f:
+    f.write(json.dumps({"root": os.environ.get("CLAUDE_PLUGIN_ROOT"), "argv": sys.argv[1:]}) + "\n")
+if "forbidden" in data["tool_input"].get("command", ""):
+    print("the plugin forbids this", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def _plugin(root: Path) -> Path:
+    (root / "hooks").mkdir(parents=True)
+    (root / "guard.py").write_text(GUARD)
+    command = f"{sys.executable} ${{CLAUDE_PLUGIN_ROOT}}/guard.py ${{CLAUDE_PLUGIN_ROOT}}"
+    hooks = {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}]}
+    (root / "hooks" / "hooks.json").write_text(json.dumps({"description": "a guard", "hooks": hooks}))
+    return root
+
+
+async def _run(project: Path, server: FakeLLMServer, plugin: Path, log: Path) -> tuple[list[str], Runtime]:
+    env = {**os.environ, **wire_env(server, "anthropic"), "PLUGIN_LOG": str(log)}
+    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, allowed_tools=["Bash"], plugin_dirs=(plugin,)))
+    notices: list[str] = []
+
+    def on(event: Event) -> None:
+        if isinstance(event, Notice):
+            notices.append(event.message)
+
+    rt.bus.subscribe(on)
+    try:
+        await rt.run("go")
+    finally:
+        await rt.aclose()
+    return notices, rt
+
+
+async def test_plugin_hooks_run_with_their_root(project: Path, tmp_path: Path, fake_llm: Fake) -> None:
+    plugin = _plugin(tmp_path / "plugins" / "guard")
+    log = tmp_path / "plugin.log"
+    bash = {"tool_calls": [{"name": "Bash", "input": {"command": "echo forbidden"}}]}
+    server = fake_llm({"steps": [bash, "done"]})
+    await _run(project, server, plugin, log)
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entries == [{"root": str(plugin.resolve()), "argv": [str(plugin.resolve())]}]
+    last = json.dumps(server.cursor.requests[1]["body"]["messages"][-1])
+    assert "the plugin forbids this" in last
+
+
+async def test_plugin_inside_an_untrusted_project_is_inert(project: Path, tmp_path: Path, fake_llm: Fake) -> None:
+    (project / ".keel").mkdir()
+    (project / ".keel" / "settings.json").write_text("{}")  # something to trust, not trusted
+    plugin = _plugin(project / "plugins" / "guard")
+    log = tmp_path / "plugin.log"
+    bash = {"tool_calls": [{"name": "Bash", "input": {"command": "echo forbidden"}}]}
+    server = fake_llm({"steps": [bash, "done"]})
+    notices, _ = await _run(project, server, plugin, log)
+    assert not log.exists()
+    assert any("plugin inside this untrusted project are inert" in n for n in notices)
+
+
+def test_no_hooks_no_dispatcher_import(project: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path; from agentkeel.runtime import Runtime, RuntimeOptions\n"
+        "rt = Runtime.create(RuntimeOptions(cwd=Path('.')))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('agentkeel.extensions.hooks')))\n"
+        "rt.lock.release()\n"
+    )
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout.strip().replace("'", '"'))
+    assert "agentkeel.extensions.hooks.dispatcher" not in loaded and "agentkeel.extensions.hooks.config" in loaded
+
+
+def test_hooks_list_shows_plugin_hooks_with_their_file(project: Path, tmp_path: Path) -> None:
+    plugin = _plugin(tmp_path / "plugins" / "guard")
+    keel = str(Path(sys.executable).parent / "keel")
+    out = subprocess.run(
+        [keel, "hooks", "list", "--json", "--plugin-dir", str(plugin)], cwd=project, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["hooks"]
+    assert [(r["event"], r["scope"], r["source"]) for r in rows] == [
+        ("PreToolUse", "plugin", str(plugin.resolve() / "hooks" / "hooks.json"))
+    ]
+    assert rows[0]["handler"].startswith(sys.executable) and "CLAUDE_PLUGIN_ROOT" not in rows[0]["handler"]
