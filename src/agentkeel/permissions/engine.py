@@ -50,6 +50,7 @@ from agentkeel.permissions.rules import (
 )
 from agentkeel.permissions.shellcheck import ShellChecks
 from agentkeel.permissions.verdicts import Decision, GroupVerdict, StageResult, Verdict
+from agentkeel.permissions.words import DYNAMIC
 from agentkeel.settings import PermissionMode
 
 __all__ = ["Decision", "PermissionEngine", "StageResult", "rule_root"]  # Decision, StageResult: from .verdicts
@@ -211,7 +212,26 @@ class PermissionEngine(ShellChecks):
             return StageResult(
                 "user-ask", "ask", f"{detail} requires approval (rule {rule.text})", rule.text, strength="always"
             )
+        unknown = self._unknown_program(call)
+        if unknown is not None:
+            return StageResult("user-ask", "ask", unknown, strength="always")
         return StageResult("user-ask", "continue")
+
+    def _unknown_program(self, call: Call) -> str | None:
+        """A Bash deny or ask rule cannot be checked against a program known only at run time
+        (``$(which rm) -rf x``): keel cannot tell, so it asks, in every mode."""
+        if call.name != "Bash" or call.bash is None:
+            return None
+        rules = [r for r in (*self.rules_of("deny"), *self.rules_of("ask")) if r.tool == "Bash" and not r.bare]
+        if not rules:
+            return None
+        for cmd in call.bash.commands:
+            if cmd.argv and DYNAMIC in cmd.argv[0]:
+                return (
+                    f"`{sp._show(cmd)}` runs a program known only at run time, which rule {rules[0].text} "
+                    "may name; approval required"
+                )
+        return None
 
     def _allow_stage(self, call: Call, stage: str, *, managed: bool) -> StageResult:
         rules = self.rules_of("allow", managed=managed)
