@@ -62,6 +62,7 @@ BANDS: list[tuple[str, tuple[str, ...]]] = [
             "agentkeel.fakellm",
             "agentkeel.tools",
             "agentkeel.permissions",
+            "agentkeel.sandbox",
             "agentkeel.memory",
             "agentkeel.safety",
         ),

@@ -74,6 +74,8 @@ class PermissionEngine(ShellChecks):
     rules: list[Rule] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     scratch_dirs: tuple[str, ...] | None = None  # where shell commands may write freely (default: the temp dir)
+    # the session's sandbox (agentkeel.sandbox): why a Bash call that would ask runs sandboxed instead
+    sandbox_auto_allow: Callable[[Call], str | None] | None = None
 
     def __post_init__(self) -> None:
         self.cwd = posixpath.normpath(os.path.abspath(self.cwd))
@@ -179,10 +181,12 @@ class PermissionEngine(ShellChecks):
             final = Decision("ask", always.reason, always.rule, always.stage, tuple(trace))
         elif self.mode == "bypassPermissions":
             return Decision("allow", "bypassPermissions mode", None, "mode", tuple(trace))
+        elif hard is None and allowed is not None:
+            return Decision("allow", allowed.reason, allowed.rule, allowed.stage, tuple(trace))
+        elif (sandboxed := self._sandboxed(call)) is not None:
+            return Decision("allow", sandboxed, None, "sandbox", tuple(trace))
         elif hard is not None:
             final = Decision("ask", hard.reason, hard.rule, hard.stage, tuple(trace))
-        elif allowed is not None:
-            return Decision("allow", allowed.reason, allowed.rule, allowed.stage, tuple(trace))
         elif soft is not None:
             final = Decision("ask", soft.reason, soft.rule, soft.stage, tuple(trace))
         elif default.verdict == "allow":
@@ -216,6 +220,13 @@ class PermissionEngine(ShellChecks):
         if unknown is not None:
             return StageResult("user-ask", "ask", unknown, strength="always")
         return StageResult("user-ask", "continue")
+
+    def _sandboxed(self, call: Call) -> str | None:
+        """With ``sandbox.autoAllowBashIfSandboxed``, a Bash call that would ask (not an ask rule or
+        a protected path: those ask first) runs in the sandbox instead. Never in plan mode."""
+        if self.sandbox_auto_allow is None or call.name != "Bash" or self.mode == "plan":
+            return None
+        return self.sandbox_auto_allow(call)
 
     def _unknown_program(self, call: Call) -> str | None:
         """A Bash deny or ask rule cannot be checked against a program known only at run time

@@ -110,6 +110,8 @@ class Settings(msgspec.Struct, kw_only=True):
     maxTokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     memory: MemorySettings | None = None
     provider: ProviderSettings | None = None
+    # Claude Code's shape, read (and warned about key by key) by agentkeel.sandbox.config
+    sandbox: dict[str, Any] | None = None
 
 
 class SettingsError(ValueError):
