@@ -8,6 +8,7 @@ tool finds it in ``Services``); :func:`status` is what ``keel sandbox status`` p
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,8 +69,8 @@ def status(raw: object, *, cwd: Path, home: Path, keel_home: Path | None) -> dic
     enforced: dict[str, Any] = {}
     if active:
         enforced = {
-            "writable": [*sandbox.writable()[:-1], "<session temp dir>"],
-            "hidden": sorted({p for p in sandbox.hidden()}),
+            "writable": [*sandbox.writable(with_tmp=False), "<session temp dir>"],
+            "hidden": sorted({p for p in sandbox.hidden() if os.path.lexists(p)}),
             "network": (
                 "proxy: " + ", ".join(config.allowed_domains) + " (and WebFetch domain allow rules)"
                 if config.allowed_domains and found.socat

@@ -157,8 +157,8 @@ class Sandbox:
     def tmpdir(self) -> Path:
         return self.root / "tmp"
 
-    def writable(self) -> list[str]:
-        roots = [str(self.cwd), *(str(d) for d in self.additional_dirs), str(self.tmpdir)]
+    def writable(self, *, with_tmp: bool = True) -> list[str]:
+        roots = [str(self.cwd), *(str(d) for d in self.additional_dirs)] + ([str(self.tmpdir)] if with_tmp else [])
         return roots + [self._expand(p) for p in self.config.allow_write]
 
     def hidden(self) -> list[str]:
