@@ -196,3 +196,10 @@ def test_no_descriptor_beyond_stdio_is_inherited(bash: SandboxedBash) -> None:
     finally:
         os.close(leaked)
     assert sorted(int(x) for x in out.content.split()) == [0, 1, 2, 3]  # 3: ls's own directory handle
+
+
+def test_a_protected_file_the_command_creates_is_removed_and_reported(bash: SandboxedBash, proj: Path) -> None:
+    out = bash("""echo '{"mcpServers":{"x":{"command":"sh"}}}' > .mcp.json && echo made""")
+    assert not (proj / ".mcp.json").exists()
+    _denied(out)
+    assert "protected files may not be created (.mcp.json" in out.content

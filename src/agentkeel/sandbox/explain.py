@@ -42,6 +42,9 @@ def causes(output: str, code: int | None, command: str, *, network: bool) -> lis
             f"{leftover.group(1)} process(es) it started in the background were stopped when it ended "
             "(nothing started in the sandbox outlives its command; use run_in_background for servers)"
         )
+    removed = re.search(r"\[keel sandbox\] removed protected file\(s\) the command created: (.*)", output)
+    if removed:
+        found.append(f"protected files may not be created ({removed.group(1)}: removed again)")
     if not code:
         return found
     if _WRITE.search(output):

@@ -13,6 +13,10 @@ Order matters: bubblewrap applies them left to right, so a later mount covers an
    covered by an empty read-only directory, so it cannot be created either), ``$KEEL_HOME``,
    ``sandbox.filesystem.denyWrite``;
 4. Read-denied paths covered by an empty file or directory nobody may open (mode 000).
+
+A protected file that does not exist yet (``.mcp.json``, ``.envrc``, ``.pre-commit-config.yaml``)
+cannot be covered without creating it; if the command creates one, keel removes it when the
+command ends and says so.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class Layout:
     readonly: list[str] = field(default_factory=list)
     hidden: list[str] = field(default_factory=list)
     guard_missing: list[str] = field(default_factory=list)
+    # protected entries that do not exist and are not covered by a mount (.mcp.json, .envrc...):
+    # one the command creates is removed when it ends (see Sandbox.finished)
+    absent: list[str] = field(default_factory=list)
     masked_dirs: list[str] = field(default_factory=list)  # replaced by an empty tmpfs
     # directories between a writable root and a guarded entry, bound onto themselves: a mount
     # point cannot be renamed, so ``mv .git .git2 && mkdir -p .git/hooks`` fails (EBUSY)
@@ -104,6 +111,8 @@ def build_layout(
                 guarded.append(p)
             elif name in _ALWAYS_GUARDED:
                 layout.guard_missing.append(p)
+            else:
+                layout.absent.append(p)
         git = posixpath.join(root, ".git")
         if os.path.isdir(git) and not os.path.islink(git):
             layout.pinned.append(git)

@@ -10,6 +10,7 @@ the domain proxy (``sandbox/proxy.py``), which lets allowed domains through.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -56,6 +57,7 @@ class Prepared:
     argv: list[str]
     env: dict[str, str]
     created: list[str]
+    absent: list[str]
 
 
 class Sandbox:
@@ -203,16 +205,30 @@ class Sandbox:
             relay = self.proxy.relay()
         argv = [self.probe.bwrap, *NAMESPACES, *args, "--chdir", str(cwd), "--", shell, "-c", wrapper(relay), shell]
         argv.append(script)
-        return Prepared(argv, inner_env, created)
+        return Prepared(argv, inner_env, created, [p for p in layout.absent if not os.path.lexists(p)])
 
     @staticmethod
-    def finished(prepared: Prepared) -> None:
-        """Remove the empty mount points bubblewrap made for missing protected directories."""
+    def finished(prepared: Prepared) -> list[str]:
+        """Remove the empty mount points bubblewrap made for missing protected directories, and the
+        protected entries the command created; returns a note for the model when it removed any."""
         for path in reversed(prepared.created):
             try:
                 os.rmdir(path)
             except OSError:
                 pass
+        removed = []
+        for path in prepared.absent:
+            if not os.path.lexists(path):
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            removed.append(os.path.basename(path))
+        if not removed:
+            return []
+        return [f"[keel sandbox] removed protected file(s) the command created: {', '.join(removed)}"]
 
     async def start_proxy(self) -> None:
         """Start the domain proxy on first use, when some domain is allowed and socat is here."""

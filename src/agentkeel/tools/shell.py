@@ -147,7 +147,8 @@ class ShellState:
         run.close()
         finish, run.on_done = run.on_done, None
         if finish is not None:
-            finish()
+            for note in finish():
+                run.capture.add(f"\n{note}\n".encode())
         self.runs.discard(run)
         self.watchdog.unregister(run.pgid)
 

@@ -65,7 +65,8 @@ class ShellRun:
         self.proc = proc
         self.tag = tag
         self.capture = Capture()
-        self.on_done: Callable[[], None] | None = None  # called once when the session stops tracking it
+        # called once when the session stops tracking it; what it returns is added to the output
+        self.on_done: Callable[[], list[str]] | None = None
         self._fd: int | None = fd
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(fd, self._read, 1)
