@@ -34,7 +34,7 @@ _NET_PROGRAMS = re.compile(
 )
 
 
-def causes(output: str, code: int | None, command: str, *, network: bool) -> list[str]:
+def causes(output: str, code: int | None, command: str, *, network: bool, blocked: tuple[str, ...] = ()) -> list[str]:
     found: list[str] = []
     leftover = re.search(re.escape(LEFTOVER_MARK) + r" (\d+)", output)
     if leftover:
@@ -56,17 +56,20 @@ def causes(output: str, code: int | None, command: str, *, network: bool) -> lis
         found.append("files a Read deny rule covers (and credentials such as ~/.ssh) are hidden")
     if _PROC.search(output):
         found.append("processes outside the sandbox are not visible in /proc")
-    if _NETWORK.search(output) or _NET_PROGRAMS.search(command):
+    if blocked or _NETWORK.search(output) or _NET_PROGRAMS.search(command):
+        hosts = f"; blocked: {', '.join(blocked[:5])}" if blocked else ""
         found.append(
-            "only the allowed domains are reachable (sandbox.network.allowedDomains, WebFetch domain rules)"
+            f"only the allowed domains are reachable (sandbox.network.allowedDomains, WebFetch domain rules{hosts})"
             if network
             else "network access is off (no route out, no name lookups, no host services on loopback)"
         )
     return found
 
 
-def explain(output: str, code: int | None, command: str, *, network: bool, config: SandboxConfig) -> str | None:
-    found = causes(output, code, command, network=network)
+def explain(
+    output: str, code: int | None, command: str, *, network: bool, config: SandboxConfig, blocked: tuple[str, ...] = ()
+) -> str | None:
+    found = causes(output, code, command, network=network, blocked=blocked)
     if not found:
         return None
     if config.allow_unsandboxed:

@@ -246,7 +246,10 @@ class Sandbox:
         self.proxy = proxy
 
     def explain(self, output: str, code: int | None, command: str) -> str | None:
-        return explain(output, code, command, network=self.proxy is not None, config=self.config)
+        blocked = tuple(dict.fromkeys(self.proxy.denied)) if self.proxy is not None else ()
+        if self.proxy is not None:
+            self.proxy.denied.clear()
+        return explain(output, code, command, network=self.proxy is not None, config=self.config, blocked=blocked)
 
     # --- lifecycle -------------------------------------------------------------------------
 
