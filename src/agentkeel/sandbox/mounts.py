@@ -87,6 +87,7 @@ def _under(path: str, roots: Iterable[str]) -> bool:
 def build_layout(
     *,
     writable: Iterable[str],
+    scratch: str = "",
     home: str,
     keel_home: str | None,
     deny_write: Iterable[str] = (),
@@ -105,6 +106,8 @@ def build_layout(
     home_real = _real(home) if home else ""
     guarded: list[str] = []
     for root in roots:
+        if scratch and root == _real(scratch):
+            continue  # the session's own temp dir: nothing there runs by itself
         for name in (*_GUARDED_DIRS, *_GUARDED_FILES):
             p = posixpath.join(root, name)
             if _exists(p):

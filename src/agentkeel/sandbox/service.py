@@ -33,17 +33,17 @@ if TYPE_CHECKING:
 # root outside stays root inside, with every capability unless dropped: without them it cannot
 # unmount the read-only binds or open the mode-000 stand-ins over hidden files
 NAMESPACES = ("--unshare-all", "--die-with-parent", "--cap-drop", "ALL")
-# runs inside: the command in its own shell, then a look at what it left running in the PID
-# namespace (1 is bubblewrap's init, 2 this shell); on exit the namespace and all in it end
-# (and 3 the proxy relay, when the session has one)
 
 
-def wrapper(relay: str = "") -> str:
-    base = 3 if relay else 2
-    return (
-        f'{relay}"$0" -c "$1"; rc=$?; set -- /proc/[0-9]*; '
-        f'if [ $# -gt {base} ]; then echo "{LEFTOVER_MARK} $(($# - {base}))" >&2; fi; exit $rc'
-    )
+# run on exit by the command's shell: what it left running in the PID namespace (1 is
+# bubblewrap's init, 2 this shell; the proxy relay's socat processes do not count). Only builtins:
+# no process is started. Then the namespace ends, and everything in it with it.
+def leftover_check(relay: bool) -> str:
+    if not relay:
+        count = "set -- /proc/[0-9]*; n=$(($# - 2))"
+    else:
+        count = 'n=-2; for p in /proc/[0-9]*; do c=; read -r c < $p/comm; [ "$c" = socat ] || n=$((n + 1)); done 2>/dev/null'
+    return f'{count}; if [ $n -gt 0 ]; then echo "{LEFTOVER_MARK} $n" >&2; fi'
 
 
 class SandboxError(ValueError):
@@ -160,6 +160,7 @@ class Sandbox:
         return self.root / "tmp"
 
     def writable(self, *, with_tmp: bool = True) -> list[str]:
+        """The working directories, the session temp dir, ``sandbox.filesystem.allowWrite``."""
         roots = [str(self.cwd), *(str(d) for d in self.additional_dirs)] + ([str(self.tmpdir)] if with_tmp else [])
         return roots + [self._expand(p) for p in self.config.allow_write]
 
@@ -185,10 +186,13 @@ class Sandbox:
             return str(self.home) + s[1:]
         return os.path.normpath(os.path.join(self.cwd, s.lstrip("/")))
 
-    def prepare(self, script: str, cwd: Path, env: dict[str, str], shell: str) -> Prepared:
+    def prepare(self, command: str, cwd: Path, env: dict[str, str], shell: str, on_exit: str = "") -> Prepared:
+        """The bubblewrap command line that runs ``command`` in ``shell``; ``on_exit`` is shell text
+        for the EXIT trap (the Bash tool's "where did the shell end up"), kept single-quote free."""
         assert self.probe.bwrap is not None
         layout = build_layout(
             writable=self.writable(),
+            scratch=str(self.tmpdir),
             home=str(self.home),
             keel_home=str(self.keel_home) if self.keel_home else None,
             deny_write=self.deny_write(),
@@ -203,8 +207,9 @@ class Sandbox:
         if self.proxy is not None:
             inner_env.update(self.proxy.env())
             relay = self.proxy.relay()
-        argv = [self.probe.bwrap, *NAMESPACES, *args, "--chdir", str(cwd), "--", shell, "-c", wrapper(relay), shell]
-        argv.append(script)
+        trap = "; ".join(t for t in (on_exit, leftover_check(bool(relay))) if t)
+        script = f"{relay}trap '{trap}' EXIT\n{command}"
+        argv = [self.probe.bwrap, *NAMESPACES, *args, "--chdir", str(cwd), "--", shell, "-c", script]
         return Prepared(argv, inner_env, created, [p for p in layout.absent if not os.path.lexists(p)])
 
     @staticmethod

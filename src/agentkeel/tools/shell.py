@@ -122,14 +122,13 @@ class ShellState:
         self.watchdog.ensure()  # before the first shell: keel may die while it starts
         self._calls += 1
         cwd = shell_cwd(ctx)
-        script = (
-            command if cwd_file is None else f"trap 'pwd -P >| {_quote(str(cwd_file))} 2>/dev/null' EXIT\n{command}"
-        )
+        on_exit = "" if cwd_file is None else f"pwd -P >| {_quote(str(cwd_file))} 2>/dev/null"
+        script = command if cwd_file is None else f"trap '{on_exit}' EXIT\n{command}"
         argv, env = [_shell(), "-c", script], shell_env(ctx)
         prepared = None
         if sandbox is not None:
             await sandbox.start_proxy()
-            prepared = sandbox.prepare(script, cwd, env, _shell())
+            prepared = sandbox.prepare(command, cwd, env, _shell(), on_exit.replace("'", ""))
             argv, env = prepared.argv, prepared.env
         run = await ShellRun.start(argv, cwd, env, f"{self.session}:{self._calls}")
         run.on_done = (lambda: Sandbox.finished(prepared)) if prepared is not None else None
