@@ -195,3 +195,14 @@ def test_canonical_forms_read_as_the_table_says() -> None:
     assert canonical(["git", "commit", "-C", "HEAD"]) == ["git", "commit", "-C", "HEAD"]  # after the subcommand
     assert [a.name for a in actions(["git", "push", "origin", "+main", ":old"])] == ["git force-push", "git delete-ref"]
     assert actions(["git", "push", "+main"]) == []  # "+main" as the remote is a remote's name, not a refspec
+
+
+@pytest.mark.parametrize("command", ["git $(echo push) --force", "git push $FLAGS", "git -C . push ${F}"])
+def test_run_time_arguments_of_a_program_a_deny_rule_names_ask_even_in_bypass(tmp_path: Path, command: str) -> None:
+    engine = _engine(tmp_path, ["Bash(git *)"], ["Bash(git push --force*)"])
+    engine.mode = "bypassPermissions"
+    decision = engine.decide("Bash", {"command": command})
+    assert decision.decision == "ask", decision.reason
+    assert "known only at run time" in decision.reason
+    # another program's run-time arguments are not the deny rule's business
+    assert engine.decide("Bash", {"command": "echo $HOME $X"}).decision == "allow"

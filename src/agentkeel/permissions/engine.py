@@ -236,11 +236,19 @@ class PermissionEngine(ShellChecks):
         rules = [r for r in (*self.rules_of("deny"), *self.rules_of("ask")) if r.tool == "Bash" and not r.bare]
         if not rules:
             return None
+        programs = {sp.rule_program(r.specifier or "") for r in rules}
         for cmd in call.bash.commands:
             if cmd.argv and DYNAMIC in cmd.argv[0]:
                 return (
                     f"`{sp._show(cmd)}` runs a program known only at run time, which rule {rules[0].text} "
                     "may name; approval required"
+                )
+            name = sp.rule_program(" ".join(cmd.argv[:1]))
+            if cmd.dynamic and (name in programs or "*" in programs):
+                rule = next(r for r in rules if sp.rule_program(r.specifier or "") in (name, "*"))
+                return (
+                    f"`{sp._show(cmd)}` has arguments known only at run time, and rule {rule.text} names "
+                    f"{name}: keel cannot tell whether it matches; approval required"
                 )
         return None
 

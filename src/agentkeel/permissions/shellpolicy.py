@@ -185,6 +185,14 @@ def rule_catches(spec: str, cmd: SimpleCommand) -> bool:
     return _flags_catch(rule_argv, argv)
 
 
+def rule_program(spec: str) -> str:
+    """The program a Bash rule names, canonical (``/usr/bin/git -C x push`` -> ``git``); "*" for any."""
+    words = spec.replace(":*", " *").split()
+    if not words or "*" in words[0]:
+        return "*"
+    return actions.canonical(words)[0]
+
+
 def _flags_catch(rule_argv: list[str], argv: list[str]) -> bool:
     """The rule's flags, as a set, are among the command's (``rm -rf *`` catches ``rm -f -r x``)."""
     name = argv[0]

@@ -42,7 +42,10 @@ def leftover_check(relay: bool) -> str:
     if not relay:
         count = "set -- /proc/[0-9]*; n=$(($# - 2))"
     else:
-        count = 'n=-2; for p in /proc/[0-9]*; do c=; read -r c < $p/comm; [ "$c" = socat ] || n=$((n + 1)); done 2>/dev/null'
+        count = (
+            'n=-2; for p in /proc/[0-9]*; do c=; read -r c < $p/comm; [ "$c" = socat ] || n=$((n + 1)); '
+            "done 2>/dev/null"
+        )
     return f'{count}; if [ $n -gt 0 ]; then echo "{LEFTOVER_MARK} $n" >&2; fi'
 
 
