@@ -135,7 +135,10 @@ def build_layout(
     layout.readonly = [
         p for p in dict.fromkeys(_real(g) for g in guarded if _exists(g)) if _under(p, roots) and p not in roots
     ]
-    layout.hidden = [p for p in dict.fromkeys(_real(h) for h in hidden if _exists(h))]
+    # a hidden directory holding a working directory would hide the working directory too
+    layout.hidden = [
+        p for p in dict.fromkeys(_real(h) for h in hidden if _exists(h)) if not any(_under(r, [p]) for r in roots)
+    ]
     return layout
 
 
