@@ -45,8 +45,6 @@ def causes(output: str, code: int | None, command: str, *, network: bool, blocke
     removed = re.search(r"\[keel sandbox\] removed protected file\(s\) the command created: (.*)", output)
     if removed:
         found.append(f"protected files may not be created ({removed.group(1)}: removed again)")
-    if not code:
-        return found
     if _WRITE.search(output):
         found.append(
             "writing outside the working directories and the session's temp dir, or to a protected path "
@@ -56,7 +54,9 @@ def causes(output: str, code: int | None, command: str, *, network: bool, blocke
         found.append("files a Read deny rule covers (and credentials such as ~/.ssh) are hidden")
     if _PROC.search(output):
         found.append("processes outside the sandbox are not visible in /proc")
-    if blocked or _NETWORK.search(output) or _NET_PROGRAMS.search(command):
+    # a pipeline's status is its last command's: the errors are read whatever the status; a
+    # program that failed silently counts only when the call failed
+    if blocked or _NETWORK.search(output) or (code and _NET_PROGRAMS.search(command)):
         hosts = f"; blocked: {', '.join(blocked[:5])}" if blocked else ""
         found.append(
             f"only the allowed domains are reachable (sandbox.network.allowedDomains, WebFetch domain rules{hosts})"
