@@ -122,13 +122,14 @@ class ShellState:
         self.watchdog.ensure()  # before the first shell: keel may die while it starts
         self._calls += 1
         cwd = shell_cwd(ctx)
-        on_exit = "" if cwd_file is None else f"pwd -P >| {_quote(str(cwd_file))} 2>/dev/null"
+        # inside the trap's single quotes: the path double-quoted (a temp dir may hold a blank)
+        on_exit = "" if cwd_file is None else f"pwd -P >| {_dquote(str(cwd_file))} 2>/dev/null"
         script = command if cwd_file is None else f"trap '{on_exit}' EXIT\n{command}"
         argv, env = [_shell(), "-c", script], shell_env(ctx)
         prepared = None
         if sandbox is not None:
             await sandbox.start_proxy()
-            prepared = sandbox.prepare(command, cwd, env, _shell(), on_exit.replace("'", ""))
+            prepared = sandbox.prepare(command, cwd, env, _shell(), on_exit)
             argv, env = prepared.argv, prepared.env
         run = await ShellRun.start(argv, cwd, env, f"{self.session}:{self._calls}")
         run.on_done = (lambda: Sandbox.finished(prepared)) if prepared is not None else None
@@ -200,8 +201,11 @@ def shell_env(ctx: ToolContext) -> dict[str, str]:
     return env
 
 
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "'\\''") + "'"
+def _dquote(s: str) -> str:
+    """Double-quoted for bash, fit to stand inside a single-quoted trap (a quote ends the trap)."""
+    if "'" in s:
+        raise ToolError(f"the temp directory {s!r} holds a quote; set TMPDIR to another directory")
+    return '"' + re.sub(r'([\\"$`])', r"\\\1", s) + '"'
 
 
 def _update_cwd(ctx: ToolContext, cwd_file: Path) -> None:
