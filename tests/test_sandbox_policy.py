@@ -78,8 +78,10 @@ def test_unreadable_commands_keep_asking_when_a_bash_deny_rule_exists(tmp_path: 
 @needs_bwrap
 def test_excluded_commands_and_unsandboxed_requests_take_the_normal_flow(tmp_path: Path) -> None:
     home = Path(os.environ["HOME"])
-    b = SandboxedBash(tmp_path, home, allow=(), settings={"excludedCommands": ["make *"]})
+    b = SandboxedBash(tmp_path, home, allow=(), settings={"excludedCommands": ["make *", "docker"]})
     assert b.engine.decide("Bash", {"command": "make build"}).decision == "ask"
+    assert b.engine.decide("Bash", {"command": "docker ps"}).decision == "ask"
+    assert b.engine.decide("Bash", {"command": "dockerd-like-tool"}).decision == "allow"  # sandboxed
     assert b.engine.decide("Bash", {"command": "touch a && make build"}).decision == "ask"
     flagged = {"command": "touch x", "dangerouslyDisableSandbox": True}
     assert b.engine.decide("Bash", flagged).decision == "ask"

@@ -106,11 +106,10 @@ class Sandbox:
         from agentkeel.permissions.shellpolicy import command_forms
 
         analysis = analyse(command, cwd or str(self.cwd), str(self.home))
+        # a rule pattern (``docker *``), or a bare name or prefix as Claude Code writes them (``docker``)
+        specs = [s if "*" in s else f"{s} *" for s in self.config.excluded_commands]
         return any(
-            bash_matches(spec, form)
-            for cmd in analysis.commands
-            for form in command_forms(cmd)
-            for spec in self.config.excluded_commands
+            bash_matches(spec, form) for cmd in analysis.commands for form in command_forms(cmd) for spec in specs
         )
 
     def unsandboxed_requested(self, tool_input: object) -> bool:
