@@ -82,3 +82,15 @@ def test_without_allowed_domains_there_is_no_proxy_and_no_network(tmp_path: Path
     assert "hello-from-the-host" not in text
     assert "network access is off" in text
     assert bash.sandbox.proxy is None
+
+
+def test_a_webfetch_deny_rule_refuses_a_domain_the_sandbox_settings_allow(tmp_path: Path, port: int) -> None:
+    bash = SandboxedBash(
+        tmp_path,
+        tmp_path,
+        deny=("WebFetch(domain:localhost)",),
+        settings={"network": {"allowedDomains": ["localhost"]}},
+    )
+    (refused,) = _run(bash, f"curl -sS -m 10 -f http://localhost:{port}/")
+    assert "hello-from-the-host" not in getattr(refused, "content", "")
+    assert "blocked: localhost" in getattr(refused, "content", "")

@@ -57,7 +57,12 @@ def causes(output: str, code: int | None, command: str, *, network: bool, blocke
     # a pipeline's status is its last command's: the errors are read whatever the status; a
     # program that failed silently counts only when the call failed
     if blocked or _NETWORK.search(output) or (code and _NET_PROGRAMS.search(command)):
-        hosts = f"; blocked: {', '.join(blocked[:5])}" if blocked else ""
+        hosts = (
+            f"; blocked: {', '.join(blocked[:5])}; the user can allow one with WebFetch(domain:{blocked[0]}) in "
+            "permissions.allow or sandbox.network.allowedDomains"
+            if blocked
+            else ""
+        )
         found.append(
             f"only the allowed domains are reachable (sandbox.network.allowedDomains, WebFetch domain rules{hosts})"
             if network

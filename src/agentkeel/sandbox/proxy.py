@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from agentkeel.permissions.rules import domain_matches, normalise_host
+from agentkeel.permissions.rules import normalise_host
 
 log = logging.getLogger("agentkeel.sandbox")
 
@@ -128,14 +128,3 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     finally:
         with contextlib.suppress(Exception):
             writer.close()
-
-
-def domain_rule_check(domains: tuple[str, ...], webfetch_specs: list[str]) -> Callable[[str], bool]:
-    """Allowed: a ``sandbox.network.allowedDomains`` entry (``example.com``, ``*.example.com``) or a
-    WebFetch ``domain:`` allow rule, matched exactly as WebFetch rules are."""
-    specs = [f"domain:{d}" for d in domains] + [s for s in webfetch_specs if s.strip().startswith("domain:")]
-
-    def allowed(host: str) -> bool:
-        return any(domain_matches(spec, host) for spec in specs)
-
-    return allowed

@@ -28,6 +28,7 @@ from agentkeel.sandbox.probe import Probe, probe
 if TYPE_CHECKING:
     from agentkeel.permissions.call import Call
     from agentkeel.permissions.engine import PermissionEngine
+    from agentkeel.permissions.rules import RuleKind
     from agentkeel.sandbox.proxy import DomainProxy
 
 # root outside stays root inside, with every capability unless dropped: without them it cannot
@@ -241,16 +242,29 @@ class Sandbox:
         """Start the domain proxy on first use, when some domain is allowed and socat is here."""
         if self.proxy is not None or not self.probe.socat:
             return
-        webfetch = (
-            [r.specifier or "" for r in self.engine.rules_of("allow") if r.tool == "WebFetch"] if self.engine else []
-        )
-        if not self.config.allowed_domains and not webfetch:
+        if not self.config.allowed_domains and not self._webfetch("allow"):
             return
-        from agentkeel.sandbox.proxy import DomainProxy, domain_rule_check
+        from agentkeel.sandbox.proxy import DomainProxy
 
-        proxy = DomainProxy(self.root / "proxy.sock", domain_rule_check(self.config.allowed_domains, webfetch))
+        proxy = DomainProxy(self.root / "proxy.sock", self.domain_allowed)
         await proxy.start()
         self.proxy = proxy
+
+    def _webfetch(self, kind: RuleKind) -> list[str]:
+        if self.engine is None:
+            return []
+        return [r.specifier or "" for r in self.engine.rules_of(kind) if r.tool == "WebFetch" and not r.bare]
+
+    def domain_allowed(self, host: str) -> bool:
+        """A WebFetch ``domain:`` deny rule refuses the host; ``sandbox.network.allowedDomains`` or a
+        WebFetch ``domain:`` allow rule (read at each connection: one the user adds in the session
+        counts) lets it through; hosts match as WebFetch rules match them."""
+        from agentkeel.permissions.rules import domain_matches
+
+        if any(domain_matches(spec, host) for spec in self._webfetch("deny")):
+            return False
+        specs = [f"domain:{d}" for d in self.config.allowed_domains] + self._webfetch("allow")
+        return any(domain_matches(spec, host) for spec in specs)
 
     def explain(self, output: str, code: int | None, command: str) -> str | None:
         blocked = tuple(dict.fromkeys(self.proxy.denied)) if self.proxy is not None else ()
