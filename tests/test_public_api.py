@@ -63,6 +63,7 @@ BANDS: list[tuple[str, tuple[str, ...]]] = [
             "agentkeel.fakellm",
             "agentkeel.tools",
             "agentkeel.permissions",
+            "agentkeel.sandbox",
             "agentkeel.memory",
             "agentkeel.safety",
         ),

@@ -221,6 +221,11 @@ class Runtime:
         )
         loaded.warnings.extend(engine.warnings)
         add_dirs = tuple(Path(d) for d in engine.additional_dirs)
+        try:
+            sandbox = _sandbox(settings, cwd, opts.home, home_dir, add_dirs, engine, loaded.warnings)
+        except KeelError:
+            lock.release()
+            raise
         bus = EventBus()
         bus.transforms.append(redact_event)  # one redaction policy, before every reader
         bus.subscribe(writer, critical=True)  # a transcript that cannot be written stops the run
@@ -239,6 +244,8 @@ class Runtime:
         services = Services()
         for kind, item in opts.services.items():
             services.put(kind, item)
+        if sandbox is not None:
+            services.put(type(sandbox), sandbox)
         parts = SessionParts(
             bus=bus,
             engine=engine,
@@ -429,6 +436,34 @@ class Runtime:
         finally:
             self.writer.close()
             self.lock.release()
+
+
+def _sandbox(
+    settings: Settings,
+    cwd: Path,
+    home: Path,
+    keel_home_dir: Path,
+    add_dirs: tuple[Path, ...],
+    engine: PermissionEngine,
+    warnings: list[str],
+) -> Any:
+    """The Bash sandbox (agentkeel.sandbox), imported only when settings mention it."""
+    if settings.sandbox is None:
+        return None
+    from agentkeel.sandbox import SandboxError, setup_sandbox
+
+    try:
+        return setup_sandbox(
+            settings.sandbox,
+            cwd=cwd,
+            home=home,
+            keel_home=keel_home_dir,
+            additional_dirs=add_dirs,
+            engine=engine,
+            warnings=warnings,
+        )
+    except SandboxError as e:
+        raise KeelError(str(e)) from None
 
 
 def _model_name(opts: RuntimeOptions, loaded: LoadedSettings, env: Mapping[str, str], trust: TrustState) -> str | None:

@@ -62,12 +62,15 @@ def run_subcommand(argv: list[str]) -> int:
     fake.add_argument("--verbose", action="store_true")
     fake.add_argument("--context-window", type=int, default=None, help="refuse requests over this many tokens")
 
-    from agentkeel.cli import hooks, mem
+    from agentkeel.cli import hooks, mem, sandbox
 
     mem.add_parser(sub)
     hooks.add_parser(sub)
+    sandbox.add_parser(sub)
 
     args = p.parse_args(argv)
+    if args.command == "sandbox":
+        return sandbox.run(args)
     if args.command == "mem":
         return mem.run(args)
     if args.command == "hooks":

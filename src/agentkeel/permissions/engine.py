@@ -50,6 +50,7 @@ from agentkeel.permissions.rules import (
 )
 from agentkeel.permissions.shellcheck import ShellChecks
 from agentkeel.permissions.verdicts import Decision, GroupVerdict, StageResult, Verdict
+from agentkeel.permissions.words import DYNAMIC
 from agentkeel.settings import PermissionMode
 
 __all__ = ["Decision", "PermissionEngine", "StageResult", "rule_root"]  # Decision, StageResult: from .verdicts
@@ -73,6 +74,8 @@ class PermissionEngine(ShellChecks):
     rules: list[Rule] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     scratch_dirs: tuple[str, ...] | None = None  # where shell commands may write freely (default: the temp dir)
+    # the session's sandbox (agentkeel.sandbox): why a Bash call that would ask runs sandboxed instead
+    sandbox_auto_allow: Callable[[Call], str | None] | None = None
 
     def __post_init__(self) -> None:
         self.cwd = posixpath.normpath(os.path.abspath(self.cwd))
@@ -178,10 +181,12 @@ class PermissionEngine(ShellChecks):
             final = Decision("ask", always.reason, always.rule, always.stage, tuple(trace))
         elif self.mode == "bypassPermissions":
             return Decision("allow", "bypassPermissions mode", None, "mode", tuple(trace))
+        elif hard is None and allowed is not None:
+            return Decision("allow", allowed.reason, allowed.rule, allowed.stage, tuple(trace))
+        elif (sandboxed := self._sandboxed(call)) is not None:
+            return Decision("allow", sandboxed, None, "sandbox", tuple(trace))
         elif hard is not None:
             final = Decision("ask", hard.reason, hard.rule, hard.stage, tuple(trace))
-        elif allowed is not None:
-            return Decision("allow", allowed.reason, allowed.rule, allowed.stage, tuple(trace))
         elif soft is not None:
             final = Decision("ask", soft.reason, soft.rule, soft.stage, tuple(trace))
         elif default.verdict == "allow":
@@ -211,7 +216,41 @@ class PermissionEngine(ShellChecks):
             return StageResult(
                 "user-ask", "ask", f"{detail} requires approval (rule {rule.text})", rule.text, strength="always"
             )
+        unknown = self._unknown_program(call)
+        if unknown is not None:
+            return StageResult("user-ask", "ask", unknown, strength="always")
         return StageResult("user-ask", "continue")
+
+    def _sandboxed(self, call: Call) -> str | None:
+        """With ``sandbox.autoAllowBashIfSandboxed``, a Bash call that would ask (not an ask rule or
+        a protected path: those ask first) runs in the sandbox instead. Never in plan mode."""
+        if self.sandbox_auto_allow is None or call.name != "Bash" or self.mode == "plan":
+            return None
+        return self.sandbox_auto_allow(call)
+
+    def _unknown_program(self, call: Call) -> str | None:
+        """A Bash deny or ask rule cannot be checked against a program known only at run time
+        (``$(which rm) -rf x``): keel cannot tell, so it asks, in every mode."""
+        if call.name != "Bash" or call.bash is None:
+            return None
+        rules = [r for r in (*self.rules_of("deny"), *self.rules_of("ask")) if r.tool == "Bash" and not r.bare]
+        if not rules:
+            return None
+        programs = {sp.rule_program(r.specifier or "") for r in rules}
+        for cmd in call.bash.commands:
+            if cmd.argv and DYNAMIC in cmd.argv[0]:
+                return (
+                    f"`{sp._show(cmd)}` runs a program known only at run time, which rule {rules[0].text} "
+                    "may name; approval required"
+                )
+            name = sp.rule_program(" ".join(cmd.argv[:1]))
+            if cmd.dynamic and (name in programs or "*" in programs):
+                rule = next(r for r in rules if sp.rule_program(r.specifier or "") in (name, "*"))
+                return (
+                    f"`{sp._show(cmd)}` has arguments known only at run time, and rule {rule.text} names "
+                    f"{name}: keel cannot tell whether it matches; approval required"
+                )
+        return None
 
     def _allow_stage(self, call: Call, stage: str, *, managed: bool) -> StageResult:
         rules = self.rules_of("allow", managed=managed)

@@ -14,7 +14,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from agentkeel.permissions import options, sed
+from agentkeel.permissions import actions, options, sed
 from agentkeel.permissions.bash import DYNAMIC, SimpleCommand
 from agentkeel.permissions.rules import Rule, bash_matches, literal_words
 from agentkeel.permissions.shellstate import safe_assignment
@@ -137,6 +137,11 @@ def command_forms(cmd: SimpleCommand) -> list[str]:
     if cmd.argv and "/" in cmd.argv[0] and DYNAMIC not in cmd.argv[0]:
         base = posixpath.basename(cmd.argv[0])
         forms.append(" ".join([base, *cmd.argv[1:]]))
+    if cmd.privileged:  # /usr/bin/sudo ls is sudo ls
+        forms.append(" ".join([actions.program(w) for w in cmd.privileged] + cmd.argv))
+    canon = actions.canonical(cmd.argv)
+    if canon:
+        forms.append(" ".join(canon))
     return list(dict.fromkeys(forms))
 
 
@@ -144,7 +149,12 @@ def _split_flags(name: str, args: list[str]) -> tuple[set[str], list[str]]:
     aliases = _LONG_TO_SHORT.get(name, {})
     flags: set[str] = set()
     words: list[str] = []
-    for a in args:
+    for i, a in enumerate(args):
+        if a == "--":  # nothing after it is an option
+            words += args[i + 1 :]
+            break
+        if a.startswith("-") and a.endswith("*") and len(a) > 2:
+            a = a.rstrip("*")  # a rule's ``-f*``: the flag, then anything
         if a.startswith("--"):
             key = a.split("=", 1)[0]
             flags.add(aliases.get(key, key))
@@ -166,13 +176,30 @@ def rule_catches(spec: str, cmd: SimpleCommand) -> bool:
     words = spec.replace(":*", " *").split()
     if not words or not cmd.argv:
         return False
-    name = posixpath.basename(cmd.argv[0])
-    if words[0] != name:
+    rule_argv = actions.canonical(words)
+    argv = actions.canonical(cmd.argv)
+    if rule_argv[0] != argv[0]:
         return False
-    rule_flags, rule_words = _split_flags(name, words[1:])
+    if bash_matches(" ".join(rule_argv), " ".join(argv)) or actions.same_action(rule_argv, argv):
+        return True
+    return _flags_catch(rule_argv, argv)
+
+
+def rule_program(spec: str) -> str:
+    """The program a Bash rule names, canonical (``/usr/bin/git -C x push`` -> ``git``); "*" for any."""
+    words = spec.replace(":*", " *").split()
+    if not words or "*" in words[0]:
+        return "*"
+    return actions.canonical(words)[0]
+
+
+def _flags_catch(rule_argv: list[str], argv: list[str]) -> bool:
+    """The rule's flags, as a set, are among the command's (``rm -rf *`` catches ``rm -f -r x``)."""
+    name = argv[0]
+    rule_flags, rule_words = _split_flags(name, rule_argv[1:])
     if not rule_flags:
         return False
-    cmd_flags, cmd_words = _split_flags(name, cmd.argv[1:])
+    cmd_flags, cmd_words = _split_flags(name, argv[1:])
     if not rule_flags <= cmd_flags:
         return False
     literal = " ".join(w for w in rule_words)

@@ -143,6 +143,8 @@ class Settings(msgspec.Struct, kw_only=True):
     outputStyle: str | None = None
     fallbackModel: str | None = None  # the model-fallback built-in switches to it after repeated overloads
     reliability: ReliabilitySettings | None = None
+    # Claude Code's shape, read (and warned about key by key) by agentkeel.sandbox.config
+    sandbox: dict[str, Any] | None = None
 
 
 class SettingsError(ValueError):

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkeel.core.events import CwdChanged
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput, Workdir
+from agentkeel.sandbox.service import Sandbox
 from agentkeel.tools.procs import describe, sweep_steps, tagged
 from agentkeel.tools.shellrun import Capture, ShellRun, Watchdog
 
@@ -57,6 +58,11 @@ class BashInput(_Input):
     )
     description: str | None = Field(None, description="Clear, concise description of what this command does")
     run_in_background: bool = Field(False, description="Run the command in the background; read it with BashOutput")
+    dangerouslyDisableSandbox: bool = Field(  # Claude Code's name
+        False,
+        description="Run outside keel's sandbox. Only after the sandbox blocked a command that must run; "
+        "the user is asked to approve it, and settings may forbid it",
+    )
 
 
 class BashOutputInput(_Input):
@@ -108,16 +114,25 @@ class ShellState:
         self._next += 1
         return sid
 
-    async def spawn(self, ctx: ToolContext, command: str, cwd_file: Path | None) -> ShellRun:
-        """Start ``command``; with ``cwd_file``, the shell writes its final directory there."""
+    async def spawn(
+        self, ctx: ToolContext, command: str, cwd_file: Path | None, sandbox: Sandbox | None = None
+    ) -> ShellRun:
+        """Start ``command``; with ``cwd_file``, the shell writes its final directory there. With
+        ``sandbox``, it runs inside it (``agentkeel.sandbox``)."""
         self.watchdog.ensure()  # before the first shell: keel may die while it starts
         self._calls += 1
-        moved = ctx.services.get(Workdir).path  # the one owner of the session's cwd (core.tools.Workdir)
-        cwd = moved if moved is not None and moved.is_dir() else ctx.cwd
-        script = (
-            command if cwd_file is None else f"trap 'pwd -P >| {_quote(str(cwd_file))} 2>/dev/null' EXIT\n{command}"
-        )
-        run = await ShellRun.start([_shell(), "-c", script], cwd, shell_env(ctx), f"{self.session}:{self._calls}")
+        cwd = shell_cwd(ctx)
+        # inside the trap's single quotes: the path double-quoted (a temp dir may hold a blank)
+        on_exit = "" if cwd_file is None else f"pwd -P >| {_dquote(str(cwd_file))} 2>/dev/null"
+        script = command if cwd_file is None else f"trap '{on_exit}' EXIT\n{command}"
+        argv, env = [_shell(), "-c", script], shell_env(ctx)
+        prepared = None
+        if sandbox is not None:
+            await sandbox.start_proxy()
+            prepared = sandbox.prepare(command, cwd, env, _shell(), on_exit)
+            argv, env = prepared.argv, prepared.env
+        run = await ShellRun.start(argv, cwd, env, f"{self.session}:{self._calls}")
+        run.on_done = (lambda: Sandbox.finished(prepared)) if prepared is not None else None
         self.runs.add(run)
         self.watchdog.register(run.pgid)
         return run
@@ -130,6 +145,10 @@ class ShellState:
     def done(self, run: ShellRun) -> None:
         """Nothing of the run is left: stop tracking it."""
         run.close()
+        finish, run.on_done = run.on_done, None
+        if finish is not None:
+            for note in finish():
+                run.capture.add(f"\n{note}\n".encode())
         self.runs.discard(run)
         self.watchdog.unregister(run.pgid)
 
@@ -160,6 +179,21 @@ def _shell() -> str:
     return shutil.which("bash") or "/bin/sh"
 
 
+def shell_cwd(ctx: ToolContext) -> Path:
+    moved = ctx.services.get(Workdir).path  # the one owner of the session's cwd (core.tools.Workdir)
+    return moved if moved is not None and moved.is_dir() else ctx.cwd
+
+
+def _sandbox_for(ctx: ToolContext, args: BashInput) -> Sandbox | None:
+    """The session's sandbox when this command runs in it: not when settings turned it off, the
+    command is in ``sandbox.excludedCommands``, or it asked to run outside where that is allowed."""
+    sandbox = ctx.services.find(Sandbox)
+    if sandbox is None:
+        return None
+    wanted = {"dangerouslyDisableSandbox": args.dangerouslyDisableSandbox}
+    return sandbox if sandbox.sandboxed(args.command, wanted, str(shell_cwd(ctx))) else None
+
+
 def shell_env(ctx: ToolContext) -> dict[str, str]:
     env = dict(os.environ)
     env.update(ctx.env)
@@ -167,8 +201,11 @@ def shell_env(ctx: ToolContext) -> dict[str, str]:
     return env
 
 
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "'\\''") + "'"
+def _dquote(s: str) -> str:
+    """Double-quoted for bash, fit to stand inside a single-quoted trap (a quote ends the trap)."""
+    if "'" in s:
+        raise ToolError(f"the temp directory {s!r} holds a quote; set TMPDIR to another directory")
+    return '"' + re.sub(r'([\\"$`])', r"\\\1", s) + '"'
 
 
 def _update_cwd(ctx: ToolContext, cwd_file: Path) -> None:
@@ -192,17 +229,18 @@ async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     if not args.command.strip():
         raise ToolError("command is empty")
     state = ctx.services.get(ShellState)
+    sandbox = _sandbox_for(ctx, args)
     if args.run_in_background:  # its cd does not move the session's directory
-        sid = state.background(await state.spawn(ctx, args.command, None), args.command).id
+        sid = state.background(await state.spawn(ctx, args.command, None, sandbox), args.command).id
         return ToolOutput(
             f"Command running in background with ID: {sid}. Read its output with BashOutput.",
-            metadata={"command": args.command, "background_id": sid},
+            metadata={"command": args.command, "background_id": sid, "sandboxed": sandbox is not None},
         )
-    fd, name = tempfile.mkstemp(prefix="keel-cwd-")
+    fd, name = tempfile.mkstemp(prefix="keel-cwd-", dir=sandbox.tmpdir if sandbox is not None else None)
     os.close(fd)
     cwd_file = Path(name)
     try:
-        run = await state.spawn(ctx, args.command, cwd_file)
+        run = await state.spawn(ctx, args.command, cwd_file, sandbox)
     except BaseException:
         cwd_file.unlink(missing_ok=True)
         raise
@@ -234,6 +272,7 @@ async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         "exit_code": code,
         "duration_ms": int((time.monotonic() - started) * 1000),
         "timed_out": timed_out,
+        "sandboxed": sandbox is not None,
     }
     if timed_out:
         return ToolOutput(
@@ -243,6 +282,10 @@ async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         )
     if code:
         output = f"{output}\nExit code {code}".lstrip("\n")
+    denial = sandbox.explain(output, code, args.command) if sandbox is not None else None
+    if denial is not None:
+        meta["sandbox_denied"] = True
+        output = f"{output}\n\n{denial}".lstrip("\n")
     if moved is not None:
         meta["background_id"] = moved.id
         output = f"{output}\n\n{_moved_note(moved)}".lstrip("\n")

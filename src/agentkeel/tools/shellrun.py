@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 from agentkeel.tools import procs
@@ -64,6 +65,8 @@ class ShellRun:
         self.proc = proc
         self.tag = tag
         self.capture = Capture()
+        # called once when the session stops tracking it; what it returns is added to the output
+        self.on_done: Callable[[], list[str]] | None = None
         self._fd: int | None = fd
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(fd, self._read, 1)

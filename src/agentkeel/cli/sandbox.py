@@ -1,0 +1,73 @@
+"""``keel sandbox status [--json] [--cwd DIR] [--settings FILE]``: whether bubblewrap and socat are
+here and work, what the Bash sandbox enforces for this project, and why not when it does not.
+:func:`render` is the text ``/sandbox`` shows in interactive mode too."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("sandbox", help="the Bash sandbox (bubblewrap): what is installed and enforced")
+    ssub = p.add_subparsers(dest="action", required=True)
+    st = ssub.add_parser("status", help="bubblewrap/socat presence, what is enforced here, and why not")
+    st.add_argument("--json", action="store_true")
+    st.add_argument("--cwd", default=None, help="the project to report for (default: the current directory)")
+    st.add_argument("--settings", action="append", default=[], metavar="FILE", help="an extra settings file")
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentkeel.runtime import project_trust, read_settings
+    from agentkeel.sandbox import status
+    from agentkeel.session.store import keel_home
+    from agentkeel.settings import SettingsError
+
+    cwd = (Path(args.cwd) if args.cwd else Path.cwd()).resolve()
+    home_dir = keel_home()
+    try:
+        loaded = read_settings(
+            cwd,
+            Path.home(),
+            home_dir,
+            [Path(f) for f in args.settings],
+            os.environ,
+            trusted=project_trust(cwd, home_dir).trusted,
+        )
+    except SettingsError as e:
+        print(f"keel: {e}")
+        return EXIT_USAGE
+    report = status(loaded.settings.sandbox, cwd=cwd, home=Path.home(), keel_home=home_dir)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return EXIT_OK
+
+
+def render(report: dict[str, Any]) -> str:
+    bwrap = report["bwrap"] or "not installed"
+    works = "works" if report["bwrap_works"] else "does not work here"
+    lines = [
+        f"bubblewrap: {bwrap}" + (f" ({report['bwrap_version']}, {works})" if report["bwrap"] else ""),
+        f"socat: {report['socat'] or 'not installed (network stays off: no domain proxy)'}",
+        f"sandbox: {'on' if report['active'] else 'off'}" + (f" - {report['why_not']}" if report["why_not"] else ""),
+    ]
+    enforced = report["enforced"]
+    if enforced:
+        lines += [
+            "  writable: " + ", ".join(enforced["writable"]),
+            "  read-only inside them: .git/hooks, .git/config, .claude/, .keel/, .vscode/, shell rc files, $KEEL_HOME",
+            "  hidden: " + (", ".join(enforced["hidden"]) or "(nothing that exists)"),
+            f"  network: {enforced['network']}",
+            f"  processes: {enforced['namespaces']}",
+            f"  ask-free when sandboxed (autoAllowBashIfSandboxed): {'yes' if enforced['auto_allow'] else 'no'}",
+            "  may run unsandboxed on request (allowUnsandboxedCommands): "
+            + ("yes, after asking" if enforced["unsandboxed_allowed"] else "no"),
+        ]
+        if enforced["excluded_commands"]:
+            lines.append("  excluded (run outside): " + ", ".join(enforced["excluded_commands"]))
+    lines += [f"warning: {w}" for w in report["warnings"]]
+    return "\n".join(lines)

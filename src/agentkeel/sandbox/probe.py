@@ -1,0 +1,77 @@
+"""Is bubblewrap here, and does it work in this kernel and container?
+
+Finding ``bwrap`` on the PATH is not enough: inside a container without user namespaces it
+exits with "No permissions to creating new namespace" or "setting up uid map: Permission
+denied". The probe runs the same namespaces a Bash call uses, once per process, and keeps the
+first line bubblewrap printed when it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+
+BWRAP_ENV = "KEEL_BWRAP"  # another bwrap binary (tests point it at a missing path to see the fallback)
+# the namespaces every sandboxed call needs (the network one is dropped only for a proxy-less run
+# that allows the network, which keel never does)
+PROBE_ARGS = (
+    "--unshare-all",
+    "--die-with-parent",
+    "--cap-drop",
+    "ALL",
+    "--ro-bind",
+    "/",
+    "/",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+)
+
+
+@dataclass(frozen=True)
+class Probe:
+    bwrap: str | None  # the binary, when found
+    works: bool
+    problem: str  # why it cannot be used ("" when it works)
+    version: str = ""
+    socat: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.bwrap is not None and self.works
+
+
+def find_bwrap() -> str | None:
+    chosen = os.environ.get(BWRAP_ENV)
+    if chosen is not None:
+        return chosen if os.path.isfile(chosen) and os.access(chosen, os.X_OK) else None
+    return shutil.which("bwrap")
+
+
+@lru_cache(maxsize=4)
+def probe(bwrap: str | None = None) -> Probe:
+    """Run bubblewrap once with the namespaces keel uses; cached for the process."""
+    binary = bwrap or find_bwrap()
+    socat = shutil.which("socat")
+    if binary is None:
+        return Probe(None, False, "bubblewrap (bwrap) is not installed", socat=socat)
+    if not os.path.isdir("/proc/self"):
+        return Probe(binary, False, "/proc is not mounted (bubblewrap needs it)", socat=socat)
+    true = shutil.which("true") or "/bin/true"
+    try:
+        done = subprocess.run(
+            [binary, *PROBE_ARGS, "--", true], capture_output=True, timeout=10, stdin=subprocess.DEVNULL, check=False
+        )
+        version = subprocess.run(
+            [binary, "--version"], capture_output=True, timeout=5, stdin=subprocess.DEVNULL, check=False
+        ).stdout.decode(errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Probe(binary, False, f"bubblewrap could not be run: {e}", socat=socat)
+    if done.returncode != 0:
+        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
+        return Probe(binary, False, f"bubblewrap cannot create the sandbox here: {first}", socat=socat)
+    return Probe(binary, True, "", version.strip(), socat)

@@ -1,0 +1,305 @@
+"""The per-session sandbox service: which Bash commands run inside bubblewrap, the command line
+that runs them there, and what to tell the model when the sandbox stopped one.
+
+Every sandboxed call gets new user, PID, network, IPC, UTS and cgroup namespaces
+(``--unshare-all``) and ``--die-with-parent``: when the command's shell exits, the PID
+namespace ends and whatever it left running is killed (and reported). The network namespace
+has only loopback: no route out, no DNS, no host service on 127.0.0.1, unless the session runs
+the domain proxy (``sandbox/proxy.py``), which lets allowed domains through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentkeel.sandbox.config import SandboxConfig
+from agentkeel.sandbox.explain import LEFTOVER_MARK, explain
+from agentkeel.sandbox.mounts import build_layout, default_hidden
+from agentkeel.sandbox.probe import Probe, probe
+
+if TYPE_CHECKING:
+    from agentkeel.permissions.call import Call
+    from agentkeel.permissions.engine import PermissionEngine
+    from agentkeel.permissions.rules import RuleKind
+    from agentkeel.sandbox.proxy import DomainProxy
+
+# root outside stays root inside, with every capability unless dropped: without them it cannot
+# unmount the read-only binds or open the mode-000 stand-ins over hidden files
+NAMESPACES = ("--unshare-all", "--die-with-parent", "--cap-drop", "ALL")
+
+
+# run on exit by the command's shell: what it left running in the PID namespace (1 is
+# bubblewrap's init, 2 this shell; the proxy relay's socat processes do not count). Only builtins:
+# no process is started. Then the namespace ends, and everything in it with it.
+def leftover_check(relay: bool) -> str:
+    if not relay:
+        count = "set -- /proc/[0-9]*; n=$(($# - 2))"
+    else:
+        count = (
+            'n=-2; for p in /proc/[0-9]*; do c=; read -r c < $p/comm; [ "$c" = socat ] || n=$((n + 1)); '
+            "done 2>/dev/null"
+        )
+    return f'{count}; if [ $n -gt 0 ]; then echo "{LEFTOVER_MARK} $n" >&2; fi'
+
+
+class SandboxError(ValueError):
+    """The sandbox is required (``failIfUnavailable``) and cannot run here."""
+
+
+@dataclass
+class Prepared:
+    """One sandboxed call: the command line, and the mount points to remove after it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    created: list[str]
+    absent: list[str]
+
+
+class Sandbox:
+    def __init__(
+        self,
+        config: SandboxConfig,
+        *,
+        cwd: Path,
+        home: Path,
+        keel_home: Path | None = None,
+        additional_dirs: tuple[Path, ...] = (),
+        engine: PermissionEngine | None = None,
+        found: Probe | None = None,
+    ) -> None:
+        self.config = config
+        self.cwd = cwd
+        self.home = home
+        self.keel_home = keel_home
+        self.additional_dirs = additional_dirs
+        self.engine = engine
+        self.probe = found if found is not None else probe()
+        self.proxy: DomainProxy | None = None
+        self._root: Path | None = None
+
+    # --- what runs where -------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.config.enabled and self.probe.available
+
+    @property
+    def why_inactive(self) -> str:
+        if not self.config.enabled:
+            return "sandbox.enabled is not true"
+        return self.probe.problem
+
+    def excluded(self, command: str, cwd: str | None = None) -> bool:
+        """A command ``sandbox.excludedCommands`` names runs outside, under the normal permission flow."""
+        if not self.config.excluded_commands:
+            return False
+        from agentkeel.permissions.bash import analyse
+        from agentkeel.permissions.rules import bash_matches
+        from agentkeel.permissions.shellpolicy import command_forms
+
+        analysis = analyse(command, cwd or str(self.cwd), str(self.home))
+        # a rule pattern (``docker *``), or a bare name or prefix as Claude Code writes them (``docker``)
+        specs = [s if "*" in s else f"{s} *" for s in self.config.excluded_commands]
+        return any(
+            bash_matches(spec, form) for cmd in analysis.commands for form in command_forms(cmd) for spec in specs
+        )
+
+    def unsandboxed_requested(self, tool_input: object) -> bool:
+        """``dangerouslyDisableSandbox: true``, honoured only where settings allow it."""
+        wants = isinstance(tool_input, dict) and tool_input.get("dangerouslyDisableSandbox") is True
+        return wants and self.config.allow_unsandboxed
+
+    def sandboxed(self, command: str, tool_input: object = None, cwd: str | None = None) -> bool:
+        return self.active and not self.unsandboxed_requested(tool_input) and not self.excluded(command, cwd)
+
+    def auto_allow(self, call: Call) -> str | None:
+        """For the permission engine: a Bash call that would only have asked runs sandboxed without
+        asking (``autoAllowBashIfSandboxed``). Deny rules, ask rules and protected paths are decided
+        before this is consulted."""
+        if not (self.active and self.config.auto_allow) or call.name != "Bash":
+            return None
+        command = call.input.get("command")
+        if not isinstance(command, str) or not self.sandboxed(command, dict(call.input), call.shell_cwd):
+            return None
+        analysis = call.bash
+        if analysis is not None and not analysis.confident and self._bash_denials():
+            return None  # a deny rule may name what keel could not read: ask, as without a sandbox
+        return "runs in keel's sandbox (sandbox.autoAllowBashIfSandboxed)"
+
+    def _bash_denials(self) -> bool:
+        if self.engine is None:
+            return False
+        return any(r.tool == "Bash" and not r.bare for r in self.engine.rules_of("deny"))
+
+    # --- the command line ------------------------------------------------------------------
+
+    @property
+    def root(self) -> Path:
+        """The session's sandbox directory: ``tmp/`` (writable, $TMPDIR inside) and the empty
+        stand-ins mounted over hidden and protected paths."""
+        if self._root is None:
+            root = Path(tempfile.mkdtemp(prefix="keel-sandbox-"))
+            (root / "tmp").mkdir()
+            (root / "hidden-file").touch()
+            (root / "hidden-dir").mkdir()
+            (root / "readonly-dir").mkdir()
+            os.chmod(root / "hidden-file", 0)
+            os.chmod(root / "hidden-dir", 0)
+            os.chmod(root / "readonly-dir", stat.S_IRUSR | stat.S_IXUSR)
+            self._root = root
+        return self._root
+
+    @property
+    def tmpdir(self) -> Path:
+        return self.root / "tmp"
+
+    def writable(self, *, with_tmp: bool = True) -> list[str]:
+        """The working directories, the session temp dir, ``sandbox.filesystem.allowWrite``."""
+        roots = [str(self.cwd), *(str(d) for d in self.additional_dirs)] + ([str(self.tmpdir)] if with_tmp else [])
+        return roots + [self._expand(p) for p in self.config.allow_write]
+
+    def hidden(self) -> list[str]:
+        paths = default_hidden(str(self.home)) + [self._expand(p) for p in self.config.deny_read]
+        if self.engine is not None:
+            paths += _rule_paths(self.engine, "Read", self._expand)
+        return paths
+
+    def deny_write(self) -> list[str]:
+        paths = [self._expand(p) for p in self.config.deny_write]
+        if self.engine is not None:
+            paths += _rule_paths(self.engine, "Edit", self._expand)
+        return paths
+
+    def _expand(self, spec: str) -> str:
+        """A path as Claude Code's sandbox settings and rules write it: ``//abs``, ``~/x``, ``/x``
+        (the project), ``./x`` or bare (the project)."""
+        s = spec.strip()
+        if s.startswith("//"):
+            return s[1:]
+        if s == "~" or s.startswith("~/"):
+            return str(self.home) + s[1:]
+        return os.path.normpath(os.path.join(self.cwd, s.lstrip("/")))
+
+    def prepare(self, command: str, cwd: Path, env: dict[str, str], shell: str, on_exit: str = "") -> Prepared:
+        """The bubblewrap command line that runs ``command`` in ``shell``; ``on_exit`` is shell text
+        for the EXIT trap (the Bash tool's "where did the shell end up"), kept single-quote free."""
+        assert self.probe.bwrap is not None
+        layout = build_layout(
+            writable=self.writable(),
+            scratch=str(self.tmpdir),
+            home=str(self.home),
+            keel_home=str(self.keel_home) if self.keel_home else None,
+            deny_write=self.deny_write(),
+            hidden=self.hidden(),
+            mask_run=not self.config.allow_all_unix_sockets,
+        )
+        created = [p for p in layout.guard_missing if not os.path.lexists(p)]
+        root = self.root
+        args = layout.args(str(root / "hidden-file"), str(root / "hidden-dir"), str(root / "readonly-dir"))
+        inner_env = {**env, "TMPDIR": str(self.tmpdir)}
+        relay = ""
+        if self.proxy is not None:
+            inner_env.update(self.proxy.env())
+            relay = self.proxy.relay()
+        trap = "; ".join(t for t in (on_exit, leftover_check(bool(relay))) if t)
+        script = f"{relay}trap '{trap}' EXIT\n{command}"
+        argv = [self.probe.bwrap, *NAMESPACES, *args, "--chdir", str(cwd), "--", shell, "-c", script]
+        return Prepared(argv, inner_env, created, [p for p in layout.absent if not os.path.lexists(p)])
+
+    @staticmethod
+    def finished(prepared: Prepared) -> list[str]:
+        """Remove the empty mount points bubblewrap made for missing protected directories, and the
+        protected entries the command created; returns a note for the model when it removed any."""
+        for path in reversed(prepared.created):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        removed = []
+        for path in prepared.absent:
+            if not os.path.lexists(path):
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            removed.append(os.path.basename(path))
+        if not removed:
+            return []
+        return [f"[keel sandbox] removed protected file(s) the command created: {', '.join(removed)}"]
+
+    async def start_proxy(self) -> None:
+        """Start the domain proxy on first use, when some domain is allowed and socat is here."""
+        if self.proxy is not None or not self.probe.socat:
+            return
+        if not self.config.allowed_domains and not self._webfetch("allow"):
+            return
+        from agentkeel.sandbox.proxy import DomainProxy
+
+        proxy = DomainProxy(self.root / "proxy.sock", self.domain_allowed)
+        await proxy.start()
+        self.proxy = proxy
+
+    def _webfetch(self, kind: RuleKind) -> list[str]:
+        if self.engine is None:
+            return []
+        return [r.specifier or "" for r in self.engine.rules_of(kind) if r.tool == "WebFetch" and not r.bare]
+
+    def domain_allowed(self, host: str) -> bool:
+        """A WebFetch ``domain:`` deny rule refuses the host; ``sandbox.network.allowedDomains`` or a
+        WebFetch ``domain:`` allow rule (read at each connection: one the user adds in the session
+        counts) lets it through; hosts match as WebFetch rules match them."""
+        from agentkeel.permissions.rules import domain_matches
+
+        if any(domain_matches(spec, host) for spec in self._webfetch("deny")):
+            return False
+        specs = [f"domain:{d}" for d in self.config.allowed_domains] + self._webfetch("allow")
+        return any(domain_matches(spec, host) for spec in specs)
+
+    def explain(self, output: str, code: int | None, command: str) -> str | None:
+        blocked = tuple(dict.fromkeys(self.proxy.denied)) if self.proxy is not None else ()
+        if self.proxy is not None:
+            self.proxy.denied.clear()
+        return explain(output, code, command, network=self.proxy is not None, config=self.config, blocked=blocked)
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        if self.proxy is not None:
+            await self.proxy.aclose()
+        if self._root is not None:
+            root, self._root = self._root, None
+            for sub in ("hidden-dir", "readonly-dir"):
+                try:
+                    os.chmod(root / sub, 0o700)
+                except OSError:
+                    pass
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _rule_paths(engine: PermissionEngine, tool: str, expand: Callable[[str], str]) -> list[str]:
+    """The literal paths of ``Read(...)``/``Edit(...)`` deny rules (``./.env``, ``~/.ssh/**``); a
+    bare name (``.env``: any depth) is taken at the top of the project, where it usually is."""
+    out: list[str] = []
+    for rule in engine.rules_of("deny"):
+        if rule.tool != tool or rule.bare or rule.specifier is None:
+            continue
+        spec = rule.specifier.strip()
+        for suffix in ("/**", "/*", "/"):
+            if spec.endswith(suffix) and len(spec) > len(suffix):
+                spec = spec[: -len(suffix)]
+                break
+        if any(c in spec for c in "*?[") or not spec:
+            continue
+        out.append(expand(spec))
+    return out

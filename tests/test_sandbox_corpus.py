@@ -1,0 +1,70 @@
+"""The sandbox escape corpus (tests/corpus/sandbox_escapes.json), run for real in bubblewrap under
+``Bash(*)``: every case fails, changes nothing outside the writable set, leaks no secret, and is
+reported to the model as a sandbox denial."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agentkeel.tools.shell import ShellState
+from sandbox_harness import SandboxedBash, bwrap_works
+from test_sandbox_props import _scratch, _snapshot, _writable
+
+pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot create namespaces here")
+
+CORPUS = Path(__file__).parent / "corpus" / "sandbox_escapes.json"
+
+
+def _cases() -> list[tuple[str, str]]:
+    data = json.loads(CORPUS.read_text(encoding="utf-8"))
+    return [(g["technique"], c) for g in data["groups"] for c in g["cases"]]
+
+
+def test_corpus_size() -> None:
+    assert len(_cases()) >= 40
+    assert len({t for t, _ in _cases()}) >= 7
+
+
+def test_every_escape_fails_changes_nothing_outside_and_is_reported(tmp_path: Path) -> None:
+    root = tmp_path / "scratch"
+    project, home = _scratch(root)
+    (project / ".env").write_text("API_KEY=obviously-fake-value\n")
+    (project / "etclink").symlink_to("/etc")
+    failures: list[str] = []
+
+    async def run_all() -> None:
+        bash = SandboxedBash(project, home, deny=("Read(./.env)",))
+        try:
+            for technique, case in _cases():
+                command = case.replace("{P}", str(project)).replace("{H}", str(home)).replace("{O}", str(root / "O"))
+                before = _snapshot(root)
+                out = await bash.run(command)
+                after = _snapshot(root)
+                changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+                escaped = sorted(k for k in changed if not _writable(k))
+                if escaped:
+                    failures.append(f"{technique} :: {case}: changed {escaped}")
+                if "obviously-fake" in out.content:
+                    failures.append(f"{technique} :: {case}: leaked a secret")
+                if "[Sandbox denial:" not in out.content:
+                    failures.append(f"{technique} :: {case}: not reported as a sandbox denial: {out.content[-300:]!r}")
+        finally:
+            await bash.services.get(ShellState).aclose()
+            await bash.sandbox.aclose()
+
+    asyncio.run(run_all())
+    alive = [p for p in os.listdir("/proc") if p.isdigit() and b"41.00" in _cmdline(p)]
+    assert not alive, "background processes outlived their command"
+    assert not failures, "\n".join(failures)
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -1,0 +1,125 @@
+"""What runs in the sandbox and what the permission engine decides around it: autoAllowBashIfSandboxed
+turns asks into sandboxed runs, never deny rules, ask rules or protected paths;
+excludedCommands and dangerouslyDisableSandbox run outside under the normal flow; the
+settings key warns on what it does not know."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agentkeel.sandbox import parse_config
+from sandbox_harness import SandboxedBash, bwrap_works
+
+needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot create namespaces here")
+
+
+def test_settings_key_reads_claude_codes_shape_and_warns_on_the_rest() -> None:
+    config = parse_config(
+        {
+            "enabled": True,
+            "autoAllowBashIfSandboxed": False,
+            "excludedCommands": ["docker *"],
+            "allowUnsandboxedCommands": False,
+            "failIfUnavailable": True,
+            "network": {"allowedDomains": ["pypi.org"], "allowLocalBinding": True, "allowAllUnixSockets": True},
+            "filesystem": {"allowWrite": ["~/.cache"], "denyWrite": ["./deploy"], "denyRead": ["~/.aws"]},
+            "enableWeakerNestedSandbox": False,  # Claude Code's, accepted silently
+            "colour": "blue",
+        }
+    )
+    assert config.enabled and not config.auto_allow and not config.allow_unsandboxed and config.fail_if_unavailable
+    assert config.excluded_commands == ("docker *",)
+    assert config.allowed_domains == ("pypi.org",)
+    assert config.allow_local_binding and config.allow_all_unix_sockets
+    assert (config.allow_write, config.deny_write, config.deny_read) == (("~/.cache",), ("./deploy",), ("~/.aws",))
+    assert config.warnings == ("settings: unknown key 'sandbox.colour' ignored",)
+
+
+def test_a_wrongly_typed_value_warns_and_keeps_the_safe_default() -> None:
+    config = parse_config({"enabled": "yes", "network": [], "excludedCommands": "docker"})
+    assert not config.enabled
+    assert config.excluded_commands == ()
+    assert len(config.warnings) == 3
+    assert parse_config("on").warnings == ("settings: 'sandbox' is not an object; ignored",)
+
+
+@needs_bwrap
+def test_auto_allow_turns_asks_into_sandboxed_runs_but_not_denials_asks_or_protected_paths(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    b = SandboxedBash(tmp_path, home, allow=(), deny=("Bash(rm *)",))
+    b.engine.add(["Bash(git push *)"], "ask", "test")
+    decide = lambda c: b.engine.decide("Bash", {"command": c})  # noqa: E731
+    assert decide("touch x").decision == "allow"
+    assert decide("touch x").stage == "sandbox"
+    assert decide("python3 -c 'print(1)'").decision == "allow"
+    assert decide("rm -rf x").decision == "deny"
+    assert decide("git push origin main").decision == "ask"
+    assert decide("echo x >> ~/.bashrc").decision == "ask"  # protected: always asks
+    assert decide("echo x > .git/config").decision == "ask"
+    b.engine.mode = "plan"
+    assert decide("touch x").decision != "allow"
+    b.close()
+
+
+@needs_bwrap
+def test_unreadable_commands_keep_asking_when_a_bash_deny_rule_exists(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    b = SandboxedBash(tmp_path, home, allow=(), deny=("Bash(git push *)",))
+    assert b.engine.decide("Bash", {"command": 'eval "$(echo Z2l0IHB1c2g= | base64 -d)"'}).decision == "ask"
+    b.close()
+    b = SandboxedBash(tmp_path, home, allow=())
+    assert b.engine.decide("Bash", {"command": 'eval "$(echo Z2l0IHB1c2g= | base64 -d)"'}).decision == "allow"
+    b.close()
+
+
+@needs_bwrap
+def test_excluded_commands_and_unsandboxed_requests_take_the_normal_flow(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    b = SandboxedBash(tmp_path, home, allow=(), settings={"excludedCommands": ["make *", "docker"]})
+    assert b.engine.decide("Bash", {"command": "make build"}).decision == "ask"
+    assert b.engine.decide("Bash", {"command": "docker ps"}).decision == "ask"
+    assert b.engine.decide("Bash", {"command": "dockerd-like-tool"}).decision == "allow"  # sandboxed
+    assert b.engine.decide("Bash", {"command": "touch a && make build"}).decision == "ask"
+    flagged = {"command": "touch x", "dangerouslyDisableSandbox": True}
+    assert b.engine.decide("Bash", flagged).decision == "ask"
+    out = b(f"touch {tmp_path.parent}/outside-by-request", dangerouslyDisableSandbox=True)
+    assert out.metadata["sandboxed"] is False
+    assert (tmp_path.parent / "outside-by-request").exists()
+    b.close()
+
+
+@needs_bwrap
+def test_the_escape_hatch_is_ignored_where_settings_forbid_it(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    b = SandboxedBash(tmp_path, home, settings={"allowUnsandboxedCommands": False})
+    assert b.engine.decide("Bash", {"command": "touch x", "dangerouslyDisableSandbox": True}).decision == "allow"
+    out = b(f"touch {tmp_path.parent}/outside-forbidden", dangerouslyDisableSandbox=True)
+    assert out.metadata["sandboxed"] is True
+    assert not (tmp_path.parent / "outside-forbidden").exists()
+    assert "allowUnsandboxedCommands: false" in out.content
+    b.close()
+
+
+@needs_bwrap
+def test_filesystem_settings_widen_and_narrow_the_writable_set(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    project = tmp_path / "p"
+    (project / "deploy").mkdir(parents=True)
+    extra = tmp_path / "cache"
+    extra.mkdir()
+    secret = tmp_path / "vault.txt"
+    secret.write_text("obviously-fake-secret\n")
+    b = SandboxedBash(
+        project,
+        home,
+        settings={"filesystem": {"allowWrite": [f"/{extra}"], "denyWrite": ["./deploy"], "denyRead": [f"/{secret}"]}},
+    )
+    assert not b(f"touch {extra}/ok").is_error
+    assert b("touch deploy/x").is_error
+    out = b(f"cat {secret}")
+    assert "obviously-fake-secret" not in out.content
+    assert (extra / "ok").exists() and not (project / "deploy" / "x").exists()
+    b.close()
