@@ -134,6 +134,7 @@ class RuntimeOptions:
     # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
     # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
     hooks: dict[str, Any] = field(default_factory=dict)
+    plugin_dirs: tuple[Path, ...] = ()  # Claude Code plugin folders (--plugin-dir): commands, agents, skills, hooks
 
 
 class Runtime:
@@ -305,6 +306,19 @@ class Runtime:
             context=context,
             events=loaded_session.events if loaded_session else None,
             mode=lambda: engine.mode,
+        )
+        from agentkeel.agents.setup import attach as attach_agents
+
+        loaded.warnings += attach_agents(
+            agent,
+            cwd=cwd,
+            home=opts.home,
+            session_id=session_id,
+            session_dir=sessions / session_id,
+            trusted=trust.trusted,
+            plugin_dirs=opts.plugin_dirs,
+            layers=loaded.layers,
+            env=env,
         )
         rt = cls(
             agent,

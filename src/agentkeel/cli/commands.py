@@ -57,16 +57,22 @@ def run_subcommand(argv: list[str]) -> int:
     fake.add_argument("--port", type=int, default=0, help="0 picks a free port")
     fake.add_argument("--verbose", action="store_true")
 
-    from agentkeel.cli import hooks, mem
+    from agentkeel.cli import agents, hooks, mem, plugins
 
     mem.add_parser(sub)
     hooks.add_parser(sub)
+    plugins.add_parser(sub)
+    agents.add_parser(sub)
 
     args = p.parse_args(argv)
     if args.command == "mem":
         return mem.run(args)
     if args.command == "hooks":
         return hooks.run(args)
+    if args.command == "plugins":
+        return plugins.run(args)
+    if args.command == "agents":
+        return agents.run(args)
     if args.command == "sessions":
         return _sessions_list(args)
     if args.command == "permissions":
