@@ -75,9 +75,22 @@ async def model(runtime: Any, args: str) -> str:
 
 
 async def permissions(runtime: Any, args: str) -> str:
-    from agentkeel.cli.commands import describe_rules
-
-    return describe_rules(runtime.permissions)
+    """Mode, working directories, then deny, ask, allow with their sources (as `keel permissions list`)."""
+    engine = runtime.permissions
+    lines = [
+        f"Permission mode: {engine.mode}",
+        "Working directories: " + ", ".join([engine.cwd, *engine.additional_dirs]),
+    ]
+    for kind in ("deny", "ask", "allow"):
+        rules = engine.rules_of(kind)
+        lines.append(f"{kind.capitalize()} rules ({len(rules)}):")
+        lines += [f"  {r.text:<40} {r.source}" for r in rules] or ["  (none)"]
+    for channel, rules in engine.channel_rules.items():
+        lines.append(f"Channel {channel}: " + ", ".join(f"{r.kind} {r.text}" for r in rules))
+    if engine.groups:
+        lines.append("Groups: " + ", ".join(f"{g}={v}" for g, v in engine.groups.items()))
+    lines += [f"warning: {w}" for w in engine.warnings]
+    return "\n".join(lines)
 
 
 async def hooks(runtime: Any, args: str) -> str:
