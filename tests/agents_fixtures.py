@@ -13,6 +13,7 @@ description: Reviews code for bugs. Use after a change.
 tools: Read, Grep
 model: inherit
 maxTurns: 5
+skills: style
 ---
 You are a strict code reviewer. Report bugs only, with file:line.
 """
@@ -65,11 +66,21 @@ def git(cwd: Path, *args: str) -> str:
     ).stdout
 
 
+STYLE = """---
+description: House style
+user-invocable: false
+---
+Prefer early returns.
+"""
+
+
 def claude_project(project: Path) -> None:
     (project / ".claude" / "agents").mkdir(parents=True)
     (project / ".claude" / "agents" / "reviewer.md").write_text(REVIEWER)
     (project / ".claude" / "skills" / "release").mkdir(parents=True)
     (project / ".claude" / "skills" / "release" / "SKILL.md").write_text(RELEASE)
+    (project / ".claude" / "skills" / "style").mkdir(parents=True)
+    (project / ".claude" / "skills" / "style" / "SKILL.md").write_text(STYLE)
     (project / ".claude" / "commands").mkdir(parents=True)
     (project / ".claude" / "commands" / "fix-issue.md").write_text(FIX_ISSUE)
     (project / "a.py").write_text("def f():\n    return 1\n")

@@ -69,6 +69,7 @@ def test_task_and_skill_in_a_claude_code_project(project: Path, tmp_path: Path, 
     # the child: its definition's prompt and tools, its own context (only its task)
     assert system_text(child).startswith("You are a strict code reviewer.")
     assert "You are keel" not in system_text(child)
+    assert '<skill name="style">\nPrefer early returns.\n</skill>' in system_text(child)  # the preloaded skill
     assert tool_names(child) == ["Read", "Grep"]
     assert len(child["messages"]) == 1 and first_user_text(child) == "Review a.py"
 

@@ -193,3 +193,23 @@ def test_prompt_builtins_go_to_the_model(line: str, project: Path, fake_llm: Sta
     assert run.code == 0, run.stderr
     text = first_user_text(server.cursor.requests[0]["body"])
     assert ("create an AGENTS.md" in text) if line == "/init" else ("Review the current changes" in text)
+
+
+def test_interactive_completion_comes_from_the_registry(project: Path, tmp_path: Path) -> None:
+    from prompt_toolkit.document import Document
+
+    from agentkeel.cli.interactive import slash_completer
+    from agentkeel.runtime import Runtime, RuntimeOptions
+
+    claude_project(project)
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key", "KEEL_HOME": str(tmp_path / "keelhome")}
+    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, home=tmp_path / "userhome"))
+    try:
+        completer = slash_completer(rt)
+        found = list(completer.get_completions(Document("/fi"), None))
+        assert [c.text for c in found] == ["/fix-issue"]
+        assert "<number> Fix a GitHub issue" in found[0].display_meta_text
+        assert [c.text for c in completer.get_completions(Document("/he"), None)] == ["/help"]
+        assert list(completer.get_completions(Document("/help x"), None)) == []
+    finally:
+        asyncio.run(rt.aclose())

@@ -202,6 +202,8 @@ class SubagentSpawner:
         bus.subscribe(writer, critical=True)
         provider, model, note = self._model(agent)
         workdir = cwd or parent.context.cwd
+        preloaded, missing = self._skills(agent)
+        system_extra = "\n\n".join(x for x in (preloaded, system_extra) if x)
         config = LoopConfig(
             model=model,
             system=child_system(agent, workdir, model, system_extra),
@@ -253,7 +255,27 @@ class SubagentSpawner:
                     env=self.env,
                 ),
             )
-        return child, writer, [note] if note else []
+        notes = [note] if note else []
+        notes += [f"agent {agent.name}: no skill named '{name}' to preload" for name in missing]
+        return child, writer, notes
+
+    def _skills(self, agent: AgentDef) -> tuple[str, list[str]]:
+        """The full text of the skills the definition preloads (its ``skills`` list), and the missing names."""
+        if not agent.skills:
+            return "", []
+        from agentkeel.skills.loader import SkillCatalog
+
+        catalog = self.parent.services.find(SkillCatalog)
+        parts, missing = [], []
+        for name in agent.skills:
+            skill = catalog.get(name) if catalog is not None else None
+            if skill is None:
+                missing.append(name)
+                continue
+            body = skill.body.replace("${CLAUDE_SKILL_DIR}", str(skill.directory))
+            parts.append(f'<skill name="{skill.name}">\n{body}\n</skill>')
+        text = "# Skills loaded for this agent\n" + "\n\n".join(parts) if parts else ""
+        return text, missing
 
     # --- running a child -------------------------------------------------------------------
 

@@ -93,6 +93,26 @@ class Printer:
             self.mid_line = False
 
 
+def slash_completer(rt: Runtime) -> Any:
+    """Completion of ``/name`` from the session's command registry, with argument hints."""
+    from prompt_toolkit.completion import Completer, Completion
+
+    from agentkeel.commands.registry import CommandRegistry
+
+    registry = rt.agent.services.find(CommandRegistry)
+
+    class SlashCompleter(Completer):
+        def get_completions(self, document: Any, complete_event: Any) -> Any:
+            text = document.text_before_cursor
+            if registry is None or not text.startswith("/") or " " in text:
+                return
+            for item in registry.completions(text):
+                meta = f"{item['argument_hint']} {item['description']}".strip()
+                yield Completion(item["name"], start_position=-len(text), display_meta=meta)
+
+    return SlashCompleter()
+
+
 def run_interactive(args: argparse.Namespace, first_prompt: str) -> int:
     if not sys.stdin.isatty():
         print('keel: interactive mode needs a terminal; use keel -p "prompt" for headless runs', file=sys.stderr)
@@ -148,6 +168,8 @@ async def _repl(args: argparse.Namespace, first_prompt: str) -> int:
         print(f"keel: {e}", file=sys.stderr)
         return EXIT_USAGE
     rt.bus.subscribe(Printer())
+    session.completer = slash_completer(rt)
+    session.complete_while_typing = True
     print(f"keel · {rt.model.qualified} · session {rt.session_id[:8]} · /help for commands")
     loop = asyncio.get_running_loop()
     last_sigint = 0.0

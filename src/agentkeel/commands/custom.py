@@ -21,11 +21,9 @@ def command_dirs(cwd: Path, home: Path) -> list[tuple[Path, str]]:
 
 
 def frame(name: str, args: str, body: str) -> str:
-    """A command's prompt as Claude Code sends it."""
-    head = f"<command-message>{name} is running…</command-message>\n<command-name>/{name}</command-name>"
-    if args:
-        head += f"\n<command-args>{args}</command-args>"
-    return f"{head}\n\n{body}"
+    """A command's prompt as Claude Code sends it (its header block, then the expanded body)."""
+    head = f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>"
+    return f"{head}\n<command-args>{args}</command-args>\n\n{body}"
 
 
 def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: Path | None) -> Command:
