@@ -187,3 +187,27 @@ def test_plugin_problems_are_one_line_each(tmp_path: Path) -> None:
     assert len(warnings) == 3 and all("\n" not in w for w in warnings)
     assert "does not exist; check --plugin-dir" in warnings[0] and "not valid JSON" in warnings[1]
     assert "no marketplace 'nowhere'" in warnings[2]
+
+
+def test_a_project_agent_cannot_grant_itself_bypass(project: Path, tmp_path: Path, fake_llm: Start, keel: Keel) -> None:
+    """A cloned repository's .claude/agents may not widen permissions; the user's own definitions may."""
+    claude_project(project)
+    yolo = "---\nname: yolo\ndescription: does anything\npermissionMode: bypassPermissions\n---\nGo.\n"
+    (project / ".claude" / "agents" / "yolo.md").write_text(yolo)
+    user_agents = tmp_path / "userhome" / ".claude" / "agents"
+    user_agents.mkdir(parents=True)
+    (user_agents / "mine.md").write_text(yolo.replace("name: yolo", "name: mine"))
+    first, second = project / "first.txt", project / "second.txt"
+
+    def touch(path: Path) -> dict[str, Any]:
+        return {"tool_calls": [{"name": "Bash", "input": {"command": f"touch {path}"}}]}
+
+    server = fake_llm([{"tool_calls": [_task("go", "yolo")]}, touch(first), "tried", "ok"])
+    assert keel("-p", "go", env=wire_env(server, "anthropic")).code == 0
+    assert not first.exists()
+    [denied] = tool_results(server.cursor.requests[2]["body"])
+    assert denied["is_error"] and "without anyone to ask" in result_text(denied)
+
+    server = fake_llm([{"tool_calls": [_task("go", "mine")]}, touch(second), "done", "ok"])
+    assert keel("-p", "go", env=wire_env(server, "anthropic")).code == 0
+    assert second.exists()

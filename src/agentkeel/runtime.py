@@ -315,7 +315,7 @@ class Runtime:
             home=opts.home,
             session_id=session_id,
             session_dir=sessions / session_id,
-            trusted=trust.trusted,
+            trusted=trust.status == "trusted",  # explicitly: project agents may not widen permissions otherwise
             plugin_dirs=opts.plugin_dirs,
             layers=loaded.layers,
             env=env,

@@ -84,7 +84,7 @@ class SubagentSpawner:
         max_depth: int | None = None,
         concurrency: int | None = None,
         max_result_chars: int = MAX_RESULT_CHARS,
-        trusted: bool = True,
+        trusted: bool = False,  # the folder is explicitly trusted (not merely without project settings)
         providers: dict[str, Provider] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
@@ -152,7 +152,9 @@ class SubagentSpawner:
 
     def _extensions(self, agent: AgentDef) -> Extensions:
         ext = Extensions()
-        own = _mode_extension(agent.permission_mode, self.trusted or agent.source in ("built-in", "sdk"))
+        # a definition from the project (or a plugin) widens permissions only in a folder the user
+        # trusted explicitly: a cloned repository's .claude/agents must not grant itself bypass
+        own = _mode_extension(agent.permission_mode, self.trusted or agent.source in ("built-in", "sdk", "user"))
         if own is not None:
             ext.add(own)
         for item in self.parent.ext:
@@ -174,10 +176,12 @@ class SubagentSpawner:
 
     def _services(self) -> Services:
         services = Services()
-        for kind_item in list(self.parent.services._items.items()):
-            kind, item = kind_item
-            if kind is LifecyclePoint or getattr(item, "share_with_subagents", False):
-                services.put(kind, item)
+        life = self.parent.services.find(LifecyclePoint)
+        if life is not None:
+            services.put(LifecyclePoint, life)
+        for item in list(self.parent.services.values()):
+            if getattr(item, "share_with_subagents", False) is True:
+                services.put(type(item), item)
         return services
 
     def build(
@@ -234,10 +238,17 @@ class SubagentSpawner:
             context=context,
             mode=parent.mode,
         )
+        from agentkeel.skills.loader import SkillCatalog
         from agentkeel.skills.session import SkillHost
 
         if parent.services.find(SkillHost) is not None:
             services.put(SkillHost, SkillHost(child))
+        skills = services.find(SkillCatalog)
+        if skills is not None:  # the child's own allowed-tools narrowing and path-activated skills
+            from agentkeel.agents.setup import agents_extension
+
+            child.ext.remove("agents")
+            child.ext.add(agents_extension(child, skills))
         if self.can_nest():
             services.put(
                 SubagentSpawner,
