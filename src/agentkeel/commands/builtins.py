@@ -191,6 +191,24 @@ async def plan(runtime: Any, args: str) -> str:
     return "Plan mode: only read-only tools run until you change the mode."
 
 
+COMMIT_PROMPT = """Create a git commit of the current changes:
+1. Run `git status`, `git diff` and `git diff --staged`, and `git log -5 --oneline` for the message style.
+2. Stage the files that belong to this change (never secrets such as .env or credentials).
+3. Write a concise message that says why, in the repository's style, and commit.
+4. Run `git status` to show the result. Do not push."""
+
+
+async def commit_prompt(runtime: Any, args: str) -> str:
+    return COMMIT_PROMPT + (f"\n\nAlso: {args}" if args else "")
+
+
+async def config(runtime: Any, args: str) -> str:
+    lines = ["Settings files in effect (lowest precedence first):"]
+    lines += [f"  [{layer.scope}] {layer.path}" for layer in runtime.settings.layers] or ["  (none)"]
+    lines.append(f"Model: {runtime.agent.config.model}   Permission mode: {runtime.permissions.mode}")
+    return "\n".join(lines)
+
+
 async def init_prompt(runtime: Any, args: str) -> str:
     return INIT_PROMPT + (f"\n\nAlso: {args}" if args else "")
 
@@ -231,6 +249,8 @@ def builtin_commands() -> list[Command]:
         Command("plan", "Switch to plan mode (read-only tools)", handler=plan),
         Command("init", "Draft AGENTS.md for this repository", argument_hint="[notes]", expand=init_prompt),
         Command("review", "Review the current changes", argument_hint="[what]", expand=review_prompt),
+        Command("commit", "Commit the current changes", argument_hint="[notes]", expand=commit_prompt),
+        Command("config", "Show the settings files in effect", handler=config),
         Command(
             "coordinate",
             "Plan a task as a graph of subtasks and run them in parallel subagents",
