@@ -138,8 +138,9 @@ def test_background_agents_and_the_agents_command(project: Path, fake_llm: Start
     server = fake_llm(
         [
             {"tool_calls": [_task("long job", run_in_background=True)]},
-            {"text": "background report", "delay_s": 1.0},
-            "started it",
+            {"text": "background report", "delay_s": 0.5},  # the child and the parent race for these two:
+            {"text": "background report", "delay_s": 0.5},  # either order fits
+            "used the report",
         ]
     )
     env = wire_env(server, "anthropic")
@@ -148,8 +149,13 @@ def test_background_agents_and_the_agents_command(project: Path, fake_llm: Start
     parent_second = next(r["body"] for r in server.cursor.requests[1:] if len(r["body"]["messages"]) == 3)
     [first] = tool_results(parent_second)
     assert "started in the background" in result_text(first)
-    [meta] = metas(_home(project))  # the session waited for it before it closed
+    [meta] = metas(_home(project))
     assert meta["status"] == "success" and meta["result"] == "background report"
+    # the parent stopped with the agent still running: -p waited for it and went on with its result
+    last = server.cursor.requests[-1]["body"]["messages"][-1]
+    text = "".join(b.get("text", "") for b in last["content"])
+    assert f'<background-agent id="{meta["agent_id"]}" type="general-purpose" status="success">' in text
+    assert run.stdout.strip() == "used the report"
     listing = keel("agents", "list", env=env)
     assert listing.code == 0 and meta["agent_id"] in listing.stdout and "success" in listing.stdout
     logs = keel("agents", "logs", meta["agent_id"][:8], env=env)

@@ -319,6 +319,7 @@ class Runtime:
             plugin_dirs=opts.plugin_dirs,
             layers=loaded.layers,
             env=env,
+            wait_background=opts.channel != "interactive",
         )
         rt = cls(
             agent,

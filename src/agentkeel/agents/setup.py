@@ -11,6 +11,7 @@ hands finished background agents' results to the next prompt.
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from agentkeel.agents.tool import task_tools
 from agentkeel.commands.builtins import register_builtins
 from agentkeel.commands.custom import load_commands, skill_command
 from agentkeel.commands.registry import CommandRegistry
-from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, ToolCall, Verdict
+from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
 from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Tool, ToolOutput
 from agentkeel.plugins.loader import Plugin, find_plugins
@@ -53,6 +54,7 @@ def attach(
     plugin_dirs: Sequence[Path] = (),
     layers: Iterable[Any] = (),
     env: dict[str, str] | None = None,
+    wait_background: bool = True,
 ) -> list[str]:
     """Set the session up; returns warnings for the user (bad definition files, missing plugins)."""
     services = agent.services
@@ -76,11 +78,13 @@ def attach(
         agent.tools.register(tool)
     if skills.for_model():
         agent.tools.register(skill_tool(skills))
-    agent.ext.add(agents_extension(agent, skills))
+    agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
     return warnings
 
 
-def agents_extension(agent: Agent, skills: SkillCatalog) -> Extension:
+def agents_extension(agent: Agent, skills: SkillCatalog, *, wait_background: bool = False) -> Extension:
+    """``wait_background``: when the model stops with background agents still running, wait for
+    the next one and go on with its result (headless and SDK runs: nobody is there to prompt again)."""
     host = agent.services.get(SkillHost)
 
     def hide(tool: Tool) -> bool:
@@ -93,6 +97,19 @@ def agents_extension(agent: Agent, skills: SkillCatalog) -> Extension:
         background = agent.services.find(BackgroundAgents)
         done = background.take_finished() if background is not None else []
         return PromptVerdict(context=(finished_context(done),)) if done else None
+
+    async def on_stop(info: StopInfo) -> str | None:
+        from agentkeel.agents.background import BackgroundAgents, finished_context
+
+        background = agent.services.find(BackgroundAgents)
+        if background is None:
+            return None
+        if not background.finished and wait_background:
+            pending = [t for t in background.tasks.values() if not t.done()]
+            if pending:
+                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        done = background.take_finished()
+        return finished_context(done) if done else None
 
     async def before_tool(call: ToolCall) -> Verdict | None:
         allowed = host.active_tools
@@ -110,7 +127,14 @@ def agents_extension(agent: Agent, skills: SkillCatalog) -> Extension:
             return output
         return ToolOutput(output.content + note, output.is_error, output.metadata)
 
-    return Extension("agents", before_tool=before_tool, after_tool=after_tool, on_prompt=on_prompt, hide_tool=hide)
+    return Extension(
+        "agents",
+        before_tool=before_tool,
+        after_tool=after_tool,
+        on_prompt=on_prompt,
+        on_stop=on_stop,
+        hide_tool=hide,
+    )
 
 
 def _path_skills(skills: SkillCatalog, host: SkillHost, call: ToolCall, cwd: Path) -> str:
