@@ -217,3 +217,19 @@ def test_a_project_agent_cannot_grant_itself_bypass(project: Path, tmp_path: Pat
     server = fake_llm([{"tool_calls": [_task("go", "mine")]}, touch(second), "done", "ok"])
     assert keel("-p", "go", env=wire_env(server, "anthropic")).code == 0
     assert second.exists()
+
+
+def test_a_definitions_model_is_used_or_reported(project: Path, fake_llm: Start, keel: Keel) -> None:
+    claude_project(project)
+    agents = project / ".claude" / "agents"
+    (agents / "quick.md").write_text("---\nname: quick\ndescription: fast\nmodel: haiku\n---\nBe quick.\n")
+    (agents / "odd.md").write_text("---\nname: odd\ndescription: odd\nmodel: no-such-model-xyz\n---\nOdd.\n")
+    server = fake_llm(
+        [{"tool_calls": [_task("q", "quick")]}, "quick done", {"tool_calls": [_task("o", "odd")]}, "odd done", "ok"]
+    )
+    assert keel("-p", "go", env=wire_env(server, "anthropic")).code == 0
+    parent, quick, _, odd = (server.cursor.requests[i]["body"] for i in range(4))
+    assert "haiku" in quick["model"] and quick["model"] != parent["model"]
+    assert odd["model"] == parent["model"]
+    [odd_log] = [p for p in child_transcripts(_home(project)) if "no-such-model-xyz" in p.read_text()]
+    assert "is not usable" in odd_log.read_text()
