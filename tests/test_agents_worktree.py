@@ -40,7 +40,7 @@ def _task(n: int) -> dict[str, Any]:
 
 
 def _write(name: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "Bash", "input": {"command": f"echo {name} > {name}.txt && sleep 0.5"}}]}
+    return {"tool_calls": [{"name": "Bash", "input": {"command": f"echo {name} > {name}.txt && sleep 1.5"}}]}
 
 
 def _worktrees(project: Path) -> list[str]:
