@@ -335,6 +335,20 @@ class Runtime:
             events=loaded_session.events if loaded_session else None,
             mode=lambda: engine.mode,
         )
+        from agentkeel.agents.setup import attach as attach_agents
+
+        loaded.warnings += attach_agents(
+            agent,
+            cwd=cwd,
+            home=opts.home,
+            session_id=session_id,
+            session_dir=sessions / session_id,
+            trusted=trust.status == "trusted",  # explicitly: project agents may not widen permissions otherwise
+            plugin_dirs=opts.plugin_dirs,
+            layers=loaded.layers,
+            env=env,
+            wait_background=opts.channel != "interactive",
+        )
         rt = cls(
             agent,
             session_id=session_id,

@@ -62,11 +62,13 @@ def run_subcommand(argv: list[str]) -> int:
     fake.add_argument("--verbose", action="store_true")
     fake.add_argument("--context-window", type=int, default=None, help="refuse requests over this many tokens")
 
-    from agentkeel.cli import hooks, mem, sandbox
+    from agentkeel.cli import agents, hooks, mem, plugins, sandbox
 
     mem.add_parser(sub)
     hooks.add_parser(sub)
     sandbox.add_parser(sub)
+    plugins.add_parser(sub)
+    agents.add_parser(sub)
 
     args = p.parse_args(argv)
     if args.command == "sandbox":
@@ -75,6 +77,10 @@ def run_subcommand(argv: list[str]) -> int:
         return mem.run(args)
     if args.command == "hooks":
         return hooks.run(args)
+    if args.command == "plugins":
+        return plugins.run(args)
+    if args.command == "agents":
+        return agents.run(args)
     if args.command == "sessions":
         return _sessions_list(args)
     if args.command == "permissions":

@@ -32,6 +32,7 @@ from agentkeel.cli._common import (
     EXIT_USAGE,
     split_tools,
 )
+from agentkeel.commands.run import run_prompt
 from agentkeel.context.commands import result_fields as context_result_fields
 from agentkeel.protocol import stream_json
 
@@ -161,7 +162,7 @@ async def _run(rt: Runtime, prompt: str, output_format: str, started: float, out
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
-        result = await rt.run(prompt)
+        result = await run_prompt(rt, prompt)  # "/name args" runs that slash command, as in Claude Code
     finally:
         await rt.aclose("interrupted" if signals else "exit")
     result.duration_ms = int((time.monotonic() - started) * 1000)

@@ -1,7 +1,8 @@
 """Interactive mode: a line-based REPL with streaming output, until the TUI lands.
 
 Enter sends; Ctrl-C interrupts the running turn (twice within 2 s exits); Ctrl-D exits;
-history is kept in ``$KEEL_HOME/history``. ``/help``, ``/cost``, ``/exit``.
+history is kept in ``$KEEL_HOME/history``. ``/exit``; every other ``/name`` goes through the
+slash-command registry (:mod:`agentkeel.commands`): ``/help`` lists them.
 """
 
 from __future__ import annotations
@@ -34,10 +35,8 @@ from agentkeel import (
 from agentkeel import PermissionAnswer as Answer
 from agentkeel import PermissionDecision as Decision
 from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
-from agentkeel.cli.commands import describe_rules
 from agentkeel.cli.headless import options_from_args
-
-HELP = """Commands: /help  /cost  /permissions  /exit (or Ctrl-D).  Ctrl-C interrupts the current turn; twice exits."""
+from agentkeel.commands.run import route_line
 
 
 async def _trust_prompt(session: PromptSession[str], cwd: Path) -> bool:
@@ -92,6 +91,26 @@ class Printer:
         if self.mid_line:
             sys.stdout.write("\n")
             self.mid_line = False
+
+
+def slash_completer(rt: Runtime) -> Any:
+    """Completion of ``/name`` from the session's command registry, with argument hints."""
+    from prompt_toolkit.completion import Completer, Completion
+
+    from agentkeel.commands.registry import CommandRegistry
+
+    registry = rt.agent.services.find(CommandRegistry)
+
+    class SlashCompleter(Completer):
+        def get_completions(self, document: Any, complete_event: Any) -> Any:
+            text = document.text_before_cursor
+            if registry is None or not text.startswith("/") or " " in text:
+                return
+            for item in registry.completions(text):
+                meta = f"{item['argument_hint']} {item['description']}".strip()
+                yield Completion(item["name"], start_position=-len(text), display_meta=meta)
+
+    return SlashCompleter()
 
 
 def run_interactive(args: argparse.Namespace, first_prompt: str) -> int:
@@ -149,6 +168,8 @@ async def _repl(args: argparse.Namespace, first_prompt: str) -> int:
         print(f"keel: {e}", file=sys.stderr)
         return EXIT_USAGE
     rt.bus.subscribe(Printer())
+    session.completer = slash_completer(rt)
+    session.complete_while_typing = True
     print(f"keel · {rt.model.qualified} · session {rt.session_id[:8]} · /help for commands")
     loop = asyncio.get_running_loop()
     last_sigint = 0.0
@@ -172,16 +193,15 @@ async def _repl(args: argparse.Namespace, first_prompt: str) -> int:
                 continue
             if prompt in ("/exit", "/quit"):
                 break
-            if prompt == "/help":
-                print(HELP)
-                continue
-            if prompt == "/permissions":
-                print(describe_rules(rt.permissions))
-                continue
-            if prompt == "/cost":
-                u = rt.agent.usage
-                print(f"${rt.agent.cost_usd:.4f} · {u.input_tokens} in / {u.output_tokens} out tokens")
-                continue
+            if prompt.startswith("/"):
+                routed = await route_line(rt, prompt, interactive=True)
+                if routed.kind == "output":
+                    print(routed.text)
+                    continue
+                if routed.kind == "error":
+                    print(f"[{routed.command or 'command'}] {routed.text}")
+                    continue
+                prompt = routed.text
 
             def on_sigint() -> None:
                 nonlocal last_sigint

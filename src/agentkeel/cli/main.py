@@ -25,7 +25,7 @@ from agentkeel.cli._common import (
     split_tools,
 )
 
-SUBCOMMANDS = ("sessions", "permissions", "trust", "dev", "mem", "hooks", "batch", "sandbox")
+SUBCOMMANDS = ("sessions", "permissions", "trust", "dev", "mem", "hooks", "batch", "sandbox", "plugins", "agents")
 __all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_ERROR", "EXIT_TERMINATED", "EXIT_USAGE", "main", "split_tools"]
 
 

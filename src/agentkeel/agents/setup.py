@@ -1,0 +1,162 @@
+"""Wiring agents, skills, slash commands and plugins into a session: one call from the Runtime.
+
+:func:`attach` reads the definitions (plugins first, then user and project folders), puts the
+services in the session's :class:`~agentkeel.core.tools.Services` (``SubagentSpawner``,
+``SkillCatalog``, ``SkillHost``, ``CommandRegistry``, ``PluginSet``), registers the ``Task``
+(and ``Agent``), and ``Skill`` tools, and adds the ``agents`` extension: it hides the ``Agent``
+alias from the model, narrows tools to an inline skill's ``allowed-tools`` until the next
+prompt, tells the model about path-activated skills when a matching file is touched, and
+hands finished background agents' results to the next prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentkeel.agents.defs import load_agents
+from agentkeel.agents.spawner import SubagentSpawner, tool_name
+from agentkeel.agents.tool import task_tools
+from agentkeel.commands.builtins import register_builtins
+from agentkeel.commands.custom import load_commands, skill_command
+from agentkeel.commands.registry import CommandRegistry
+from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
+from agentkeel.core.loop import Agent
+from agentkeel.core.tools import Tool, ToolOutput
+from agentkeel.plugins.loader import Plugin, find_plugins
+from agentkeel.skills.loader import Skill, SkillCatalog, load_skills
+from agentkeel.skills.run import skill_tool
+from agentkeel.skills.session import SkillHost
+
+PATH_KEYS = ("file_path", "path", "notebook_path")
+
+
+@dataclass
+class PluginSet:
+    """The session's plugins (a service: ``keel plugins list``, /status, the hooks loader)."""
+
+    share_with_subagents = True
+    plugins: list[Plugin] = field(default_factory=list)
+
+
+def attach(
+    agent: Agent,
+    *,
+    cwd: Path,
+    home: Path,
+    session_id: str,
+    session_dir: Path,
+    trusted: bool,
+    plugin_dirs: Sequence[Path] = (),
+    layers: Iterable[Any] = (),
+    env: dict[str, str] | None = None,
+    wait_background: bool = True,
+) -> list[str]:
+    """Set the session up; returns warnings for the user (bad definition files, missing plugins)."""
+    services = agent.services
+    plugins, warnings = find_plugins(plugin_dirs, layers)
+    catalog = load_agents(cwd, home, plugins=[(p.name, p.agents_dir) for p in plugins])
+    skills = load_skills(cwd, home, plugins=[(p.name, p.skills_dir, p.root) for p in plugins])
+    registry = CommandRegistry()
+    register_builtins(registry)
+    load_commands(registry, cwd, home, plugins=[(p.name, p.commands_dir, p.root) for p in plugins])
+    for skill in skills:
+        if skill.user_invocable:
+            registry.register(skill_command(skill))
+    warnings += catalog.warnings + skills.warnings + registry.warnings
+    services.put(PluginSet, PluginSet(plugins))
+    services.put(SkillCatalog, skills)
+    services.put(SkillHost, SkillHost(agent))
+    services.put(CommandRegistry, registry)
+    spawner = SubagentSpawner(agent, catalog, session_id=session_id, session_dir=session_dir, trusted=trusted, env=env)
+    services.put(SubagentSpawner, spawner)
+    for tool in task_tools(catalog):
+        agent.tools.register(tool)
+    if skills.for_model():
+        agent.tools.register(skill_tool(skills))
+    agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
+    return warnings
+
+
+def agents_extension(agent: Agent, skills: SkillCatalog, *, wait_background: bool = False) -> Extension:
+    """``wait_background``: when the model stops with background agents still running, wait for
+    the next one and go on with its result (headless and SDK runs: nobody is there to prompt again)."""
+    host = agent.services.get(SkillHost)
+
+    def hide(tool: Tool) -> bool:
+        return tool.name == "Agent"  # the alias runs, but the model is shown one name
+
+    async def on_prompt(info: PromptInfo) -> PromptVerdict | None:
+        host.active_tools = None  # an inline skill's allowed-tools last until the next prompt
+        from agentkeel.agents.background import BackgroundAgents, finished_context
+
+        background = agent.services.find(BackgroundAgents)
+        done = background.take_finished() if background is not None else []
+        return PromptVerdict(context=(finished_context(done),)) if done else None
+
+    async def on_stop(info: StopInfo) -> str | None:
+        from agentkeel.agents.background import BackgroundAgents, finished_context
+
+        background = agent.services.find(BackgroundAgents)
+        if background is None:
+            return None
+        if not background.finished and wait_background:
+            pending = [t for t in background.tasks.values() if not t.done()]
+            if pending:
+                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        done = background.take_finished()
+        return finished_context(done) if done else None
+
+    async def before_tool(call: ToolCall) -> Verdict | None:
+        allowed = host.active_tools
+        if allowed is None:
+            return None
+        if call.name in {tool_name(t) for t in allowed}:
+            return None
+        return Verdict("deny", f"{call.name} is not in the running skill's allowed-tools ({', '.join(allowed)})")
+
+    async def after_tool(call: ToolCall, output: ToolOutput) -> ToolOutput:
+        if not skills.skills or output.is_error or not isinstance(output.content, str):
+            return output
+        note = _path_skills(skills, host, call, agent.context.cwd)
+        if not note:
+            return output
+        return ToolOutput(output.content + note, output.is_error, output.metadata)
+
+    return Extension(
+        "agents",
+        before_tool=before_tool,
+        after_tool=after_tool,
+        on_prompt=on_prompt,
+        on_stop=on_stop,
+        hide_tool=hide,
+    )
+
+
+def _path_skills(skills: SkillCatalog, host: SkillHost, call: ToolCall, cwd: Path) -> str:
+    raw = next((call.input.get(k) for k in PATH_KEYS if isinstance(call.input.get(k), str)), None)
+    if raw is None:
+        return ""
+    path = Path(raw)
+    try:
+        rel = str((path if path.is_absolute() else cwd / path).resolve().relative_to(cwd.resolve()))
+    except ValueError:
+        return ""
+    hits: list[Skill] = []
+    for skill in skills:
+        if skill.name in host.activated or not skill.paths or not skill.model_invocable:
+            continue
+        if any(fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern.lstrip("./")) for pattern in skill.paths):
+            host.activated.add(skill.name)
+            hits.append(skill)
+    if not hits:
+        return ""
+    lines = "\n".join(f"- {s.name}: {s.description}" for s in hits)
+    return (
+        f"\n\n<system-reminder>Skills that apply to {rel} (load one with the Skill tool before you change the "
+        f"file):\n{lines}\n</system-reminder>"
+    )

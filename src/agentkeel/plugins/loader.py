@@ -1,0 +1,188 @@
+"""Finding plugins: ``RuntimeOptions.plugin_dirs`` (``--plugin-dir``) and ``enabledPlugins``.
+
+A plugin folder (Claude Code's layout)::
+
+    my-plugin/
+      .claude-plugin/plugin.json   {"name": "my-plugin", "version": "1.0.0", "description": "..."}
+      commands/*.md                /my-plugin:name
+      agents/*.md                  subagent_type my-plugin:name
+      skills/<name>/SKILL.md       skill my-plugin:name
+      hooks/hooks.json             hooks (loaded by the hooks extension from the same folders)
+      .mcp.json                    MCP servers (loaded by the MCP client)
+
+``enabledPlugins`` in settings (``{"name@marketplace": true}``) names plugins of a marketplace
+the settings declare in ``extraKnownMarketplaces`` with a local directory source; the
+marketplace's ``.claude-plugin/marketplace.json`` lists its plugins and where they are.
+Settings only reach here after the folder's trust rules (an untrusted project's are not read).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Plugin:
+    name: str
+    root: Path
+    version: str = ""
+    description: str = ""
+    source: str = "plugin-dir"  # plugin-dir | marketplace:<name>
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def folder(self, key: str, default: str) -> Path:
+        custom = self.manifest.get(key)
+        if isinstance(custom, str) and custom:
+            return (self.root / custom).resolve()
+        return self.root / default
+
+    @property
+    def commands_dir(self) -> Path:
+        return self.folder("commands", "commands")
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.folder("agents", "agents")
+
+    @property
+    def skills_dir(self) -> Path:
+        return self.folder("skills", "skills")
+
+    @property
+    def hooks_file(self) -> Path:
+        return self.root / "hooks" / "hooks.json"
+
+    @property
+    def mcp_file(self) -> Path:
+        return self.root / ".mcp.json"
+
+    def parts(self) -> list[str]:
+        out = []
+        for label, path in (
+            ("commands", self.commands_dir),
+            ("agents", self.agents_dir),
+            ("skills", self.skills_dir),
+            ("hooks", self.hooks_file),
+            ("mcp", self.mcp_file),
+        ):
+            if path.exists():
+                out.append(label)
+        return out
+
+
+def _read_json(path: Path) -> tuple[Any, str]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), ""
+    except OSError as e:
+        return None, f"{path}: cannot read ({e.strerror or e})"
+    except json.JSONDecodeError as e:
+        return None, f"{path}: not valid JSON ({e.msg} at line {e.lineno}); fix the file"
+
+
+def load_plugin(root: Path, source: str = "plugin-dir") -> tuple[Plugin | None, str]:
+    root = root.expanduser()
+    if not root.is_dir():
+        return None, f"plugin folder {root} does not exist; check --plugin-dir"
+    manifest_path = root / ".claude-plugin" / "plugin.json"
+    manifest: dict[str, Any] = {}
+    if manifest_path.is_file():
+        data, error = _read_json(manifest_path)
+        if error:
+            return None, error
+        if not isinstance(data, dict):
+            return None, f"{manifest_path}: must be a JSON object with a 'name'"
+        manifest = data
+    name = str(manifest.get("name") or root.name).strip()
+    if not name or ":" in name or "/" in name:
+        return None, f"{manifest_path}: the plugin name '{name}' may not contain ':' or '/'"
+    return (
+        Plugin(
+            name=name,
+            root=root.resolve(),
+            version=str(manifest.get("version") or ""),
+            description=str(manifest.get("description") or ""),
+            source=source,
+            manifest=manifest,
+        ),
+        "",
+    )
+
+
+def _marketplaces(layers: Iterable[Any]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for layer in layers:
+        data = getattr(layer, "data", {}) or {}
+        known = data.get("extraKnownMarketplaces")
+        if not isinstance(known, dict):
+            continue
+        base = Path(getattr(layer, "path", ".")).parent
+        for name, entry in known.items():
+            src = entry.get("source") if isinstance(entry, dict) else None
+            if isinstance(src, dict) and src.get("source") in ("directory", "local") and src.get("path"):
+                path = Path(str(src["path"])).expanduser()
+                out[str(name)] = path if path.is_absolute() else (base / path).resolve()
+    return out
+
+
+def _enabled(layers: Iterable[Any]) -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    for layer in layers:
+        data = getattr(layer, "data", {}) or {}
+        enabled = data.get("enabledPlugins")
+        if isinstance(enabled, dict):
+            out.update({str(k): bool(v) for k, v in enabled.items()})
+    return out
+
+
+def _from_marketplace(ref: str, markets: dict[str, Path]) -> tuple[Plugin | None, str]:
+    name, _, market = ref.partition("@")
+    root = markets.get(market)
+    if root is None:
+        return (
+            None,
+            f"enabledPlugins: '{ref}': no marketplace '{market}' in extraKnownMarketplaces (a directory source)",
+        )
+    listing, error = _read_json(root / ".claude-plugin" / "marketplace.json")
+    if error:
+        return None, f"enabledPlugins: '{ref}': {error}"
+    plugins = listing.get("plugins") if isinstance(listing, dict) else None
+    entry = next((p for p in plugins or [] if isinstance(p, dict) and p.get("name") == name), None)
+    if entry is None:
+        return None, f"enabledPlugins: marketplace '{market}' has no plugin '{name}'"
+    source = entry.get("source")
+    if not isinstance(source, str):
+        return None, f"enabledPlugins: '{ref}': only local plugin sources (\"./path\") are supported"
+    return load_plugin((root / source).resolve(), f"marketplace:{market}")
+
+
+def find_plugins(plugin_dirs: Sequence[Path], layers: Iterable[Any] = ()) -> tuple[list[Plugin], list[str]]:
+    """The session's plugins and a warning for each one that could not be loaded."""
+    layers = list(layers)
+    plugins: list[Plugin] = []
+    warnings: list[str] = []
+    for root in plugin_dirs:
+        plugin, warning = load_plugin(Path(root))
+        warnings += [warning] if warning else []
+        if plugin is not None:
+            plugins.append(plugin)
+    markets = _marketplaces(layers)
+    for ref, on in _enabled(layers).items():
+        if not on:
+            continue
+        plugin, warning = _from_marketplace(ref, markets)
+        warnings += [warning] if warning else []
+        if plugin is not None:
+            plugins.append(plugin)
+    seen: set[str] = set()
+    unique = []
+    for plugin in plugins:
+        if plugin.name in seen:
+            warnings.append(f"plugin '{plugin.name}' ({plugin.root}) is loaded twice; the first one is used")
+            continue
+        seen.add(plugin.name)
+        unique.append(plugin)
+    return unique, warnings

@@ -1,0 +1,146 @@
+"""Running a skill: the ``Skill`` tool (model) and ``/name`` (user) both come here.
+
+PreSkillExecute and PostSkillExecute fire through the session's LifecyclePoint (a blocked
+PreSkillExecute stops the skill). An inline skill's text goes into the conversation and its
+``allowed-tools`` narrow the tools until the next prompt; a ``context: fork`` skill runs in a
+subagent (its ``agent`` type, general-purpose by default) and its report is the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agentkeel.agents.gatecheck import check_call
+from agentkeel.core.extensions import LifecyclePoint
+from agentkeel.core.loop import Agent
+from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.skills.expand import expand
+from agentkeel.skills.loader import Skill, SkillCatalog
+
+
+@dataclass(frozen=True)
+class SkillRun:
+    text: str
+    is_error: bool = False
+    forked_agent: str = ""
+
+
+async def invoke_skill(agent: Agent, skill: Skill, args: str) -> SkillRun:
+    life = agent.services.get(LifecyclePoint)
+    fields: dict[str, Any] = {"skill_name": skill.name, "args": args, "skill_path": str(skill.path)}
+    pre = await life.fire("PreSkillExecute", fields, match=skill.name)
+    if pre.blocked:
+        return SkillRun(f"Skill {skill.name} was blocked: {pre.reason or 'by a PreSkillExecute hook'}", True)
+
+    async def check(name: str, tool_input: dict[str, object]) -> str | None:
+        return await check_call(agent, name, dict(tool_input))
+
+    text = await expand(
+        skill.body,
+        args,
+        cwd=agent.context.cwd,
+        check=check,
+        named=skill.arguments,
+        skill_dir=skill.directory,
+        plugin_root=skill.plugin_root,
+        env=agent.context.env,
+    )
+    if pre.context:
+        text += "\n\n" + "\n\n".join(pre.context)
+    run = SkillRun(text)
+    if skill.fork:
+        run = await _fork(agent, skill, text)
+    else:
+        from agentkeel.skills.session import SkillHost
+
+        host = agent.services.find(SkillHost)
+        if host is not None and skill.allowed_tools is not None:
+            host.active_tools = (*skill.allowed_tools, "Skill")
+    post = await life.fire("PostSkillExecute", {**fields, "is_error": run.is_error}, match=skill.name)
+    if post.context:
+        run = replace(run, text=run.text + "\n\n" + "\n\n".join(post.context))
+    return run
+
+
+async def _fork(agent: Agent, skill: Skill, text: str) -> SkillRun:
+    from agentkeel.agents.spawner import SubagentSpawner
+
+    spawner = agent.services.find(SubagentSpawner)
+    if spawner is None:
+        return SkillRun(f"Skill {skill.name} runs in a subagent, and none can start here (nesting limit)", True)
+    definition = spawner.catalog.get(skill.agent or "general-purpose")
+    if definition is None:
+        return SkillRun(f"Skill {skill.name}: no agent type '{skill.agent}'", True)
+    if skill.model:
+        definition = replace(definition, model=skill.model)
+    allowed = list(skill.allowed_tools) if skill.allowed_tools is not None else None
+    if skill.disallowed_tools:
+        definition = replace(definition, disallowed_tools=(*definition.disallowed_tools, *skill.disallowed_tools))
+    result = await spawner.run(definition, text, description=f"skill {skill.name}", allowed_tools=allowed)
+    return SkillRun(result.text, result.is_error, result.agent_id)
+
+
+def skill_message(skill: Skill, args: str, text: str) -> str:
+    """What the conversation holds for an inline skill, as Claude Code frames it."""
+    head = f"<command-name>/{skill.name}</command-name>"
+    if args:
+        head += f"\n<command-args>{args}</command-args>"
+    return f"{head}\nBase directory for this skill: {skill.directory}\n\n{text}"
+
+
+SKILL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "skill": {"type": "string", "description": 'The skill name, e.g. "release" or "my-plugin:pdf"'},
+        "args": {"type": "string", "description": "Optional arguments for the skill"},
+    },
+    "required": ["skill"],
+    "additionalProperties": False,
+}
+
+
+def skill_tool_description(catalog: SkillCatalog) -> str:
+    listing = "\n".join(s.listing() for s in catalog.for_model())
+    return (
+        "Execute a skill within the main conversation. Skills give you specialised instructions and knowledge. "
+        "When a skill below matches the task, invoke it (with its name and any arguments) before you do the work; "
+        "its full instructions are loaded then. Do not invoke a skill that is already running.\n\n"
+        f"<available_skills>\n{listing}\n</available_skills>"
+    )
+
+
+async def _run_skill(args: Any, ctx: ToolContext) -> ToolOutput:
+    from agentkeel.skills.session import SkillHost
+
+    host = ctx.services.find(SkillHost)
+    catalog = ctx.services.find(SkillCatalog)
+    if host is None or catalog is None:
+        raise ToolError("skills are not available in this session")
+    name = args.skill.strip().lstrip("/")
+    skill = catalog.get(name)
+    if skill is None or not skill.model_invocable:
+        known = ", ".join(s.name for s in catalog.for_model()) or "none"
+        raise ToolError(f"Unknown skill: {name}. Available skills: {known}")
+    run = await invoke_skill(host.agent, skill, args.args)
+    if run.is_error:
+        return ToolOutput(run.text, is_error=True)
+    if skill.fork:
+        return ToolOutput(run.text, metadata={"skill": skill.name, "agent_id": run.forked_agent})
+    return ToolOutput(skill_message(skill, args.args, run.text), metadata={"skill": skill.name})
+
+
+def skill_tool(catalog: SkillCatalog) -> Tool:
+    description = skill_tool_description(catalog)
+    real: list[Tool] = []
+
+    def load() -> Tool:
+        if not real:
+            from agentkeel.agents.inputs import SkillInput
+
+            real.append(Tool("Skill", description, SkillInput, _run_skill, group="agents", read_only=True))
+        return real[0]
+
+    return Tool(
+        "Skill", description, None, _run_skill, group="agents", read_only=True, raw_schema=SKILL_SCHEMA, load=load
+    )
