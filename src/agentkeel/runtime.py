@@ -23,6 +23,7 @@ from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.extensions.builtins import SessionParts, default_extensions
 from agentkeel.extensions.redaction import redact_event
+from agentkeel.mcpclient import McpSetup, mcp_extension
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
 from agentkeel.prompt import build_system_prompt
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model, untrusted_model_allowed
@@ -134,6 +135,8 @@ class RuntimeOptions:
     # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
     # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
     hooks: dict[str, Any] = field(default_factory=dict)
+    mcp_config: list[str] = field(default_factory=list)  # --mcp-config FILE|JSON values
+    strict_mcp_config: bool = False  # --strict-mcp-config: only the servers of mcp_config
 
 
 class Runtime:
@@ -258,8 +261,23 @@ class Runtime:
         )
         builtins, warnings = default_extensions(parts, settings.disabled_hooks)
         loaded.warnings.extend(warnings + parts.notices)
+        mcp = mcp_extension(
+            McpSetup(
+                cwd=cwd,
+                home=opts.home,
+                keel_home=home_dir,
+                env=env,
+                trusted=trust.trusted,
+                layers=[(str(layer.path), layer.scope, layer.data) for layer in loaded.layers],
+                cli=list(opts.mcp_config),
+                strict=opts.strict_mcp_config,
+                services=services,
+                warn=loaded.warnings.append,
+                notify=lambda message: bus.emit(Notice(level="warning", message=message)),
+            )
+        )
         ext = Extensions()
-        for item in [*builtins, *opts.extensions]:
+        for item in [*builtins, *([mcp] if mcp is not None else []), *opts.extensions]:
             ext.add(item)
         for item in ext:
             for subscriber in item.subscribers:
@@ -293,6 +311,7 @@ class Runtime:
             hidden_path=engine.read_denied if engine.has_read_denials() else None,
         )
         tools = ToolRegistry(builtin_tools())
+        services.put(ToolRegistry, tools)  # extensions whose tools arrive later (MCP servers) add them here
         for item in ext:
             for tool in item.tools:
                 tools.register(tool)

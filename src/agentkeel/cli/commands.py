@@ -58,15 +58,19 @@ def run_subcommand(argv: list[str]) -> int:
     fake.add_argument("--verbose", action="store_true")
 
     from agentkeel.cli import hooks, mem
+    from agentkeel.cli import mcp as mcp_cli
 
     mem.add_parser(sub)
     hooks.add_parser(sub)
+    mcp_cli.add_parser(sub)
 
     args = p.parse_args(argv)
     if args.command == "mem":
         return mem.run(args)
     if args.command == "hooks":
         return hooks.run(args)
+    if args.command == "mcp":
+        return mcp_cli.run(args)
     if args.command == "sessions":
         return _sessions_list(args)
     if args.command == "permissions":

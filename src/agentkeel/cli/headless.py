@@ -51,6 +51,8 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
         resume=args.resume,
         settings_files=[Path(f) for f in args.settings],
         channel="headless",
+        mcp_config=list(getattr(args, "mcp_config", None) or []),
+        strict_mcp_config=bool(getattr(args, "strict_mcp_config", False)),
     )
 
 
