@@ -42,6 +42,8 @@ def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, FileNotFoundError):
         text = f"command not found: {exc.filename or text}"
+    elif isinstance(exc, ImportError) and (exc.name or "").split(".")[0] in ("mcp", "mcp_types"):
+        text = "the mcp package is not installed: pip install 'agentkeel[mcp]'"
     return re.sub(r"\s+", " ", text)[:300]
 
 
@@ -135,9 +137,9 @@ class Connection:
             pass
 
     def _fail(self, reason: str) -> None:
+        """Failed: its last known tools stay listed, so that a call reconnects (under the circuit breaker)."""
         self.status, self.error = "failed", reason
         self.session = None
-        self._clear()
         self._stop.set()
         self._ready.set()
         self.on_change(self)
@@ -300,11 +302,22 @@ class Connection:
         except Exception as e:
             await self._lost(one_line(e))
             raise ConnectionLost(f"MCP server '{self.name}' connection lost: {one_line(e)}") from None
+        await self._settle()
         if not isinstance(result, CallToolResult):
             raise ConnectionLost(
                 f"MCP server '{self.name}' answered with an unexpected result ({type(result).__name__})"
             )
         return result
+
+    async def _settle(self) -> None:
+        """A list_changed sent during the call (a tool that adds tools) is applied before the result
+        goes back, so the very next request carries the new list."""
+        for _ in range(3):
+            await asyncio.sleep(0)
+        refreshing = self._refreshing
+        if refreshing is not None and not refreshing.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(refreshing), 10)
 
     async def _lost(self, reason: str) -> None:
         if self.status == "connected":

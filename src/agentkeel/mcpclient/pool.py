@@ -62,26 +62,31 @@ class McpPool:
 
     async def start(self, registry: ToolRegistry | None) -> list[str]:
         """Start every server at once and wait for each up to its own timeout. Returns one line
-        per server that failed; the others' tools are in ``registry`` when this returns."""
+        per server that failed. Each server's tools join ``registry`` the moment it connects, so
+        one that comes up after this returns (or after the caller gave up waiting) is in the next
+        request; a failure after this returns is told through ``notify``."""
         from agentkeel.mcpclient.tools import resource_tools
 
         self.registry = registry
         self._base_tools = resource_tools(self)
-        for conn in self.connections.values():
-            conn.start()
-        await asyncio.gather(*(c.wait_ready() for c in self.connections.values()))
-        self._started = True
-        self.sync()
-        return [f"MCP server '{c.name}' failed: {c.error}" for c in self.connections.values() if c.status == "failed"]
+        try:
+            for conn in self.connections.values():
+                conn.start()
+            await asyncio.gather(*(c.wait_ready() for c in self.connections.values()))
+            self.sync()
+            return [
+                f"MCP server '{c.name}' failed: {c.error}" for c in self.connections.values() if c.status == "failed"
+            ]
+        finally:
+            self._started = True
 
     async def aclose(self) -> None:
         await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
 
     def _changed(self, conn: Connection) -> None:
-        if self._started:
-            self.sync()
-            if conn.status == "failed" and conn.error != "stopped":
-                self.notify(f"MCP server '{conn.name}' failed: {conn.error}")
+        self.sync()
+        if self._started and conn.status == "failed" and conn.error != "stopped":
+            self.notify(f"MCP server '{conn.name}' failed: {conn.error}")
 
     def sync(self) -> None:
         """Make the session's tool list match the connected servers' tools (the next request sees it)."""
@@ -91,7 +96,7 @@ class McpPool:
 
         wanted: dict[str, Tool] = {}
         for conn in self.connections.values():
-            if conn.status != "connected":
+            if conn.status not in ("connected", "failed"):
                 continue
             for spec in conn.tools:
                 tool = mcp_tool(self, conn, spec)
