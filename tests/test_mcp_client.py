@@ -261,3 +261,35 @@ def test_no_server_survives_a_signal(
             proc.wait()
     assert code == (130 if sig == signal.SIGINT else 143)
     assert _wait_dead(started, within=5) == []
+
+
+def test_no_server_survives_keel_being_killed(
+    fake_llm: Callable[[Any], FakeLLMServer], project: Path, tmp_path: Path
+) -> None:
+    """SIGKILL leaves keel no chance to clean up: the kernel ends the servers (parent-death signal),
+    even one that does not exit when its stdin closes."""
+    pids = tmp_path / "pids"
+    server = fake_llm({"steps": [{"text": "slow", "delay_s": 60}]})
+    env = {**os.environ, **wire_env(server, "anthropic"), "MCP_FIXTURE_PIDS": str(pids), "MCP_TIMEOUT": "90000"}
+    proc = subprocess.Popen(
+        [KEEL, "-p", "hello", "--mcp-config", _config({"stubborn": _stdio("linger")})],
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not server.cursor.requests and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.cursor.requests, "keel never sent its first request"
+        [pid] = _pids(pids)
+        assert _alive(pid)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _wait_dead([pid], within=10) == []

@@ -2,7 +2,8 @@
 
 ``python server.py MODE [PORT]``. Modes: ``stdio`` (tools, a resource, a prompt), ``http PORT``
 and ``sse PORT`` (the same over streamable HTTP / SSE), ``hang`` (never answers the handshake),
-``crash`` (its ``boom`` tool kills the process mid-call), ``big`` (``dump`` returns 10 MB).
+``crash`` (its ``boom`` tool kills the process mid-call), ``big`` (``dump`` returns 10 MB),
+``linger`` (as stdio, but does not exit when its stdin closes).
 Each start appends ``pid`` to the file named by ``$MCP_FIXTURE_PIDS`` when set.
 """
 
@@ -89,6 +90,9 @@ def main() -> None:
         server.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run("stdio")
+        if mode == "linger":  # outlives its closed stdin: only a kill ends it
+            while True:
+                time.sleep(1)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import contextlib
 import logging
 import os
 import re
+import shutil
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -211,9 +213,9 @@ class Connection:
         if c.transport == "stdio":
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
-            params = StdioServerParameters(
-                command=c.command, args=list(c.args), env={**self.env, **c.env}, cwd=str(self.cwd)
-            )
+            env = {**self.env, **c.env}
+            command, args = _guarded(c.command, list(c.args), env)
+            params = StdioServerParameters(command=command, args=args, env=env, cwd=str(self.cwd))
             with self._errlog() as errlog:
                 async with stdio_client(params, errlog=errlog) as streams:
                     yield streams[0], streams[1]
@@ -323,6 +325,19 @@ class Connection:
         if self.status == "connected":
             self._fail(f"connection lost: {reason}")
         await self._halt()
+
+
+def _guarded(command: str, args: list[str], env: Mapping[str, str]) -> tuple[str, list[str]]:
+    """The server's command, resolved on its PATH, and on Linux started under ``setpriv
+    --pdeathsig KILL``: if keel itself is killed (SIGKILL, a crash past every cleanup), the kernel
+    kills the server too, even one that ignores its closed stdin."""
+    found = shutil.which(command, path=env.get("PATH"))
+    if found is None:
+        raise FileNotFoundError(2, "command not found", command)
+    setpriv = shutil.which("setpriv") if sys.platform == "linux" else None
+    if setpriv is None:
+        return found, args
+    return setpriv, ["--pdeathsig", "KILL", "--", found, *args]
 
 
 async def _all_tools(session: ClientSession) -> list[types.Tool]:

@@ -43,32 +43,44 @@ def passthrough_model() -> type[BaseModel]:
     return McpInput
 
 
-def _schema_error(schema: dict[str, Any], value: dict[str, Any]) -> str:
-    try:
-        from jsonschema import validators
-        from jsonschema.exceptions import SchemaError
-    except ImportError:  # pragma: no cover - jsonschema comes with mcp
-        return ""
-    try:
-        cls = validators.validator_for(schema)
-        cls.check_schema(schema)
-        error = next(iter(sorted(cls(schema).iter_errors(value), key=lambda e: list(e.path))), None)
-    except SchemaError:
-        return ""  # the server's schema is broken: let the server judge the input
-    if error is None:
-        return ""
-    where = ".".join(str(p) for p in error.path) or "input"
-    return f"{where}: {error.message}"
+class SchemaCheck:
+    """A tool's JSON Schema, compiled at its first use; a broken schema checks nothing (the server judges)."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+        self._validator: Any = None
+        self._broken = False
+
+    def error(self, value: dict[str, Any]) -> str:
+        if self._broken:
+            return ""
+        if self._validator is None:
+            from jsonschema import validators
+            from jsonschema.exceptions import SchemaError
+
+            try:
+                cls = validators.validator_for(self.schema)
+                cls.check_schema(self.schema)
+            except SchemaError:
+                self._broken = True
+                return ""
+            self._validator = cls(self.schema)
+        error = next(iter(sorted(self._validator.iter_errors(value), key=lambda e: list(e.path))), None)
+        if error is None:
+            return ""
+        where = ".".join(str(p) for p in error.path) or "input"
+        return f"{where}: {error.message}"
 
 
 def mcp_tool(pool: McpPool, conn: Connection, spec: types.Tool) -> Tool:
     name = tool_name(conn.name, spec.name)
     schema = dict(spec.input_schema) if spec.input_schema else {"type": "object", "properties": {}}
     server, remote = conn.name, spec.name
+    check = SchemaCheck(schema)
 
     async def run(args: Any, ctx: ToolContext) -> ToolOutput:
         arguments = args.model_dump() if hasattr(args, "model_dump") else dict(args)
-        problem = _schema_error(schema, arguments)
+        problem = check.error(arguments)
         if problem:
             raise ToolError(f"Invalid input for {name}: {problem}")
         return await pool.call(server, remote, arguments)
@@ -163,16 +175,18 @@ READ_SCHEMA: dict[str, Any] = {
 
 
 def resource_tools(pool: McpPool) -> list[Tool]:
+    list_check, read_check = SchemaCheck(LIST_SCHEMA), SchemaCheck(READ_SCHEMA)
+
     async def list_run(args: Any, ctx: ToolContext) -> ToolOutput:
         data = args.model_dump()
-        problem = _schema_error(LIST_SCHEMA, data)
+        problem = list_check.error(data)
         if problem:
             raise ToolError(f"Invalid input for ListMcpResources: {problem}")
         return ToolOutput(json.dumps(pool.list_resources(data.get("server")), ensure_ascii=False, indent=1))
 
     async def read_run(args: Any, ctx: ToolContext) -> ToolOutput:
         data = args.model_dump()
-        problem = _schema_error(READ_SCHEMA, data)
+        problem = read_check.error(data)
         if problem:
             raise ToolError(f"Invalid input for ReadMcpResource: {problem}")
         return await pool.read_resource(data["server"], data["uri"])
