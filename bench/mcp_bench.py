@@ -99,7 +99,7 @@ async def _calls(n: int) -> dict[str, Any]:
 
 async def main(calls: int, starts: int) -> dict[str, Any]:
     t0 = time.perf_counter()
-    import mcp.client.session  # noqa: F401
+    import mcp.client.session
     import mcp.client.stdio  # noqa: F401
 
     import_ms = (time.perf_counter() - t0) * 1000
