@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import KeelRun
 
 from agentkeel.core.tools import ToolRegistry
+from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.mcpclient.config import McpConfigError, discover, expand, parse_server
 from agentkeel.mcpclient.pool import McpPool
 from agentkeel.mcpclient.tools import TRUNCATION_NOTE, convert, tool_name
+from conftest import KeelRun, wire_env
 
 FIXTURE = str(Path(__file__).parent / "mcp_fixtures" / "server.py")
 
@@ -189,3 +192,35 @@ def test_keel_mcp_add_get_list_remove(keel: Callable[..., KeelRun], project: Pat
     assert json.loads((project / ".mcp.json").read_text())["mcpServers"] == {}
     missing = keel("mcp", "remove", "web")
     assert missing.code == 2 and "no MCP server named web" in missing.stderr
+
+
+def test_slash_mcp_and_prompt_commands_on_a_real_runtime(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], tmp_path: Path
+) -> None:
+    from agentkeel.mcpclient.command import mcp, prompt_commands
+    from agentkeel.runtime import Runtime, RuntimeOptions
+
+    server = fake_llm({"steps": ["ok"]})
+    config = json.dumps({"mcpServers": {"fx": {"command": sys.executable, "args": [FIXTURE, "stdio"]}}})
+    env = {**os.environ, **wire_env(server, "anthropic"), "MCP_TIMEOUT": "90000"}
+
+    async def go() -> None:
+        rt = Runtime.create(RuntimeOptions(cwd=project, env=env, mcp_config=[config], start_timeout_s=120))
+        try:
+            await rt.start()
+            tools = rt.agent.tools
+            assert "mcp__fx__add" in tools
+            listing = await mcp(rt, "")
+            assert "fx (cli, stdio): connected, 3 tools, 1 resources, 1 prompts" in listing
+            [review] = prompt_commands(rt)
+            assert review.name == "mcp__fx__review" and review.arguments == ("topic",)
+            assert await review.run("the parser") == "Please review the parser carefully."
+            assert "disabled" in await mcp(rt, "disable fx")
+            assert "mcp__fx__add" not in tools and "ReadMcpResource" not in tools
+            assert (await mcp(rt, "enable fx")).startswith("MCP server fx connected: 3 tools")
+            assert "mcp__fx__add" in tools
+            assert (await mcp(rt, "bogus")).startswith("usage: /mcp")
+        finally:
+            await rt.aclose()
+
+    asyncio.run(go())
