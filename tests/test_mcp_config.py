@@ -126,6 +126,8 @@ def test_tool_names_and_truncation() -> None:
     import mcp_types as types
 
     assert tool_name("my.server", "get data") == "mcp__my_server__get_data"
+    long_a, long_b = tool_name("srv", "x" * 80 + "a"), tool_name("srv", "x" * 80 + "b")
+    assert len(long_a) == 64 and long_a.startswith("mcp__srv__xxx") and long_a != long_b
     small = convert(types.CallToolResult(content=[types.TextContent(text="ok")]), 100)
     assert small.content == "ok" and not small.is_error
     huge = convert(types.CallToolResult(content=[types.TextContent(text="y" * 10_000)]), 100)

@@ -270,6 +270,8 @@ def _list(cwd: Path) -> int:
 
 
 def _get(cwd: Path, name: str) -> int:
+    from agentkeel.redact import redact
+
     found, env = _discovered(cwd)
     server = found.servers.get(name)
     if server is None:
@@ -285,12 +287,12 @@ def _get(cwd: Path, name: str) -> int:
         if server.raw.get("env"):
             print("  Environment:")
             for key, value in server.raw["env"].items():
-                print(f"    {key}={value}")
+                print(f"    {key}={redact(str(value))}")
     else:
         print(f"  URL: {server.raw.get('url', server.url)}")
         if server.raw.get("headers"):
             print("  Headers:")
             for key, value in server.raw["headers"].items():
-                print(f"    {key}: {value}")
+                print(f"    {key}: {redact(str(value))}")
     print(f'\nTo remove this server, run: keel mcp remove "{name}" -s {server.scope}')
     return EXIT_OK if health[0] == "connected" else EXIT_RUN_ERROR

@@ -27,9 +27,18 @@ TRUNCATION_NOTE = (
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
+MAX_NAME = 64  # the model APIs refuse longer tool names (and with them the whole request)
+
+
 def tool_name(server: str, tool: str) -> str:
-    """Claude Code's name: ``mcp__<server>__<tool>``, characters outside [A-Za-z0-9_-] as '_'."""
-    return f"mcp__{_UNSAFE.sub('_', server)}__{_UNSAFE.sub('_', tool)}"
+    """Claude Code's name: ``mcp__<server>__<tool>``, characters outside [A-Za-z0-9_-] as '_';
+    a name over 64 characters is cut and given a short hash of the whole, so it stays unique."""
+    name = f"mcp__{_UNSAFE.sub('_', server)}__{_UNSAFE.sub('_', tool)}"
+    if len(name) <= MAX_NAME:
+        return name
+    import hashlib
+
+    return name[: MAX_NAME - 9] + "_" + hashlib.sha256(name.encode()).hexdigest()[:8]
 
 
 @cache
