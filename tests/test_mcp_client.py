@@ -117,6 +117,7 @@ def test_stdio_http_sse_and_published_servers_through_keel(
                         {"name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}},
                         {"name": "ReadMcpResource", "input": {"server": "web", "uri": "notes://today"}},
                         {"name": "mcp__fx__add", "input": {"a": "not a number", "b": 1}},
+                        {"name": "ListMcpResources", "input": {}},
                     ]
                 },
                 {"tool_calls": [{"name": "mcp__fx__grow", "input": {}}]},
@@ -142,7 +143,7 @@ def test_stdio_http_sse_and_published_servers_through_keel(
         "mcp__time",
         "--mcp-config",
         _config(config),
-        env={**wire_env(server, "anthropic"), "FX_VALUE": "hello-from-env"},
+        env={**wire_env(server, "anthropic"), "FX_VALUE": "hello-from-env", "MCP_TIMEOUT": "180000"},
         timeout=300,
     )
     assert run.code == 0, run.stderr
@@ -158,7 +159,7 @@ def test_stdio_http_sse_and_published_servers_through_keel(
     assert "buy milk; ship keel" in json.dumps(first["messages"][0])
 
     after_first = _results(requests[1]["body"]["messages"])
-    texts = [after_first[f"toolu_000_{i}"] for i in range(7)]
+    texts = [after_first[f"toolu_000_{i}"] for i in range(8)]
     assert texts[0] == ("sum=42", False)
     assert texts[1] == ("FX_GREETING=hello-from-env", False)
     assert texts[2] == ("sum=2", False)
@@ -167,6 +168,8 @@ def test_stdio_http_sse_and_published_servers_through_keel(
     assert time_result["timezone"] == "UTC" and not texts[4][1]
     assert texts[5] == ("buy milk; ship keel", False)
     assert texts[6][1] and "Invalid input for mcp__fx__add" in texts[6][0]
+    listed = json.loads(texts[7][0])
+    assert {(r["server"], r["uri"]) for r in listed} >= {("fx", "notes://today"), ("web", "notes://today")}
 
     # notifications/tools/list_changed: the new tool is in the next request, and runs
     assert "mcp__fx__late" in {t["name"] for t in requests[2]["body"]["tools"]}
@@ -184,11 +187,12 @@ def test_hang_crash_and_huge_output_are_contained(
                 {"tool_calls": [{"name": "mcp__crash__boom", "input": {}}]},
                 {"tool_calls": [{"name": "mcp__crash__add", "input": {"a": 1, "b": 2}}]},
                 {"tool_calls": [{"name": "mcp__big__dump", "input": {}}]},
+                {"tool_calls": [{"name": "mcp__crash__slow", "input": {}}]},
                 "survived",
             ]
         }
     )
-    config = {"hang": _stdio("hang"), "crash": _stdio("crash"), "big": _stdio("big")}
+    config = {"hang": _stdio("hang"), "crash": _stdio("crash", timeout=2000), "big": _stdio("big")}
     run = keel(
         "-p",
         "go",
@@ -199,7 +203,7 @@ def test_hang_crash_and_huge_output_are_contained(
         env={
             **wire_env(server, "anthropic"),
             "MCP_FIXTURE_PIDS": str(pids),
-            "MCP_TIMEOUT": "25000",
+            "MCP_TIMEOUT": "60000",
             "MAX_MCP_OUTPUT_TOKENS": "5000",
         },
         timeout=300,
@@ -208,7 +212,7 @@ def test_hang_crash_and_huge_output_are_contained(
     assert run.stdout.strip() == "survived"
     # the hanging server: one line, and the session went on without it
     hang_lines = [line for line in run.stderr.splitlines() if "'hang'" in line]
-    assert hang_lines == ["keel: MCP server 'hang' failed: did not start within 25s"]
+    assert hang_lines == ["keel: MCP server 'hang' failed: did not start within 60s"]
     requests = server.cursor.requests
     assert not any(t["name"].startswith("mcp__hang__") for t in requests[0]["body"]["tools"])
     # the crash mid-call is an error result naming the server; the next call reconnects
@@ -219,6 +223,9 @@ def test_hang_crash_and_huge_output_are_contained(
     big = _results(requests[3]["body"]["messages"])["toolu_002_0"]
     assert "[OUTPUT TRUNCATED - exceeded 5000 token limit]" in big[0]
     assert len(big[0]) < 5000 * 4 + 1000
+    # the server's own tool-call timeout ("timeout": 2000 ms) ends a call that does not answer
+    slow = _results(requests[4]["body"]["messages"])["toolu_003_0"]
+    assert slow == ("MCP server 'crash': slow did not answer within 2s (MCP_TOOL_TIMEOUT)", True)
     # no server outlives keel: hang, crash (twice: it was restarted) and big
     started = _pids(pids)
     assert len(started) == 4

@@ -371,10 +371,11 @@ class Runtime:
         for ext in self.agent.ext:
             if ext.start is None:
                 continue
+            limit = ext.start_timeout_s or self.start_timeout_s
             try:
-                await asyncio.wait_for(ext.start(), self.start_timeout_s)
+                await asyncio.wait_for(ext.start(), limit)
             except TimeoutError:
-                self.settings.warnings.append(f"{ext.name} did not start within {self.start_timeout_s:g}s; skipped")
+                self.settings.warnings.append(f"{ext.name} did not start within {limit:g}s; skipped")
             except Exception as exc:
                 log.exception("extension %s failed to start", ext.name)
                 self.settings.warnings.append(f"{ext.name} failed to start: {exc}")

@@ -50,6 +50,14 @@ def build(mode: str) -> "MCPServer":
         await ctx.session.send_tool_list_changed()
         return "grown"
 
+    @server.tool()
+    async def slow() -> str:
+        """Takes a minute."""
+        import anyio
+
+        await anyio.sleep(60)
+        return "slow done"
+
     @server.resource("notes://today", mime_type="text/plain")
     def today() -> str:
         """Today's notes."""

@@ -96,7 +96,9 @@ def mcp_extension(setup: McpSetup) -> Extension | None:
         blocks = await mention_context(pool, info.text)
         return PromptVerdict(context=tuple(blocks)) if blocks else None
 
-    return Extension("mcp", start=start, on_prompt=on_prompt, close=pool.aclose)
+    # each server has its own MCP_TIMEOUT, measured from start(): the runtime's cap is not ours
+    limit = max(c.connect_timeout_s for c in pool.connections.values()) + 5
+    return Extension("mcp", start=start, start_timeout_s=limit, on_prompt=on_prompt, close=pool.aclose)
 
 
 async def mention_context(pool: McpPool, text: str) -> list[str]:

@@ -44,6 +44,7 @@ class ServerConfig:
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     missing: tuple[str, ...] = ()  # ${VAR}s with no value and no default: the server cannot start
+    tool_timeout_s: float | None = None  # "timeout" (ms): this server's MCP_TOOL_TIMEOUT
     raw: Mapping[str, Any] = field(default_factory=dict)  # as written, before expansion
 
     def describe(self) -> str:
@@ -81,6 +82,11 @@ def parse_server(name: str, raw: Any, scope: McpScope, source: str, env: Mapping
     if kind not in ("stdio", "http", "sse"):
         raise McpConfigError(f"{where}: type must be stdio, http or sse (got {kind!r})")
     missing: list[str] = []
+    timeout = raw.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0):
+        raise McpConfigError(f"{where}: 'timeout' must be a positive number of milliseconds")
+    # as Claude Code: below 1000 ms it is ignored (MCP_TOOL_TIMEOUT or the default applies)
+    tool_timeout = timeout / 1000 if timeout is not None and timeout >= 1000 else None
     if kind == "stdio":
         command = raw.get("command")
         args = raw.get("args", [])
@@ -100,6 +106,7 @@ def parse_server(name: str, raw: Any, scope: McpScope, source: str, env: Mapping
             args=tuple(expand(a, env, missing) for a in args),
             env={k: expand(v, env, missing) for k, v in envs.items()},
             missing=tuple(dict.fromkeys(missing)),
+            tool_timeout_s=tool_timeout,
             raw=raw,
         )
     url = raw.get("url")
@@ -116,6 +123,7 @@ def parse_server(name: str, raw: Any, scope: McpScope, source: str, env: Mapping
         url=expand(url, env, missing),
         headers={k: expand(v, env, missing) for k, v in headers.items()},
         missing=tuple(dict.fromkeys(missing)),
+        tool_timeout_s=tool_timeout,
         raw=raw,
     )
 

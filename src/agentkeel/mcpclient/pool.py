@@ -48,7 +48,7 @@ class McpPool:
             name: Connection(
                 config,
                 connect_timeout_s=connect_timeout_s,
-                tool_timeout_s=tool_timeout_s,
+                tool_timeout_s=config.tool_timeout_s or tool_timeout_s,
                 env=env,
                 cwd=cwd,
                 log_dir=log_dir,
@@ -122,6 +122,7 @@ class McpPool:
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
         from mcp.shared.exceptions import MCPError
+        from mcp_types import REQUEST_TIMEOUT
 
         from agentkeel.mcpclient.tools import convert
 
@@ -130,6 +131,11 @@ class McpPool:
         except ConnectionLost as e:
             return ToolOutput(str(e), is_error=True)
         except MCPError as e:
+            if e.code == REQUEST_TIMEOUT:
+                limit = self.get(server).tool_timeout_s
+                return ToolOutput(
+                    f"MCP server '{server}': {tool} did not answer within {limit:g}s (MCP_TOOL_TIMEOUT)", is_error=True
+                )
             return ToolOutput(f"MCP server '{server}' error: {e.message}", is_error=True)
         except TimeoutError:
             limit = self.get(server).tool_timeout_s
