@@ -136,7 +136,9 @@ class Connection:
             with contextlib.suppress(BaseException):
                 await task
         except BaseException:
-            pass
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # we are being cancelled, not just the server's task ending badly
 
     def _fail(self, reason: str) -> None:
         """Failed: its last known tools stay listed, so that a call reconnects (under the circuit breaker)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.core.types import ImageBlock, TextBlock
@@ -15,7 +15,16 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from agentkeel.mcpclient.client import Connection
-    from agentkeel.mcpclient.pool import McpPool
+
+
+class McpCalls(Protocol):
+    """What the tools need of the pool (kept apart so the two modules do not import each other)."""
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput: ...
+
+    def list_resources(self, server: str | None = None) -> list[dict[str, Any]]: ...
+
+    async def read_resource(self, server: str, uri: str) -> ToolOutput: ...
 
 CHARS_PER_TOKEN = 4  # the estimate Claude Code uses for MCP output
 TRUNCATION_NOTE = (
@@ -81,7 +90,7 @@ class SchemaCheck:
         return f"{where}: {error.message}"
 
 
-def mcp_tool(pool: McpPool, conn: Connection, spec: types.Tool) -> Tool:
+def mcp_tool(pool: McpCalls, conn: Connection, spec: types.Tool) -> Tool:
     name = tool_name(conn.name, spec.name)
     schema = dict(spec.input_schema) if spec.input_schema else {"type": "object", "properties": {}}
     server, remote = conn.name, spec.name
@@ -183,7 +192,7 @@ READ_SCHEMA: dict[str, Any] = {
 }
 
 
-def resource_tools(pool: McpPool) -> list[Tool]:
+def resource_tools(pool: McpCalls) -> list[Tool]:
     list_check, read_check = SchemaCheck(LIST_SCHEMA), SchemaCheck(READ_SCHEMA)
 
     async def list_run(args: Any, ctx: ToolContext) -> ToolOutput:
