@@ -26,6 +26,7 @@ class McpCalls(Protocol):
 
     async def read_resource(self, server: str, uri: str) -> ToolOutput: ...
 
+
 CHARS_PER_TOKEN = 4  # the estimate Claude Code uses for MCP output
 TRUNCATION_NOTE = (
     "[OUTPUT TRUNCATED - exceeded {limit} token limit]\n\n"
