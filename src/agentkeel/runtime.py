@@ -25,6 +25,7 @@ from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.extensions.builtins import SessionParts, default_extensions
 from agentkeel.extensions.redaction import redact_event
+from agentkeel.mcpclient import McpSetup, mcp_extension
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model, untrusted_model_allowed
 from agentkeel.safety import AskRepeat
@@ -137,6 +138,8 @@ class RuntimeOptions:
     hooks: dict[str, Any] = field(default_factory=dict)
     fallback_model: str | None = None  # the model-fallback built-in's model (else settings.fallbackModel)
     plugin_dirs: tuple[Path, ...] = ()  # plugin directories (--plugin-dir): hooks/hooks.json, commands, agents...
+    mcp_config: list[str] = field(default_factory=list)  # --mcp-config FILE|JSON values
+    strict_mcp_config: bool = False  # --strict-mcp-config: only the servers of mcp_config
 
 
 class Runtime:
@@ -295,8 +298,23 @@ class Runtime:
         if loaded_session:
             context_mgr.replay(loaded_session.events)
         loaded.warnings.extend(context_mgr.warnings())
+        mcp = mcp_extension(
+            McpSetup(
+                cwd=cwd,
+                home=opts.home,
+                keel_home=home_dir,
+                env=env,
+                trusted=trust.trusted,
+                layers=[(str(layer.path), layer.scope, layer.data) for layer in loaded.layers],
+                cli=list(opts.mcp_config),
+                strict=opts.strict_mcp_config,
+                services=services,
+                warn=loaded.warnings.append,
+                notify=lambda message: bus.emit(Notice(level="warning", message=message)),
+            )
+        )
         ext = Extensions()
-        for item in [*builtins, *opts.extensions, context_mgr.extension()]:
+        for item in [*builtins, *([mcp] if mcp is not None else []), *opts.extensions, context_mgr.extension()]:
             ext.add(item)
         for item in ext:
             for subscriber in item.subscribers:
@@ -322,6 +340,7 @@ class Runtime:
             hidden_path=engine.read_denied if engine.has_read_denials() else None,
         )
         tools = ToolRegistry(builtin_tools())
+        services.put(ToolRegistry, tools)  # extensions whose tools arrive later (MCP servers) add them here
         for item in ext:
             for tool in item.tools:
                 tools.register(tool)
@@ -396,10 +415,11 @@ class Runtime:
         for ext in self.agent.ext:
             if ext.start is None:
                 continue
+            limit = ext.start_timeout_s or self.start_timeout_s
             try:
-                await asyncio.wait_for(ext.start(), self.start_timeout_s)
+                await asyncio.wait_for(ext.start(), limit)
             except TimeoutError:
-                self.settings.warnings.append(f"{ext.name} did not start within {self.start_timeout_s:g}s; skipped")
+                self.settings.warnings.append(f"{ext.name} did not start within {limit:g}s; skipped")
             except Exception as exc:
                 log.exception("extension %s failed to start", ext.name)
                 self.settings.warnings.append(f"{ext.name} failed to start: {exc}")

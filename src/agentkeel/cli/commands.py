@@ -63,12 +63,14 @@ def run_subcommand(argv: list[str]) -> int:
     fake.add_argument("--context-window", type=int, default=None, help="refuse requests over this many tokens")
 
     from agentkeel.cli import agents, hooks, mem, plugins, sandbox
+    from agentkeel.cli import mcp as mcp_cli
 
     mem.add_parser(sub)
     hooks.add_parser(sub)
     sandbox.add_parser(sub)
     plugins.add_parser(sub)
     agents.add_parser(sub)
+    mcp_cli.add_parser(sub)
 
     args = p.parse_args(argv)
     if args.command == "sandbox":
@@ -81,6 +83,8 @@ def run_subcommand(argv: list[str]) -> int:
         return plugins.run(args)
     if args.command == "agents":
         return agents.run(args)
+    if args.command == "mcp":
+        return mcp_cli.run(args)
     if args.command == "sessions":
         return _sessions_list(args)
     if args.command == "permissions":

@@ -54,6 +54,8 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
         settings_files=[Path(f) for f in args.settings],
         fallback_model=args.fallback_model,
         channel="headless",
+        mcp_config=list(getattr(args, "mcp_config", None) or []),
+        strict_mcp_config=bool(getattr(args, "strict_mcp_config", False)),
     )
 
 

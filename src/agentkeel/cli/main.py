@@ -25,7 +25,19 @@ from agentkeel.cli._common import (
     split_tools,
 )
 
-SUBCOMMANDS = ("sessions", "permissions", "trust", "dev", "mem", "hooks", "batch", "sandbox", "plugins", "agents")
+SUBCOMMANDS = (
+    "sessions",
+    "permissions",
+    "trust",
+    "dev",
+    "mem",
+    "hooks",
+    "batch",
+    "sandbox",
+    "plugins",
+    "agents",
+    "mcp",
+)
 __all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_ERROR", "EXIT_TERMINATED", "EXIT_USAGE", "main", "split_tools"]
 
 
@@ -86,6 +98,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-r", "--resume", metavar="SESSION_ID", help="resume a session by id (or unique prefix)")
     p.add_argument("--settings", action="append", default=[], metavar="FILE", help="an extra settings file")
+    p.add_argument(
+        "--mcp-config",
+        action="extend",
+        nargs="+",
+        default=[],
+        dest="mcp_config",
+        metavar="FILE_OR_JSON",
+        help='MCP servers from JSON files or strings ({"mcpServers": {...}}); repeatable',
+    )
+    p.add_argument(
+        "--strict-mcp-config", action="store_true", help="use only the MCP servers of --mcp-config, ignore all others"
+    )
     p.add_argument("--cwd", help=argparse.SUPPRESS)
     p.add_argument("--verbose", action="store_true", help="log details to stderr")
     return p

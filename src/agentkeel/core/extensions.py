@@ -125,6 +125,7 @@ class Extension:
     tools: list[Tool] = field(default_factory=list)  # registered with the session's tools
     subscribers: list[Subscriber] = field(default_factory=list)  # attached to the event bus
     start: Lifecycle | None = None  # awaited (with a timeout) before the first request
+    start_timeout_s: float | None = None  # that timeout, when the extension owns one (MCP_TIMEOUT)
     close: Lifecycle | None = None  # awaited at the end of the session
     required: bool = False  # a safety extension settings cannot disable (the permission gate)
     fail_closed: bool = False  # before_request/after_response: a crash ends the run

@@ -32,6 +32,7 @@ KNOWN_COMPAT_KEYS = frozenset(
         "enableAllProjectMcpServers",
         "enabledMcpjsonServers",
         "disabledMcpjsonServers",
+        "mcpServers",
         "forceLoginMethod",
         "spinnerTipsEnabled",
         "alwaysThinkingEnabled",

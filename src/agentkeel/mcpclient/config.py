@@ -1,0 +1,295 @@
+"""Which MCP servers a session has: ``.mcp.json``, settings, ``--mcp-config``; ``${VAR}`` expansion.
+
+Light on purpose (json and re only): a session without MCP servers never imports the ``mcp``
+package. Scopes follow Claude Code's, lowest to highest precedence for one name: ``user``
+(``$KEEL_HOME/settings.json``, ``~/.claude.json``), ``project`` (``.mcp.json``, trust-gated,
+per-server approval by ``enableAllProjectMcpServers`` / ``enabledMcpjsonServers`` /
+``disabledMcpjsonServers``), ``local`` (``.keel/settings.local.json``, ``~/.claude.json``'s
+entry for this folder), then ``cli`` (``--mcp-config``; with ``--strict-mcp-config`` the only one).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Transport = Literal["stdio", "http", "sse"]
+McpScope = Literal["user", "project", "local", "cli", "sdk"]
+
+DEFAULT_CONNECT_TIMEOUT_S = 30.0  # MCP_TIMEOUT, as Claude Code
+DEFAULT_MAX_OUTPUT_TOKENS = 25_000  # MAX_MCP_OUTPUT_TOKENS, as Claude Code
+DEFAULT_TOOL_TIMEOUT_S = 100_000.0  # MCP_TOOL_TIMEOUT, as Claude Code (1e8 ms: effectively none)
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class McpConfigError(ValueError):
+    """A server definition keel cannot use; the message is one line naming the server and key."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    transport: Transport
+    scope: McpScope
+    source: str  # the file (or "--mcp-config") it came from
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()  # ${VAR}s with no value and no default: the server cannot start
+    tool_timeout_s: float | None = None  # "timeout" (ms): this server's MCP_TOOL_TIMEOUT
+    raw: Mapping[str, Any] = field(default_factory=dict)  # as written, before expansion
+
+    def describe(self) -> str:
+        if self.transport == "stdio":
+            return " ".join([self.command, *self.args])
+        return self.url
+
+
+def expand(text: str, env: Mapping[str, str], missing: list[str]) -> str:
+    """``${VAR}`` and ``${VAR:-default}``; an unset VAR without a default is recorded in ``missing``."""
+
+    def sub(m: re.Match[str]) -> str:
+        value = env.get(m.group(1))
+        if value is not None and (value != "" or m.group(2) is None):
+            return value
+        if m.group(2) is not None:
+            return m.group(2)
+        missing.append(m.group(1))
+        return m.group(0)
+
+    return _VAR.sub(sub, text)
+
+
+def parse_server(name: str, raw: Any, scope: McpScope, source: str, env: Mapping[str, str]) -> ServerConfig:
+    where = f"{source}: MCP server '{name}'"
+    if not _NAME.match(name):
+        raise McpConfigError(f"{where}: names may use only letters, digits, '_' and '-'")
+    if not isinstance(raw, dict):
+        raise McpConfigError(f"{where}: must be an object with 'command' or 'url'")
+    kind = raw.get("type", raw.get("transport"))
+    if kind is None:
+        kind = "stdio" if "command" in raw else ("http" if "url" in raw else None)
+    if kind == "streamable-http":
+        kind = "http"
+    if kind not in ("stdio", "http", "sse"):
+        raise McpConfigError(f"{where}: type must be stdio, http or sse (got {kind!r})")
+    missing: list[str] = []
+    timeout = raw.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0):
+        raise McpConfigError(f"{where}: 'timeout' must be a positive number of milliseconds")
+    # as Claude Code: below 1000 ms it is ignored (MCP_TOOL_TIMEOUT or the default applies)
+    tool_timeout = timeout / 1000 if timeout is not None and timeout >= 1000 else None
+    if kind == "stdio":
+        command = raw.get("command")
+        args = raw.get("args", [])
+        envs = raw.get("env", {})
+        if not isinstance(command, str) or not command.strip():
+            raise McpConfigError(f"{where}: 'command' must be a non-empty string")
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise McpConfigError(f"{where}: 'args' must be a list of strings")
+        if not isinstance(envs, dict) or not all(isinstance(v, str) for v in envs.values()):
+            raise McpConfigError(f"{where}: 'env' must be an object of strings")
+        return ServerConfig(
+            name,
+            "stdio",
+            scope,
+            source,
+            command=expand(command, env, missing),
+            args=tuple(expand(a, env, missing) for a in args),
+            env={k: expand(v, env, missing) for k, v in envs.items()},
+            missing=tuple(dict.fromkeys(missing)),
+            tool_timeout_s=tool_timeout,
+            raw=raw,
+        )
+    url = raw.get("url")
+    headers = raw.get("headers", {})
+    if not isinstance(url, str) or not url.strip():
+        raise McpConfigError(f"{where}: 'url' must be a non-empty string")
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        raise McpConfigError(f"{where}: 'headers' must be an object of strings")
+    return ServerConfig(
+        name,
+        "http" if kind == "http" else "sse",
+        scope,
+        source,
+        url=expand(url, env, missing),
+        headers={k: expand(v, env, missing) for k, v in headers.items()},
+        missing=tuple(dict.fromkeys(missing)),
+        tool_timeout_s=tool_timeout,
+        raw=raw,
+    )
+
+
+def servers_in(
+    data: Any, scope: McpScope, source: str, env: Mapping[str, str], errors: list[str]
+) -> list[ServerConfig]:
+    """The servers of one ``{"mcpServers": {...}}`` object; a bad entry is an error line, the rest load."""
+    if not isinstance(data, dict):
+        errors.append(f"{source}: must be a JSON object with an 'mcpServers' object")
+        return []
+    servers = data.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        errors.append(f"{source}: 'mcpServers' must be an object")
+        return []
+    out = []
+    for name, raw in servers.items():
+        try:
+            out.append(parse_server(str(name), raw, scope, source, env))
+        except McpConfigError as e:
+            errors.append(str(e))
+    return out
+
+
+def read_json(path: Path, errors: list[str]) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        errors.append(f"{path}: cannot read: {e}")
+    except json.JSONDecodeError as e:
+        errors.append(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}")
+    return None
+
+
+def cli_configs(values: Iterable[str], env: Mapping[str, str], errors: list[str], cwd: Path) -> list[ServerConfig]:
+    """``--mcp-config FILE|JSON`` (repeatable): a path to a file, or the JSON itself."""
+    out: list[ServerConfig] = []
+    for value in values:
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                errors.append(f"--mcp-config: invalid JSON at column {e.colno}: {e.msg}")
+                continue
+            out += servers_in(data, "cli", "--mcp-config", env, errors)
+            continue
+        path = Path(text).expanduser()
+        path = path if path.is_absolute() else cwd / path
+        if not path.is_file():
+            errors.append(f"--mcp-config: no such file: {path} (give a file or a JSON object)")
+            continue
+        data = read_json(path, errors)
+        if data is not None:
+            out += servers_in(data, "cli", str(path), env, errors)
+    return out
+
+
+@dataclass(frozen=True)
+class Approval:
+    """Claude Code's per-server approval of a project's ``.mcp.json`` servers."""
+
+    enable_all: bool = False
+    enabled: frozenset[str] = frozenset()
+    disabled: frozenset[str] = frozenset()
+
+    def allows(self, name: str) -> bool:
+        """Disabled by name: never. Otherwise a trusted folder's servers run: trusting the folder
+        (``keel trust``, which covers ``.mcp.json``'s content) is keel's approval of them."""
+        return name not in self.disabled
+
+    @classmethod
+    def from_layers(cls, layers: Iterable[Mapping[str, Any]]) -> Approval:
+        enable_all, enabled, disabled = False, set[str](), set[str]()
+        for data in layers:
+            if isinstance(data.get("enableAllProjectMcpServers"), bool):
+                enable_all = data["enableAllProjectMcpServers"]
+            for key, into in (("enabledMcpjsonServers", enabled), ("disabledMcpjsonServers", disabled)):
+                names = data.get(key)
+                if isinstance(names, list):
+                    into.update(n for n in names if isinstance(n, str))
+        return cls(enable_all, frozenset(enabled), frozenset(disabled))
+
+
+@dataclass
+class Discovered:
+    servers: dict[str, ServerConfig]
+    errors: list[str]
+    skipped: list[str]  # one line each: a project server not loaded, and why
+
+
+def claude_json_servers(
+    home: Path, cwd: Path, env: Mapping[str, str], errors: list[str]
+) -> tuple[list[ServerConfig], list[ServerConfig]]:
+    """``~/.claude.json`` (where ``claude mcp add`` writes): user servers, and this folder's local ones."""
+    path = home / ".claude.json"
+    data = read_json(path, errors) if path.is_file() else None
+    if not isinstance(data, dict):
+        return [], []
+    user = servers_in({"mcpServers": data.get("mcpServers", {})}, "user", str(path), env, errors)
+    projects = data.get("projects")
+    entry = projects.get(str(cwd)) if isinstance(projects, dict) else None
+    local = servers_in(entry, "local", str(path), env, errors) if isinstance(entry, dict) else []
+    return user, local
+
+
+def discover(
+    *,
+    cwd: Path,
+    home: Path,
+    layers: Iterable[tuple[str, str, Mapping[str, Any]]],  # (path, scope, data) of each settings layer
+    env: Mapping[str, str],
+    trusted: bool,
+    cli: Iterable[str] = (),
+    strict: bool = False,
+) -> Discovered:
+    """Every server this session should start, by name (a higher scope replaces a lower one)."""
+    errors: list[str] = []
+    skipped: list[str] = []
+    found: list[ServerConfig] = []
+    layer_list = list(layers)
+    if not strict:
+        user_cc, local_cc = claude_json_servers(home, cwd, env, errors)
+        found += user_cc
+        for path, scope, data in layer_list:
+            if scope == "user" and "mcpServers" in data:
+                found += servers_in(data, "user", path, env, errors)
+        mcp_json = cwd / ".mcp.json"
+        if mcp_json.is_file():
+            if not trusted:
+                skipped.append(f"{mcp_json}: MCP servers not started until you trust this folder (`keel trust`)")
+            else:
+                approval = Approval.from_layers(d for _, _, d in layer_list)
+                data = read_json(mcp_json, errors)
+                for server in servers_in(data, "project", str(mcp_json), env, errors) if data is not None else []:
+                    if approval.allows(server.name):
+                        found.append(server)
+                    else:
+                        skipped.append(
+                            f"MCP server '{server.name}' from .mcp.json is disabled (disabledMcpjsonServers)"
+                        )
+        for path, scope, data in layer_list:
+            if scope in ("project", "local") and "mcpServers" in data:
+                found += servers_in(data, "project" if scope == "project" else "local", path, env, errors)
+        found += local_cc
+    found += cli_configs(cli, env, errors, cwd)
+    servers: dict[str, ServerConfig] = {}
+    for server in found:
+        servers[server.name] = server
+    return Discovered(servers, errors, skipped)
+
+
+def env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A Claude Code millisecond variable (``MCP_TIMEOUT=10000``) in seconds; bad values: the default."""
+    try:
+        value = float(env[name]) / 1000
+    except (KeyError, ValueError):
+        return default
+    return value if value > 0 else default
+
+
+def env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    try:
+        value = int(env[name])
+    except (KeyError, ValueError):
+        return default
+    return value if value > 0 else default
