@@ -134,6 +134,10 @@ class RuntimeOptions:
     # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
     # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
     hooks: dict[str, Any] = field(default_factory=dict)
+    system_prompt: str | None = None  # replaces keel's system prompt (--system-prompt); append still applies
+    session_id: str | None = None  # the new session's id (--session-id); default a fresh uuid4
+    plugin_dirs: tuple[Path, ...] = ()  # --plugin-dir: plugins loaded for this session only
+    mcp_configs: list[str] = field(default_factory=list)  # --mcp-config values (a file or JSON), SDK servers removed
 
 
 class Runtime:
@@ -274,7 +278,9 @@ class Runtime:
                 model=info.qualified,
                 additional_dirs=add_dirs,
                 append=opts.append_system_prompt,
-            ),
+            )
+            if opts.system_prompt is None
+            else "\n\n".join(p for p in (opts.system_prompt, opts.append_system_prompt) if p),
             max_tokens=_max_tokens(info, settings.maxTokens, thinking),
             thinking_budget=thinking,
             max_turns=opts.max_turns,
@@ -340,6 +346,14 @@ class Runtime:
             if not existing:
                 raise KeelError("no earlier session to continue in this directory: run without -c to start one")
             return existing[0].path, True
+        if opts.session_id is not None:
+            try:
+                chosen = str(uuid.UUID(opts.session_id))
+            except ValueError:
+                raise KeelError(f"--session-id must be a UUID, not {opts.session_id!r}") from None
+            if (sessions / f"{chosen}.jsonl").exists():
+                raise KeelError(f"session {chosen} already exists: resume it with -r {chosen}")
+            return sessions / f"{chosen}.jsonl", False
         return sessions / f"{uuid.uuid4()}.jsonl", False
 
     async def start(self) -> None:

@@ -33,11 +33,15 @@ from agentkeel.cli._common import (
     split_tools,
 )
 from agentkeel.protocol import stream_json
+from agentkeel.sdk.structured import RETRY_SUBTYPE, StructuredOutput
 
 
 def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
+    """RuntimeOptions from the flags; a flag value keel cannot use raises KeelError (one line)."""
+    from agentkeel.cli.sdkflags import apply_sdk_flags
+
     mode: PermissionMode | None = "bypassPermissions" if args.dangerously_skip_permissions else args.permission_mode
-    return RuntimeOptions(
+    opts = RuntimeOptions(
         cwd=Path(args.cwd) if args.cwd else Path.cwd(),
         model=args.model,
         permission_mode=mode,
@@ -52,22 +56,27 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
         settings_files=[Path(f) for f in args.settings],
         channel="headless",
     )
+    apply_sdk_flags(args, opts)
+    return opts
 
 
-def result_object(rt: Runtime, result: RunResult) -> dict[str, Any]:
-    """Claude Code's result message shape."""
-    subtype = "error_during_execution" if result.subtype == "interrupted" else result.subtype
-    return {
-        "type": "result",
-        "subtype": subtype,
-        "is_error": result.is_error,
-        "duration_ms": result.duration_ms,
-        "num_turns": result.num_turns,
-        "result": result.result,
-        "session_id": rt.session_id,
-        "total_cost_usd": result.total_cost_usd,
-        "usage": result.usage.to_wire(),
-    }
+def result_object(rt: Runtime, result: RunResult, structured: StructuredOutput | None = None) -> dict[str, Any]:
+    """Claude Code's result message shape (with ``structured_output`` under --json-schema)."""
+    subtype: str = result.subtype
+    is_error, text = result.is_error, result.result
+    if structured is not None and not is_error and structured.error:
+        subtype, is_error, text = RETRY_SUBTYPE, True, structured.error
+    return stream_json.result_line(
+        subtype=subtype,
+        is_error=is_error,
+        duration_ms=result.duration_ms,
+        num_turns=result.num_turns,
+        result=text,
+        session_id=rt.session_id,
+        total_cost_usd=result.total_cost_usd,
+        usage=result.usage.to_wire(),
+        structured_output=structured.value if structured is not None and not is_error else None,
+    )
 
 
 class Output:
@@ -107,9 +116,18 @@ class StreamJson:
 
 
 def run_headless(args: argparse.Namespace, prompt: str) -> int:
+    from agentkeel.cli.sdkflags import restrict_tools, structured_output
+
     started = time.monotonic()
     try:
-        rt = Runtime.create(options_from_args(args))
+        opts = options_from_args(args)
+        if args.permission_prompt_tool is not None or args.sdk_mcp_servers:
+            raise KeelError("--permission-prompt-tool stdio and SDK MCP servers need --input-format stream-json")
+        structured = structured_output(args)
+        if structured is not None:
+            opts.extensions.append(structured.extension())
+        rt = Runtime.create(opts)
+        restrict_tools(rt, args.tools)
     except KeelError as e:
         print(f"keel: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -120,7 +138,7 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
     else:
         rt.bus.subscribe(_notices_to_stderr(verbose=verbose))
     try:
-        return asyncio.run(_run(rt, prompt, args.output_format, started, out))
+        return asyncio.run(_run(rt, prompt, args.output_format, started, out, structured))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
@@ -145,7 +163,9 @@ def _notices_to_stderr(verbose: bool) -> Callable[[Event], None]:
     return show
 
 
-async def _run(rt: Runtime, prompt: str, output_format: str, started: float, out: Output) -> int:
+async def _run(
+    rt: Runtime, prompt: str, output_format: str, started: float, out: Output, structured: StructuredOutput | None
+) -> int:
     loop = asyncio.get_running_loop()
     signals: list[int] = []
 
@@ -165,12 +185,16 @@ async def _run(rt: Runtime, prompt: str, output_format: str, started: float, out
     if out.closed:
         return EXIT_OK  # the reader went away: a normal end
     if output_format == "text":
+        if structured is not None and structured.error and not result.is_error:
+            print(f"keel: {RETRY_SUBTYPE}: {structured.error}", file=sys.stderr)
+            return EXIT_RUN_ERROR
         if result.is_error:
             print(f"keel: {result.subtype}: {result.error or result.result}", file=sys.stderr)
         elif result.result:
             out.write(result.result + "\n")
     else:
-        out.write(stream_json.dumps(result_object(rt, result)))
+        out.write(stream_json.dumps(result_object(rt, result, structured)))
     if signals:
         return EXIT_TERMINATED if signals[0] == signal.SIGTERM else EXIT_INTERRUPTED
-    return EXIT_RUN_ERROR if result.is_error else EXIT_OK
+    failed = result.is_error or (structured is not None and bool(structured.error))
+    return EXIT_RUN_ERROR if failed else EXIT_OK

@@ -1,0 +1,1 @@
+"""keel's Python SDK (placeholder; filled in below)."""
