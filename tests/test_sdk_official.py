@@ -29,9 +29,9 @@ from claude_agent_sdk import (
     query,
     tool,
 )
-from conftest import KEEL, wire_env
 
 from agentkeel.fakellm.server import FakeLLMServer
+from conftest import KEEL, wire_env
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 Start = Callable[[Any], FakeLLMServer]
@@ -56,7 +56,8 @@ def result_text(block: dict[str, Any]) -> str:
 
 def test_one_shot_query_writes_a_file(fake_llm: Start, project: Path) -> None:
     target = project / "a.txt"
-    steps = [{"text": "Writing.", "tool_calls": [{"name": "Write", "input": {"file_path": str(target), "content": "hi\n"}}]}]
+    write = {"name": "Write", "input": {"file_path": str(target), "content": "hi\n"}}
+    steps = [{"text": "Writing.", "tool_calls": [write]}]
     server = fake_llm({"steps": [*steps, "Done."]})
 
     async def run() -> list[Any]:
