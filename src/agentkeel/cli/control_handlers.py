@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from agentkeel import __version__
@@ -16,6 +17,7 @@ from agentkeel.protocol import control
 from agentkeel.protocol.stream_json import ControlRequest
 
 if TYPE_CHECKING:
+    from agentkeel import Runtime
     from agentkeel.cli.stream_input import Session
 
 log = logging.getLogger("agentkeel.control")
@@ -40,7 +42,12 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
         if session.initialized:
             raise control.ControlError("initialize: the session is already initialized")
         session.initialized = True
-        rt = await session.build(body)
+        try:
+            rt = await session.build(body)
+        except control.ControlError as e:  # the session cannot start: say so on stderr too, exit 2
+            print(f"keel: {e}", file=sys.stderr)
+            session.usage_error = True
+            raise
         return {
             "commands": [],
             "agents": [],
@@ -79,7 +86,7 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
                 servers += [{"name": n, "status": "pending"} for n in json.loads(raw)["mcpServers"]]
         return {"mcpServers": servers}
     if sub == "get_context_usage":
-        return _context_usage(session)
+        return _context_usage(session, session.rt or await session.build(None))
     if sub == "rewind_files":
         raise control.ControlError(
             "rewind_files is not supported by keel yet: keel keeps no file checkpoints (use git to undo changes)"
@@ -114,10 +121,7 @@ async def _set_model(session: Session, name: Any) -> dict[str, Any]:
     return {}
 
 
-def _context_usage(session: Session) -> dict[str, Any]:
-    rt = session.rt
-    if rt is None:
-        raise control.ControlError("get_context_usage: no session yet (send initialize or a message first)")
+def _context_usage(session: Session, rt: Runtime) -> dict[str, Any]:
     system = len(rt.agent.config.system) // 4
     tools = sum(len(json.dumps(t.input_schema)) + len(t.description) for t in rt.agent.tools.visible()) // 4
     messages = sum(len(json.dumps(control_data(m))) for m in rt.agent.messages) // 4

@@ -101,6 +101,7 @@ class Session:
         self.initialized = False
         self.mode_before_start: str | None = None
         self.last_error = False
+        self.usage_error = False
         self.partial: PartialMessages | None = None
         self.encoder = stream_json.Session("")
         self.old_providers: list[Any] = []
@@ -234,6 +235,7 @@ class Session:
             "agents": [],
             "skills": [],
             "plugins": [{"name": p.name, "path": str(p)} for p in self.opts.plugin_dirs],
+            "additional_directories": [str(d) for d in rt.agent.context.additional_dirs],
         }
 
     # --- runs ---------------------------------------------------------------------------
@@ -305,9 +307,9 @@ async def _serve(session: Session) -> int:
             session.running = asyncio.current_task()
             try:
                 await session.run_one(item.message, time.monotonic())
-            except control.ControlError as e:
+            except control.ControlError as e:  # the session could not be built: a usage error
                 print(f"keel: {e}", file=sys.stderr)
-                session.last_error = True
+                session.usage_error = True
                 return
             finally:
                 session.running = None
@@ -348,6 +350,8 @@ async def _serve(session: Session) -> int:
                 await provider.aclose()
     if signals:
         return EXIT_TERMINATED if signals[0] == signal.SIGTERM else EXIT_INTERRUPTED
+    if session.usage_error:
+        return EXIT_USAGE
     return EXIT_RUN_ERROR if session.last_error else EXIT_OK
 
 

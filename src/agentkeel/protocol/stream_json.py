@@ -40,6 +40,7 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
             "model": event.model,
             "tools": list(session.tools),
             "keel_version": event.version,
+            "uuid": event.uuid,
             **session.extra_init,
         }
     if isinstance(event, AssistantMessage):
@@ -120,6 +121,7 @@ def result_line(
         "total_cost_usd": total_cost_usd,
         "usage": usage,
         "permission_denials": list(permission_denials or []),
+        "api_error_status": None,
         "uuid": new_id(),
     }
     if structured_output is not None:
