@@ -151,6 +151,7 @@ def test_permissions_hooks_and_tools_as_python_callables(transport: str, fake_ll
     assert ledger == [{"a": 2, "b": 3}]
     bodies = [json.dumps(r["body"]["messages"][-1]) for r in server.cursor.requests]
     assert "python hook: no shell" in bodies[2] and "sum is 5" in bodies[3]
+    assert "not that one" in bodies[1]  # the host's denial message reaches the model
     result = messages[-1]
     assert isinstance(result, ResultMessage) and result.result == "All done."
     assert [d["tool_name"] for d in result.permission_denials or []] == ["Write"]

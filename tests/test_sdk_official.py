@@ -131,7 +131,7 @@ def test_can_use_tool_denies_one_call_and_allows_another(fake_llm: Start, projec
     results = {b["tool_use_id"]: b for b in tool_results(server, 1)}
     assert len(results) == 2
     bash = next(b for b in results.values() if b.get("is_error"))
-    assert "denied" in result_text(bash)
+    assert "no shell today" in result_text(bash)  # the host's own words reach the model
     result = messages[-1]
     assert isinstance(result, ResultMessage) and result.permission_denials
     assert result.permission_denials[0]["tool_name"] == "Bash"
@@ -226,3 +226,27 @@ def test_set_permission_mode_changes_what_runs(fake_llm: Start, project: Path) -
     (denied,) = tool_results(server, 1)
     assert denied.get("is_error")
     assert isinstance(before, ResultMessage) and isinstance(after, ResultMessage) and after.result == "Wrote it."
+
+
+def test_resume_and_set_model(fake_llm: Start, project: Path) -> None:
+    server = fake_llm({"steps": ["Remembered: 42.", "You said 42.", "From the other model."]})
+
+    async def run() -> tuple[list[Any], list[Any], list[Any]]:
+        first = [m async for m in query(prompt="remember 42", options=options(server, project))]
+        session = first[-1].session_id
+        again = [m async for m in query(prompt="what did I say?", options=options(server, project, resume=session))]
+        async with ClaudeSDKClient(options(server, project, resume=session)) as client:
+            await client.set_model("anthropic:claude-haiku-4-5")
+            await client.query("once more")
+            third = [m async for m in client.receive_response()]
+        return first, again, third
+
+    first, again, third = asyncio.run(asyncio.wait_for(run(), 90))
+    assert isinstance(again[-1], ResultMessage) and again[-1].session_id == first[-1].session_id
+    requests = [r["body"] for r in server.cursor.requests]
+    assert "remember 42" in json.dumps(requests[1]["messages"]) and "Remembered: 42." in json.dumps(
+        requests[1]["messages"]
+    )
+    assert requests[0]["model"] == "claude-sonnet-4-5" and requests[2]["model"] == "claude-haiku-4-5"
+    assert isinstance(third[-1], ResultMessage) and third[-1].result == "From the other model."
+    assert "You said 42." in json.dumps(requests[2]["messages"])

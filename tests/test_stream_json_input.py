@@ -204,3 +204,15 @@ def test_hook_events_are_streamed_on_request(fake_llm: Start, project: Path, kee
     assert not [line for line in quiet.lines() if line.get("subtype") == "hook_response"]
     (hook,) = [line for line in loud.lines() if line.get("subtype") == "hook_response"]
     assert hook["hook_event"] == "PreToolUse" and hook["exit_code"] == 0
+
+
+def test_print_mode_streams_partial_messages_and_hook_events(fake_llm: Start, project: Path, keel: Keel) -> None:
+    server = fake_llm({"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "echo hi"}}]}, "Ok."]})
+    hooks = {"hooks": {"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "true"}]}]}}
+    args = ["-p", "go", "--output-format", "stream-json", "--allowedTools", "Bash", "--settings", json.dumps(hooks)]
+    run = keel(*args, "--include-partial-messages", "--include-hook-events", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    lines = run.lines()
+    assert [h["hook_event"] for h in lines if h.get("subtype") == "hook_response"] == ["PostToolUse"]
+    events = [line["event"]["type"] for line in lines if line["type"] == "stream_event"]
+    assert events.count("message_start") == 2 and events.count("message_stop") == 2

@@ -10,15 +10,37 @@ import contextlib
 import json
 import logging
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkeel import __version__
 from agentkeel.protocol import control
 from agentkeel.protocol.stream_json import ControlRequest
 
 if TYPE_CHECKING:
-    from agentkeel import Runtime
-    from agentkeel.cli.stream_input import Session
+    from agentkeel import Runtime, RuntimeOptions
+
+
+class Writer(Protocol):
+    def write(self, line: dict[str, Any]) -> None: ...
+
+
+class Session(Protocol):
+    """What the handlers need of the stream-json session (``cli.stream_input.Session``)."""
+
+    rt: Runtime | None
+    opts: RuntimeOptions
+    initialized: bool
+    usage_error: bool
+    mode_before_start: str | None
+    sdk_servers: list[str]
+    mcp_tools: dict[str, list[str]]
+    old_providers: list[Any]
+
+    @property
+    def channel(self) -> Writer: ...
+
+    async def build(self, init: dict[str, Any] | None) -> Runtime: ...
+
 
 log = logging.getLogger("agentkeel.control")
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")

@@ -33,7 +33,9 @@ from agentkeel.cli._common import (
     split_tools,
 )
 from agentkeel.protocol import stream_json
+from agentkeel.protocol.partial import PartialMessages
 from agentkeel.sdk.structured import RETRY_SUBTYPE, StructuredOutput
+from agentkeel.sdk.structured import result_object as sdk_result
 
 
 def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
@@ -62,21 +64,7 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
 
 def result_object(rt: Runtime, result: RunResult, structured: StructuredOutput | None = None) -> dict[str, Any]:
     """Claude Code's result message shape (with ``structured_output`` under --json-schema)."""
-    subtype: str = result.subtype
-    is_error, text = result.is_error, result.result
-    if structured is not None and not is_error and structured.error:
-        subtype, is_error, text = RETRY_SUBTYPE, True, structured.error
-    return stream_json.result_line(
-        subtype=subtype,
-        is_error=is_error,
-        duration_ms=result.duration_ms,
-        num_turns=result.num_turns,
-        result=text,
-        session_id=rt.session_id,
-        total_cost_usd=result.total_cost_usd,
-        usage=result.usage.to_wire(),
-        structured_output=structured.value if structured is not None and not is_error else None,
-    )
+    return sdk_result(rt.session_id, result, structured)
 
 
 class Output:
@@ -102,14 +90,21 @@ class StreamJson:
     """Writes the session as Claude Code's stream-json lines (see agentkeel.protocol.stream_json).
     The result line is written once the run is over, with the process's whole duration."""
 
-    def __init__(self, rt: Runtime, out: Output) -> None:
+    def __init__(self, rt: Runtime, out: Output, *, partial: bool = False, hooks: bool = False) -> None:
         self.out = out
         visible = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
         self.session = stream_json.Session(rt.session_id, visible)
+        self.partial = PartialMessages(rt.session_id) if partial else None
+        self.hooks = hooks
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunFinished):
             return
+        extra = self.partial.encode(event) if self.partial is not None else []
+        if self.hooks:
+            extra += stream_json.hook_lines(event, self.session.session_id)
+        for item in extra:
+            self.out.write(stream_json.dumps(item))
         line = stream_json.encode(event, self.session)
         if line is not None:
             self.out.write(stream_json.dumps(line))
@@ -134,7 +129,7 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
     out = Output(rt)
     verbose = bool(getattr(args, "verbose", False))
     if args.output_format == "stream-json":
-        rt.bus.subscribe(StreamJson(rt, out))
+        rt.bus.subscribe(StreamJson(rt, out, partial=args.include_partial_messages, hooks=args.include_hook_events))
     else:
         rt.bus.subscribe(_notices_to_stderr(verbose=verbose))
     try:

@@ -24,10 +24,10 @@ from agentkeel import Event, KeelError, Runtime, RuntimeOptions
 from agentkeel.cli._common import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_ERROR, EXIT_TERMINATED, EXIT_USAGE
 from agentkeel.core.events import RunFinished, SessionStarted
 from agentkeel.core.extensions import ToolCall
-from agentkeel.core.types import to_data
 from agentkeel.permissions.verdicts import Decision
 from agentkeel.protocol import control, stream_json
 from agentkeel.protocol.partial import PartialMessages
+from agentkeel.sdk.denials import DenialMessages
 from agentkeel.sdk.structured import StructuredOutput
 
 _KEEL_STOP = object()
@@ -106,6 +106,7 @@ class Session:
         self.encoder = stream_json.Session("")
         self.old_providers: list[Any] = []
         self.building = asyncio.Lock()
+        self.denial_messages = DenialMessages()
 
     # --- building the runtime ---------------------------------------------------------
 
@@ -135,6 +136,7 @@ class Session:
                 opts.append_system_prompt = init["appendSystemPrompt"]
         if self.args.permission_prompt_tool == "stdio":
             opts.ask = self._ask
+            opts.extensions.append(self.denial_messages.extension())
         if self.structured is not None:
             opts.extensions.append(self.structured.extension())
         try:
@@ -186,6 +188,8 @@ class Session:
                 call.input = dict(answer.updated_input)
             return True
         self.denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": dict(call.input)})
+        if answer.message:
+            self.denial_messages.pending[call.id] = answer.message
         if answer.interrupt and self.rt is not None:
             self.rt.agent.interrupt()
         return False
@@ -202,27 +206,12 @@ class Session:
         if self.partial is not None:
             for line in self.partial.encode(event):
                 self.channel.write(line)
-        if self.args.include_hook_events and event.type == "hook":
-            self._hook_lines(event)
+        if self.args.include_hook_events:
+            for line in stream_json.hook_lines(event, self.encoder.session_id):
+                self.channel.write(line)
         encoded = stream_json.encode(event, self.encoder)
         if encoded is not None:
             self.channel.write(encoded)
-
-    def _hook_lines(self, event: Event) -> None:
-        data = to_data(event)
-        for run in data.get("runs", []):
-            self.channel.write(
-                {
-                    "type": "system",
-                    "subtype": "hook_response",
-                    "hook_event": data.get("event", ""),
-                    "hook_name": f"{data.get('event', '')}:{run.get('handler', '')}",
-                    "exit_code": run.get("exit_code"),
-                    "outcome": run.get("outcome", ""),
-                    "session_id": self.encoder.session_id,
-                    "uuid": event.uuid,
-                }
-            )
 
     def init_fields(self, rt: Runtime) -> dict[str, Any]:
         servers = [{"name": s, "status": "connected"} for s in self.sdk_servers]

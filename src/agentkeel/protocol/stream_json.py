@@ -79,6 +79,29 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
     return None
 
 
+def hook_lines(event: Event, session_id: str) -> list[dict[str, Any]]:
+    """``--include-hook-events``: one ``system/hook_response`` line per handler a hook event ran
+    (the hooks extension's ``hook`` event, read by its tag: this layer does not know hooks)."""
+    if event.type != "hook":
+        return []
+    data = to_data(event)
+    name = str(data.get("event", ""))
+    return [
+        {
+            "type": "system",
+            "subtype": "hook_response",
+            "hook_event": name,
+            "hook_name": f"{name}:{run.get('handler', '')}",
+            "exit_code": run.get("exit_code"),
+            "outcome": run.get("outcome", ""),
+            "session_id": session_id,
+            "uuid": new_id(),
+        }
+        for run in data.get("runs", [])
+        if isinstance(run, dict)
+    ]
+
+
 def result(event: RunFinished, session_id: str, *, duration_ms: int | None = None) -> dict[str, Any]:
     """Claude Code's result message, from the RunFinished event."""
     return result_line(

@@ -20,7 +20,8 @@ from agentkeel.core.types import Message
 from agentkeel.permissions.verdicts import Decision
 from agentkeel.protocol import stream_json
 from agentkeel.protocol.partial import PartialMessages
-from agentkeel.sdk.structured import SchemaError, StructuredOutput
+from agentkeel.sdk.denials import DenialMessages
+from agentkeel.sdk.structured import SchemaError, StructuredOutput, result_object
 from agentkeel.sdk.types import (
     HookMatcher,
     KeelAgentOptions,
@@ -95,11 +96,13 @@ class InProcessTransport:
         self.encoder = stream_json.Session("")
         self.partial: PartialMessages | None = None
         self.old_providers: list[Any] = []
+        self.denial_messages = DenialMessages()
 
     async def connect(self) -> None:
         opts = runtime_options(self.options)
         if self.options.can_use_tool is not None:
             opts.ask = self._ask
+            opts.extensions.append(self.denial_messages.extension())
         try:
             schema = self.options.schema()
             if schema is not None:
@@ -146,10 +149,8 @@ class InProcessTransport:
                 result = await rt.agent.run(item, source="resume" if rt.resumed is not None else "startup")
             except Exception as exc:  # a transcript that cannot be written at the start
                 result = rt.agent.failed(str(exc))
-            from agentkeel.cli.headless import result_object
-
             result.duration_ms = int((time.monotonic() - started) * 1000)
-            line = result_object(rt, result, self.structured)
+            line = result_object(rt.session_id, result, self.structured)
             line["permission_denials"] = list(self.denials)
             await self.lines.put(line)
 
@@ -177,6 +178,8 @@ class InProcessTransport:
                 call.input = dict(answer.updated_input)
             return True
         self.denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": dict(call.input)})
+        if answer.message:
+            self.denial_messages.pending[call.id] = answer.message
         if answer.interrupt and self.rt is not None:
             self.rt.agent.interrupt()
         return False

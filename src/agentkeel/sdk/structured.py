@@ -14,7 +14,9 @@ import re
 from typing import Any
 
 from agentkeel.core.extensions import Extension, StopInfo
+from agentkeel.core.loop import RunResult
 from agentkeel.core.provider import ModelRequest
+from agentkeel.protocol import stream_json
 
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL)
 RETRY_SUBTYPE = "error_max_structured_output_retries"
@@ -91,3 +93,22 @@ class StructuredOutput:
             f"Your final answer does not match the required JSON Schema: {why}. "
             "Answer again with only the JSON value, valid under the schema."
         )
+
+
+def result_object(session_id: str, result: RunResult, structured: StructuredOutput | None = None) -> dict[str, Any]:
+    """Claude Code's result message for a run (with ``structured_output`` under a schema)."""
+    subtype: str = result.subtype
+    is_error, text = result.is_error, result.result
+    if structured is not None and not is_error and structured.error:
+        subtype, is_error, text = RETRY_SUBTYPE, True, structured.error
+    return stream_json.result_line(
+        subtype=subtype,
+        is_error=is_error,
+        duration_ms=result.duration_ms,
+        num_turns=result.num_turns,
+        result=text,
+        session_id=session_id,
+        total_cost_usd=result.total_cost_usd,
+        usage=result.usage.to_wire(),
+        structured_output=structured.value if structured is not None and not is_error else None,
+    )
