@@ -7,12 +7,14 @@ tests/data/claude_code_stream_json.jsonl.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, wire_env
+from conftest import KEEL, KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -216,3 +218,46 @@ def test_print_mode_streams_partial_messages_and_hook_events(fake_llm: Start, pr
     assert [h["hook_event"] for h in lines if h.get("subtype") == "hook_response"] == ["PostToolUse"]
     events = [line["event"]["type"] for line in lines if line["type"] == "stream_event"]
     assert events.count("message_start") == 2 and events.count("message_stop") == 2
+
+
+def test_a_question_nobody_can_answer_stops_the_run(fake_llm: Start, project: Path, keel: Keel) -> None:
+    """--permission-prompt-tool stdio, and stdin ends before the client answers can_use_tool:
+    keel must neither hang nor run the tool."""
+    target = project / "never.txt"
+    write = {"name": "Write", "input": {"file_path": str(target), "content": "x\n"}}
+    server = fake_llm({"steps": [{"tool_calls": [write]}, "Should not get here."]})
+    stdin = user("write it") + "\n"
+    run = keel(*STREAM, "--permission-prompt-tool", "stdio", stdin=stdin, env=wire_env(server, "anthropic"), timeout=60)
+    assert not target.exists()
+    assert "Traceback" not in run.stderr
+    result = run.lines()[-1]
+    assert result["type"] == "result" and result["is_error"] and run.code == 1
+    assert len(server.cursor.requests) == 1
+
+
+def test_stdin_closing_while_keel_waits_for_an_answer_denies_and_stops(fake_llm: Start, project: Path) -> None:
+    target = project / "never.txt"
+    write = {"name": "Write", "input": {"file_path": str(target), "content": "x\n"}}
+    server = fake_llm({"steps": [{"tool_calls": [write]}, "Should not get here."]})
+    proc = subprocess.Popen(
+        [KEEL, *STREAM, "--permission-prompt-tool", "stdio"],
+        cwd=project,
+        env={**os.environ, **wire_env(server, "anthropic")},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(user("write it") + "\n")
+    proc.stdin.flush()
+    for raw in proc.stdout:
+        line = json.loads(raw)
+        if line["type"] == "control_request":
+            assert line["request"]["subtype"] == "can_use_tool"
+            break
+    proc.stdin.close()  # the client goes away without answering
+    rest = [json.loads(raw) for raw in proc.stdout]
+    assert proc.wait(timeout=60) == 1
+    assert not target.exists() and rest[-1]["type"] == "result" and rest[-1]["is_error"]
+    assert len(server.cursor.requests) == 1

@@ -147,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_subcommand(argv)
     args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    # stream-json needs --verbose (as in Claude Code, and the SDK always passes it): it asks for the
+    # full stream there, not for debug logs on the host's stderr
+    _setup_logging(args.verbose and args.output_format != "stream-json")
     prompt = " ".join(args.prompt).strip()
     if args.input_format == "stream-json":
         if args.output_format != "stream-json":

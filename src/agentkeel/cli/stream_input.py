@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agentkeel import Event, KeelError, Runtime, RuntimeOptions
@@ -38,7 +39,9 @@ class Channel:
 
     def __init__(self) -> None:
         self.pending: dict[str, asyncio.Future[stream_json.ControlResponse]] = {}
-        self.closed = False
+        self.closed = False  # stdout is gone
+        self.input_closed = False  # stdin ended: nobody can answer a request any more
+        self.on_gone: Callable[[], None] = lambda: None  # stops the run (fail closed)
         self.lock = threading.Lock()
 
     def write(self, line: dict[str, Any]) -> None:
@@ -51,11 +54,13 @@ class Channel:
                 sys.stdout.flush()
             except (BrokenPipeError, ValueError):
                 self.closed = True
+                self.on_gone()
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """Send a control request and wait for the client's answer; an error answer raises."""
-        if self.closed:
-            raise control.ControlError("the client is gone")
+        if self.closed or self.input_closed:
+            self.on_gone()
+            raise control.ControlError("the client is gone (stdin closed): nobody can answer")
         line = control.request(body)
         rid = line["request_id"]
         future: asyncio.Future[stream_json.ControlResponse] = asyncio.get_running_loop().create_future()
@@ -76,6 +81,14 @@ class Channel:
         future = self.pending.get(response.request_id)
         if future is not None and not future.done():
             future.set_result(response)
+
+    def end_of_input(self) -> None:
+        """stdin ended. Queued messages still run, but a question to the client cannot be answered:
+        the run that asked is stopped, and the question counts as refused."""
+        self.input_closed = True
+        if self.pending:
+            self.on_gone()
+            self.fail_all("the client closed stdin before answering")
 
     def fail_all(self, why: str) -> None:
         for future in self.pending.values():
@@ -154,6 +167,7 @@ class Session:
         if self.args.include_partial_messages:
             self.partial = PartialMessages(rt.session_id)
         rt.bus.subscribe(self._on_event)
+        self.channel.on_gone = rt.agent.interrupt
         self.mcp_tools = await register_sdk_servers(rt, self.sdk_servers, self.channel.request)
         return rt
 
@@ -326,6 +340,7 @@ async def _serve(session: Session) -> int:
             task.add_done_callback(handlers.discard)
         else:
             session.inputs.put_nowait(item)
+    session.channel.end_of_input()
     session.inputs.put_nowait(_KEEL_STOP)
     with contextlib.suppress(asyncio.CancelledError):
         await work
