@@ -51,7 +51,7 @@ def test_sdk_servers_are_split_from_the_rest() -> None:
         ('{"type": "user", "message": {"content": 5}}', "string or a list"),
         ('{"type": "control_request", "request": {}}', "'subtype'"),
         ('{"type": "telepathy"}', "unknown line type 'telepathy'"),
-        (json.dumps({"type": "user", "message": {"content": [{"type": "image", "source": {"type": "url"}}]}}), "base64"),
+        (json.dumps({"type": "user", "message": {"content": [{"type": "image", "source": {}}]}}), "base64"),
     ],
 )
 def test_bad_input_lines_say_what_is_wrong(line: str, words: str) -> None:
