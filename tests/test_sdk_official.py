@@ -31,7 +31,7 @@ from claude_agent_sdk import (
 )
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, wire_env
+from conftest import KEEL, session_files, wire_env
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 Start = Callable[[Any], FakeLLMServer]
@@ -250,3 +250,21 @@ def test_resume_and_set_model(fake_llm: Start, project: Path) -> None:
     assert requests[0]["model"] == "claude-sonnet-4-5" and requests[2]["model"] == "claude-haiku-4-5"
     assert isinstance(third[-1], ResultMessage) and third[-1].result == "From the other model."
     assert "You said 42." in json.dumps(requests[2]["messages"])
+
+
+def test_fork_session_goes_on_in_a_copy(fake_llm: Start, project: Path, tmp_path: Path) -> None:
+    server = fake_llm({"steps": ["Noted.", "Forked answer."]})
+
+    async def run() -> tuple[Any, Any]:
+        first = [m async for m in query(prompt="note this", options=options(server, project))][-1]
+        opts = options(server, project, resume=first.session_id, fork_session=True)
+        forked = [m async for m in query(prompt="and then?", options=opts)][-1]
+        return first, forked
+
+    first, forked = asyncio.run(asyncio.wait_for(run(), 60))
+    assert isinstance(forked, ResultMessage) and forked.session_id != first.session_id
+    assert "Noted." in json.dumps(server.cursor.requests[1]["body"]["messages"])
+    logs = {p.stem: p for p in session_files(tmp_path / "keelhome")}
+    assert set(logs) == {first.session_id, forked.session_id}
+    assert "Forked answer." not in logs[first.session_id].read_text()  # the original is untouched
+    assert "Forked answer." in logs[forked.session_id].read_text()

@@ -155,7 +155,7 @@ def test_flags_keel_cannot_honour_fail_in_one_line(fake_llm: Start, keel: Keel) 
     env = wire_env(fake_llm({"steps": []}), "anthropic")
     cases = {
         ("--fallback-model", "haiku"): "--fallback-model is not supported",
-        ("--fork-session",): "--fork-session is not supported",
+        ("--fork-session",): "--fork-session needs -r SESSION_ID or -c",
         ("--setting-sources=user",): "--setting-sources=user is not supported",
         ("--permission-prompt-tool", "mcp__x__ask"): "supports only 'stdio'",
         ("--betas", "x"): "--betas is not supported",

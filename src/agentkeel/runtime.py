@@ -138,6 +138,7 @@ class RuntimeOptions:
     session_id: str | None = None  # the new session's id (--session-id); default a fresh uuid4
     plugin_dirs: tuple[Path, ...] = ()  # --plugin-dir: plugins loaded for this session only
     mcp_configs: list[str] = field(default_factory=list)  # --mcp-config values (a file or JSON), SDK servers removed
+    fork_session: bool = False  # with resume/continue: go on in a copy under a new id (--fork-session)
 
 
 class Runtime:
@@ -340,12 +341,12 @@ class Runtime:
                 raise KeelError(str(e)) from None
             if found is None:
                 raise KeelError(f"no session '{ref}' for this project: see `keel sessions list`")
-            return found, True
+            return _forked(found, sessions) if opts.fork_session else found, True
         if opts.continue_session:
             existing = list_sessions(sessions)
             if not existing:
                 raise KeelError("no earlier session to continue in this directory: run without -c to start one")
-            return existing[0].path, True
+            return _forked(existing[0].path, sessions) if opts.fork_session else existing[0].path, True
         if opts.session_id is not None:
             try:
                 chosen = str(uuid.UUID(opts.session_id))
@@ -441,6 +442,18 @@ def _model_name(opts: RuntimeOptions, loaded: LoadedSettings, env: Mapping[str, 
         "project may only choose a catalog model of a provider you have configured"
     )
     return None
+
+
+def _forked(source: Path, sessions: Path) -> Path:
+    """A copy of a session's log under a new id: the conversation goes on there, the original stays."""
+    import shutil
+
+    target = sessions / f"{uuid.uuid4()}.jsonl"
+    try:
+        shutil.copyfile(source, target)
+    except OSError as e:
+        raise KeelError(f"cannot fork session {source.stem}: {e.strerror or e}") from None
+    return target
 
 
 def _writable(home_dir: Path, sessions: Path) -> None:

@@ -105,7 +105,6 @@ UNSUPPORTED = {
     "--task-budget": "keel has no task budget; use --max-budget-usd",
     "--thinking-display": "keel has no thinking display setting",
     "--effort": "keel has no effort setting",
-    "--fork-session": "keel cannot fork a session yet; resume it with -r",
     "--resume-session-at": "keel cannot resume at a message yet",
     "--resume-drops-turn": "keel cannot drop a turn on resume yet",
     "--session-mirror": "keel has no session store mirror",
@@ -129,6 +128,7 @@ def _sdk_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tools", help='the built-in tools offered: "" (none), "default", or a comma list')
     p.add_argument("--permission-prompt-tool", metavar="stdio", help="stdio: ask the SDK client (can_use_tool)")
     p.add_argument("--session-id", help="the new session's id (a UUID)")
+    p.add_argument("--fork-session", action="store_true", help="with -r/-c: continue in a copy under a new id")
     p.add_argument("--setting-sources", help="user,project,local: which settings files are read")
     p.add_argument("--mcp-config", action="append", default=[], metavar="FILE|JSON", help="MCP servers")
     p.add_argument("--strict-mcp-config", action="store_true", help="only the servers of --mcp-config")

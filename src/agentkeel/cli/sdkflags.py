@@ -29,6 +29,9 @@ def apply_sdk_flags(args: argparse.Namespace, opts: RuntimeOptions) -> None:
     if args.system_prompt is not None:
         opts.system_prompt = args.system_prompt
     opts.session_id = args.session_id
+    if args.fork_session and not (args.resume or args.continue_session):
+        raise KeelError("--fork-session needs -r SESSION_ID or -c")
+    opts.fork_session = args.fork_session
     if args.permission_prompt_tool not in (None, "stdio"):
         raise KeelError(
             f"--permission-prompt-tool {args.permission_prompt_tool}: "

@@ -49,6 +49,7 @@ def runtime_options(options: KeelAgentOptions) -> RuntimeOptions:
         add_dirs=[Path(d) for d in options.add_dirs],
         continue_session=options.continue_conversation,
         resume=options.resume,
+        fork_session=options.fork_session,
         session_id=options.session_id,
         settings_files=[Path(options.settings)] if options.settings else [],
         env={

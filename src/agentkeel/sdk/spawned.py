@@ -51,6 +51,8 @@ def command(options: KeelAgentOptions) -> list[str]:
         cmd.append("--continue")
     if options.resume:
         cmd.append(f"--resume={options.resume}")
+    if options.fork_session:
+        cmd.append("--fork-session")
     if options.session_id:
         cmd.append(f"--session-id={options.session_id}")
     if options.can_use_tool is not None:

@@ -231,6 +231,7 @@ class KeelAgentOptions:
     settings: str | None = None
     continue_conversation: bool = False
     resume: str | None = None
+    fork_session: bool = False
     session_id: str | None = None
     include_partial_messages: bool = False
     output_format: dict[str, Any] | None = None  # {"type": "json_schema", "schema": {...}}
