@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +89,20 @@ def test_partial_messages_rebuild_the_anthropic_event_sequence() -> None:
     ]
     assert [line["event"].get("index") for line in lines][1:8] == [0, 0, 0, 0, 1, 1, 1]
     assert lines[-2]["event"]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_flags_for_other_subsystems_are_left_on_runtime_options(tmp_path: Path) -> None:
+    """--mcp-config (minus SDK servers), --strict-mcp-config and --plugin-dir are carried on
+    RuntimeOptions for keel's MCP client and plugin loader."""
+    from agentkeel.cli.headless import options_from_args
+    from agentkeel.cli.main import build_parser
+
+    config = {"mcpServers": {"calc": {"type": "sdk", "name": "calc"}, "gh": {"command": "gh-mcp"}}}
+    argv = ["-p", "x", "--mcp-config", json.dumps(config), "--strict-mcp-config", "--plugin-dir", str(tmp_path)]
+    args = build_parser().parse_args(argv)
+    opts = options_from_args(args)
+    assert args.sdk_mcp_servers == ["calc"]
+    assert [json.loads(c) for c in opts.mcp_configs] == [{"mcpServers": {"gh": {"command": "gh-mcp"}}}]
+    assert opts.strict_mcp_config and opts.plugin_dirs == (tmp_path.resolve(),)
+    with pytest.raises(Exception, match="not a directory"):
+        options_from_args(build_parser().parse_args(["-p", "x", "--plugin-dir", str(tmp_path / "nope")]))

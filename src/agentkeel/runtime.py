@@ -138,6 +138,7 @@ class RuntimeOptions:
     session_id: str | None = None  # the new session's id (--session-id); default a fresh uuid4
     plugin_dirs: tuple[Path, ...] = ()  # --plugin-dir: plugins loaded for this session only
     mcp_configs: list[str] = field(default_factory=list)  # --mcp-config values (a file or JSON), SDK servers removed
+    strict_mcp_config: bool = False  # --strict-mcp-config: only the servers of mcp_configs
     fork_session: bool = False  # with resume/continue: go on in a copy under a new id (--fork-session)
 
 

@@ -63,6 +63,7 @@ def apply_sdk_flags(args: argparse.Namespace, opts: RuntimeOptions) -> None:
             opts.mcp_configs.append(json.dumps({"mcpServers": rest}))
     if args.strict_mcp_config and not args.mcp_config:
         raise KeelError("--strict-mcp-config needs --mcp-config")
+    opts.strict_mcp_config = args.strict_mcp_config
 
 
 def _settings_file(value: str) -> Path:

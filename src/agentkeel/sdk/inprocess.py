@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ _STOP = object()
 
 def runtime_options(options: KeelAgentOptions) -> RuntimeOptions:
     system, append = options.prompt_parts()
+    external = {n: s for n, s in options.mcp_servers.items() if not (isinstance(s, dict) and "instance" in s)}
     return RuntimeOptions(
         cwd=Path(options.cwd or Path.cwd()),
         model=options.model,
@@ -59,6 +61,7 @@ def runtime_options(options: KeelAgentOptions) -> RuntimeOptions:
         },
         channel="sdk",
         hooks=python_hooks(options.hooks or {}),
+        mcp_configs=[json.dumps({"mcpServers": external})] if external else [],
     )
 
 
@@ -118,10 +121,12 @@ class InProcessTransport:
             for t in rt.agent.tools.list():
                 if t.name not in keep:
                     rt.agent.tools.unregister(t.name)
-        for server in self.options.mcp_servers.values():
+        for name, server in self.options.mcp_servers.items():
             instance = server.get("instance") if isinstance(server, dict) else None
-            if instance is None or not hasattr(instance, "keel_tools"):
-                raise KeelSDKError("in-process sessions take only servers made by agentkeel.sdk.create_sdk_mcp_server")
+            if instance is None:
+                continue  # an external server (stdio, http): keel's MCP client starts it (mcp_configs)
+            if not hasattr(instance, "keel_tools"):
+                raise KeelSDKError(f"mcp_servers[{name!r}]: make SDK servers with agentkeel.sdk.create_sdk_mcp_server")
             for t in instance.keel_tools():
                 rt.agent.tools.register(t)
         self.encoder = stream_json.Session(rt.session_id)
