@@ -217,6 +217,11 @@ class InProcessTransport:
         rt.agent.config.model, rt.agent.config.cost, rt.model = info.model, info.prices.cost, info
 
     async def close(self) -> None:
+        """Ends the session: a run still going is interrupted, messages not yet started are dropped."""
+        while not self.inputs.empty():
+            self.inputs.get_nowait()
+        if self.rt is not None:
+            self.rt.agent.interrupt()
         if self.worker is not None:
             await self.inputs.put(_STOP)
             with contextlib.suppress(asyncio.CancelledError):

@@ -208,8 +208,8 @@ class SubprocessTransport:
         if proc.stdin is not None and not proc.stdin.is_closing():
             proc.stdin.close()
         try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except TimeoutError:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:  # a run still going: keel stops it on SIGTERM and closes the session
             proc.terminate()
             await proc.wait()
         if self.reader is not None:
