@@ -211,3 +211,21 @@ def test_sdk_import_is_lazy(keel: Callable[..., KeelRun]) -> None:
     code = "import sys, agentkeel.sdk; print('agentkeel.runtime' in sys.modules, 'pydantic' in sys.modules)"
     out = subprocess.run([str(Path(KEEL).parent / "python"), "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_disconnect_interrupts_a_query_still_running(fake_llm: Start, project: Path, tmp_path: Path) -> None:
+    server = fake_llm({"steps": [{"text": "slow", "delay_s": 15}]})
+
+    async def run() -> None:
+        client = KeelSDKClient(KeelAgentOptions(cwd=project, env=wire_env(server, "anthropic")))
+        await client.connect()
+        await client.query("go")
+        while not server.cursor.requests:
+            await asyncio.sleep(0.05)
+        await asyncio.wait_for(client.disconnect(), 10)  # waiting out the 15 s reply would time out here
+
+    asyncio.run(run())
+    (log,) = session_files(tmp_path / "keelhome")
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert any(e.get("subtype") == "interrupted" for e in entries), [e["type"] for e in entries]
+    assert entries[-1]["type"] == "session_end"
