@@ -22,6 +22,7 @@ from claude_agent_sdk import (
     PermissionResultAllow,
     PermissionResultDeny,
     ResultMessage,
+    StreamEvent,
     SystemMessage,
     ToolPermissionContext,
     UserMessage,
@@ -81,7 +82,7 @@ def test_client_session_two_queries_and_an_interrupt(fake_llm: Start, project: P
     server = fake_llm({"steps": ["First answer.", {"text": "never seen", "delay_s": 8}, "Third answer."]})
 
     async def run() -> tuple[list[Any], list[Any], list[Any]]:
-        async with ClaudeSDKClient(options(server, project)) as client:
+        async with ClaudeSDKClient(options(server, project, include_partial_messages=True)) as client:
             await client.query("one")
             first = [m async for m in client.receive_response()]
             await client.query("two")
@@ -95,6 +96,8 @@ def test_client_session_two_queries_and_an_interrupt(fake_llm: Start, project: P
 
     first, second, third = asyncio.run(asyncio.wait_for(run(), 60))
     assert isinstance(first[-1], ResultMessage) and first[-1].result == "First answer."
+    streamed = [m.event["delta"].get("text") for m in first if isinstance(m, StreamEvent) and "delta" in m.event]
+    assert "".join(t for t in streamed if isinstance(t, str)) == "First answer."
     assert isinstance(second[-1], ResultMessage) and second[-1].is_error
     assert not any(isinstance(m, AssistantMessage) for m in second)  # the slow reply was cut off
     assert isinstance(third[-1], ResultMessage) and third[-1].result == "Third answer." and not third[-1].is_error
