@@ -134,7 +134,7 @@ def _sdk_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict-mcp-config", action="store_true", help="only the servers of --mcp-config")
     p.add_argument("--plugin-dir", action="append", default=[], metavar="DIR", help="load a plugin for this session")
     p.add_argument("--max-thinking-tokens", type=int, help="the thinking budget (MAX_THINKING_TOKENS)")
-    p.add_argument("--thinking", choices=["adaptive", "enabled", "disabled"], help="disabled: no thinking")
+    p.add_argument("--thinking", choices=["adaptive", "disabled"], help="disabled: no thinking")
     p.add_argument("--json-schema", metavar="SCHEMA", help="the final answer must be JSON valid under this schema")
     for flag in UNSUPPORTED:
         p.add_argument(flag, nargs="?", action=_Unsupported, help=argparse.SUPPRESS)
