@@ -137,9 +137,12 @@ class RuntimeOptions:
     # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
     hooks: dict[str, Any] = field(default_factory=dict)
     fallback_model: str | None = None  # the model-fallback built-in's model (else settings.fallbackModel)
-    plugin_dirs: tuple[Path, ...] = ()  # plugin directories (--plugin-dir): hooks/hooks.json, commands, agents...
-    mcp_config: list[str] = field(default_factory=list)  # --mcp-config FILE|JSON values
+    system_prompt: str | None = None  # replaces keel's system prompt (--system-prompt); append still applies
+    session_id: str | None = None  # the new session's id (--session-id); default a fresh uuid4
+    plugin_dirs: tuple[Path, ...] = ()  # --plugin-dir: hooks/hooks.json, commands, agents, skills (this session)
+    mcp_config: list[str] = field(default_factory=list)  # --mcp-config values (a file or JSON), SDK servers removed
     strict_mcp_config: bool = False  # --strict-mcp-config: only the servers of mcp_config
+    fork_session: bool = False  # with resume/continue: go on in a copy under a new id (--fork-session)
 
 
 class Runtime:
@@ -321,7 +324,9 @@ class Runtime:
                 bus.subscribe(subscriber)
         config = LoopConfig(
             model=info.model,
-            system=context_mgr.system_prompt(),
+            system=context_mgr.system_prompt()
+            if opts.system_prompt is None
+            else "\n\n".join(p for p in (opts.system_prompt, opts.append_system_prompt) if p),
             max_tokens=max_tokens,
             thinking_budget=thinking,
             max_turns=opts.max_turns,
@@ -396,12 +401,20 @@ class Runtime:
                 raise KeelError(str(e)) from None
             if found is None:
                 raise KeelError(f"no session '{ref}' for this project: see `keel sessions list`")
-            return found, True
+            return _forked(found, sessions) if opts.fork_session else found, True
         if opts.continue_session:
             existing = list_sessions(sessions)
             if not existing:
                 raise KeelError("no earlier session to continue in this directory: run without -c to start one")
-            return existing[0].path, True
+            return _forked(existing[0].path, sessions) if opts.fork_session else existing[0].path, True
+        if opts.session_id is not None:
+            try:
+                chosen = str(uuid.UUID(opts.session_id))
+            except ValueError:
+                raise KeelError(f"--session-id must be a UUID, not {opts.session_id!r}") from None
+            if (sessions / f"{chosen}.jsonl").exists():
+                raise KeelError(f"session {chosen} already exists: resume it with -r {chosen}")
+            return sessions / f"{chosen}.jsonl", False
         return sessions / f"{uuid.uuid4()}.jsonl", False
 
     async def start(self) -> None:
@@ -536,6 +549,18 @@ def _fallback_model(name: str | None, info: ModelInfo, env: Mapping[str, str], w
         )
         return ""
     return fallback.model
+
+
+def _forked(source: Path, sessions: Path) -> Path:
+    """A copy of a session's log under a new id: the conversation goes on there, the original stays."""
+    import shutil
+
+    target = sessions / f"{uuid.uuid4()}.jsonl"
+    try:
+        shutil.copyfile(source, target)
+    except OSError as e:
+        raise KeelError(f"cannot fork session {source.stem}: {e.strerror or e}") from None
+    return target
 
 
 def _writable(home_dir: Path, sessions: Path) -> None:

@@ -35,11 +35,17 @@ from agentkeel.cli._common import (
 from agentkeel.commands.run import run_prompt
 from agentkeel.context.commands import result_fields as context_result_fields
 from agentkeel.protocol import stream_json
+from agentkeel.protocol.partial import PartialMessages
+from agentkeel.sdk.structured import RETRY_SUBTYPE, StructuredOutput
+from agentkeel.sdk.structured import result_object as sdk_result
 
 
 def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
+    """RuntimeOptions from the flags; a flag value keel cannot use raises KeelError (one line)."""
+    from agentkeel.cli.sdkflags import apply_sdk_flags
+
     mode: PermissionMode | None = "bypassPermissions" if args.dangerously_skip_permissions else args.permission_mode
-    return RuntimeOptions(
+    opts = RuntimeOptions(
         cwd=Path(args.cwd) if args.cwd else Path.cwd(),
         model=args.model,
         permission_mode=mode,
@@ -54,26 +60,17 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
         settings_files=[Path(f) for f in args.settings],
         fallback_model=args.fallback_model,
         channel="headless",
-        mcp_config=list(getattr(args, "mcp_config", None) or []),
-        strict_mcp_config=bool(getattr(args, "strict_mcp_config", False)),
     )
+    apply_sdk_flags(args, opts)
+    return opts
 
 
-def result_object(rt: Runtime, result: RunResult) -> dict[str, Any]:
-    """Claude Code's result message shape."""
-    subtype = "error_during_execution" if result.subtype == "interrupted" else result.subtype
-    return {
-        "type": "result",
-        "subtype": subtype,
-        "is_error": result.is_error,
-        "duration_ms": result.duration_ms,
-        "num_turns": result.num_turns,
-        "result": result.result,
-        "session_id": rt.session_id,
-        "total_cost_usd": result.total_cost_usd,
-        "usage": result.usage.to_wire(),
-        "context": context_result_fields(rt),  # keel's: window, tokens by source, compactions, cache share
-    }
+def result_object(rt: Runtime, result: RunResult, structured: StructuredOutput | None = None) -> dict[str, Any]:
+    """Claude Code's result message shape (with ``structured_output`` under --json-schema), plus keel's
+    ``context`` (window, tokens by source, compactions, cache share)."""
+    out = sdk_result(rt.session_id, result, structured)
+    out["context"] = context_result_fields(rt)
+    return out
 
 
 class Output:
@@ -99,34 +96,50 @@ class StreamJson:
     """Writes the session as Claude Code's stream-json lines (see agentkeel.protocol.stream_json).
     The result line is written once the run is over, with the process's whole duration."""
 
-    def __init__(self, rt: Runtime, out: Output) -> None:
+    def __init__(self, rt: Runtime, out: Output, *, partial: bool = False, hooks: bool = False) -> None:
         self.out = out
         visible = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
         self.session = stream_json.Session(rt.session_id, visible)
+        self.partial = PartialMessages(rt.session_id) if partial else None
+        self.hooks = hooks
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunFinished):
             return
+        extra = self.partial.encode(event) if self.partial is not None else []
+        if self.hooks:
+            extra += stream_json.hook_lines(event, self.session.session_id)
+        for item in extra:
+            self.out.write(stream_json.dumps(item))
         line = stream_json.encode(event, self.session)
         if line is not None:
             self.out.write(stream_json.dumps(line))
 
 
 def run_headless(args: argparse.Namespace, prompt: str) -> int:
+    from agentkeel.cli.sdkflags import restrict_tools, structured_output
+
     started = time.monotonic()
     try:
-        rt = Runtime.create(options_from_args(args))
+        opts = options_from_args(args)
+        if args.permission_prompt_tool is not None or args.sdk_mcp_servers:
+            raise KeelError("--permission-prompt-tool stdio and SDK MCP servers need --input-format stream-json")
+        structured = structured_output(args)
+        if structured is not None:
+            opts.extensions.append(structured.extension())
+        rt = Runtime.create(opts)
+        restrict_tools(rt, args.tools)
     except KeelError as e:
         print(f"keel: {e}", file=sys.stderr)
         return EXIT_USAGE
     out = Output(rt)
     verbose = bool(getattr(args, "verbose", False))
     if args.output_format == "stream-json":
-        rt.bus.subscribe(StreamJson(rt, out))
+        rt.bus.subscribe(StreamJson(rt, out, partial=args.include_partial_messages, hooks=args.include_hook_events))
     else:
         rt.bus.subscribe(_notices_to_stderr(verbose=verbose))
     try:
-        return asyncio.run(_run(rt, prompt, args.output_format, started, out))
+        return asyncio.run(_run(rt, prompt, args.output_format, started, out, structured))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
@@ -151,7 +164,9 @@ def _notices_to_stderr(verbose: bool) -> Callable[[Event], None]:
     return show
 
 
-async def _run(rt: Runtime, prompt: str, output_format: str, started: float, out: Output) -> int:
+async def _run(
+    rt: Runtime, prompt: str, output_format: str, started: float, out: Output, structured: StructuredOutput | None
+) -> int:
     loop = asyncio.get_running_loop()
     signals: list[int] = []
 
@@ -171,12 +186,16 @@ async def _run(rt: Runtime, prompt: str, output_format: str, started: float, out
     if out.closed:
         return EXIT_OK  # the reader went away: a normal end
     if output_format == "text":
+        if structured is not None and structured.error and not result.is_error:
+            print(f"keel: {RETRY_SUBTYPE}: {structured.error}", file=sys.stderr)
+            return EXIT_RUN_ERROR
         if result.is_error:
             print(f"keel: {result.subtype}: {result.error or result.result}", file=sys.stderr)
         elif result.result:
             out.write(result.result + "\n")
     else:
-        out.write(stream_json.dumps(result_object(rt, result)))
+        out.write(stream_json.dumps(result_object(rt, result, structured)))
     if signals:
         return EXIT_TERMINATED if signals[0] == signal.SIGTERM else EXIT_INTERRUPTED
-    return EXIT_RUN_ERROR if result.is_error else EXIT_OK
+    failed = result.is_error or (structured is not None and bool(structured.error))
+    return EXIT_RUN_ERROR if failed else EXIT_OK

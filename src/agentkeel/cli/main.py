@@ -87,7 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dangerously-skip-permissions", action="store_true", help="same as bypassPermissions")
     p.add_argument("--append-system-prompt", help="text appended to the system prompt")
     p.add_argument(
-        "--add-dir", nargs="+", default=[], dest="add_dirs", metavar="DIR", help="additional working directories"
+        "--add-dir",
+        nargs="+",
+        action="extend",
+        default=[],
+        dest="add_dirs",
+        metavar="DIR",
+        help="additional working directories",
     )
     p.add_argument(
         "-c",
@@ -98,21 +104,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-r", "--resume", metavar="SESSION_ID", help="resume a session by id (or unique prefix)")
     p.add_argument("--settings", action="append", default=[], metavar="FILE", help="an extra settings file")
-    p.add_argument(
-        "--mcp-config",
-        action="extend",
-        nargs="+",
-        default=[],
-        dest="mcp_config",
-        metavar="FILE_OR_JSON",
-        help='MCP servers from JSON files or strings ({"mcpServers": {...}}); repeatable',
-    )
-    p.add_argument(
-        "--strict-mcp-config", action="store_true", help="use only the MCP servers of --mcp-config, ignore all others"
-    )
+    _sdk_flags(p)
     p.add_argument("--cwd", help=argparse.SUPPRESS)
     p.add_argument("--verbose", action="store_true", help="log details to stderr")
     return p
+
+
+# flags Claude Code has (and the Claude Agent SDK may pass) that keel does not honour yet: each
+# fails with one line naming it, never silently
+UNSUPPORTED = {
+    "--fallback-model": "keel has no fallback model yet",
+    "--betas": "keel sends no beta headers from the command line (set ANTHROPIC_BETAS)",
+    "--task-budget": "keel has no task budget; use --max-budget-usd",
+    "--thinking-display": "keel has no thinking display setting",
+    "--effort": "keel has no effort setting",
+    "--resume-session-at": "keel cannot resume at a message yet",
+    "--resume-drops-turn": "keel cannot drop a turn on resume yet",
+    "--session-mirror": "keel has no session store mirror",
+    "--system-prompt-file": 'use --system-prompt "$(cat FILE)"',
+}
+
+
+class _Unsupported(argparse.Action):
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: object, opt: str | None = None
+    ) -> None:
+        parser.error(f"{self.option_strings[0]} is not supported by keel yet: {UNSUPPORTED[self.option_strings[0]]}")
+
+
+def _sdk_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of Claude Code's stream-json mode, as the Claude Agent SDK passes them."""
+    p.add_argument("--input-format", choices=["text", "stream-json"], default="text")
+    p.add_argument("--include-partial-messages", action="store_true", help="stream-json: also stream_event lines")
+    p.add_argument("--include-hook-events", action="store_true", help="stream-json: also a line per hook run")
+    p.add_argument("--system-prompt", help="replace keel's system prompt")
+    p.add_argument("--tools", help='the built-in tools offered: "" (none), "default", or a comma list')
+    p.add_argument("--permission-prompt-tool", metavar="stdio", help="stdio: ask the SDK client (can_use_tool)")
+    p.add_argument("--session-id", help="the new session's id (a UUID)")
+    p.add_argument("--fork-session", action="store_true", help="with -r/-c: continue in a copy under a new id")
+    p.add_argument("--setting-sources", help="user,project,local: which settings files are read")
+    p.add_argument("--mcp-config", action="append", default=[], metavar="FILE|JSON", help="MCP servers")
+    p.add_argument("--strict-mcp-config", action="store_true", help="only the servers of --mcp-config")
+    p.add_argument("--plugin-dir", action="append", default=[], metavar="DIR", help="load a plugin for this session")
+    p.add_argument("--max-thinking-tokens", type=int, help="the thinking budget (MAX_THINKING_TOKENS)")
+    p.add_argument("--thinking", choices=["adaptive", "disabled"], help="disabled: no thinking")
+    p.add_argument("--json-schema", metavar="SCHEMA", help="the final answer must be JSON valid under this schema")
+    for flag in UNSUPPORTED:
+        p.add_argument(flag, nargs="?", action=_Unsupported, help=argparse.SUPPRESS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,8 +160,17 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_subcommand(argv)
     args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    # stream-json needs --verbose (as in Claude Code, and the SDK always passes it): it asks for the
+    # full stream there, not for debug logs on the host's stderr
+    _setup_logging(args.verbose and args.output_format != "stream-json")
     prompt = " ".join(args.prompt).strip()
+    if args.input_format == "stream-json":
+        if args.output_format != "stream-json":
+            print("keel: --input-format stream-json needs --output-format stream-json", file=sys.stderr)
+            return EXIT_USAGE
+        from agentkeel.cli.stream_input import run_stream_input
+
+        return run_stream_input(args)
     if args.print_mode:
         prompt = _with_stdin(prompt)
         if not prompt:

@@ -1,7 +1,9 @@
 """Claude Code's stream-json protocol, sans-IO: events -> JSON lines, JSON lines -> inputs.
 
-Shared by ``keel -p --output-format stream-json``, the coming ``--input-format stream-json``
-and the SDK. No sockets, no stdout: callers write the dicts these functions return.
+Shared by ``keel -p --output-format stream-json``, ``--input-format stream-json`` (with the
+control protocol of :mod:`agentkeel.protocol.control`) and :mod:`agentkeel.sdk`. No sockets, no
+stdout: callers write the dicts these functions return. The shapes are Claude Code's (pinned
+against a capture of the real CLI in tests/data/claude_code_stream_json.jsonl).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentkeel.core.events import AssistantMessage, Event, Notice, RunFinished, SessionStarted, ToolResults
+from agentkeel.core.events import AssistantMessage, Event, Notice, RunFinished, SessionStarted, ToolResults, new_id
 from agentkeel.core.types import Message, from_data, to_data
 
 # keel's subtype -> the one Claude Code's clients know
@@ -38,6 +40,7 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
             "model": event.model,
             "tools": list(session.tools),
             "keel_version": event.version,
+            "uuid": event.uuid,
             **session.extra_init,
         }
     if isinstance(event, AssistantMessage):
@@ -45,9 +48,24 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
         msg.update(
             {"type": "message", "model": event.model, "stop_reason": event.stop_reason, "usage": event.usage.to_wire()}
         )
-        return {"type": "assistant", "message": msg, "session_id": sid, "uuid": event.uuid}
+        msg.setdefault("id", "msg_" + event.uuid.replace("-", "")[:24])
+        return {
+            "type": "assistant",
+            "message": msg,
+            "parent_tool_use_id": None,
+            "session_id": sid,
+            "uuid": event.uuid,
+            "timestamp": event.timestamp,
+        }
     if isinstance(event, ToolResults):
-        return {"type": "user", "message": to_data(event.message), "session_id": sid, "uuid": event.uuid}
+        return {
+            "type": "user",
+            "message": to_data(event.message),
+            "parent_tool_use_id": None,
+            "session_id": sid,
+            "uuid": event.uuid,
+            "timestamp": event.timestamp,
+        }
     if isinstance(event, Notice):
         return {
             "type": "system",
@@ -61,19 +79,77 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
     return None
 
 
+def hook_lines(event: Event, session_id: str) -> list[dict[str, Any]]:
+    """``--include-hook-events``: one ``system/hook_response`` line per handler a hook event ran
+    (the hooks extension's ``hook`` event, read by its tag: this layer does not know hooks)."""
+    if event.type != "hook":
+        return []
+    data = to_data(event)
+    name = str(data.get("event", ""))
+    return [
+        {
+            "type": "system",
+            "subtype": "hook_response",
+            "hook_event": name,
+            "hook_name": f"{name}:{run.get('handler', '')}",
+            "exit_code": run.get("exit_code"),
+            "outcome": run.get("outcome", ""),
+            "session_id": session_id,
+            "uuid": new_id(),
+        }
+        for run in data.get("runs", [])
+        if isinstance(run, dict)
+    ]
+
+
 def result(event: RunFinished, session_id: str, *, duration_ms: int | None = None) -> dict[str, Any]:
     """Claude Code's result message, from the RunFinished event."""
-    return {
+    return result_line(
+        subtype=event.subtype,
+        is_error=event.is_error,
+        duration_ms=event.duration_ms if duration_ms is None else duration_ms,
+        num_turns=event.num_turns,
+        result=event.result,
+        session_id=session_id,
+        total_cost_usd=event.total_cost_usd,
+        usage=event.usage.to_wire(),
+    )
+
+
+def result_line(
+    *,
+    subtype: str,
+    is_error: bool,
+    duration_ms: int,
+    num_turns: int,
+    result: str,
+    session_id: str,
+    total_cost_usd: float,
+    usage: dict[str, int],
+    duration_api_ms: int | None = None,
+    structured_output: Any = None,
+    permission_denials: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The ``result`` line with every field the Claude Agent SDK's ``ResultMessage`` requires."""
+    line: dict[str, Any] = {
         "type": "result",
-        "subtype": _RESULT_SUBTYPES.get(event.subtype, event.subtype),
-        "is_error": event.is_error,
-        "duration_ms": event.duration_ms if duration_ms is None else duration_ms,
-        "num_turns": event.num_turns,
-        "result": event.result,
+        "subtype": _RESULT_SUBTYPES.get(subtype, subtype),
+        "is_error": is_error,
+        "duration_ms": duration_ms,
+        "duration_api_ms": duration_ms if duration_api_ms is None else duration_api_ms,
+        "num_turns": num_turns,
+        "result": result,
+        "stop_reason": None if is_error else "end_turn",
         "session_id": session_id,
-        "total_cost_usd": event.total_cost_usd,
-        "usage": event.usage.to_wire(),
+        "total_cost_usd": total_cost_usd,
+        "usage": usage,
+        "permission_denials": list(permission_denials or []),
+        "api_error_status": None,
+        "uuid": new_id(),
     }
+    if structured_output is not None:
+        line["structured_output"] = structured_output
+    return line
 
 
 def dumps(line: dict[str, Any]) -> str:
@@ -92,12 +168,28 @@ class ControlRequest:
     body: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ControlResponse:
+    """The client's answer to a control request keel sent (can_use_tool, hook_callback, ...)."""
+
+    request_id: str
+    ok: bool
+    body: dict[str, Any]
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ControlCancel:
+    request_id: str
+
+
 class ProtocolError(ValueError):
     """A line that is not a stream-json input; the message says what is wrong with it."""
 
 
-def decode(line: str) -> UserInput | ControlRequest | None:
-    """One input line: a user message, a control request, or None for a blank line."""
+def decode(line: str) -> UserInput | ControlRequest | ControlResponse | ControlCancel | None:
+    """One input line: a user message, a control request or response, or None for a line that
+    carries nothing to act on (blank, ``keep_alive``)."""
     if not line.strip():
         return None
     try:
@@ -114,8 +206,10 @@ def decode(line: str) -> UserInput | ControlRequest | None:
         content = raw.get("content")
         if isinstance(content, str):
             return UserInput(Message.user(content))
+        if not isinstance(content, list):
+            raise ProtocolError("a user message's 'content' must be a string or a list of blocks")
         try:
-            return UserInput(from_data(Message, {"role": "user", "content": content}))
+            return UserInput(from_data(Message, {"role": "user", "content": [_block(b) for b in content]}))
         except ValueError as e:
             raise ProtocolError(f"the user message does not fit: {str(e).splitlines()[0]}") from None
     if kind == "control_request":
@@ -123,4 +217,29 @@ def decode(line: str) -> UserInput | ControlRequest | None:
         if not isinstance(request, dict) or not isinstance(request.get("subtype"), str):
             raise ProtocolError("a control_request needs a 'request' object with a 'subtype'")
         return ControlRequest(str(data.get("request_id", "")), request["subtype"], request)
-    raise ProtocolError(f"unknown line type {kind!r}: expected 'user' or 'control_request'")
+    if kind == "control_response":
+        response = data.get("response")
+        if not isinstance(response, dict):
+            raise ProtocolError("a control_response needs a 'response' object")
+        body = response.get("response")
+        return ControlResponse(
+            str(response.get("request_id", "")),
+            response.get("subtype") == "success",
+            body if isinstance(body, dict) else {},
+            str(response.get("error", "")),
+        )
+    if kind == "control_cancel_request":
+        return ControlCancel(str(data.get("request_id", "")))
+    if kind == "keep_alive":
+        return None
+    raise ProtocolError(f"unknown line type {kind!r}: expected 'user', 'control_request' or 'control_response'")
+
+
+def _block(raw: Any) -> Any:
+    """A content block as clients send it; Claude's image shape (``source``) becomes keel's."""
+    if isinstance(raw, dict) and raw.get("type") == "image" and isinstance(raw.get("source"), dict):
+        source = raw["source"]
+        if source.get("type") != "base64":
+            raise ProtocolError("only base64 images are supported (source.type 'base64')")
+        return {"type": "image", "media_type": source.get("media_type", ""), "data": source.get("data", "")}
+    return raw
