@@ -32,7 +32,13 @@ _TSV = (
     "setweight(to_tsvector('simple', coalesce(s.whn, '')), 'B') || "
     "setweight(to_tsvector('english', coalesce(s.ctx, '')), 'C')"
 )
-RANK_WEIGHTS = "{0.1, 0.2, 1.0, 0.5}"  # D, C (context), B (date words), A (own text)
+
+
+def rank_weights(fields: tuple[float, float, float]) -> str:
+    """ts_rank's {D, C, B, A} weights from the store's (own text, context, date words) field weights."""
+    own, ctx, when = (max(0.0, float(w)) for w in fields)
+    top = max(own, ctx, when) or 1.0
+    return "{" + ", ".join(f"{w / top:.4g}" for w in (0.0, ctx, when, own)) + "}"
 
 
 class PostgresStore(StoreBase):
@@ -224,7 +230,7 @@ class PostgresStore(StoreBase):
                 "WITH q AS (SELECT to_tsquery('english', %s) || to_tsquery('simple', %s) AS query)"
                 f" SELECT e.rid FROM keel_search s JOIN keel_events e ON e.rid = s.rid, q"
                 f" WHERE s.tsv @@ q.query AND {where}"
-                f" ORDER BY ts_rank('{RANK_WEIGHTS}', s.tsv, q.query, 1) DESC LIMIT %s",
+                f" ORDER BY ts_rank('{rank_weights(self.tuning.fields)}', s.tsv, q.query, 1) DESC LIMIT %s",
                 [words, words, *params, limit],
             ).fetchall()
             self._db.rollback()

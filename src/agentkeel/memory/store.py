@@ -12,8 +12,12 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
    in the turn before the answer still finds the answer, and "in May 2023" finds May.
 2. Vectors, when an embedder is configured: cosine against the entry's own vector and
    against the mean of its neighbours' vectors.
-3. Weighted reciprocal rank fusion of those lists (k=5; weights 0.55 / 0.30 / 0.15), then
-   optional recency decay and the filters (project, session, type, time, file).
+3. Weighted reciprocal rank fusion of those lists, then optional recency decay and the
+   filters (project, session, type, time, file).
+
+The constants (``Tuning``: the fusion's k and list weights, the three lexical field weights)
+are chosen by cross-validation on LoCoMo dev conversations (``bench/locomo_cv.py``: tuned on
+three conversations, scored on the other two, every fold), never per conversation or question.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agentkeel.memory.embed import Embedder, EmbedderError
@@ -33,9 +38,23 @@ from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_c
 log = logging.getLogger(__name__)
 
 CONTEXT_SPAN = 2
-RRF_K = 5.0
-WEIGHTS = {"lexical": 0.55, "vector": 0.30, "context": 0.15}
 CANDIDATES = 100
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The retrieval constants: reciprocal rank fusion's k, the weight of each ranked list, and
+    the lexical weights of an entry's own text, its session context and its date words."""
+
+    rrf_k: float = 5.0
+    lexical: float = 0.55
+    vector: float = 0.30
+    context: float = 0.15
+    fields: tuple[float, float, float] = (1.0, 0.4, 2.0)
+
+
+TUNING = Tuning()
+RRF_K = TUNING.rrf_k
 
 STOPWORDS = frozenset(
     (
@@ -128,6 +147,7 @@ class StoreBase:
     embedder: Embedder | None
     dialect: Dialect
     _lock: threading.RLock
+    tuning: Tuning = TUNING
 
     # -- primitives a backend implements ------------------------------------------------------
     def _insert(self, prepared: list[tuple[Record, str, list[float] | None]]) -> list[int]:
@@ -477,15 +497,7 @@ class StoreBase:
     ) -> list[Hit]:
         """Layer 1: the k best entries as ids + one-line summaries, within budget_tokens if given."""
         flt = Filters.build(**filters)
-        lists: list[tuple[float, Sequence[int]]] = []
-        terms = query_terms(query)
-        if terms:
-            lists.append((WEIGHTS["lexical"], self._lexical(terms, flt, CANDIDATES)))
-        vector = self._embed_query(query)
-        if vector is not None:
-            lists.append((WEIGHTS["vector"], self._vector(vector, "own", flt, CANDIDATES)))
-            lists.append((WEIGHTS["context"], self._vector(vector, "context", flt, CANDIDATES)))
-        scores = rrf(lists)
+        scores = self.fuse(self.candidates(query, flt))
         if not scores:
             return []
         ranked = sorted(scores, key=lambda rid: -scores[rid])
@@ -500,6 +512,27 @@ class StoreBase:
             ranked = sorted(rows, key=lambda rid: -scores[rid])[:k]
         hits = [to_hit(rows[rid], scores[rid], self.masker) for rid in ranked if rid in rows]
         return within_budget(hits, budget_tokens, lambda h: h.tokens)
+
+    def candidates(self, query: str, flt: Filters, vector: list[float] | None = None) -> dict[str, Sequence[int]]:
+        """The ranked candidate lists a search fuses: ``lexical`` (BM25 with the field weights of
+        ``tuning``) and, with an embedder, ``vector`` and ``context`` (cosine against the entry's
+        own and its neighbours' mean vector). ``vector`` is the query's, when already known."""
+        lists: dict[str, Sequence[int]] = {}
+        terms = query_terms(query)
+        if terms:
+            lists["lexical"] = self._lexical(terms, flt, CANDIDATES)
+        if vector is None:
+            vector = self._embed_query(query)
+        if vector is not None:
+            lists["vector"] = self._vector(vector, "own", flt, CANDIDATES)
+            lists["context"] = self._vector(vector, "context", flt, CANDIDATES)
+        return lists
+
+    def fuse(self, lists: dict[str, Sequence[int]], tuning: Tuning | None = None) -> dict[int, float]:
+        """Weighted reciprocal rank fusion of ``candidates`` with the weights of ``tuning``."""
+        t = tuning or self.tuning
+        weights = {"lexical": t.lexical, "vector": t.vector, "context": t.context}
+        return rrf([(weights[name], ranked) for name, ranked in lists.items()], t.rrf_k)
 
     def _embed_query(self, query: str) -> list[float] | None:
         if self.embedder is None or not query.strip():
