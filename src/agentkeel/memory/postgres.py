@@ -208,12 +208,19 @@ class PostgresStore(StoreBase):
         )
 
     def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
-        self._db.execute("UPDATE keel_search SET ctx = %s WHERE rid = %s", (context, rid))
-        self._db.execute(f"UPDATE keel_search s SET tsv = {_TSV} WHERE s.rid = %s", (rid,))
+        self._set_contexts([(rid, context, vector)])
+
+    def _set_contexts(self, contexts: list[tuple[int, str, list[float] | None]]) -> None:
+        if not contexts:
+            return
+        rids = [rid for rid, _, _ in contexts]
         with self._db.cursor() as cur:
-            _index_terms(cur, [rid])
-        if vector is not None:
-            self._db.execute("UPDATE keel_vectors SET ctx = %s::vector WHERE rid = %s", (_vec(vector), rid))
+            cur.executemany("UPDATE keel_search SET ctx = %s WHERE rid = %s", [(c, rid) for rid, c, _ in contexts])
+            cur.execute(f"UPDATE keel_search s SET tsv = {_TSV} WHERE s.rid = ANY(%s)", (rids,))
+            _index_terms(cur, rids)
+            vectors = [(_vec(v), rid) for rid, _, v in contexts if v is not None]
+            if vectors:
+                cur.executemany("UPDATE keel_vectors SET ctx = %s::vector WHERE rid = %s", vectors)
 
     def _mark_superseded(self, old_id: str, new_id: str) -> None:
         with self._lock:

@@ -159,6 +159,11 @@ class StoreBase:
     def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
         raise NotImplementedError
 
+    def _set_contexts(self, contexts: list[tuple[int, str, list[float] | None]]) -> None:
+        """Several entries' contexts at once (a backend may batch them)."""
+        for rid, context, vector in contexts:
+            self._set_context(rid, context, vector)
+
     def _commit(self) -> None:
         raise NotImplementedError
 
@@ -402,13 +407,14 @@ class StoreBase:
         self, sequence: list[tuple[int, str, list[float] | None]], first: int = 0, last: int | None = None
     ) -> None:
         """Each entry's context: the text and mean vector of its ±CONTEXT_SPAN session neighbours."""
+        contexts = []
         for i in range(first, len(sequence) if last is None else last):
             around = [
                 sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)
             ]
             text = " ".join(t for _, t, _ in around)
-            vector = _mean([v for _, _, v in around if v is not None])
-            self._set_context(sequence[i][0], text, vector)
+            contexts.append((sequence[i][0], text, _mean([v for _, _, v in around if v is not None])))
+        self._set_contexts(contexts)
 
     def _embed_pending(self, limit: int) -> int:
         """Give vectors to entries stored without one: those a session captured (sessions index
