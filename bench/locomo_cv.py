@@ -1,6 +1,6 @@
 """Cross-validated LoCoMo retrieval: are keel's search constants fitted to the data they are scored on?
 
-    python bench/locomo_cv.py [--backend sqlite|postgres] [--embedder minilm|none] [--quick]
+    python bench/locomo_cv.py [--backend sqlite|postgres] [--embedder minilm|none] [--grid full|quick|defaults]
 
 Records and questions are those of ``bench/locomo_bench.py`` (every dialog turn a record,
 each category 1-4 question searched inside its conversation). Every candidate setting of the
@@ -75,8 +75,11 @@ class CachedEmbedder:
             self.dirty = False
 
 
-def grid(quick: bool) -> list[Tuning]:
+def grid(size: str) -> list[Tuning]:
     """The settings tried: every combination of these values (no setting names a conversation)."""
+    if size == "defaults":
+        return [TUNING]
+    quick = size == "quick"
     ks = [5.0, 60.0] if quick else [2.0, 5.0, 10.0, 20.0, 60.0]
     mixes = [(0.55, 0.30, 0.15), (0.4, 0.4, 0.2), (0.7, 0.2, 0.1)]
     if not quick:
@@ -167,7 +170,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--embedder", default="minilm")
-    parser.add_argument("--quick", action="store_true", help="a small grid (a smoke run)")
+    parser.add_argument(
+        "--grid", choices=["full", "quick", "defaults"], default="full", help="quick: 12 settings; defaults: only them"
+    )
     parser.add_argument("--data", default=str(DATA))
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument(
@@ -207,7 +212,7 @@ def main() -> None:
             cached.save()
         rid_to_id = {int(r[0]): str(r[1]) for r in store._fetch(f"SELECT rid, id FROM {store.dialect.table}", ())}
         started = time.perf_counter()
-        table = score_grid(store, rid_to_id, questions, vectors, grid(args.quick))
+        table = score_grid(store, rid_to_id, questions, vectors, grid(args.grid))
         grid_s = time.perf_counter() - started
         result = cross_validate(projects, questions, table, baseline_hits(records, questions))
         # latency: the shipped defaults, the real embedder on every query

@@ -99,7 +99,7 @@ class PostgresStore(StoreBase):
                 ALTER TABLE keel_search ADD COLUMN IF NOT EXISTS len INTEGER NOT NULL DEFAULT 0;
                 CREATE TABLE IF NOT EXISTS keel_terms (
                     term TEXT NOT NULL, rid BIGINT NOT NULL,
-                    own SMALLINT NOT NULL, ctx SMALLINT NOT NULL, whn SMALLINT NOT NULL,
+                    own SMALLINT NOT NULL, ctx SMALLINT NOT NULL, whn SMALLINT NOT NULL, len INTEGER NOT NULL,
                     PRIMARY KEY (term, rid)
                 );
                 CREATE INDEX IF NOT EXISTS keel_terms_rid ON keel_terms(rid);
@@ -109,7 +109,9 @@ class PostgresStore(StoreBase):
             cur.execute("SELECT 1 FROM keel_meta WHERE key = 'postings'")
             if cur.fetchone() is None:  # a store made before the postings table: index what it holds
                 cur.execute("SELECT rid FROM keel_search")
-                _index_terms(cur, [int(r[0]) for r in cur.fetchall()])
+                held = [int(r[0]) for r in cur.fetchall()]
+                _index_terms(cur, held)
+                _bump(cur, "docs", len(held))
                 cur.execute("INSERT INTO keel_meta VALUES ('postings', '1') ON CONFLICT (key) DO NOTHING")
             if self.embedder is not None:
                 cur.execute("SELECT value FROM keel_meta WHERE key = 'embedder'")
@@ -162,7 +164,9 @@ class PostgresStore(StoreBase):
                 " setweight(to_tsvector('english', %s), 'A') || setweight(to_tsvector('simple', %s), 'B'))",
                 [(rid, r.text, when, r.text, when) for rid, (r, when, _) in zip(rids, prepared, strict=True)],
             )
-            _index_terms(cur, rids, new=True)
+            # an entry of a session gets its postings with its context, just after (``_set_contexts``)
+            _index_terms(cur, [rid for rid, (r, _, _) in zip(rids, prepared, strict=True) if not r.session])
+            _bump(cur, "docs", len(rids))
             with_vectors = [(rid, _vec(v)) for rid, (_, _, v) in zip(rids, prepared, strict=True) if v is not None]
             if with_vectors:
                 cur.executemany("INSERT INTO keel_vectors(rid, own) VALUES (%s, %s::vector)", with_vectors)
@@ -236,6 +240,7 @@ class PostgresStore(StoreBase):
             rids = [r[0] for r in rows]
             with self._db.cursor() as cur:
                 _index_terms(cur, rids, gone=True)
+                _bump(cur, "docs", -len(rids))
             self._db.execute("DELETE FROM keel_search WHERE rid = ANY(%s)", (rids,))
             if self.embedder is not None:
                 self._db.execute("DELETE FROM keel_vectors WHERE rid = ANY(%s)", (rids,))
@@ -280,13 +285,13 @@ class PostgresStore(StoreBase):
             for chosen in [informative, df] if informative and informative != df else [df]:
                 idf = [max(math.log((docs - n + 0.5) / (n + 0.5)), 1e-6) for n in chosen.values()]
                 rows = self._db.execute(
-                    "SELECT t.rid, SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + 0.75 * s.len / %s))) AS score"
+                    "SELECT t.rid, SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + t.len * %s::float8))) AS score"
                     " FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)"
                     " JOIN keel_terms t ON t.term = q.term"
-                    " CROSS JOIN LATERAL (SELECT t.own * %s + t.ctx * %s + t.whn * %s AS tf) w"
-                    " JOIN keel_search s ON s.rid = t.rid JOIN keel_events e ON e.rid = t.rid"
+                    " CROSS JOIN LATERAL (SELECT t.own * %s::float8 + t.ctx * %s::float8 + t.whn * %s::float8 AS tf) w"
+                    " JOIN keel_events e ON e.rid = t.rid"
                     f" WHERE {where} GROUP BY t.rid ORDER BY score DESC, t.rid LIMIT %s",
-                    [avgdl, list(chosen), idf, own, ctx, when, *params, limit],
+                    [0.75 / avgdl, list(chosen), idf, own, ctx, when, *params, limit],
                 ).fetchall()
                 if len(rows) >= limit:
                     break
@@ -382,38 +387,40 @@ class PostgresStore(StoreBase):
         }
 
 
-def _index_terms(cur: Any, rids: list[int], new: bool = False, gone: bool = False) -> None:
+def _index_terms(cur: Any, rids: list[int], gone: bool = False) -> None:
     """Rewrite the postings of some entries from their tsvector (after an insert, a context
-    change, or before a forget), keeping the entry count and token total BM25 needs."""
+    change, or before a forget), keeping the token total BM25's average length needs."""
     if not rids:
         return
     cur.execute("SELECT COALESCE(SUM(len), 0) FROM keel_search WHERE rid = ANY(%s)", (rids,))
     before = int(cur.fetchone()[0])
-    if not new:
-        cur.execute("DELETE FROM keel_terms WHERE rid = ANY(%s)", (rids,))
+    cur.execute("DELETE FROM keel_terms WHERE rid = ANY(%s)", (rids,))
     after = 0
     if not gone:
-        cur.execute(
-            "INSERT INTO keel_terms(term, rid, own, ctx, whn) SELECT u.lexeme, s.rid,"
-            " cardinality(array_positions(u.weights, 'A')), cardinality(array_positions(u.weights, 'C')),"
-            " cardinality(array_positions(u.weights, 'B'))"
-            " FROM keel_search s, unnest(s.tsv) u WHERE s.rid = ANY(%s)",
-            (rids,),
-        )
         cur.execute(
             "UPDATE keel_search s SET len = (SELECT COALESCE(SUM(cardinality(u.positions)), 0) FROM unnest(s.tsv) u)"
             " WHERE s.rid = ANY(%s) RETURNING len",
             (rids,),
         )
         after = sum(int(r[0]) for r in cur.fetchall())
-    docs = len(rids) if new else -len(rids) if gone else 0
-    for key, delta in (("docs", docs), ("tokens", after - before)):
-        if delta:
-            cur.execute(
-                "INSERT INTO keel_meta VALUES (%s, %s) ON CONFLICT (key)"
-                " DO UPDATE SET value = (keel_meta.value::bigint + EXCLUDED.value::bigint)::text",
-                (key, str(delta)),
-            )
+        cur.execute(
+            "INSERT INTO keel_terms(term, rid, own, ctx, whn, len) SELECT u.lexeme, s.rid,"
+            " cardinality(array_positions(u.weights, 'A')), cardinality(array_positions(u.weights, 'C')),"
+            " cardinality(array_positions(u.weights, 'B')), s.len"
+            " FROM keel_search s, unnest(s.tsv) u WHERE s.rid = ANY(%s)",
+            (rids,),
+        )
+    _bump(cur, "tokens", after - before)
+
+
+def _bump(cur: Any, key: str, delta: int) -> None:
+    """Add to a counter in ``keel_meta`` (the entry count and token total of the word index)."""
+    if delta:
+        cur.execute(
+            "INSERT INTO keel_meta VALUES (%s, %s) ON CONFLICT (key)"
+            " DO UPDATE SET value = (keel_meta.value::bigint + EXCLUDED.value::bigint)::text",
+            (key, str(delta)),
+        )
 
 
 def _create_vectors(cur: Any, dim: int) -> None:

@@ -394,6 +394,7 @@ class StoreBase:
         for record, rid, vector in zip(fresh, rids, vectors, strict=True):
             if record.session:
                 groups.setdefault((record.project, record.session), []).append((rid, record.text, vector))
+        contexts: list[tuple[int, str, list[float] | None]] = []
         for (project, session), new in groups.items():
             new_rids = {rid for rid, _, _ in new}
             tail = [
@@ -401,20 +402,14 @@ class StoreBase:
                 for row, vector in self._session_tail(project, session, 2 * CONTEXT_SPAN + len(new))
                 if row.rid not in new_rids
             ]
-            self._write_contexts(tail + new, first=max(0, len(tail) - CONTEXT_SPAN))
+            contexts += _contexts(tail + new, first=max(0, len(tail) - CONTEXT_SPAN))
+        self._set_contexts(contexts)
 
     def _write_contexts(
         self, sequence: list[tuple[int, str, list[float] | None]], first: int = 0, last: int | None = None
     ) -> None:
         """Each entry's context: the text and mean vector of its ±CONTEXT_SPAN session neighbours."""
-        contexts = []
-        for i in range(first, len(sequence) if last is None else last):
-            around = [
-                sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)
-            ]
-            text = " ".join(t for _, t, _ in around)
-            contexts.append((sequence[i][0], text, _mean([v for _, _, v in around if v is not None])))
-        self._set_contexts(contexts)
+        self._set_contexts(_contexts(sequence, first, last))
 
     def _embed_pending(self, limit: int) -> int:
         """Give vectors to entries stored without one: those a session captured (sessions index
@@ -598,6 +593,21 @@ class StoreBase:
             kept.append(entry)
             spent += tokens
         return kept
+
+
+def _contexts(
+    sequence: list[tuple[int, str, list[float] | None]], first: int = 0, last: int | None = None
+) -> list[tuple[int, str, list[float] | None]]:
+    """(rid, context text, context vector) of the entries ``first:last`` of a session sequence."""
+    out = []
+    for i in range(first, len(sequence) if last is None else last):
+        around = [
+            sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)
+        ]
+        out.append(
+            (sequence[i][0], " ".join(t for _, t, _ in around), _mean([v for _, _, v in around if v is not None]))
+        )
+    return out
 
 
 def _mean(vectors: list[list[float]]) -> list[float] | None:
