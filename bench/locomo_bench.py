@@ -24,7 +24,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data" / "locomo" / "dev.json"
+DATA = (
+    next(
+        (p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if (p / "data" / "locomo").is_dir()),
+        ROOT.parent / "shared",
+    )
+    / "data"
+    / "locomo"
+    / "dev.json"
+)
 sys.path.insert(0, str(ROOT / "src"))
 
 from agentkeel.memory import open_store  # noqa: E402
@@ -64,11 +72,14 @@ def load(path: Path) -> tuple[list[dict[str, object]], list[tuple[str, str, set[
     return records, questions
 
 
-def baseline(records: list[dict[str, object]], questions: list[tuple[str, str, set[str]]]) -> tuple[float, float]:
+def baseline_hits(
+    records: list[dict[str, object]], questions: list[tuple[str, str, set[str]]]
+) -> list[tuple[bool, bool]]:
+    """(hit@5, hit@10) of each question under the plain FTS5 OR-query of every question word."""
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE f USING fts5(id UNINDEXED, project UNINDEXED, text)")
     db.executemany("INSERT INTO f VALUES (?, ?, ?)", [(r["id"], r["project"], r["text"]) for r in records])
-    at5 = at10 = 0
+    hits = []
     for project, question, evidence in questions:
         words = re.findall(r"\w+", question)
         match = " OR ".join(f'"{w}"' for w in words)
@@ -76,9 +87,13 @@ def baseline(records: list[dict[str, object]], questions: list[tuple[str, str, s
             "SELECT id FROM f WHERE f MATCH ? AND project = ? ORDER BY rank LIMIT 10", (match, project)
         ).fetchall()
         ids = [r[0] for r in rows]
-        at5 += bool(evidence & set(ids[:5]))
-        at10 += bool(evidence & set(ids[:10]))
-    return at5 / len(questions), at10 / len(questions)
+        hits.append((bool(evidence & set(ids[:5])), bool(evidence & set(ids[:10]))))
+    return hits
+
+
+def baseline(records: list[dict[str, object]], questions: list[tuple[str, str, set[str]]]) -> tuple[float, float]:
+    hits = baseline_hits(records, questions)
+    return sum(h[0] for h in hits) / len(hits), sum(h[1] for h in hits) / len(hits)
 
 
 def main() -> None:

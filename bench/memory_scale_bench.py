@@ -25,6 +25,16 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from agentkeel.memory import open_store  # noqa: E402
 
+DATA = (
+    next(
+        (p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if (p / "data" / "locomo").is_dir()),
+        ROOT.parent / "shared",
+    )
+    / "data"
+    / "locomo"
+    / "dev.json"
+)
+
 WORDS = (
     "parser token lexer session cache index query schema migration config settings permission hook "
     "retry timeout socket stream buffer thread lock queue worker scheduler logger metric trace span "
@@ -37,7 +47,7 @@ FILES = [f"src/{a}/{b}.py" for a in WORDS[:20] for b in WORDS[20:40]]
 
 
 def _locomo() -> tuple[list[str], list[str]]:
-    data = json.loads((ROOT.parent / "shared" / "data" / "locomo" / "dev.json").read_text())
+    data = json.loads(DATA.read_text())
     turns = [
         t["text"]
         for sample in data
@@ -119,6 +129,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "memory_scale.json"))
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,9 +138,9 @@ def main() -> None:
                 result = run(backend, size, Path(tmp))
                 print(json.dumps(result))
                 results.append(result)
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "memory_scale.json").write_text(json.dumps(results, indent=2) + "\n")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -80,12 +80,73 @@ def test_unreachable_store_retries_then_dead_letters_then_recovers(tmp_path: Pat
 
 
 def test_observations_are_compressed_per_tool() -> None:
-    text, meta = observe("Grep", {"pattern": "TODO"}, "a.py:1:x\na.py:9:y\nb.py:2:z", False)
-    assert meta["match_count"] == 3 and meta["files"] == ["a.py", "b.py"] and "2 files" in text
+    content = {"pattern": "TODO", "output_mode": "content"}
+    text, meta = observe("Grep", content, "a.py:1:x\na.py:9:y\nb.py:2:z", False, {"match_count": 3})
+    assert meta["match_count"] == 3 and meta["files"] == ["a.py", "b.py"] and "3 matches in 2 files" in text
+    text, meta = observe("Grep", {"pattern": "TODO"}, "Found 2 files\nsrc/a.py\nsrc/b.py", False, {"match_count": 2})
+    assert meta["match_count"] == 2 and meta["files"] == ["src/a.py", "src/b.py"] and "2 files" in text
     text, meta = observe("Bash", {"command": "pytest"}, "line\n" * 5000 + "exit code 1", True)
     assert meta["success"] is False and meta["command"] == "pytest" and "chars omitted" in text and len(text) < 1500
     text, meta = observe("Read", {"file_path": "/p/app.py"}, "1\n2\n3", False)
     assert meta == {"tool": "Read", "success": True, "file_path": "/p/app.py", "file_type": "py", "line_count": 3}
+
+
+def test_an_empty_search_is_recorded_as_no_matches() -> None:
+    for mode, body in ((None, "No files found"), ("content", "No matches found"), ("count", "No matches found")):
+        tool_input = {"pattern": "nowhere", **({"output_mode": mode} if mode else {})}
+        text, meta = observe("Grep", tool_input, body, False, {"pattern": "nowhere", "match_count": 0})
+        assert meta["match_count"] == 0 and meta["files"] == [], (mode, meta)
+        assert "no matches" in text and "No matches found" not in text and "No files found" not in text
+    text, meta = observe("Glob", {"pattern": "*.zz"}, "No files found", False, {"match_count": 0})
+    assert meta["match_count"] == 0 and meta["files"] == [] and "no files" in text
+
+
+def test_facts_come_from_the_tools_metadata_not_its_output() -> None:
+    # the output says "Exit code 1" (the command printed it); the tool's metadata says 0
+    _, meta = observe("Bash", {"command": "cat log"}, "Exit code 1", False, {"command": "cat log", "exit_code": 0})
+    assert meta["exit_code"] == 0
+    _, meta = observe("Bash", {"command": "sleep 9"}, "", True, {"exit_code": -9, "timed_out": True})
+    assert meta["exit_code"] == -9 and meta["timed_out"] is True
+    # a Grep whose output was cut by head_limit: the count is the tool's, not the lines shown
+    text, meta = observe("Grep", {"pattern": "x", "head_limit": 1}, "Found 40 files\na.py", False, {"match_count": 40})
+    assert meta["match_count"] == 40 and meta["files"] == ["a.py"] and "40 files" in text
+    _, meta = observe("Read", {"file_path": "/p/a.py"}, "     1\tx\n", False, {"file_path": "/p/a.py", "lines": 120})
+    assert meta["line_count"] == 120
+    _, meta = observe(
+        "WebFetch", {"url": "http://127.0.0.1/x"}, "gone", True, {"url": "http://127.0.0.1/x", "status": 404}
+    )
+    assert meta["status"] == 404
+
+
+def test_a_session_records_what_its_tools_reported(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    (project / "a.py").write_text("print('hello')\n")
+    server = fake_llm(
+        {
+            "steps": [
+                {
+                    "tool_calls": [
+                        {"name": "Grep", "input": {"pattern": "zebra_never_here"}},
+                        {"name": "Grep", "input": {"pattern": "zebra_never_here", "output_mode": "content"}},
+                        {"name": "Bash", "input": {"command": "echo 'Exit code 7'; exit 3"}},
+                    ]
+                },
+                "done",
+            ]
+        }
+    )
+    run = keel("-p", "look around", "--permission-mode", "bypassPermissions", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    exported = [json.loads(x) for x in keel("mem", "export").stdout.splitlines() if x.strip()]
+    observed = [e for e in exported if e["type"] == "tool_observation"]
+    greps = [e for e in observed if e["metadata"]["tool"] == "Grep"]
+    assert len(greps) == 2
+    for grep in greps:
+        assert grep["metadata"]["match_count"] == 0 and grep["metadata"]["files"] == [], grep
+        assert "no matches" in grep["text"] and "1 matches" not in grep["text"]
+    bash = next(e for e in observed if e["metadata"]["tool"] == "Bash")
+    assert bash["metadata"]["exit_code"] == 3 and bash["metadata"]["success"] is False
 
 
 def test_project_identity_is_stable_across_worktrees(tmp_path: Path) -> None:

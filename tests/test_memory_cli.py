@@ -199,6 +199,54 @@ def test_markdown_mirror_round_trip(project: Path, keel: Callable[..., KeelRun])
     assert shutil.which(KEEL) or Path(KEEL).exists()
 
 
+def test_sync_of_an_edited_entry_rewrites_its_summary_and_lessons(project: Path, keel: Callable[..., KeelRun]) -> None:
+    pid = project_id(project)
+    lesson = {
+        "id": "l1",
+        "type": "lesson",
+        "project": pid,
+        "text": "Failed at bugfix (score 0.20): fix the login test\nLesson: restart redis before the suite",
+        "metadata": {
+            "task_type": "bugfix",
+            "success": False,
+            "score": 0.2,
+            "lessons": ["restart redis before the suite"],
+            "summary": "restart redis before the suite",
+        },
+    }
+    summary = {
+        "id": "s1",
+        "type": "session_summary",
+        "project": pid,
+        "session": "sess-a",
+        "text": "Worked on the payment webhook retries.",
+        "metadata": {"summary": "Worked on the payment webhook retries."},
+    }
+    seed = project / "seed.jsonl"
+    seed.write_text(json.dumps(lesson) + "\n" + json.dumps(summary) + "\n")
+    assert keel("mem", "import", "jsonl", str(seed)).code == 0
+    assert keel("mem", "mirror").code == 0
+    mirror = project / ".keel" / "memory" / "MEMORY.md"
+    text = mirror.read_text()
+    mirror.write_text(text.replace("restart redis", "flush memcached").replace("payment webhook", "invoice webhook"))
+    run = keel("mem", "sync")
+    assert run.code == 0 and "2 entries superseded" in run.stdout, run.stderr
+
+    hits = keel("mem", "search", "memcached suite", "--type", "lesson", "--json").json()
+    assert hits and "flush memcached before the suite" in hits[0]["summary"], hits
+    assert all("redis" not in h["summary"] for h in hits)
+    new = keel("mem", "get", hits[0]["id"], "--json").json()[0]
+    assert new["metadata"]["lessons"] == ["flush memcached before the suite"]
+    assert new["metadata"]["success"] is False and new["metadata"]["task_type"] == "bugfix"
+    assert new["text"].splitlines() == [
+        "Failed at bugfix (score 0.20): fix the login test",
+        "Lesson: flush memcached before the suite",
+    ]
+    hits = keel("mem", "search", "invoice webhook", "--type", "session_summary", "--json").json()
+    assert hits and "invoice webhook" in hits[0]["summary"] and "payment" not in hits[0]["summary"]
+    assert keel("mem", "get", hits[0]["id"], "--json").json()[0]["session"] == "sess-a"
+
+
 def test_reindex_through_the_cli(
     project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
 ) -> None:

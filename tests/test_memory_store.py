@@ -340,6 +340,22 @@ def test_common_terms_and_narrow_filters_rank_like_a_plain_query(store: MemorySt
     assert len(in_b) == 20 and all(int(h.id[1:]) % 2 == 1 for h in in_b)
 
 
+def test_a_rare_word_outranks_a_repeated_common_one_on_both_backends(store: MemoryStore) -> None:
+    """BM25's idf: one mention of a word few entries hold beats many mentions of a word most
+    entries hold (PostgreSQL's ts_rank has no idf and ranked the repetitions first)."""
+    store.add_many(
+        [rec(f"c{i}", f"deploy deploy deploy notes {i}", session=f"s{i}") for i in range(12)]
+        + [rec("rare", "the kubernetes notes", session="s99")]
+    )
+    assert store.search("deploy kubernetes", k=3)[0].id == "rare"
+    store.add_many([rec(f"x{i}", f"other words {i}", session=f"t{i}") for i in range(20)])
+    # now "deploy" is in fewer than half of the entries: it counts, below the rarer word
+    ids = [h.id for h in store.search("deploy kubernetes", k=5)]
+    assert ids[0] == "rare" and len(ids) == 5 and all(i.startswith("c") for i in ids[1:])
+    assert store.forget(["rare"]) == 1
+    assert "rare" not in [h.id for h in store.search("deploy kubernetes", k=5)]
+
+
 class _ForgetsWhileEmbedding:
     """An embedder during whose call another connection forgets an entry (what a concurrent
     `keel mem forget` does to an embedding pass)."""
@@ -374,4 +390,35 @@ def test_an_entry_forgotten_while_its_vector_is_made_keeps_no_vector(backend: st
     assert store.stats()["vectors"] == 4
     assert store.pending_vectors() == 0
     assert [h.id for h in store.search("entry 2 about the release", k=5)].count("f2") == 0
+    store.close()
+
+
+class _Direction:
+    """Texts ``big N`` point almost at the query, ``small N`` a little further away."""
+
+    name = "test-direction"
+    dim = 8
+
+    def embed(self, texts: Any) -> list[list[float]]:
+        out = []
+        for text in texts:
+            word, _, n = str(text).partition(" ")
+            tilt = 0.3 if word == "small" else 0.001 * int(n or 0) if word == "big" else 0.0
+            norm = (1.0 + tilt * tilt) ** 0.5
+            out.append([1.0 / norm, tilt / norm] + [0.0] * 6)
+        return out
+
+
+def test_a_filtered_vector_search_finds_the_filtered_entries(backend: str) -> None:
+    """A project's entries are found by their vectors even when hundreds of other projects'
+    entries lie nearer (an approximate index searched first and filtered after would lose them)."""
+    from agentkeel.memory.postgres import PostgresStore
+    from agentkeel.memory.sqlite import SQLiteStore
+
+    embedder = _Direction()
+    store = PostgresStore(backend, embedder) if "://" in backend else SQLiteStore(Path(backend), embedder)
+    store.add_many([rec(f"b{i}", f"big {i}", project="big", session=f"s{i % 7}") for i in range(400)])
+    store.add_many([rec(f"s{i}", f"small {i}", project="small", session="t") for i in range(3)])
+    hits = store.search("query", k=5, project="small")
+    assert sorted(h.id for h in hits) == ["s0", "s1", "s2"]
     store.close()

@@ -22,7 +22,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentkeel.core.events import AssistantMessage, Event, SessionEnded, ToolResults, ToolStarted, UserMessage
+from agentkeel.core.events import (
+    AssistantMessage,
+    Event,
+    SessionEnded,
+    ToolFinished,
+    ToolResults,
+    ToolStarted,
+    UserMessage,
+)
 from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
 from agentkeel.memory.health import MemoryDamaged, damaged, first_line, is_corruption, quick_check
 from agentkeel.memory.model import Record, new_record_id, now_iso
@@ -288,17 +296,32 @@ def _result_text(block: ToolResultBlock) -> str:
     return "\n".join(getattr(part, "text", "") for part in block.content if getattr(part, "type", "") == "text")
 
 
-def observe(name: str, tool_input: dict[str, Any], output: str, is_error: bool) -> tuple[str, dict[str, Any]]:
-    """A tool run, compressed the way its tool needs: (one text to index, per-tool metadata)."""
+def observe(
+    name: str, tool_input: dict[str, Any], output: str, is_error: bool, facts: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """A tool run, compressed the way its tool needs: (one text to index, per-tool metadata).
+
+    ``facts`` is the tool's own metadata (``ToolFinished.metadata``: exit code, path, line and
+    match counts, status). The counts and codes recorded come from it; the output is only
+    compressed (and, for Grep and Glob, read for the file list). Without facts (a tool that
+    reports none), a Bash exit code is read from its output's ``Exit code N`` line.
+    """
+    facts = facts or {}
     meta: dict[str, Any] = {"tool": name, "success": not is_error}
     lines = output.count("\n") + 1 if output else 0
-    path = tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
+    path = (
+        facts.get("file_path")
+        or tool_input.get("file_path")
+        or tool_input.get("notebook_path")
+        or tool_input.get("path")
+        or facts.get("path")
+    )
     if isinstance(path, str):
         meta["file_path"] = path
         meta["file_type"] = Path(path).suffix.lstrip(".") or "none"
     if name == "Read":
-        meta["line_count"] = lines
-        text = f"Read {path} ({lines} lines)\n{_head_tail(output, 600)}"
+        meta["line_count"] = _count(facts.get("lines"), lines)
+        text = f"Read {path} ({meta['line_count']} lines)\n{_head_tail(output, 600)}"
     elif name in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
         change = tool_input.get("new_string") or tool_input.get("content") or ""
         if name == "MultiEdit":
@@ -306,33 +329,59 @@ def observe(name: str, tool_input: dict[str, Any], output: str, is_error: bool) 
         meta["line_count"] = str(change).count("\n") + 1 if change else 0
         text = f"{name} {path}: {output.splitlines()[0] if output else ''}\n{_head_tail(str(change), 600)}"
     elif name in ("Bash", "BashOutput"):
-        command = str(tool_input.get("command", ""))
+        command = str(facts.get("command") or tool_input.get("command", ""))
         meta["command"] = command[:500]
-        code = _exit_code(output)
-        if code is not None:
+        code = facts.get("exit_code") if "exit_code" in facts else (None if facts else _exit_code(output))
+        if isinstance(code, int) and not isinstance(code, bool):
             meta["exit_code"] = code
+        if facts.get("timed_out"):
+            meta["timed_out"] = True
         text = f"$ {command}\n{_head_tail(output)}"
-    elif name == "Grep":
+    elif name in ("Grep", "Glob"):
         meta["pattern"] = tool_input.get("pattern")
-        files = [line.split(":", 1)[0] for line in output.splitlines() if line.strip()]
-        unique = list(dict.fromkeys(files))
-        meta["match_count"] = len(files)
-        meta["files"] = unique[:50]
-        text = f"Grep {tool_input.get('pattern')!r}: {len(files)} matches in {len(unique)} files\n" + "\n".join(
-            unique[:30]
-        )
-    elif name == "Glob":
-        meta["pattern"] = tool_input.get("pattern")
-        found = [line for line in output.splitlines() if line.strip()]
-        meta["match_count"] = len(found)
+        found = _listed_files(name, tool_input, output, facts)
+        count = _count(facts.get("match_count"), None)
+        if count is None:  # no facts: what the listing shows
+            count = len(found)
+        meta["match_count"] = count
         meta["files"] = found[:50]
-        text = f"Glob {tool_input.get('pattern')!r}: {len(found)} files\n" + "\n".join(found[:30])
+        if not count:
+            summary = "no matches" if name == "Grep" else "no files"
+        elif name == "Grep" and tool_input.get("output_mode") in ("content", "count"):
+            summary = f"{count} matches in {len(found)} files"
+        else:
+            summary = f"{count} files"
+        text = f"{name} {tool_input.get('pattern')!r}: {summary}\n" + "\n".join(found[:30])
     elif name in ("WebFetch", "WebSearch"):
-        meta["url"] = tool_input.get("url") or tool_input.get("query")
+        meta["url"] = facts.get("url") or tool_input.get("url") or tool_input.get("query")
+        if isinstance(facts.get("status"), int):
+            meta["status"] = facts["status"]
         text = f"{name} {meta['url']}\n{_head_tail(output, 800)}"
     else:
         text = f"{name} {json.dumps(tool_input, default=str)[:300]}\n{_head_tail(output)}"
     return text, meta
+
+
+def _count(value: Any, default: int | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+
+
+_NOTHING = ("No files found", "No matches found")
+
+
+def _listed_files(name: str, tool_input: dict[str, Any], output: str, facts: dict[str, Any]) -> list[str]:
+    """The files a Grep or Glob listed: none when it matched nothing, else the paths its output
+    shows (one per line; ``path:line`` in Grep's content and count modes), without the
+    ``Found N files`` header and the truncation note."""
+    if _count(facts.get("match_count"), None) == 0:
+        return []
+    rows = [line for line in output.splitlines() if line.strip()]
+    if rows and rows[0].startswith("Found ") and rows[0].split(" ")[1].isdigit():
+        rows = rows[1:]
+    rows = [r for r in rows if r not in _NOTHING and not r.startswith("(Results are truncated")]
+    if name == "Grep" and tool_input.get("output_mode") in ("content", "count"):
+        rows = [r.split(":", 1)[0] for r in rows if ":" in r]
+    return list(dict.fromkeys(rows))
 
 
 def _exit_code(output: str) -> int | None:
@@ -361,6 +410,7 @@ class MemoryCapture:
         self.excluded = DEFAULT_EXCLUDED | frozenset(excluded_tools)
         self.masker = masker or DEFAULT_MASKER
         self._pending: dict[str, tuple[str, dict[str, Any], float]] = {}
+        self._finished: dict[str, ToolFinished] = {}  # the tool's own facts, until its result arrives
         self.captured: list[dict[str, Any]] = []  # this session's records, for the end-of-session summary
 
     def __call__(self, event: Event) -> None:
@@ -389,6 +439,9 @@ class MemoryCapture:
         if isinstance(event, ToolStarted):
             if event.name not in self.excluded:
                 self._pending[event.tool_use_id] = (event.name, dict(event.input), time.monotonic())
+        elif isinstance(event, ToolFinished):
+            if event.tool_use_id in self._pending:
+                self._finished[event.tool_use_id] = event
         elif isinstance(event, UserMessage):
             text = "\n".join(
                 b.text for b in event.message.content if isinstance(b, TextBlock) and not b.text.startswith(CONTEXT_TAG)
@@ -406,8 +459,13 @@ class MemoryCapture:
                 if started is None:
                     continue
                 name, tool_input, t0 = started
-                text, meta = observe(name, tool_input, _result_text(block), block.is_error)
-                meta["duration_ms"] = int((time.monotonic() - t0) * 1000)
+                finished = self._finished.pop(block.tool_use_id, None)
+                facts = dict(finished.metadata) if finished is not None else None
+                text, meta = observe(name, tool_input, _result_text(block), block.is_error, facts)
+                meta["duration_ms"] = (
+                    finished.duration_ms if finished is not None else int((time.monotonic() - t0) * 1000)
+                )
                 self._record("tool_observation", text, meta)
         elif isinstance(event, SessionEnded):
             self._pending.clear()
+            self._finished.clear()

@@ -313,6 +313,40 @@ def write_mirror(store: MemoryStore, path: Path, project: str) -> int:
     return sum(len(v) for v in by_type.values())
 
 
+_LESSON_HEAD = re.compile(r"^(?P<outcome>Succeeded|Failed) at (?P<kind>[\w-]+) \(score (?P<score>[0-9.]+)\): ?")
+_LESSON_PART = re.compile(r"(?:^|\s)(Lesson|Worked|Fell short): ")
+
+
+def edited(kind: str, text: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The text and metadata of an entry the user rewrote in the mirror: every field derived from
+    the old wording (the one-line summary searches show; a lesson's outcome, score and lists) is
+    derived again from the new one, so nothing keeps saying what the user corrected."""
+    meta = {**metadata, "edited": True, "summary": one_line(text, 140)}
+    if kind != "lesson":
+        return text, meta
+    head = _LESSON_HEAD.match(text)
+    body = text[head.end() :] if head else text
+    pieces = _LESSON_PART.split(body)
+    lists: dict[str, list[str]] = {"Lesson": [], "Worked": [], "Fell short": []}
+    for label, item in zip(pieces[1::2], pieces[2::2], strict=False):
+        if item.strip():
+            lists[label].append(item.strip())
+    task = pieces[0].strip()
+    if head is None and not any(lists.values()):  # rewritten freely: the whole line is the lesson
+        lists["Lesson"], task = [text], str(metadata.get("task", ""))
+    lesson = Lesson(
+        task_type=head["kind"] if head else str(metadata.get("task_type", "general")),
+        success=head["outcome"] == "Succeeded" if head else bool(metadata.get("success", False)),
+        score=float(head["score"]) if head else float(metadata.get("score", 0.0) or 0.0),
+        lessons=lists["Lesson"],
+        strengths=lists["Worked"],
+        weaknesses=lists["Fell short"],
+        task=task,
+    )
+    rebuilt = lesson_record(lesson)["metadata"]
+    return (lesson.text() if head else text), {**meta, **rebuilt, "edited": True}
+
+
 def sync_mirror(store: MemoryStore, path: Path, project: str) -> dict[str, int]:
     """Apply a mirror's edits: changed lines supersede their entry, new ``- text`` lines become facts."""
     from agentkeel.memory.model import new_record_id
@@ -328,14 +362,16 @@ def sync_mirror(store: MemoryStore, path: Path, project: str) -> dict[str, int]:
         if match:
             old = current.get(match["id"])
             if old is not None and " ".join(old.text.split()) != match["text"].strip():
+                text, metadata = edited(old.type, match["text"].strip(), old.metadata)
                 store.supersede(
                     old.id,
                     {
                         "id": new_record_id(),
                         "type": old.type,
                         "project": project,
-                        "text": match["text"].strip(),
-                        "metadata": {**old.metadata, "edited": True},
+                        "session": old.session,
+                        "text": text,
+                        "metadata": metadata,
                     },
                 )
                 changed += 1

@@ -1,13 +1,24 @@
 """The team memory store: PostgreSQL with full-text search and pgvector, same Protocol as SQLite.
 
-Lexical search is a weighted ``tsvector`` (own text A, date words B, session context C)
-ranked with ``ts_rank``; vectors live in pgvector columns with HNSW indexes (cosine).
-Needs ``pip install 'agentkeel[postgres]'`` (psycopg) and the ``vector`` extension.
+Lexical search is BM25 computed the way SQLite's FTS5 computes it (idf, k1 = 1.2, b = 0.75,
+the per-field weights of ``Tuning.fields`` on the term frequencies), over a postings table
+(``keel_terms``: term, entry, its count in the own text, the session context and the date
+words) derived from a weighted ``tsvector`` (own text A, date words B, session context C).
+``ts_rank`` has no idf, and scoring every match of an OR-query made a 100k-entry search take
+half a second; with postings, terms found in more than half of the entries (idf 0 under
+BM25) are left out as SQLite leaves them out, and only the postings of the others are read.
+The entry count and token total BM25 needs are kept in ``keel_meta``.
+
+Vectors live in pgvector columns with HNSW indexes (cosine); a filtered search (one project,
+one session...) scans its entries exactly, since HNSW would find the nearest entries of the
+whole store and then drop those outside the filter. Needs ``pip install 'agentkeel[postgres]'``
+(psycopg) and the ``vector`` extension.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -32,7 +43,13 @@ _TSV = (
     "setweight(to_tsvector('simple', coalesce(s.whn, '')), 'B') || "
     "setweight(to_tsvector('english', coalesce(s.ctx, '')), 'C')"
 )
-RANK_WEIGHTS = "{0.1, 0.2, 1.0, 0.5}"  # D, C (context), B (date words), A (own text)
+
+
+def rank_weights(fields: tuple[float, float, float]) -> str:
+    """ts_rank's {D, C, B, A} weights from the store's (own text, context, date words) field weights."""
+    own, ctx, when = (max(0.0, float(w)) for w in fields)
+    top = max(own, ctx, when) or 1.0
+    return "{" + ", ".join(f"{w / top:.4g}" for w in (0.0, ctx, when, own)) + "}"
 
 
 class PostgresStore(StoreBase):
@@ -79,9 +96,23 @@ class PostgresStore(StoreBase):
                     text TEXT, ctx TEXT, whn TEXT, tsv TSVECTOR
                 );
                 CREATE INDEX IF NOT EXISTS keel_search_tsv ON keel_search USING GIN (tsv);
+                ALTER TABLE keel_search ADD COLUMN IF NOT EXISTS len INTEGER NOT NULL DEFAULT 0;
+                CREATE TABLE IF NOT EXISTS keel_terms (
+                    term TEXT NOT NULL, rid BIGINT NOT NULL,
+                    own SMALLINT NOT NULL, ctx SMALLINT NOT NULL, whn SMALLINT NOT NULL, len INTEGER NOT NULL,
+                    PRIMARY KEY (term, rid)
+                );
+                CREATE INDEX IF NOT EXISTS keel_terms_rid ON keel_terms(rid);
                 CREATE TABLE IF NOT EXISTS keel_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 """
             )
+            cur.execute("SELECT 1 FROM keel_meta WHERE key = 'postings'")
+            if cur.fetchone() is None:  # a store made before the postings table: index what it holds
+                cur.execute("SELECT rid FROM keel_search")
+                held = [int(r[0]) for r in cur.fetchall()]
+                _index_terms(cur, held)
+                _bump(cur, "docs", len(held))
+                cur.execute("INSERT INTO keel_meta VALUES ('postings', '1') ON CONFLICT (key) DO NOTHING")
             if self.embedder is not None:
                 cur.execute("SELECT value FROM keel_meta WHERE key = 'embedder'")
                 row = cur.fetchone()
@@ -133,6 +164,9 @@ class PostgresStore(StoreBase):
                 " setweight(to_tsvector('english', %s), 'A') || setweight(to_tsvector('simple', %s), 'B'))",
                 [(rid, r.text, when, r.text, when) for rid, (r, when, _) in zip(rids, prepared, strict=True)],
             )
+            # an entry of a session gets its postings with its context, just after (``_set_contexts``)
+            _index_terms(cur, [rid for rid, (r, _, _) in zip(rids, prepared, strict=True) if not r.session])
+            _bump(cur, "docs", len(rids))
             with_vectors = [(rid, _vec(v)) for rid, (_, _, v) in zip(rids, prepared, strict=True) if v is not None]
             if with_vectors:
                 cur.executemany("INSERT INTO keel_vectors(rid, own) VALUES (%s, %s::vector)", with_vectors)
@@ -178,10 +212,19 @@ class PostgresStore(StoreBase):
         )
 
     def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
-        self._db.execute("UPDATE keel_search SET ctx = %s WHERE rid = %s", (context, rid))
-        self._db.execute(f"UPDATE keel_search s SET tsv = {_TSV} WHERE s.rid = %s", (rid,))
-        if vector is not None:
-            self._db.execute("UPDATE keel_vectors SET ctx = %s::vector WHERE rid = %s", (_vec(vector), rid))
+        self._set_contexts([(rid, context, vector)])
+
+    def _set_contexts(self, contexts: list[tuple[int, str, list[float] | None]]) -> None:
+        if not contexts:
+            return
+        rids = [rid for rid, _, _ in contexts]
+        with self._db.cursor() as cur:
+            cur.executemany("UPDATE keel_search SET ctx = %s WHERE rid = %s", [(c, rid) for rid, c, _ in contexts])
+            cur.execute(f"UPDATE keel_search s SET tsv = {_TSV} WHERE s.rid = ANY(%s)", (rids,))
+            _index_terms(cur, rids)
+            vectors = [(_vec(v), rid) for rid, _, v in contexts if v is not None]
+            if vectors:
+                cur.executemany("UPDATE keel_vectors SET ctx = %s::vector WHERE rid = %s", vectors)
 
     def _mark_superseded(self, old_id: str, new_id: str) -> None:
         with self._lock:
@@ -195,6 +238,9 @@ class PostgresStore(StoreBase):
                 (list(ids),),
             ).fetchall()
             rids = [r[0] for r in rows]
+            with self._db.cursor() as cur:
+                _index_terms(cur, rids, gone=True)
+                _bump(cur, "docs", -len(rids))
             self._db.execute("DELETE FROM keel_search WHERE rid = ANY(%s)", (rids,))
             if self.embedder is not None:
                 self._db.execute("DELETE FROM keel_vectors WHERE rid = ANY(%s)", (rids,))
@@ -215,31 +261,69 @@ class PostgresStore(StoreBase):
         self._db.rollback()
 
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
-        words = " | ".join(t.replace("'", "") for t in terms if t.replace("'", ""))
-        if not words:
+        """BM25 as FTS5 computes it (see the module doc), over the postings of the query's terms."""
+        words = " ".join(terms)
+        if not words.strip():
             return []
         where, params = self._where(filters)
+        own, ctx, when = (float(w) for w in self.tuning.fields)
         with self._lock:
-            rows = self._db.execute(
-                "WITH q AS (SELECT to_tsquery('english', %s) || to_tsquery('simple', %s) AS query)"
-                f" SELECT e.rid FROM keel_search s JOIN keel_events e ON e.rid = s.rid, q"
-                f" WHERE s.tsv @@ q.query AND {where}"
-                f" ORDER BY ts_rank('{RANK_WEIGHTS}', s.tsv, q.query, 1) DESC LIMIT %s",
-                [words, words, *params, limit],
+            stats = self._db.execute(
+                "WITH q AS (SELECT DISTINCT lexeme FROM"
+                " unnest(to_tsvector('english', %s) || to_tsvector('simple', %s)))"
+                " SELECT q.lexeme, (SELECT count(*) FROM keel_terms t WHERE t.term = q.lexeme) FROM q",
+                (words, words),
             ).fetchall()
+            docs, tokens = self._totals()
+            df = {str(term): int(n) for term, n in stats if n}
+            if not df or not docs:
+                self._db.rollback()
+                return []
+            avgdl = max(tokens / docs, 1e-9)
+            informative = {t: n for t, n in df.items() if n * 2 <= docs}
+            rows: list[tuple[Any, ...]] = []
+            for chosen in [informative, df] if informative and informative != df else [df]:
+                idf = [max(math.log((docs - n + 0.5) / (n + 0.5)), 1e-6) for n in chosen.values()]
+                rows = self._db.execute(
+                    "SELECT t.rid, SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + t.len * %s::float8))) AS score"
+                    " FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)"
+                    " JOIN keel_terms t ON t.term = q.term"
+                    " CROSS JOIN LATERAL (SELECT t.own * %s::float8 + t.ctx * %s::float8 + t.whn * %s::float8 AS tf) w"
+                    " JOIN keel_events e ON e.rid = t.rid"
+                    f" WHERE {where} GROUP BY t.rid ORDER BY score DESC, t.rid LIMIT %s",
+                    [0.75 / avgdl, list(chosen), idf, own, ctx, when, *params, limit],
+                ).fetchall()
+                if len(rows) >= limit:
+                    break
             self._db.rollback()
         return [int(r[0]) for r in rows]
+
+    def _totals(self) -> tuple[int, int]:
+        """How many entries the word index holds, and their tokens (BM25's N and average length)."""
+        found: dict[str, str] = dict(
+            self._db.execute("SELECT key, value FROM keel_meta WHERE key IN ('docs', 'tokens')").fetchall()
+        )
+        return int(found.get("docs", 0)), int(found.get("tokens", 0))
 
     def _vector(self, vector: list[float], column: str, filters: Filters, limit: int) -> list[int]:
         col = "own" if column == "own" else "ctx"
         where, params = self._where(filters)
+        exact = filters != Filters()  # HNSW would drop what lies outside the filter after the fact
         with self._lock:
-            self._db.execute("SET LOCAL hnsw.ef_search = 200")
-            rows = self._db.execute(
-                f"SELECT e.rid FROM keel_vectors v JOIN keel_events e ON e.rid = v.rid"
-                f" WHERE v.{col} IS NOT NULL AND {where} ORDER BY v.{col} <=> %s::vector LIMIT %s",
-                [*params, _vec(vector), limit],
-            ).fetchall()
+            if exact:
+                rows = self._db.execute(
+                    f"SELECT rid FROM (SELECT e.rid, v.{col} <=> %s::vector AS d FROM keel_vectors v"
+                    f" JOIN keel_events e ON e.rid = v.rid WHERE v.{col} IS NOT NULL AND {where} OFFSET 0) x"
+                    " ORDER BY d, rid LIMIT %s",
+                    [_vec(vector), *params, limit],
+                ).fetchall()
+            else:
+                self._db.execute("SET LOCAL hnsw.ef_search = 200")
+                rows = self._db.execute(
+                    f"SELECT e.rid FROM keel_vectors v JOIN keel_events e ON e.rid = v.rid"
+                    f" WHERE v.{col} IS NOT NULL AND {where} ORDER BY v.{col} <=> %s::vector LIMIT %s",
+                    [*params, _vec(vector), limit],
+                ).fetchall()
             self._db.rollback()
         return [int(r[0]) for r in rows]
 
@@ -301,6 +385,42 @@ class PostgresStore(StoreBase):
             "superseded": counts[2],
             "embedder": self.embedder.name if self.embedder else None,
         }
+
+
+def _index_terms(cur: Any, rids: list[int], gone: bool = False) -> None:
+    """Rewrite the postings of some entries from their tsvector (after an insert, a context
+    change, or before a forget), keeping the token total BM25's average length needs."""
+    if not rids:
+        return
+    cur.execute("SELECT COALESCE(SUM(len), 0) FROM keel_search WHERE rid = ANY(%s)", (rids,))
+    before = int(cur.fetchone()[0])
+    cur.execute("DELETE FROM keel_terms WHERE rid = ANY(%s)", (rids,))
+    after = 0
+    if not gone:
+        cur.execute(
+            "UPDATE keel_search s SET len = (SELECT COALESCE(SUM(cardinality(u.positions)), 0) FROM unnest(s.tsv) u)"
+            " WHERE s.rid = ANY(%s) RETURNING len",
+            (rids,),
+        )
+        after = sum(int(r[0]) for r in cur.fetchall())
+        cur.execute(
+            "INSERT INTO keel_terms(term, rid, own, ctx, whn, len) SELECT u.lexeme, s.rid,"
+            " cardinality(array_positions(u.weights, 'A')), cardinality(array_positions(u.weights, 'C')),"
+            " cardinality(array_positions(u.weights, 'B')), s.len"
+            " FROM keel_search s, unnest(s.tsv) u WHERE s.rid = ANY(%s)",
+            (rids,),
+        )
+    _bump(cur, "tokens", after - before)
+
+
+def _bump(cur: Any, key: str, delta: int) -> None:
+    """Add to a counter in ``keel_meta`` (the entry count and token total of the word index)."""
+    if delta:
+        cur.execute(
+            "INSERT INTO keel_meta VALUES (%s, %s) ON CONFLICT (key)"
+            " DO UPDATE SET value = (keel_meta.value::bigint + EXCLUDED.value::bigint)::text",
+            (key, str(delta)),
+        )
 
 
 def _create_vectors(cur: Any, dim: int) -> None:

@@ -54,7 +54,6 @@ CREATE INDEX IF NOT EXISTS vectors_ver ON vectors(ver);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-LEXICAL_WEIGHTS = "1.0, 0.4, 2.0"  # own text, session context, date words
 FTS_TABLE = "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, ctx, whn, tokenize='porter unicode61')"
 
 P = ParamSpec("P")
@@ -269,13 +268,14 @@ class SQLiteStore(StoreBase):
         used after all.
         """
         where, params = self._where(filters)
+        weights = ", ".join(f"{float(w):g}" for w in self.tuning.fields)  # own text, session context, date words
         with self._lock:
             informative = self._informative(terms)
             for chosen in [informative, terms] if informative != terms else [terms]:
                 match = " OR ".join('"' + t.replace('"', '""') + '"' for t in chosen)
                 rows = self._db.execute(
                     f"SELECT e.rid FROM fts JOIN events e ON e.rid = fts.rowid WHERE fts MATCH ? AND {where}"
-                    f" ORDER BY bm25(fts, {LEXICAL_WEIGHTS}) LIMIT ?",
+                    f" ORDER BY bm25(fts, {weights}) LIMIT ?",
                     [match, *params, limit],
                 ).fetchall()
                 if len(rows) >= limit:

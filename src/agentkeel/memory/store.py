@@ -12,8 +12,12 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
    in the turn before the answer still finds the answer, and "in May 2023" finds May.
 2. Vectors, when an embedder is configured: cosine against the entry's own vector and
    against the mean of its neighbours' vectors.
-3. Weighted reciprocal rank fusion of those lists (k=5; weights 0.55 / 0.30 / 0.15), then
-   optional recency decay and the filters (project, session, type, time, file).
+3. Weighted reciprocal rank fusion of those lists, then optional recency decay and the
+   filters (project, session, type, time, file).
+
+The constants (``Tuning``: the fusion's k and list weights, the three lexical field weights)
+are chosen by cross-validation on LoCoMo dev conversations (``bench/locomo_cv.py``: tuned on
+three conversations, scored on the other two, every fold), never per conversation or question.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agentkeel.memory.embed import Embedder, EmbedderError
@@ -33,9 +38,23 @@ from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_c
 log = logging.getLogger(__name__)
 
 CONTEXT_SPAN = 2
-RRF_K = 5.0
-WEIGHTS = {"lexical": 0.55, "vector": 0.30, "context": 0.15}
 CANDIDATES = 100
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The retrieval constants: reciprocal rank fusion's k, the weight of each ranked list, and
+    the lexical weights of an entry's own text, its session context and its date words."""
+
+    rrf_k: float = 5.0
+    lexical: float = 0.55
+    vector: float = 0.30
+    context: float = 0.15
+    fields: tuple[float, float, float] = (1.0, 0.4, 2.0)
+
+
+TUNING = Tuning()
+RRF_K = TUNING.rrf_k
 
 STOPWORDS = frozenset(
     (
@@ -128,6 +147,7 @@ class StoreBase:
     embedder: Embedder | None
     dialect: Dialect
     _lock: threading.RLock
+    tuning: Tuning = TUNING
 
     # -- primitives a backend implements ------------------------------------------------------
     def _insert(self, prepared: list[tuple[Record, str, list[float] | None]]) -> list[int]:
@@ -138,6 +158,11 @@ class StoreBase:
 
     def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
         raise NotImplementedError
+
+    def _set_contexts(self, contexts: list[tuple[int, str, list[float] | None]]) -> None:
+        """Several entries' contexts at once (a backend may batch them)."""
+        for rid, context, vector in contexts:
+            self._set_context(rid, context, vector)
 
     def _commit(self) -> None:
         raise NotImplementedError
@@ -369,6 +394,7 @@ class StoreBase:
         for record, rid, vector in zip(fresh, rids, vectors, strict=True):
             if record.session:
                 groups.setdefault((record.project, record.session), []).append((rid, record.text, vector))
+        contexts: list[tuple[int, str, list[float] | None]] = []
         for (project, session), new in groups.items():
             new_rids = {rid for rid, _, _ in new}
             tail = [
@@ -376,19 +402,14 @@ class StoreBase:
                 for row, vector in self._session_tail(project, session, 2 * CONTEXT_SPAN + len(new))
                 if row.rid not in new_rids
             ]
-            self._write_contexts(tail + new, first=max(0, len(tail) - CONTEXT_SPAN))
+            contexts += _contexts(tail + new, first=max(0, len(tail) - CONTEXT_SPAN))
+        self._set_contexts(contexts)
 
     def _write_contexts(
         self, sequence: list[tuple[int, str, list[float] | None]], first: int = 0, last: int | None = None
     ) -> None:
         """Each entry's context: the text and mean vector of its ±CONTEXT_SPAN session neighbours."""
-        for i in range(first, len(sequence) if last is None else last):
-            around = [
-                sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)
-            ]
-            text = " ".join(t for _, t, _ in around)
-            vector = _mean([v for _, _, v in around if v is not None])
-            self._set_context(sequence[i][0], text, vector)
+        self._set_contexts(_contexts(sequence, first, last))
 
     def _embed_pending(self, limit: int) -> int:
         """Give vectors to entries stored without one: those a session captured (sessions index
@@ -477,15 +498,7 @@ class StoreBase:
     ) -> list[Hit]:
         """Layer 1: the k best entries as ids + one-line summaries, within budget_tokens if given."""
         flt = Filters.build(**filters)
-        lists: list[tuple[float, Sequence[int]]] = []
-        terms = query_terms(query)
-        if terms:
-            lists.append((WEIGHTS["lexical"], self._lexical(terms, flt, CANDIDATES)))
-        vector = self._embed_query(query)
-        if vector is not None:
-            lists.append((WEIGHTS["vector"], self._vector(vector, "own", flt, CANDIDATES)))
-            lists.append((WEIGHTS["context"], self._vector(vector, "context", flt, CANDIDATES)))
-        scores = rrf(lists)
+        scores = self.fuse(self.candidates(query, flt))
         if not scores:
             return []
         ranked = sorted(scores, key=lambda rid: -scores[rid])
@@ -500,6 +513,27 @@ class StoreBase:
             ranked = sorted(rows, key=lambda rid: -scores[rid])[:k]
         hits = [to_hit(rows[rid], scores[rid], self.masker) for rid in ranked if rid in rows]
         return within_budget(hits, budget_tokens, lambda h: h.tokens)
+
+    def candidates(self, query: str, flt: Filters, vector: list[float] | None = None) -> dict[str, Sequence[int]]:
+        """The ranked candidate lists a search fuses: ``lexical`` (BM25 with the field weights of
+        ``tuning``) and, with an embedder, ``vector`` and ``context`` (cosine against the entry's
+        own and its neighbours' mean vector). ``vector`` is the query's, when already known."""
+        lists: dict[str, Sequence[int]] = {}
+        terms = query_terms(query)
+        if terms:
+            lists["lexical"] = self._lexical(terms, flt, CANDIDATES)
+        if vector is None:
+            vector = self._embed_query(query)
+        if vector is not None:
+            lists["vector"] = self._vector(vector, "own", flt, CANDIDATES)
+            lists["context"] = self._vector(vector, "context", flt, CANDIDATES)
+        return lists
+
+    def fuse(self, lists: dict[str, Sequence[int]], tuning: Tuning | None = None) -> dict[int, float]:
+        """Weighted reciprocal rank fusion of ``candidates`` with the weights of ``tuning``."""
+        t = tuning or self.tuning
+        weights = {"lexical": t.lexical, "vector": t.vector, "context": t.context}
+        return rrf([(weights[name], ranked) for name, ranked in lists.items()], t.rrf_k)
 
     def _embed_query(self, query: str) -> list[float] | None:
         if self.embedder is None or not query.strip():
@@ -559,6 +593,21 @@ class StoreBase:
             kept.append(entry)
             spent += tokens
         return kept
+
+
+def _contexts(
+    sequence: list[tuple[int, str, list[float] | None]], first: int = 0, last: int | None = None
+) -> list[tuple[int, str, list[float] | None]]:
+    """(rid, context text, context vector) of the entries ``first:last`` of a session sequence."""
+    out = []
+    for i in range(first, len(sequence) if last is None else last):
+        around = [
+            sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)
+        ]
+        out.append(
+            (sequence[i][0], " ".join(t for _, t, _ in around), _mean([v for _, _, v in around if v is not None]))
+        )
+    return out
 
 
 def _mean(vectors: list[list[float]]) -> list[float] | None:
