@@ -365,3 +365,49 @@ def test_ctrl_c_cancels_cleanly_and_resume_finishes(
                              capture_output=True, text=True, timeout=600)  # fmt: skip
     assert resumed.returncode == 1, resumed.stderr  # T003 fails on purpose
     assert {r.status for r in recorded(out).values()} == {"success", "error"} and len(recorded(out)) == 6
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def test_git_tasks_worktrees_and_timeouts(
+    tmp_path: Path, project: Path, keel: Callable[..., KeelRun], fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    """A task cloned from a git URL at a ref; two tasks in worktrees of one repository; one timed out."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    _git("init", "-q", "-b", "main", cwd=origin)
+    (origin / "VERSION").write_text("one\n")
+    _git("add", ".", cwd=origin)
+    _git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qm", "one", cwd=origin)
+    _git("tag", "v1", cwd=origin)
+    (origin / "VERSION").write_text("two\n")
+    _git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qam", "two", cwd=origin)
+    convs = [
+        {"match": "<clone>", "steps": [_bash("cat VERSION"), "read it"]},
+        {"match": "<wt-a>", "steps": [_bash("pwd"), "a"]},
+        {"match": "<wt-b>", "steps": [_bash("pwd"), "b"]},
+        {"match": "<slow>", "steps": [_bash("sleep 60"), "never"]},
+    ]
+    server = fake_llm({"conversations": convs})
+    tasks = [
+        {"id": "clone", "prompt": "<clone>", "git": origin.as_uri(), "ref": "v1", "allowed_tools": ["Bash"]},
+        {"id": "wt-a", "prompt": "<wt-a>", "repo": "origin", "worktree": True, "allowed_tools": ["Bash"]},
+        {"id": "wt-b", "prompt": "<wt-b>", "repo": "origin", "worktree": True, "allowed_tools": ["Bash"]},
+        {"id": "slow", "prompt": "<slow>", "allowed_tools": ["Bash"], "timeout_s": 3},
+    ]
+    out = tmp_path / "out.jsonl"
+    run = keel("batch", str(_write_tasks(tmp_path / "tasks.jsonl", tasks)), "-o", str(out), env=_env(server))
+    assert run.code == 1, run.stderr
+    results = recorded(out)
+    assert {k: r.status for k, r in results.items()} == {
+        "clone": "success", "wt-a": "success", "wt-b": "success", "slow": "timeout"
+    }  # fmt: skip
+    clone_req = [r for r in server.cursor.requests if "<clone>" in json.dumps(r["body"]["messages"][0])][-1]
+    assert '"one' in json.dumps(clone_req["body"]["messages"][-1])  # the clone was checked out at v1
+    trees = {k: Path(results[k].cwd) for k in ("wt-a", "wt-b")}
+    assert trees["wt-a"] != trees["wt-b"] and all(t.parent == origin / ".keel" / "worktrees" for t in trees.values())
+    assert "keel-batch/wt-a" in _git("branch", "--list", cwd=origin)
+    assert "timed out after 3 s" in results["slow"].error
+    assert not _keel_children("<slow>")  # its session was stopped with it

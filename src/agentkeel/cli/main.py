@@ -113,7 +113,6 @@ def build_parser() -> argparse.ArgumentParser:
 # flags Claude Code has (and the Claude Agent SDK may pass) that keel does not honour yet: each
 # fails with one line naming it, never silently
 UNSUPPORTED = {
-    "--fallback-model": "keel has no fallback model yet",
     "--betas": "keel sends no beta headers from the command line (set ANTHROPIC_BETAS)",
     "--task-budget": "keel has no task budget; use --max-budget-usd",
     "--thinking-display": "keel has no thinking display setting",
