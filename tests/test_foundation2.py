@@ -487,8 +487,8 @@ def test_front_ends_do_not_import_cli_main(name: str) -> None:
 
 
 def test_a_claude_code_flag_keel_lacks_is_refused_in_one_line(keel: Callable[..., KeelRun]) -> None:
-    run = keel("-p", "hi", "--fallback-model", "haiku")
-    assert run.code == 2 and run.stderr.strip().count("\n") == 0 and "--fallback-model" in run.stderr, run.stderr
+    run = keel("-p", "hi", "--effort", "high")
+    assert run.code == 2 and run.stderr.strip().count("\n") == 0 and "--effort" in run.stderr, run.stderr
 
 
 def test_read_deny_holds_after_the_shell_changes_directory(project: Path, keel: Callable[..., KeelRun]) -> None:
