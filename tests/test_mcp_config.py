@@ -213,13 +213,13 @@ def test_slash_mcp_and_prompt_commands_on_a_real_runtime(
             tools = rt.agent.tools
             assert "mcp__fx__add" in tools
             listing = await mcp(rt, "")
-            assert "fx (cli, stdio): connected, 3 tools, 1 resources, 1 prompts" in listing
+            assert "fx (cli, stdio): connected, 4 tools, 1 resources, 1 prompts" in listing
             [review] = prompt_commands(rt)
             assert review.name == "mcp__fx__review" and review.arguments == ("topic",)
             assert await review.run("the parser") == "Please review the parser carefully."
             assert "disabled" in await mcp(rt, "disable fx")
             assert "mcp__fx__add" not in tools and "ReadMcpResource" not in tools
-            assert (await mcp(rt, "enable fx")).startswith("MCP server fx connected: 3 tools")
+            assert (await mcp(rt, "enable fx")).startswith("MCP server fx connected: 4 tools")
             assert "mcp__fx__add" in tools
             assert (await mcp(rt, "bogus")).startswith("usage: /mcp")
         finally:
