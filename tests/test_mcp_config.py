@@ -195,6 +195,12 @@ def test_keel_mcp_add_get_list_remove(keel: Callable[..., KeelRun], project: Pat
     missing = keel("mcp", "remove", "web")
     assert missing.code == 2 and "no MCP server named web" in missing.stderr
 
+    other = tmp_path / "other"
+    (other / ".keel").mkdir(parents=True)
+    (other / ".keel" / "settings.json").write_text("{}")  # a folder with settings nobody trusted
+    untrusted = keel("mcp", "add", "x", "true", cwd=other)
+    assert untrusted.code == 0 and "is not trusted: its servers start after `keel trust`" in untrusted.stderr
+
 
 def test_slash_mcp_and_prompt_commands_on_a_real_runtime(
     project: Path, fake_llm: Callable[[Any], FakeLLMServer], tmp_path: Path
