@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -232,3 +233,18 @@ def test_slash_mcp_and_prompt_commands_on_a_real_runtime(
             await rt.aclose()
 
     asyncio.run(go())
+
+
+def test_a_session_without_mcp_servers_never_imports_mcp(project: Path) -> None:
+    code = (
+        "import sys, asyncio; from pathlib import Path\n"
+        "from agentkeel.runtime import Runtime, RuntimeOptions\n"
+        "rt = Runtime.create(RuntimeOptions(cwd=Path('.'), model='anthropic:claude-sonnet-4-5', "
+        "env={**__import__('os').environ, 'ANTHROPIC_API_KEY': 'sk-ant-test-not-a-real-key'}))\n"
+        "asyncio.run(rt.start()); asyncio.run(rt.aclose())\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'agentkeel')"
+        " and ('mcp' in m.split('.')[0] or m.startswith('agentkeel.mcpclient.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['agentkeel.mcpclient.config']"
