@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -195,6 +196,12 @@ def test_keel_mcp_add_get_list_remove(keel: Callable[..., KeelRun], project: Pat
     missing = keel("mcp", "remove", "web")
     assert missing.code == 2 and "no MCP server named web" in missing.stderr
 
+    other = tmp_path / "other"
+    (other / ".keel").mkdir(parents=True)
+    (other / ".keel" / "settings.json").write_text("{}")  # a folder with settings nobody trusted
+    untrusted = keel("mcp", "add", "x", "true", cwd=other)
+    assert untrusted.code == 0 and "is not trusted: its servers start after `keel trust`" in untrusted.stderr
+
 
 def test_slash_mcp_and_prompt_commands_on_a_real_runtime(
     project: Path, fake_llm: Callable[[Any], FakeLLMServer], tmp_path: Path
@@ -213,16 +220,31 @@ def test_slash_mcp_and_prompt_commands_on_a_real_runtime(
             tools = rt.agent.tools
             assert "mcp__fx__add" in tools
             listing = await mcp(rt, "")
-            assert "fx (cli, stdio): connected, 3 tools, 1 resources, 1 prompts" in listing
+            assert "fx (cli, stdio): connected, 4 tools, 1 resources, 1 prompts" in listing
             [review] = prompt_commands(rt)
             assert review.name == "mcp__fx__review" and review.arguments == ("topic",)
             assert await review.run("the parser") == "Please review the parser carefully."
             assert "disabled" in await mcp(rt, "disable fx")
             assert "mcp__fx__add" not in tools and "ReadMcpResource" not in tools
-            assert (await mcp(rt, "enable fx")).startswith("MCP server fx connected: 3 tools")
+            assert (await mcp(rt, "enable fx")).startswith("MCP server fx connected: 4 tools")
             assert "mcp__fx__add" in tools
             assert (await mcp(rt, "bogus")).startswith("usage: /mcp")
         finally:
             await rt.aclose()
 
     asyncio.run(go())
+
+
+def test_a_session_without_mcp_servers_never_imports_mcp(project: Path) -> None:
+    code = (
+        "import sys, asyncio; from pathlib import Path\n"
+        "from agentkeel.runtime import Runtime, RuntimeOptions\n"
+        "rt = Runtime.create(RuntimeOptions(cwd=Path('.'), model='anthropic:claude-sonnet-4-5', "
+        "env={**__import__('os').environ, 'ANTHROPIC_API_KEY': 'sk-ant-test-not-a-real-key'}))\n"
+        "asyncio.run(rt.start()); asyncio.run(rt.aclose())\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'agentkeel')"
+        " and ('mcp' in m.split('.')[0] or m.startswith('agentkeel.mcpclient.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['agentkeel.mcpclient.config']"

@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="keel: an AI coding agent runtime.",
         epilog=(
             "Subcommands: keel sessions list | keel permissions check|list | keel trust [PATH] | "
-            "keel mem search|timeline|get|stats|... (memory; keel mem --help) | keel dev fake-llm --script FILE"
+            "keel mem search|timeline|get|stats|... (memory; keel mem --help) | keel mcp list|get|add|remove | "
+            "keel dev fake-llm --script FILE"
         ),
     )
     p.add_argument("prompt", nargs="*", help="the prompt (interactive mode starts with it when -p is absent)")

@@ -122,6 +122,8 @@ def _write(cwd: Path, path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
     if was_trusted and path.is_relative_to(cwd):
         store.trust(cwd)
+    elif path.is_relative_to(cwd):
+        print(f"keel: {cwd} is not trusted: its servers start after `keel trust`", file=sys.stderr)
 
 
 # --- add / remove ------------------------------------------------------------------------

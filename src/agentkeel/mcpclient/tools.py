@@ -117,7 +117,8 @@ def mcp_tool(pool: McpCalls, conn: Connection, spec: types.Tool) -> Tool:
         concurrency_safe=read_only,
         destructive=bool(hints and hints.destructive_hint),
         is_external=True,
-        timeout_s=conn.tool_timeout_s + 5,  # the call's own timeout answers first, with the server named
+        # a call may reconnect first (MCP_TIMEOUT); the call's own timeout then answers, naming the server
+        timeout_s=conn.connect_timeout_s + conn.tool_timeout_s + 5,
         source="mcp",
         raw_schema=schema,
     )
