@@ -248,3 +248,19 @@ def test_a_session_without_mcp_servers_never_imports_mcp(project: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['agentkeel.mcpclient.config']"
+
+
+def test_slash_mcp_and_an_mcp_prompt_through_keel_p(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    """`keel -p "/mcp"` lists the servers; `/mcp__fx__review X` sends the prompt's text to the model."""
+    server = fake_llm({"steps": ["reviewed"]})
+    config = json.dumps({"mcpServers": {"fx": {"command": sys.executable, "args": [FIXTURE, "stdio"]}}})
+    env = {**wire_env(server, "anthropic"), "MCP_TIMEOUT": "90000"}
+    listing = keel("-p", "/mcp", "--mcp-config", config, env=env, timeout=180)
+    assert listing.code == 0 and "fx (cli, stdio): connected" in listing.stdout, listing.stderr
+    assert server.cursor.requests == []  # a command's own output needs no model request
+    run = keel("-p", "/mcp__fx__review the parser", "--mcp-config", config, env=env, timeout=180)
+    assert run.code == 0 and "reviewed" in run.stdout, run.stderr
+    sent = json.dumps(server.cursor.requests[-1]["body"]["messages"])
+    assert "Please review the parser carefully." in sent

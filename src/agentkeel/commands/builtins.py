@@ -1,7 +1,7 @@
 """keel's built-in slash commands: ``async def NAME(runtime, args) -> str``.
 
-/compact /context /cost /memory belong to the context subsystem and are named by
-``"module:function"`` strings, imported at first use.
+/compact /context /cost /memory belong to the context subsystem, /mcp to the MCP client; they
+are named by ``"module:function"`` strings, imported at first use.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ OTHERS = {
     "context": ("agentkeel.context.commands:context", "Show what fills the context window", ""),
     "cost": ("agentkeel.context.commands:cost", "Show the session's token use and cost", ""),
     "memory": ("agentkeel.context.commands:memory", "Show or edit memory and instruction files", ""),
+    "mcp": (
+        "agentkeel.mcpclient.command:mcp",
+        "Show the MCP servers; reconnect, enable or disable one",
+        "[reconnect|enable|disable <server>]",
+    ),
 }
 
 INIT_PROMPT = """Please analyse this codebase and create an AGENTS.md file in the repository root, which will be given \

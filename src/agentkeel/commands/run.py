@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from agentkeel.commands.registry import CommandRegistry, Routed, route
 from agentkeel.core.events import SinkFailed
@@ -20,7 +21,25 @@ async def route_line(rt: Runtime, line: str, *, interactive: bool = False) -> Ro
     registry = rt.agent.services.find(CommandRegistry)
     if registry is None:
         return Routed("prompt", line)
+    if line.lstrip().startswith("/mcp__"):
+        sync_mcp_prompts(rt, registry)
     return await route(registry, rt, line, interactive=interactive)
+
+
+def sync_mcp_prompts(rt: Runtime, registry: CommandRegistry) -> None:
+    """The connected MCP servers' prompts as ``/mcp__<server>__<prompt>`` commands (servers connect
+    after start-up and may come and go, so this runs before a line that names one is routed)."""
+    from agentkeel.mcpclient.command import prompt_commands
+
+    for name in [c.name for c in registry if c.kind == "mcp"]:
+        registry.unregister(name)
+    for pc in prompt_commands(rt):
+
+        async def expand(runtime: object, args: str, run: Callable[[str], Any] = pc.run) -> str:
+            return str(await run(args))
+
+        hint = " ".join(f"<{a}>" for a in pc.arguments)
+        registry.register_prompt(pc.name, pc.description, expand, argument_hint=hint)
 
 
 async def run_prompt(rt: Runtime, prompt: str) -> RunResult:
