@@ -149,3 +149,22 @@ async def test_no_answer_and_a_refused_connection_are_told_apart() -> None:
 async def test_a_header_with_a_line_break_is_refused_before_sending() -> None:
     with pytest.raises(ValueError, match="line break"):
         await pool().post("http://127.0.0.1:9/x", {"x-evil": "a\r\nb: c"}, b"", 1.0)
+
+
+async def test_a_cancelled_request_closes_its_connection() -> None:
+    """An interrupt while waiting for the answer leaves no connection open behind it."""
+    closed = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await reader.read()  # b"" once the client has closed its end
+        closed.set()
+
+    async with serve(silent) as (url, _):
+        p = pool()
+        task = asyncio.create_task(post(p, url))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(closed.wait(), 5)

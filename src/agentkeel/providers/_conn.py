@@ -272,6 +272,9 @@ class Pool:
         except asyncio.LimitOverrunError:
             conn.abort()
             raise BodyBroken("the response head is too large") from None
+        except BaseException:  # cancelled (an interrupt): the connection is in an unknown state
+            conn.abort()
+            raise
         try:
             status, headers, keep = _parse_head(head)
             return Response(self, conn, status, headers, timeout_s, keep)

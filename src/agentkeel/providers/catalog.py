@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -18,6 +18,7 @@ from agentkeel.core.types import Usage
 
 OPENAI_COMPATIBLE = frozenset({"openai", "ollama", "vllm", "lmstudio", "llamacpp", "openrouter"})
 PROVIDERS = frozenset({"anthropic", "scripted"} | OPENAI_COMPATIBLE)
+CATALOG_FILE = Path(__file__).with_name("models.json")
 
 
 class ModelConfigError(ValueError):
@@ -53,7 +54,7 @@ class ModelInfo(msgspec.Struct, frozen=True):
 
 @lru_cache(maxsize=1)
 def _catalog() -> dict[str, Any]:
-    text = resources.files("agentkeel.providers").joinpath("models.json").read_text(encoding="utf-8")
+    text = CATALOG_FILE.read_text(encoding="utf-8")  # beside the module, as keel's other data (no importlib.resources)
     data: dict[str, Any] = json.loads(text)
     return data
 
