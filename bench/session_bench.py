@@ -3,8 +3,8 @@
 Reports, per path, the median over N runs of: wall time, CPU time (user+sys of the keel
 process), peak RSS, and time from process start to the first model request received by the
 server. Paths: each wire format through keel's own client (``anthropic``, ``openai``: the
-default, on keel's lean HTTP client), the Anthropic one on httpx (``anthropic-httpx``:
-KEEL_HTTP_CLIENT=httpx, the stack used through a proxy), through the official SDK
+default, on httpx), the Anthropic one on keel's own lean HTTP client (``anthropic-lean``:
+KEEL_HTTP_CLIENT=lean, opt-in), through the official SDK
 (``anthropic-sdk``, ``openai-sdk``: provider.transport "sdk"), and the in-process scripted model
 (``scripted``: no HTTP at all). Medians, with the min-max spread. Runs alternate
 between the paths so that machine drift hits them alike. Also `keel --version` wall time, the
@@ -37,7 +37,7 @@ from agentkeel.fakellm.server import FakeLLMServer
 KEEL = str(Path(sys.executable).parent / "keel")
 
 
-PATHS = ("anthropic", "anthropic-httpx", "anthropic-sdk", "openai", "openai-sdk", "scripted")
+PATHS = ("anthropic", "anthropic-lean", "anthropic-sdk", "openai", "openai-sdk", "scripted")
 
 
 def run_once(path: str, importtime: bool = False) -> dict[str, float]:
@@ -52,8 +52,8 @@ def run_once(path: str, importtime: bool = False) -> dict[str, float]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "KEEL_"))}
         env["KEEL_HOME"] = str(Path(tmp) / "keelhome")
         env["KEEL_PROVIDER_TRANSPORT"] = "sdk" if transport == "sdk" else "wire"
-        if transport == "httpx":
-            env["KEEL_HTTP_CLIENT"] = "httpx"
+        if transport == "lean":
+            env["KEEL_HTTP_CLIENT"] = "lean"
         if importtime:
             env["PYTHONPROFILEIMPORTTIME"] = "1"
         extra: list[str] = []

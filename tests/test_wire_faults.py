@@ -20,7 +20,7 @@ from agentkeel.fakellm.server import FakeLLMServer
 from conftest import KeelRun, session_files, wire_env
 
 WIRES = ["anthropic", "openai"]
-CLIENTS = ["lean", "httpx"]  # keel's own HTTP client (the direct path) and httpx (proxies; KEEL_HTTP_CLIENT=httpx)
+CLIENTS = ["lean", "httpx"]  # keel's own HTTP client (KEEL_HTTP_CLIENT=lean) and httpx (the default)
 
 
 def transcript(tmp_path: Path) -> list[dict[str, Any]]:
@@ -179,12 +179,12 @@ def test_the_transport_is_a_choice(
     assert agent.startswith("agentkeel/" if transport == "wire" else "AsyncAnthropic/")
 
 
-@pytest.mark.parametrize(("client", "httpx_loaded"), [("", False), ("httpx", True)])
+@pytest.mark.parametrize(("client", "httpx_loaded"), [("", True), ("httpx", True), ("lean", False)])
 def test_a_session_on_the_wire_path_imports_no_sdk(
     client: str, httpx_loaded: bool, fake_llm: Callable[[Any], FakeLLMServer], project: Path, tmp_path: Path
 ) -> None:
-    """The default path imports no SDK and not even httpx (keel's own client); KEEL_HTTP_CLIENT=httpx
-    takes httpx, as a proxy in the environment does."""
+    """The default path imports no SDK (httpx only); KEEL_HTTP_CLIENT=lean (keel's own client) does
+    not even import httpx."""
     server = fake_llm(
         {"steps": [{"text": "listing", "tool_calls": [{"name": "LS", "input": {"path": "."}}]}, "done"], "loop": True}
     )

@@ -2,12 +2,14 @@
 HTTP/1.1, CA bundles from the environment), a POST whose streamed answer comes back as server-sent
 events, and every transport failure turned into a :class:`ProviderError`.
 
-Two HTTP stacks, one behaviour. Directly (no proxy variable set): keel's lean asyncio client
-(``_conn``), which costs nothing to import. Through a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``,
-``ALL_PROXY``, with ``NO_PROXY``), on macOS and Windows (system proxy settings) or with
-``KEEL_HTTP_CLIENT=httpx``: httpx, imported at the first request. Loading the CA bundle (60-130 ms
-here) starts on a thread when the session is created, so it overlaps the rest of startup (OpenSSL
-parses the bundle without holding the GIL); an ``http://`` endpoint skips it.
+Two HTTP stacks, one behaviour. The default is httpx (the project's decided HTTP stack, #13),
+imported at the first request. ``KEEL_HTTP_CLIENT=lean`` opts into keel's own asyncio HTTP/1.1
+client (``_conn``), which costs nothing to import and measured about a quarter sooner to the
+first request; it serves direct connections only, so with a proxy variable (``HTTP_PROXY``,
+``HTTPS_PROXY``, ``ALL_PROXY``) and on macOS and Windows (system proxies) httpx is used anyway.
+Loading the CA bundle (60-130 ms here) starts on a thread when the session is created, so it
+overlaps the rest of startup (OpenSSL parses the bundle without holding the GIL); an ``http://``
+endpoint skips it.
 """
 
 from __future__ import annotations
@@ -101,9 +103,10 @@ _PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "A
 
 
 def wants_httpx(environ: Mapping[str, str]) -> bool:
-    """httpx where keel's lean client would not do what httpx does: proxies (from the environment,
-    or the system's on macOS and Windows), or when asked (``KEEL_HTTP_CLIENT=httpx``)."""
-    if environ.get("KEEL_HTTP_CLIENT", "").strip().lower() == "httpx" or sys.platform in ("darwin", "win32"):
+    """httpx unless ``KEEL_HTTP_CLIENT=lean`` asks for keel's own client, and then still httpx where
+    the lean client would not do what httpx does: proxies (from the environment, or the system's
+    on macOS and Windows)."""
+    if environ.get("KEEL_HTTP_CLIENT", "").strip().lower() != "lean" or sys.platform in ("darwin", "win32"):
         return True
     return any(environ.get(name, "").strip() for name in _PROXY_VARIABLES)
 
