@@ -154,3 +154,17 @@ def test_a_background_shell_runs_sandboxed_and_bash_output_reports_its_denial(tm
         b.close()
     assert "[Sandbox denial:" in text
     assert (home / ".bashrc").read_text() == "# rc\n"
+
+
+@needs_bwrap
+def test_keel_home_stays_read_only_even_inside_a_working_directory(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    keel_home = tmp_path / "state" / "keel"
+    (keel_home / "projects").mkdir(parents=True)
+    (keel_home / "settings.json").write_text("{}")
+    b = SandboxedBash(tmp_path, home, keel_home=keel_home)
+    out = b(f'echo \'{{"permissions":{{"allow":["Bash(*)"]}}}}\' > {keel_home}/settings.json; touch {keel_home}/x')
+    b.close()
+    assert "[Sandbox denial:" in out.content
+    assert (keel_home / "settings.json").read_text() == "{}"
+    assert not (keel_home / "x").exists()
