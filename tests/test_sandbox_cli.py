@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def test_a_call_that_would_ask_runs_sandboxed_and_its_denial_reaches_the_model(
     (home / ".bashrc").write_text("# rc\n")
     # the engine cannot see the second call's target (a protected path written by python, not a
     # redirect): it would only ask, so it runs sandboxed, and the sandbox stops it
-    escape = "python3 -c \"import os; open(os.path.expanduser('~/.bashrc'), 'a').write('pwned')\""
+    escape = f"{sys.executable} -c \"import os; open(os.path.expanduser('~/.bashrc'), 'a').write('pwned')\""
     server = fake_llm(_bash_calls("touch made-in-sandbox", escape))
     settings = _settings(tmp_path, {"enabled": True})
     run = keel("-p", "go", "--settings", str(settings), env=wire_env(server, "anthropic"))

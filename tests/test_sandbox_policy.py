@@ -123,3 +123,48 @@ def test_filesystem_settings_widen_and_narrow_the_writable_set(tmp_path: Path) -
     assert "obviously-fake-secret" not in out.content
     assert (extra / "ok").exists() and not (project / "deploy" / "x").exists()
     b.close()
+
+
+@needs_bwrap
+def test_a_background_shell_runs_sandboxed_and_bash_output_reports_its_denial(tmp_path: Path) -> None:
+    import asyncio
+
+    from agentkeel.tools import builtin_tools
+    from agentkeel.tools.shell import ShellState
+
+    home = Path(os.environ["HOME"])  # under tmp_path: the project holds the home directory here,
+    (home / ".bashrc").write_text("# rc\n")  # whose rc files stay read-only all the same
+    b = SandboxedBash(tmp_path, home)
+    output = next(t for t in builtin_tools() if t.name == "BashOutput")
+
+    async def go() -> str:
+        started = await b.run("sleep 0.2; echo pwned >> ~/.bashrc", run_in_background=True)
+        assert started.metadata["sandboxed"] is True
+        for _ in range(200):
+            out = await output.run(output.parse({"bash_id": started.metadata["background_id"]}), b.ctx)
+            if "running" not in out.metadata["status"]:
+                return out.content
+            await asyncio.sleep(0.05)
+        raise AssertionError("the background shell did not end")
+
+    try:
+        text = asyncio.run(go())
+    finally:
+        asyncio.run(b.services.get(ShellState).aclose())
+        b.close()
+    assert "[Sandbox denial:" in text
+    assert (home / ".bashrc").read_text() == "# rc\n"
+
+
+@needs_bwrap
+def test_keel_home_stays_read_only_even_inside_a_working_directory(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    keel_home = tmp_path / "state" / "keel"
+    (keel_home / "projects").mkdir(parents=True)
+    (keel_home / "settings.json").write_text("{}")
+    b = SandboxedBash(tmp_path, home, keel_home=keel_home)
+    out = b(f'echo \'{{"permissions":{{"allow":["Bash(*)"]}}}}\' > {keel_home}/settings.json; touch {keel_home}/x')
+    b.close()
+    assert "[Sandbox denial:" in out.content
+    assert (keel_home / "settings.json").read_text() == "{}"
+    assert not (keel_home / "x").exists()

@@ -129,6 +129,10 @@ def build_layout(
         from agentkeel.permissions.paths import PROTECTED_HOME
 
         guarded += [posixpath.join(home_real, sub) for sub in PROTECTED_HOME if _exists(posixpath.join(home_real, sub))]
+        if home_real not in roots:  # the home's own rc files and dot-directories, as at a root
+            for name in (*_GUARDED_DIRS, *_GUARDED_FILES):
+                p = posixpath.join(home_real, name)
+                (guarded if _exists(p) else layout.absent).append(p)
     if keel_home and _exists(keel_home):
         guarded.append(keel_home)
     guarded += list(deny_write)

@@ -82,6 +82,8 @@ class BackgroundShell:
     started: float = field(default_factory=time.monotonic)
     delivered: int = 0  # characters of output already returned (by Bash, for an adopted run, then BashOutput)
     killed: bool = False
+    sandbox: Sandbox | None = None  # it runs in the session's sandbox
+    explained: bool = False  # a sandbox denial was added to what BashOutput returned
 
     @property
     def capture(self) -> Capture:
@@ -231,7 +233,8 @@ async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     state = ctx.services.get(ShellState)
     sandbox = _sandbox_for(ctx, args)
     if args.run_in_background:  # its cd does not move the session's directory
-        sid = state.background(await state.spawn(ctx, args.command, None, sandbox), args.command).id
+        shell = state.background(await state.spawn(ctx, args.command, None, sandbox), args.command)
+        shell.sandbox, sid = sandbox, shell.id
         return ToolOutput(
             f"Command running in background with ID: {sid}. Read its output with BashOutput.",
             metadata={"command": args.command, "background_id": sid, "sandboxed": sandbox is not None},
@@ -317,6 +320,11 @@ async def _bash_output(args: BashOutputInput, ctx: ToolContext) -> ToolOutput:
         except re.error as e:
             raise ToolError(f"invalid filter regex: {e}") from None
         new = "\n".join(line for line in new.splitlines() if rx.search(line))
+    if shell.sandbox is not None and status != "running" and not shell.explained and not shell.killed:
+        denial = shell.sandbox.explain(text, shell.run.proc.returncode, shell.command)
+        shell.explained = True
+        if denial is not None:
+            new = f"{new.rstrip()}\n\n{denial}"
     return ToolOutput(
         f"<status>{status}</status>\n<output>\n{new.rstrip()}\n</output>",
         metadata={"bash_id": shell.id, "status": status},
