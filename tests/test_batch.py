@@ -219,7 +219,7 @@ def test_the_budget_stops_new_tasks(
     for c in convs:
         for s in c["steps"]:
             if isinstance(s, dict) and "tool_calls" in s:
-                s["usage"] = {"input_tokens": 2_000_000, "output_tokens": 10}  # about $6 a request on sonnet
+                s["usage"] = {"input_tokens": 100_000, "output_tokens": 10}  # about $0.30 a request on sonnet
     server = fake_llm({"conversations": convs})
     out = tmp_path / "out.jsonl"
     env = {**_env(server), "KEEL_MODEL": "anthropic:claude-sonnet-4-5"}
