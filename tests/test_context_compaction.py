@@ -188,3 +188,28 @@ async def test_context_cost_and_memory_commands(
     assert "[project]" in mem and "AGENTS.md" in mem and "missing/file.md not found" in mem
     mgr = rt.agent.services.find(ContextManager)
     assert mgr is not None and mgr.accounting.usage.cache_read_tokens > 0
+    assert mgr.memory_context is not None  # the runtime wired the memory layer's context in
+
+
+async def test_memory_context_rides_with_the_carry_over(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    server = fake_llm({"steps": [*reads(project, 4), "ok", "ok"]})
+    rt = runtime(project, server, tmp_path, autoCompact=False, keepRecent=0.05, window=30_000, strategy="summarize")
+    mgr = rt.agent.services.find(ContextManager)
+    assert mgr is not None
+    asked: list[str] = []
+
+    def memory_context(text: str) -> str:
+        asked.append(text)
+        return "<memory-context>MEM-FACT-otter</memory-context>"
+
+    mgr.memory_context = memory_context  # the seam the runtime fills with the memory layer's prompt_context
+    try:
+        await rt.run("read the data files")
+        assert "Compacted" in await commands.compact(rt, "")
+        await rt.run("more")
+    finally:
+        await rt.aclose()
+    assert asked == ["read the data files"]
+    assert "MEM-FACT-otter" in json.dumps(server.cursor.requests[-1]["body"]["messages"][0])

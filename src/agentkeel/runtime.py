@@ -277,6 +277,7 @@ class Runtime:
             append=opts.append_system_prompt,
         )
         context_mgr.emit = bus.emit
+        context_mgr.memory_context = memory.prompt_context if memory is not None else None
         if loaded_session:
             context_mgr.replay(loaded_session.events)
         loaded.warnings.extend(context_mgr.warnings())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ class ContextManager:
     estimator: Estimator = field(init=False)
     notes: list[str] = field(default_factory=list)
     last_request: ModelRequest | None = None
-    compacting: bool = False
+    # the memory layer's context for a text (its prompt injection), re-injected after compaction
+    memory_context: Callable[[str], str | None] | None = None
 
     def __post_init__(self) -> None:
         self.estimator = Estimator(self.model)
@@ -206,6 +208,11 @@ class ContextManager:
         """What is re-injected after every compaction: the working state, and the nested
         instructions and path rules of the files in play."""
         extra = [self.state.render()]
+        if self.memory_context is not None and self.state.task:
+            try:
+                extra.append(self.memory_context(self.state.task) or "")
+            except Exception:  # memory fails open
+                log.exception("memory context for the carry-over failed")
         applies = self.instructions.for_files([*self.state.changed, *self.state.files])
         if applies:
             extra.append(
