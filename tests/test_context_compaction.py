@@ -213,3 +213,42 @@ async def test_memory_context_rides_with_the_carry_over(
         await rt.aclose()
     assert asked == ["read the data files"]
     assert "MEM-FACT-otter" in json.dumps(server.cursor.requests[-1]["body"]["messages"][0])
+
+
+async def test_touching_a_file_brings_its_instructions_and_editing_one_rebuilds_the_prompt(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    (project / ".git").mkdir()
+    (project / "AGENTS.md").write_text("ROOT-V1")
+    (project / "lib").mkdir()
+    (project / "lib" / "CLAUDE.md").write_text("NESTED-FACT-lib")
+    (project / "lib" / "x.py").write_text("x = 1\n")
+    (project / ".keel" / "rules").mkdir(parents=True)
+    (project / ".keel" / "rules" / "py.md").write_text("---\npaths: lib/*.py\n---\nRULE-FACT-py")
+    agents = str(project / "AGENTS.md")
+    server = fake_llm(
+        {
+            "steps": [
+                {"text": "r", "tool_calls": [{"name": "Read", "input": {"file_path": str(project / "lib" / "x.py")}}]},
+                {"text": "r", "tool_calls": [{"name": "Read", "input": {"file_path": agents}}]},
+                {
+                    "text": "e",
+                    "tool_calls": [
+                        {"name": "Edit", "input": {"file_path": agents, "old_string": "V1", "new_string": "V2"}}
+                    ],
+                },
+                "done",
+            ]
+        }
+    )
+    rt = runtime(project, server, tmp_path)
+    try:
+        assert (await rt.run("go")).subtype == "success"
+    finally:
+        await rt.aclose()
+    bodies = [json.dumps(r["body"]) for r in server.cursor.requests]
+    assert "NESTED-FACT-lib" not in bodies[0] and "RULE-FACT-py" not in bodies[0]
+    assert "NESTED-FACT-lib" in bodies[1] and "RULE-FACT-py" in bodies[1]  # on the Read's result
+    assert bodies[1].count("NESTED-FACT-lib") == 1  # once, not on every later read
+    systems = [json.dumps(r["body"]["system"]) for r in server.cursor.requests]
+    assert "ROOT-V1" in systems[2] and "ROOT-V2" in systems[3]  # the session's edit rebuilt the prompt at once
