@@ -252,3 +252,26 @@ async def test_touching_a_file_brings_its_instructions_and_editing_one_rebuilds_
     assert bodies[1].count("NESTED-FACT-lib") == 1  # once, not on every later read
     systems = [json.dumps(r["body"]["system"]) for r in server.cursor.requests]
     assert "ROOT-V1" in systems[2] and "ROOT-V2" in systems[3]  # the session's edit rebuilt the prompt at once
+
+
+async def test_a_crashing_fit_context_fails_open(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    from agentkeel.core.events import Notice
+    from agentkeel.core.extensions import Extension
+
+    async def boom(request: object, error: object) -> None:
+        raise RuntimeError("fit broke")
+
+    server = fake_llm({"steps": ["answered anyway"]})
+    home = tmp_path / "keelhome"
+    env = {**os.environ, **wire_env(server, "anthropic"), "KEEL_HOME": str(home)}
+    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, extensions=[Extension("boom", fit_context=boom)]))
+    notices: list[str] = []
+    rt.bus.subscribe(lambda e: notices.append(e.message) if isinstance(e, Notice) else None)
+    try:
+        result = await rt.run("hi")
+    finally:
+        await rt.aclose()
+    assert result.subtype == "success" and result.result == "answered anyway"
+    assert any("boom failed" in n and "fit broke" in n for n in notices)
