@@ -297,6 +297,7 @@ class Runtime:
             cost=info.prices.cost,
             retry=RetryPolicy(max_retries=_int_env(env, "KEEL_MAX_RETRIES", 4)),
         )
+        context_mgr.loop_config = config  # the context manager keeps its system prompt current
         context = ToolContext(
             cwd=cwd,
             session_id=session_id,
