@@ -188,3 +188,90 @@ async def test_context_cost_and_memory_commands(
     assert "[project]" in mem and "AGENTS.md" in mem and "missing/file.md not found" in mem
     mgr = rt.agent.services.find(ContextManager)
     assert mgr is not None and mgr.accounting.usage.cache_read_tokens > 0
+    assert mgr.memory_context is not None  # the runtime wired the memory layer's context in
+
+
+async def test_memory_context_rides_with_the_carry_over(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    server = fake_llm({"steps": [*reads(project, 4), "ok", "ok"]})
+    rt = runtime(project, server, tmp_path, autoCompact=False, keepRecent=0.05, window=30_000, strategy="summarize")
+    mgr = rt.agent.services.find(ContextManager)
+    assert mgr is not None
+    asked: list[str] = []
+
+    def memory_context(text: str) -> str:
+        asked.append(text)
+        return "<memory-context>MEM-FACT-otter</memory-context>"
+
+    mgr.memory_context = memory_context  # the seam the runtime fills with the memory layer's prompt_context
+    try:
+        await rt.run("read the data files")
+        assert "Compacted" in await commands.compact(rt, "")
+        await rt.run("more")
+    finally:
+        await rt.aclose()
+    assert asked == ["read the data files"]
+    assert "MEM-FACT-otter" in json.dumps(server.cursor.requests[-1]["body"]["messages"][0])
+
+
+async def test_touching_a_file_brings_its_instructions_and_editing_one_rebuilds_the_prompt(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    (project / ".git").mkdir()
+    (project / "AGENTS.md").write_text("ROOT-V1")
+    (project / "lib").mkdir()
+    (project / "lib" / "CLAUDE.md").write_text("NESTED-FACT-lib")
+    (project / "lib" / "x.py").write_text("x = 1\n")
+    (project / ".keel" / "rules").mkdir(parents=True)
+    (project / ".keel" / "rules" / "py.md").write_text("---\npaths: lib/*.py\n---\nRULE-FACT-py")
+    agents = str(project / "AGENTS.md")
+    server = fake_llm(
+        {
+            "steps": [
+                {"text": "r", "tool_calls": [{"name": "Read", "input": {"file_path": str(project / "lib" / "x.py")}}]},
+                {"text": "r", "tool_calls": [{"name": "Read", "input": {"file_path": agents}}]},
+                {
+                    "text": "e",
+                    "tool_calls": [
+                        {"name": "Edit", "input": {"file_path": agents, "old_string": "V1", "new_string": "V2"}}
+                    ],
+                },
+                "done",
+            ]
+        }
+    )
+    rt = runtime(project, server, tmp_path)
+    try:
+        assert (await rt.run("go")).subtype == "success"
+    finally:
+        await rt.aclose()
+    bodies = [json.dumps(r["body"]) for r in server.cursor.requests]
+    assert "NESTED-FACT-lib" not in bodies[0] and "RULE-FACT-py" not in bodies[0]
+    assert "NESTED-FACT-lib" in bodies[1] and "RULE-FACT-py" in bodies[1]  # on the Read's result
+    assert bodies[1].count("NESTED-FACT-lib") == 1  # once, not on every later read
+    systems = [json.dumps(r["body"]["system"]) for r in server.cursor.requests]
+    assert "ROOT-V1" in systems[2] and "ROOT-V2" in systems[3]  # the session's edit rebuilt the prompt at once
+
+
+async def test_a_crashing_fit_context_fails_open(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    from agentkeel.core.events import Notice
+    from agentkeel.core.extensions import Extension
+
+    async def boom(request: object, error: object) -> None:
+        raise RuntimeError("fit broke")
+
+    server = fake_llm({"steps": ["answered anyway"]})
+    home = tmp_path / "keelhome"
+    env = {**os.environ, **wire_env(server, "anthropic"), "KEEL_HOME": str(home)}
+    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, extensions=[Extension("boom", fit_context=boom)]))
+    notices: list[str] = []
+    rt.bus.subscribe(lambda e: notices.append(e.message) if isinstance(e, Notice) else None)
+    try:
+        result = await rt.run("hi")
+    finally:
+        await rt.aclose()
+    assert result.subtype == "success" and result.result == "answered anyway"
+    assert any("boom failed" in n and "fit broke" in n for n in notices)

@@ -122,6 +122,11 @@ def test_long_session_compacts_never_overflows_retains_and_resumes(
     assert max(r["input_tokens"] for r in requests) <= 40_000
     events = compactions(tmp_path)
     assert len(events) >= 4, len(events)
+    stages = [e["stage"] for e in events]
+    print(
+        f"{wire}: {len(requests)} requests, {len(events)} compactions {stages}, "
+        f"largest request {max(r['input_tokens'] for r in requests)} tokens"
+    )
     summaries = [r for r in requests if "matched" in r]
     assert summaries, "the summariser was never asked"
 

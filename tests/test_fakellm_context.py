@@ -58,3 +58,14 @@ def test_prompt_cache_reads_what_an_earlier_breakpoint_wrote(fake_llm: Callable[
     changed = [{"type": "text", "text": "T" * 4000, "cache_control": {"type": "ephemeral"}}]
     _, raw = post(server, "/v1/messages", {"model": "m", "max_tokens": 5, "system": changed, "messages": second})
     assert json.loads(raw)["usage"]["cache_read_input_tokens"] == 0  # a changed system prompt misses
+
+
+def test_an_unscripted_summariser_request_uses_no_step(fake_llm: Callable[[Any], FakeLLMServer]) -> None:
+    server = fake_llm({"steps": ["the conversation's step"]})
+    ask = {"role": "user", "content": "<keel-compact-request>\nSummarise this session so far: ..."}
+    _, raw = post(server, "/v1/messages", {"model": "m", "max_tokens": 50, "messages": [ask]})
+    assert json.loads(raw)["content"][0]["text"].startswith("[fake-llm summary]")
+    _, raw = post(
+        server, "/v1/messages", {"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert json.loads(raw)["content"][0]["text"] == "the conversation's step"

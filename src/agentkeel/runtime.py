@@ -298,6 +298,7 @@ class Runtime:
             append=opts.append_system_prompt,
         )
         context_mgr.emit = bus.emit
+        context_mgr.memory_context = memory.prompt_context if memory is not None else None
         if loaded_session:
             context_mgr.replay(loaded_session.events)
         loaded.warnings.extend(context_mgr.warnings())
@@ -334,6 +335,7 @@ class Runtime:
             cost=info.prices.cost,
             retry=RetryPolicy(max_retries=_int_env(env, "KEEL_MAX_RETRIES", 4)),
         )
+        context_mgr.loop_config = config  # the context manager keeps its system prompt current
         context = ToolContext(
             cwd=cwd,
             session_id=session_id,

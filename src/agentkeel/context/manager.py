@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from agentkeel.context.styles import find_style
 from agentkeel.context.tokens import Accounting, Breakdown, Estimator, Window, breakdown
 from agentkeel.core.events import Event, Notice
 from agentkeel.core.extensions import Extension, LifecyclePoint, ToolCall
+from agentkeel.core.loop import LoopConfig
 from agentkeel.core.provider import ModelRequest, ModelResponse, PromptTooLongError, Provider
 from agentkeel.core.tools import Services, ToolOutput
 from agentkeel.core.types import Message, TextBlock
@@ -47,7 +49,11 @@ class ContextManager:
     estimator: Estimator = field(init=False)
     notes: list[str] = field(default_factory=list)
     last_request: ModelRequest | None = None
-    compacting: bool = False
+    # the memory layer's context for a text (its prompt injection), re-injected after compaction
+    memory_context: Callable[[str], str | None] | None = None
+    # the session's loop config: its system prompt is kept up to date before each request (a
+    # before_request extension of the host that changes the prompt still has the last word)
+    loop_config: LoopConfig | None = None
 
     def __post_init__(self) -> None:
         self.estimator = Estimator(self.model)
@@ -134,7 +140,6 @@ class ContextManager:
         await point.fire("InstructionsLoaded", fields, match=f.reason)
 
     async def _before_request(self, request: ModelRequest) -> ModelRequest:
-        request = dataclasses.replace(request, system=self.builder.text())
         self.last_request = request
         self.accounting.sent(request)
         return request
@@ -182,7 +187,10 @@ class ContextManager:
             # the provider named the real window: smaller than the catalog said
             self.window.size = error.limit
             self.window.reserve = min(self.window.reserve, error.limit // 4)
-        request = dataclasses.replace(request, system=self.builder.text())
+        system = self.builder.text()
+        if self.loop_config is not None:
+            self.loop_config.system = system
+        request = dataclasses.replace(request, system=system)
         tokens = self.tokens(request)
         limit = self.window.usable
         auto = self.settings.autoCompact and tokens >= self.window.threshold * limit
@@ -206,6 +214,11 @@ class ContextManager:
         """What is re-injected after every compaction: the working state, and the nested
         instructions and path rules of the files in play."""
         extra = [self.state.render()]
+        if self.memory_context is not None and self.state.task:
+            try:
+                extra.append(self.memory_context(self.state.task) or "")
+            except Exception:  # memory fails open
+                log.exception("memory context for the carry-over failed")
         applies = self.instructions.for_files([*self.state.changed, *self.state.files])
         if applies:
             extra.append(

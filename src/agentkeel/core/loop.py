@@ -213,15 +213,26 @@ class Agent:
         )
 
     async def _request(self, turn: int) -> ModelResponse:
-        """One model request; the context point may compact first, and once more (then retry once)
-        when the provider refuses the request as too long."""
+        """One model request. The context point may compact first; when the provider refuses the
+        request as too long it compacts once more and the request is rebuilt and sent again. What
+        compaction cannot fix (and every other failure) goes to the ``recover`` extensions."""
         await self._fit(None)
-        try:
-            return await self._request_once(turn)
-        except PromptTooLongError as err:
-            if not await self._fit(err):
-                raise
-            return await self._request_once(turn)
+        request = await self._prepared()
+        self.bus.emit(RequestStarted(turn=turn + 1, model=request.model, message_count=len(request.messages)))
+        attempt = 0
+        compacted = False
+        while True:
+            try:
+                response = await self._guard(self._stream(request), during="request")
+                break
+            except ProviderError as err:
+                attempt += 1
+                if isinstance(err, PromptTooLongError) and not compacted and await self._fit(err):
+                    compacted = True
+                    request = await self._prepared()
+                    continue
+                request = await self._recover(err, request, attempt)
+        return await self._answered(request, response)
 
     async def _fit(self, error: PromptTooLongError | None) -> bool:
         changed = False
@@ -234,22 +245,14 @@ class Agent:
                     changed = True
         return changed
 
-    async def _request_once(self, turn: int) -> ModelResponse:
+    async def _prepared(self) -> ModelRequest:
         request = self._build()
         for ext in self.ext:
             if ext.before_request is not None:
                 request = await self._contained(ext.name, ext.fail_closed, ext.before_request(request), request)
-        self.bus.emit(RequestStarted(turn=turn + 1, model=request.model, message_count=len(request.messages)))
-        attempt = 0
-        while True:
-            try:
-                response = await self._guard(self._stream(request), during="request")
-                break
-            except ProviderError as err:
-                if isinstance(err, PromptTooLongError) and any(e.fit_context for e in self.ext):
-                    raise  # the context point owns it: compact, then retry once (see _request)
-                attempt += 1
-                request = await self._recover(err, request, attempt)
+        return request
+
+    async def _answered(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
         response = _unique_tool_ids(response)
         for ext in self.ext:
             if ext.after_response is not None:

@@ -39,6 +39,10 @@ answers every request whose body contains TEXT with that rule's steps, in turn (
 repeats), without advancing the main script: the side requests of a client (a summariser) can be
 scripted apart from the conversation.
 
+keel's own summariser requests (compaction: the body holds ``<keel-compact-request>``) that no
+match rule answers get a short deterministic summary and use no step either, so a scripted
+conversation plays the same whether or not keel compacts along the way.
+
 Every request consumes one step. When the steps run out the model answers
 ``[fake-llm: script exhausted]`` (or starts over with ``"loop": true``).
 """
@@ -57,6 +61,8 @@ if TYPE_CHECKING:
 from agentkeel.fakellm.conversations import RateLimit, pick
 
 EXHAUSTED = "[fake-llm: script exhausted]"
+# the mark keel's compaction puts in a summariser request (agentkeel.context.compaction.COMPACT_MARK)
+SUMMARY_REQUEST_MARK = "<keel-compact-request>"
 
 
 @dataclass(frozen=True)
@@ -336,6 +342,7 @@ class ScriptCursor:
         with self._lock:
             if request is not None:
                 self.requests.append(request)
+            raw = raw or _summary_request_text(request)
             for n, rule in enumerate(self.script.match):
                 if raw and rule.contains in raw:
                     played = self._matched.get(n, 0)
@@ -343,6 +350,10 @@ class ScriptCursor:
                     if request is not None:
                         request["matched"] = rule.contains
                     return rule.steps[min(played, len(rule.steps) - 1)]
+            if SUMMARY_REQUEST_MARK in raw:
+                if request is not None:
+                    request["matched"] = SUMMARY_REQUEST_MARK
+                return Step(text=f"[fake-llm summary] {len(raw)} characters of conversation were summarised.")
             steps = self.script.steps
             if self._index >= len(steps):
                 if not (self.script.loop and steps):
@@ -362,6 +373,17 @@ class ScriptCursor:
         if i is None or k >= len(convs[i].steps):
             return Step(text=EXHAUSTED)
         return convs[i].steps[k]
+
+
+def _summary_request_text(request: dict[str, Any] | None) -> str:
+    """The text of an in-process request (a ModelRequest, duck-typed) when it has the one message
+    a summariser request has; '' otherwise (cheap: a conversation is never inspected)."""
+    model_request = (request or {}).get("request")
+    messages = getattr(model_request, "messages", None)
+    if not isinstance(messages, list) or len(messages) != 1:
+        return ""
+    text = getattr(messages[0], "text", None)
+    return str(text()) if callable(text) else ""
 
 
 def estimate_tokens(text: str) -> int:
