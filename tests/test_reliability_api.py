@@ -124,7 +124,7 @@ async def test_without_auto_resume_the_next_prompt_goes_out_repaired(project: Pa
     too_long = {"error": {"status": 400, "message": "prompt is too long: 201000 tokens > 200000 maximum"}}
     steps = [_call("Bash", command=big), _call("Bash", command="echo 2"), too_long, "answered"]
     server = fake_llm({"steps": steps})
-    rt = _runtime(project, server, {"reliability": {"autoResume": False}})
+    rt = _runtime(project, server, {"reliability": {"autoResume": False}, "context": {"compactOnOverflow": False}})
     notices = _notices(rt)
     try:
         first = await rt.run("go")

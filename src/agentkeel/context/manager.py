@@ -196,6 +196,8 @@ class ContextManager:
         auto = self.settings.autoCompact and tokens >= self.window.threshold * limit
         if error is None and not auto and tokens < limit:
             return None
+        if error is not None and not self.settings.compactOnOverflow:
+            return None  # the refusal goes on to the recover extensions (session recovery's shrink)
         trigger = "overflow" if error is not None else "auto"
         return await self.compact_messages(request, trigger)
 
