@@ -21,7 +21,7 @@ from agentkeel.core.extensions import Extension, Extensions
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
-from agentkeel.extensions.builtins import SessionParts, default_extensions
+from agentkeel.extensions.builtins import REQUEST_VALIDATORS, SessionParts, default_extensions
 from agentkeel.extensions.redaction import redact_event
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
 from agentkeel.prompt import build_system_prompt
@@ -128,7 +128,8 @@ class RuntimeOptions:
     permission_hooks: list[RequestHook] = field(default_factory=list)  # the PermissionRequest extension point
     channel: str = "headless"  # interactive | headless | sdk | subagent: selects permissions.channels rules
     trust_project: bool | None = None  # None: as recorded by `keel trust`
-    extensions: list[Extension] = field(default_factory=list)  # added after the built-ins
+    # added after the built-ins (before the request validators, which check what every transform made)
+    extensions: list[Extension] = field(default_factory=list)
     services: dict[type[Any], Any] = field(default_factory=dict)  # provided per-session services (Services.put)
     start_timeout_s: float = 30.0  # each extension's start() (MCP connects, SessionStart work)
     # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
@@ -266,8 +267,11 @@ class Runtime:
         builtins, warnings = default_extensions(parts, settings.disabled_hooks)
         loaded.warnings.extend(warnings + parts.notices)
         ext = Extensions()
-        for item in [*builtins, *opts.extensions]:
+        for item in builtins:
             ext.add(item)
+        last = next((n for n in REQUEST_VALIDATORS if ext.get(n) is not None), None)
+        for item in opts.extensions:  # after the built-ins, but before the request validators
+            ext.add(item, before=last)
         for item in ext:
             for subscriber in item.subscribers:
                 bus.subscribe(subscriber)

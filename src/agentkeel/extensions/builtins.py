@@ -249,6 +249,10 @@ BUILTINS: tuple[Builtin, ...] = (
 )
 
 
+# they check the request every other transform made: SDK extensions go before them
+REQUEST_VALIDATORS = ("empty-message-sanitizer", "thinking-block-validator", "tool-pairing-validator")
+
+
 def default_extensions(parts: SessionParts, disabled: list[str]) -> tuple[list[Extension], list[str]]:
     """The built-ins minus the disabled ones, and warnings about the disabled list."""
     names = {b.name for b in BUILTINS}
