@@ -191,7 +191,17 @@ def _reliability(name: str) -> Factory:
     def factory(parts: SessionParts) -> Extension | None:
         from agentkeel.extensions.reliability.registry import build
 
-        return build(name, parts)
+        if parts.services is None:
+            parts.services = Services()
+        return build(
+            name,
+            parts.bus,
+            parts.services,
+            config=parts.reliability,
+            context_window=parts.context_window,
+            fallback_model=parts.fallback_model,
+            tool_env=parts.tool_env,
+        )
 
     return factory
 
