@@ -28,7 +28,9 @@ def _call(name: str, **tool_input: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "input": tool_input}]}
 
 
-def _runtime(project: Path, server: FakeLLMServer, settings: dict[str, Any] | None = None) -> Runtime:
+def _runtime(
+    project: Path, server: FakeLLMServer, settings: dict[str, Any] | None = None, extensions: tuple[Extension, ...] = ()
+) -> Runtime:
     extra: list[Path] = []
     if settings is not None:
         path = project.parent / "extra-settings.json"
@@ -36,7 +38,13 @@ def _runtime(project: Path, server: FakeLLMServer, settings: dict[str, Any] | No
         extra.append(path)
     env = {**os.environ, **wire_env(server, "anthropic"), "KEEL_MAX_RETRIES": "0"}
     return Runtime.create(
-        RuntimeOptions(cwd=project, env=env, allowed_tools=["Bash", "Read", "Write"], settings_files=extra)
+        RuntimeOptions(
+            cwd=project,
+            env=env,
+            allowed_tools=["Bash", "Read", "Write"],
+            settings_files=extra,
+            extensions=list(extensions),
+        )
     )
 
 
@@ -64,11 +72,10 @@ async def _drop_results(request: ModelRequest) -> ModelRequest:
     return replace(request, messages=[m for m in messages if m.content])
 
 
-async def test_pairing_validator_repairs_a_request_a_later_transform_broke(project: Path, fake_llm: Fake) -> None:
+async def test_pairing_validator_repairs_a_request_an_sdk_extension_broke(project: Path, fake_llm: Fake) -> None:
     for keep in (True, False):
         server = fake_llm({"steps": [_call("Bash", command="echo hi"), "done"]})
-        rt = _runtime(project, server)
-        rt.agent.ext.add(Extension("breaks-pairing", before_request=_drop_results), before="tool-pairing-validator")
+        rt = _runtime(project, server, extensions=(Extension("breaks-pairing", before_request=_drop_results),))
         if not keep:
             rt.agent.ext.remove("tool-pairing-validator")
         notices = _notices(rt)

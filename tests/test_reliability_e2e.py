@@ -44,6 +44,10 @@ def _text(block: dict[str, Any]) -> str:
     return c if isinstance(c, str) else " ".join(x.get("text", "") for x in c)
 
 
+def _transcript() -> str:
+    return "\n".join(p.read_text() for p in session_files(Path(os.environ["KEEL_HOME"])))
+
+
 def _all_text(body: dict[str, Any]) -> str:
     return json.dumps(body["messages"])
 
@@ -119,7 +123,7 @@ def test_prompt_too_long_is_shrunk_and_resent(project: Path, fake_llm: Fake, kee
     server = fake_llm({"steps": [_call("Bash", command=BIG), _call("Bash", command="echo two"), TOO_LONG, "recovered"]})
     run = keel("-p", "go", "--allowedTools", "Bash", "--output-format", "json", env=wire_env(server, "anthropic"))
     assert run.code == 0 and run.json()["result"] == "recovered", run.stderr
-    assert "[error-pattern-detector] prompt_too_long" in run.stderr
+    assert "[error-pattern-detector] prompt_too_long" in _transcript()
     assert "[session-recovery] prompt_too_long" in run.stderr and "request sent again" in run.stderr
     failed, resent = _bodies(server)[2], _bodies(server)[3]
     assert "y" * 3000 in _all_text(failed)
@@ -146,7 +150,8 @@ def test_tool_result_missing_400_is_recovered(project: Path, fake_llm: Fake, kee
     server = fake_llm({"steps": [_call("Bash", command="echo one"), missing, "fine again"]})
     run = keel("-p", "go", "--allowedTools", "Bash", "--output-format", "json", env=wire_env(server, "anthropic"))
     assert run.code != 0 and len(_bodies(server)) == 2
-    assert "[error-pattern-detector] tool_result_missing" in run.stderr  # still named for the user
+    assert "error-pattern-detector" not in run.stderr  # the run's error is the line; the log names the pattern
+    assert "[error-pattern-detector] tool_result_missing" in _transcript()
 
 
 # --- todo continuation -------------------------------------------------------------------------

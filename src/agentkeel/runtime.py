@@ -23,7 +23,7 @@ from agentkeel.core.extensions import Extension, Extensions
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
-from agentkeel.extensions.builtins import SessionParts, default_extensions
+from agentkeel.extensions.builtins import REQUEST_VALIDATORS, SessionParts, default_extensions
 from agentkeel.extensions.redaction import redact_event
 from agentkeel.mcpclient import McpSetup, mcp_extension
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
@@ -130,7 +130,8 @@ class RuntimeOptions:
     permission_hooks: list[RequestHook] = field(default_factory=list)  # the PermissionRequest extension point
     channel: str = "headless"  # interactive | headless | sdk | subagent: selects permissions.channels rules
     trust_project: bool | None = None  # None: as recorded by `keel trust`
-    extensions: list[Extension] = field(default_factory=list)  # added after the built-ins
+    # added after the built-ins (before the request validators, which check what every transform made)
+    extensions: list[Extension] = field(default_factory=list)
     services: dict[type[Any], Any] = field(default_factory=dict)  # provided per-session services (Services.put)
     start_timeout_s: float = 30.0  # each extension's start() (MCP connects, SessionStart work)
     # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
@@ -318,8 +319,12 @@ class Runtime:
             )
         )
         ext = Extensions()
-        for item in [*builtins, *([mcp] if mcp is not None else []), *opts.extensions, context_mgr.extension()]:
+        for item in builtins:
             ext.add(item)
+        last = next((n for n in REQUEST_VALIDATORS if ext.get(n) is not None), None)
+        # MCP, the SDK's extensions and the context point: after the built-ins, before the request validators
+        for item in [*([mcp] if mcp is not None else []), *opts.extensions, context_mgr.extension()]:
+            ext.add(item, before=last)
         for item in ext:
             for subscriber in item.subscribers:
                 bus.subscribe(subscriber)

@@ -191,7 +191,17 @@ def _reliability(name: str) -> Factory:
     def factory(parts: SessionParts) -> Extension | None:
         from agentkeel.extensions.reliability.registry import build
 
-        return build(name, parts)
+        if parts.services is None:
+            parts.services = Services()
+        return build(
+            name,
+            parts.bus,
+            parts.services,
+            config=parts.reliability,
+            context_window=parts.context_window,
+            fallback_model=parts.fallback_model,
+            tool_env=parts.tool_env,
+        )
 
     return factory
 
@@ -247,6 +257,10 @@ BUILTINS: tuple[Builtin, ...] = (
         "tool-pairing-validator", "every tool_use answered once in the request", _reliability("tool-pairing-validator")
     ),
 )
+
+
+# they check the request every other transform made: SDK extensions go before them
+REQUEST_VALIDATORS = ("empty-message-sanitizer", "thinking-block-validator", "tool-pairing-validator")
 
 
 def default_extensions(parts: SessionParts, disabled: list[str]) -> tuple[list[Extension], list[str]]:

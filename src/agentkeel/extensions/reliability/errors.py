@@ -56,13 +56,14 @@ def error_detector(bus: EventBus, state: ReliabilityState) -> Extension:
     """Failure: a run that ends on a provider 400 whose cause the user cannot read ("messages.3:
     `tool_use` ids were found without..."). Detection: the error is named (tool_result_missing,
     thinking_block_order, thinking_disabled_violation, empty_content, prompt_too_long) in a notice
-    that says what is wrong, whether or not session recovery then repairs it."""
+    that says what is wrong, whether or not session recovery then repairs it (an info notice: the
+    run's own error line, or session recovery's warning, is what the user reads first)."""
 
     async def recover(err: ProviderError, request: ModelRequest, attempt: int) -> ModelRequest | None:
         state.error_seen()  # every failed request, recovered or not (the todo enforcer waits on it)
         pattern = classify(err)
         if pattern is not None and attempt == 1:
-            notice(bus, "error-pattern-detector", f"{pattern}: {ADVICE[pattern]}", "warning")
+            notice(bus, "error-pattern-detector", f"{pattern}: {ADVICE[pattern]}")
         return None
 
     return Extension("error-pattern-detector", recover=recover)

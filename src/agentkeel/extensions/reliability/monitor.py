@@ -15,6 +15,16 @@ from agentkeel.extensions.reliability.state import ReliabilityState, notice
 CHARS_PER_TOKEN = 4
 
 
+def record_usage(state: ReliabilityState, response: ModelResponse) -> bool:
+    """The context the provider reported for this response (input, cache and output tokens)."""
+    u = response.usage
+    used = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+    if used <= 0:
+        return False
+    state.last_input_tokens = used + u.output_tokens
+    return True
+
+
 def context_monitor(bus: EventBus, state: ReliabilityState) -> Extension:
     """Failure: the context window fills silently until a request fails with "prompt is too long"
     (or the provider compacts on its own). Detection: after each response the reported usage is
@@ -23,11 +33,8 @@ def context_monitor(bus: EventBus, state: ReliabilityState) -> Extension:
     warned: set[int] = set()
 
     async def after_response(response: ModelResponse) -> None:
-        u = response.usage
-        used = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
-        if used <= 0:
+        if not record_usage(state, response):
             return
-        state.last_input_tokens = used + u.output_tokens
         pct = state.used_fraction() * 100
         thresholds = state.config.contextWarnPercent
         warned.difference_update(t for t in thresholds if pct < t)  # the context shrank: warn again later
@@ -80,4 +87,7 @@ def output_truncator(bus: EventBus, state: ReliabilityState) -> Extension:
             head + note + tail, is_error=output.is_error, metadata={**output.metadata, "truncated_chars": cut}
         )
 
-    return Extension("tool-output-truncator", after_tool=after_tool)
+    async def after_response(response: ModelResponse) -> None:
+        record_usage(state, response)  # the headroom, whether or not the monitor is on
+
+    return Extension("tool-output-truncator", after_tool=after_tool, after_response=after_response)

@@ -72,7 +72,7 @@ def session_recovery(bus: EventBus, state: ReliabilityState) -> Extension:
         state.cancel_countdown()
         repaired, what = _repair(pattern, request, state)
         if repaired is None:
-            notice(bus, NAME, f"{pattern}: nothing left to repair; the error stands", "warning")
+            notice(bus, NAME, f"{pattern}: nothing left to repair; the error stands")
             state.recovering = False
             return None
         if not state.config.autoResume:

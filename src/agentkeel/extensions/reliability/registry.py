@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import Extension
@@ -19,9 +18,6 @@ from agentkeel.extensions.reliability.shell import non_interactive_env
 from agentkeel.extensions.reliability.state import ReliabilityState
 from agentkeel.extensions.reliability.todo import todo_enforcer
 from agentkeel.settings import ReliabilitySettings
-
-if TYPE_CHECKING:
-    from agentkeel.extensions.builtins import SessionParts
 
 Build = Callable[[EventBus, ReliabilityState], Extension | None]
 
@@ -40,25 +36,35 @@ HANDLERS: dict[str, Build] = {
 }
 
 
-def session_state(parts: SessionParts) -> ReliabilityState:
-    """The session's one ReliabilityState (a service), configured from the parts the first time."""
-    if parts.services is None:
-        parts.services = Services()
-    state = parts.services.find(ReliabilityState)
+def session_state(
+    services: Services, config: ReliabilitySettings | None, context_window: int, fallback_model: str
+) -> ReliabilityState:
+    """The session's one ReliabilityState (a service), configured the first time it is asked for."""
+    state = services.find(ReliabilityState)
     if state is None:
-        state = parts.services.put(
+        state = services.put(
             ReliabilityState,
             ReliabilityState(
-                config=parts.reliability or ReliabilitySettings(),
-                context_window=parts.context_window,
-                fallback_model=parts.fallback_model,
+                config=config or ReliabilitySettings(),
+                context_window=context_window,
+                fallback_model=fallback_model,
             ),
         )
     return state
 
 
-def build(name: str, parts: SessionParts) -> Extension | None:
-    state = session_state(parts)
+def build(
+    name: str,
+    bus: EventBus,
+    services: Services,
+    *,
+    config: ReliabilitySettings | None = None,
+    context_window: int = 0,
+    fallback_model: str = "",
+    tool_env: dict[str, str] | None = None,
+) -> Extension | None:
+    """The reliability built-in ``name`` for one session (its parts passed by extensions/builtins.py)."""
+    state = session_state(services, config, context_window, fallback_model)
     if name == "non-interactive-env":
-        return non_interactive_env(parts.bus, state, parts.tool_env)
-    return HANDLERS[name](parts.bus, state)
+        return non_interactive_env(bus, state, tool_env)
+    return HANDLERS[name](bus, state)
