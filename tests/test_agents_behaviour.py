@@ -233,3 +233,42 @@ def test_a_definitions_model_is_used_or_reported(project: Path, fake_llm: Start,
     assert odd["model"] == parent["model"]
     [odd_log] = [p for p in child_transcripts(_home(project)) if "no-such-model-xyz" in p.read_text()]
     assert "is not usable" in odd_log.read_text()
+
+
+def test_an_interrupt_does_not_wait_for_background_agents(project: Path, fake_llm: Start) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from agentkeel.session.load import load_session
+    from conftest import KEEL
+
+    claude_project(project)
+    sleep = {"tool_calls": [{"name": "Bash", "input": {"command": "sleep 30"}}]}
+    # the parent's next request and the child's first one race: both get a long Bash call
+    server = fake_llm([{"tool_calls": [_task("long", run_in_background=True)]}, sleep, sleep, "x", "x"])
+    env = {**os.environ, **wire_env(server, "anthropic")}
+    proc = subprocess.Popen(
+        [KEEL, "-p", "go", "--permission-mode", "bypassPermissions"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while len(server.cursor.requests) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 20  # not KEEL_BACKGROUND_WAIT_S, not the 30 s sleep
+    [meta] = metas(_home(project))
+    assert meta["status"] == "interrupted"
+    for log in child_transcripts(_home(project)):
+        loaded = load_session(log)
+        uses = {b.id for m in loaded.messages for b in m.tool_uses()}
+        answered = {b.tool_use_id for m in loaded.messages for b in m.content if type(b).__name__ == "ToolResultBlock"}
+        assert loaded.report.clean and uses == answered

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from agentkeel.agents.tool import task_tools
 from agentkeel.commands.builtins import register_builtins
 from agentkeel.commands.custom import load_commands, skill_command
 from agentkeel.commands.registry import CommandRegistry
+from agentkeel.core.events import Event, SessionEnded
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
 from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Tool, ToolOutput
@@ -79,7 +80,22 @@ def attach(
     if skills.for_model():
         agent.tools.register(skill_tool(skills))
     agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
+    agent.bus.subscribe(_on_session_end(agent))
     return warnings
+
+
+def _on_session_end(agent: Agent) -> Callable[[Event], None]:
+    """A session that ends after an interrupt does not wait for its background agents."""
+
+    def watch(event: Event) -> None:
+        if isinstance(event, SessionEnded) and event.reason != "exit":
+            from agentkeel.agents.background import BackgroundAgents
+
+            background = agent.services.find(BackgroundAgents)
+            if background is not None:
+                background.hurry = True
+
+    return watch
 
 
 def agents_extension(agent: Agent, skills: SkillCatalog, *, wait_background: bool = False) -> Extension:
@@ -104,10 +120,13 @@ def agents_extension(agent: Agent, skills: SkillCatalog, *, wait_background: boo
         background = agent.services.find(BackgroundAgents)
         if background is None:
             return None
-        if not background.finished and wait_background:
+        while not background.finished and wait_background and not agent.interrupted:
             pending = [t for t in background.tasks.values() if not t.done()]
-            if pending:
-                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if not pending:
+                break
+            await asyncio.wait(pending, timeout=0.2, return_when=asyncio.FIRST_COMPLETED)
+        if agent.interrupted:
+            return None
         done = background.take_finished()
         return finished_context(done) if done else None
 

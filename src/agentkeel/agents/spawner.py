@@ -401,6 +401,17 @@ class SubagentSpawner:
         cut = len(text) - self.max_result_chars
         return text[: self.max_result_chars] + f"\n[result truncated: {cut} more characters in the agent's transcript]"
 
+    async def aclose(self) -> None:
+        """Close the providers made for other models' definitions (the parent's is not ours)."""
+        for provider in list(self.providers.values()):
+            if provider is self.parent.provider:
+                continue
+            try:
+                await provider.aclose()
+            except Exception:
+                log.exception("closing a subagent provider failed")
+        self.providers.clear()
+
     def interrupt_all(self) -> None:
         for child in list(self.running.values()):
             child.interrupt()
