@@ -75,6 +75,7 @@ def attach(
     services.put(CommandRegistry, registry)
     spawner = SubagentSpawner(agent, catalog, session_id=session_id, session_dir=session_dir, trusted=trusted, env=env)
     services.put(SubagentSpawner, spawner)
+    spawner.child_extension = lambda child: agents_extension(child, skills)
     for tool in task_tools(catalog):
         agent.tools.register(tool)
     if skills.for_model():
