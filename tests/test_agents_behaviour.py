@@ -13,7 +13,15 @@ from agentkeel.agents.defs import load_agents
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.plugins.loader import find_plugins
 from agentkeel.settings import SettingsLayer
-from agents_fixtures import child_transcripts, claude_project, metas, result_text, tool_names, tool_results
+from agents_fixtures import (
+    child_transcripts,
+    claude_project,
+    metas,
+    result_text,
+    system_text,
+    tool_names,
+    tool_results,
+)
 from conftest import KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
@@ -272,3 +280,27 @@ def test_an_interrupt_does_not_wait_for_background_agents(project: Path, fake_ll
         uses = {b.id for m in loaded.messages for b in m.tool_uses()}
         answered = {b.tool_use_id for m in loaded.messages for b in m.content if type(b).__name__ == "ToolResultBlock"}
         assert loaded.report.clean and uses == answered
+
+
+def test_agents_given_in_code(project: Path, tmp_path: Path, fake_llm: Start) -> None:
+    """RuntimeOptions.agents: the SDK's ``agents`` option, in process against the fake model over HTTP."""
+    import asyncio
+
+    from agentkeel.runtime import Runtime, RuntimeOptions
+
+    claude_project(project)
+    server = fake_llm([{"tool_calls": [_task("check", "checker")]}, "checked", "ok"])
+    env = {**wire_env(server, "anthropic"), "KEEL_HOME": str(tmp_path / "keelhome")}
+    agents = {"checker": {"description": "checks things", "prompt": "You check things.", "tools": ["Grep"]}, "bad": 3}
+    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, home=tmp_path / "userhome", agents=agents))
+
+    async def go() -> str:
+        try:
+            return (await rt.run("check")).result
+        finally:
+            await rt.aclose()
+
+    assert asyncio.run(go()) == "ok"
+    child = server.cursor.requests[1]["body"]
+    assert system_text(child).startswith("You check things.") and tool_names(child) == ["Grep"]
+    assert any("agents.bad: needs an object" in w for w in rt.settings.warnings)

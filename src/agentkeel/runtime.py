@@ -135,6 +135,8 @@ class RuntimeOptions:
     # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
     hooks: dict[str, Any] = field(default_factory=dict)
     plugin_dirs: tuple[Path, ...] = ()  # Claude Code plugin folders (--plugin-dir): commands, agents, skills, hooks
+    # subagent types given in code, as the Agent SDK's ``agents``: {"name": {"description", "prompt", "tools", "model"}}
+    agents: dict[str, Any] = field(default_factory=dict)
 
 
 class Runtime:
@@ -320,6 +322,7 @@ class Runtime:
             layers=loaded.layers,
             env=env,
             wait_background=opts.channel != "interactive",
+            agents=opts.agents,
         )
         rt = cls(
             agent,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentkeel.agents.defs import load_agents
+from agentkeel.agents.defs import agent_from_mapping, load_agents
 from agentkeel.agents.spawner import SubagentSpawner, tool_name
 from agentkeel.agents.tool import task_tools
 from agentkeel.commands.builtins import register_builtins
@@ -56,11 +56,17 @@ def attach(
     layers: Iterable[Any] = (),
     env: dict[str, str] | None = None,
     wait_background: bool = True,
+    agents: dict[str, Any] | None = None,
 ) -> list[str]:
     """Set the session up; returns warnings for the user (bad definition files, missing plugins)."""
     services = agent.services
     plugins, warnings = find_plugins(plugin_dirs, layers)
-    catalog = load_agents(cwd, home, plugins=[(p.name, p.agents_dir) for p in plugins])
+    extra = []
+    for name, spec in (agents or {}).items():
+        found, problem = agent_from_mapping(str(name), spec)
+        warnings += [problem] if problem else []
+        extra += [found] if found is not None else []
+    catalog = load_agents(cwd, home, plugins=[(p.name, p.agents_dir) for p in plugins], extra=extra)
     skills = load_skills(cwd, home, plugins=[(p.name, p.skills_dir, p.root) for p in plugins])
     registry = CommandRegistry()
     register_builtins(registry)
