@@ -254,6 +254,7 @@ def test_interrupting_the_parent_leaves_every_transcript_valid(project: Path, tm
     )
     home = tmp_path / "keelhome"
     deadline = time.monotonic() + 30
+
     def running() -> bool:  # both children have logged their Bash call (and so are in it)
         logs = child_transcripts(home)
         return len(logs) == 2 and all("sleep 30" in log.read_text() for log in logs)
