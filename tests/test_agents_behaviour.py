@@ -13,7 +13,15 @@ from agentkeel.agents.defs import load_agents
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.plugins.loader import find_plugins
 from agentkeel.settings import SettingsLayer
-from agents_fixtures import child_transcripts, claude_project, metas, result_text, tool_names, tool_results
+from agents_fixtures import (
+    child_transcripts,
+    claude_project,
+    metas,
+    result_text,
+    system_text,
+    tool_names,
+    tool_results,
+)
 from conftest import KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
@@ -233,3 +241,66 @@ def test_a_definitions_model_is_used_or_reported(project: Path, fake_llm: Start,
     assert odd["model"] == parent["model"]
     [odd_log] = [p for p in child_transcripts(_home(project)) if "no-such-model-xyz" in p.read_text()]
     assert "is not usable" in odd_log.read_text()
+
+
+def test_an_interrupt_does_not_wait_for_background_agents(project: Path, fake_llm: Start) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from agentkeel.session.load import load_session
+    from conftest import KEEL
+
+    claude_project(project)
+    sleep = {"tool_calls": [{"name": "Bash", "input": {"command": "sleep 30"}}]}
+    # the parent's next request and the child's first one race: both get a long Bash call
+    server = fake_llm([{"tool_calls": [_task("long", run_in_background=True)]}, sleep, sleep, "x", "x"])
+    env = {**os.environ, **wire_env(server, "anthropic")}
+    proc = subprocess.Popen(
+        [KEEL, "-p", "go", "--permission-mode", "bypassPermissions"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while len(server.cursor.requests) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 20  # not KEEL_BACKGROUND_WAIT_S, not the 30 s sleep
+    [meta] = metas(_home(project))
+    assert meta["status"] == "interrupted"
+    for log in child_transcripts(_home(project)):
+        loaded = load_session(log)
+        uses = {b.id for m in loaded.messages for b in m.tool_uses()}
+        answered = {b.tool_use_id for m in loaded.messages for b in m.content if type(b).__name__ == "ToolResultBlock"}
+        assert loaded.report.clean and uses == answered
+
+
+def test_agents_given_in_code(project: Path, tmp_path: Path, fake_llm: Start) -> None:
+    """RuntimeOptions.agents: the SDK's ``agents`` option, in process against the fake model over HTTP."""
+    import asyncio
+
+    from agentkeel.runtime import Runtime, RuntimeOptions
+
+    claude_project(project)
+    server = fake_llm([{"tool_calls": [_task("check", "checker")]}, "checked", "ok"])
+    env = {**wire_env(server, "anthropic"), "KEEL_HOME": str(tmp_path / "keelhome")}
+    agents = {"checker": {"description": "checks things", "prompt": "You check things.", "tools": ["Grep"]}, "bad": 3}
+    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, home=tmp_path / "userhome", agents=agents))
+
+    async def go() -> str:
+        try:
+            return (await rt.run("check")).result
+        finally:
+            await rt.aclose()
+
+    assert asyncio.run(go()) == "ok"
+    child = server.cursor.requests[1]["body"]
+    assert system_text(child).startswith("You check things.") and tool_names(child) == ["Grep"]
+    assert any("agents.bad: needs an object" in w for w in rt.settings.warnings)

@@ -87,3 +87,29 @@ def test_a_bad_plan_is_reported_not_run(project: Path, fake_llm: Start, keel: Ke
     run = keel("-p", "/coordinate build", env=wire_env(server, "anthropic"))
     assert run.code != 0
     assert "/coordinate: the plan is not valid JSON" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_writing_tasks_run_in_worktrees_and_are_merged(project: Path, fake_llm: Start, keel: Keel) -> None:
+    from agents_fixtures import git
+
+    claude_project(project)
+    plan = {
+        "tasks": [
+            {"id": "w1", "prompt": "write one", "writes": True},
+            {"id": "w2", "prompt": "write two", "writes": True},
+            {"id": "check", "prompt": "check both", "depends_on": ["w1", "w2"]},
+        ]
+    }
+
+    def write(name: str) -> dict[str, Any]:
+        return {"tool_calls": [{"name": "Bash", "input": {"command": f"echo {name} > {name}.txt && sleep 1.5"}}]}
+
+    server = fake_llm([json.dumps(plan), write("one"), write("two"), "wrote", "wrote", "checked"])
+    run = keel(
+        "-p", "/coordinate two files", "--permission-mode", "bypassPermissions", env=wire_env(server, "anthropic")
+    )
+    assert run.code == 0, run.stderr
+    assert (project / "one.txt").read_text() == "one\n" and (project / "two.txt").read_text() == "two\n"
+    assert git(project, "status", "--porcelain").strip() == ""
+    assert not [b for b in git(project, "branch").split() if b.startswith("keel/")]
+    assert "Merged branch keel/agent-" in run.stdout

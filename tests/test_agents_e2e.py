@@ -254,9 +254,14 @@ def test_interrupting_the_parent_leaves_every_transcript_valid(project: Path, tm
     )
     home = tmp_path / "keelhome"
     deadline = time.monotonic() + 30
-    while len(server.cursor.requests) < 3 and time.monotonic() < deadline:
+
+    def running() -> bool:  # both children have logged their Bash call (and so are in it)
+        logs = child_transcripts(home)
+        return len(logs) == 2 and all("sleep 30" in log.read_text() for log in logs)
+
+    while not running() and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.5)  # the children's Bash calls are running
+    time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=30)
     assert proc.returncode != 0

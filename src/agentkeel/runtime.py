@@ -144,6 +144,8 @@ class RuntimeOptions:
     mcp_config: list[str] = field(default_factory=list)  # --mcp-config values (a file or JSON), SDK servers removed
     strict_mcp_config: bool = False  # --strict-mcp-config: only the servers of mcp_config
     fork_session: bool = False  # with resume/continue: go on in a copy under a new id (--fork-session)
+    # subagent types given in code, as the Agent SDK's ``agents``: {"name": {"description", "prompt", "tools", "model"}}
+    agents: dict[str, Any] = field(default_factory=dict)
 
 
 class Runtime:
@@ -379,6 +381,7 @@ class Runtime:
             layers=loaded.layers,
             env=env,
             wait_background=opts.channel != "interactive",
+            agents=opts.agents,
         )
         rt = cls(
             agent,

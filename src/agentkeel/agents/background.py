@@ -29,6 +29,7 @@ class BackgroundAgents:
     tasks: dict[str, asyncio.Task[SubagentResult]] = field(default_factory=dict)
     finished: list[SubagentResult] = field(default_factory=list)  # not yet told to the model
     spawner: SubagentSpawner | None = None
+    hurry: bool = False  # the session ends after an interrupt: stop them now, do not wait
 
     def take_finished(self) -> list[SubagentResult]:
         out, self.finished = self.finished, []
@@ -39,10 +40,10 @@ class BackgroundAgents:
         if not pending:
             return
         try:
-            wait = float(os.environ.get("KEEL_BACKGROUND_WAIT_S", "600"))
+            wait = 0.0 if self.hurry else float(os.environ.get("KEEL_BACKGROUND_WAIT_S", "600"))
         except ValueError:
             wait = 600.0
-        _, still = await asyncio.wait(pending, timeout=wait)
+        _, still = await asyncio.wait(pending, timeout=wait) if wait > 0 else (set(), set(pending))
         for task in still:
             task.cancel()
         if still:

@@ -154,6 +154,30 @@ def agent_from_file(path: Path, source: str, namespace: str = "") -> tuple[Agent
     return agent, warnings
 
 
+def agent_from_mapping(name: str, spec: Any) -> tuple[AgentDef | None, str]:
+    """An agent given in code (the SDK's ``agents={"name": {"description", "prompt", "tools", "model"}}``)."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("prompt", ""), str):
+        return None, f"agents.{name}: needs an object with 'description' and 'prompt'"
+    tools = names(spec.get("tools"))
+    model = text(spec.get("model")) or None
+    return (
+        AgentDef(
+            name=name,
+            description=text(spec.get("description")) or name,
+            prompt=str(spec.get("prompt", "")),
+            tools=tuple(tools) if tools is not None else None,
+            disallowed_tools=tuple(names(spec.get("disallowedTools")) or ()),
+            model=None if model == "inherit" else model,
+            permission_mode=spec.get("permissionMode") if spec.get("permissionMode") in PERMISSION_MODES else None,
+            max_turns=spec.get("maxTurns") if isinstance(spec.get("maxTurns"), int) else None,
+            skills=tuple(names(spec.get("skills")) or ()),
+            isolation="worktree" if spec.get("isolation") == "worktree" else None,
+            source="sdk",
+        ),
+        "",
+    )
+
+
 def agent_dirs(cwd: Path, home: Path) -> list[tuple[Path, str]]:
     return [
         (home / ".claude" / "agents", "user"),

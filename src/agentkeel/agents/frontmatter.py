@@ -5,6 +5,7 @@ PyYAML is imported on first use only (never on the path of ``keel --version``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,48 @@ def split(text: str) -> tuple[str | None, str]:
     return None, text
 
 
+_SIMPLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*):[ \t]*(.*?)[ \t]*$")
+
+
+def _scalar(raw: str) -> Any:
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        return raw[1:-1]
+    low = raw.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("", "null", "~"):
+        return None
+    if raw.isdigit():
+        return int(raw)
+    return raw
+
+
+def _simple(head: str) -> dict[str, Any] | None:
+    """Flat ``key: value`` lines (most definitions) without importing PyYAML; None for anything more.
+
+    More lenient than YAML in one way, as Claude Code is: ``description: Use it: always`` is a string."""
+    out: dict[str, Any] = {}
+    for line in head.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _SIMPLE.match(line)
+        if m is None:
+            return None
+        value = m.group(2)
+        if value[:1] in ("[", "{", "|", ">", "&", "*", "!", "-", "@", "`", "%") or " #" in value:
+            return None
+        if value[:1] in ("'", '"') and (len(value) < 2 or value[-1] != value[0]):
+            return None
+        out[m.group(1)] = _scalar(value)
+    return out
+
+
 def parse(text: str, path: Path) -> Document:
     head, body = split(text)
     meta: dict[str, Any] = {}
+    simple = _simple(head) if head is not None else None
+    if simple is not None:
+        return Document(path, simple, body.strip("\n"))
     if head is not None and head.strip():
         import yaml  # type: ignore[import-untyped]
 

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentkeel.agents.defs import load_agents
+from agentkeel.agents.defs import agent_from_mapping, load_agents
 from agentkeel.agents.spawner import SubagentSpawner, tool_name
 from agentkeel.agents.tool import task_tools
 from agentkeel.commands.builtins import register_builtins
 from agentkeel.commands.custom import load_commands, skill_command
 from agentkeel.commands.registry import CommandRegistry
+from agentkeel.core.events import Event, SessionEnded
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
 from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Tool, ToolOutput
@@ -55,11 +56,17 @@ def attach(
     layers: Iterable[Any] = (),
     env: dict[str, str] | None = None,
     wait_background: bool = True,
+    agents: dict[str, Any] | None = None,
 ) -> list[str]:
     """Set the session up; returns warnings for the user (bad definition files, missing plugins)."""
     services = agent.services
     plugins, warnings = find_plugins(plugin_dirs, layers)
-    catalog = load_agents(cwd, home, plugins=[(p.name, p.agents_dir) for p in plugins])
+    extra = []
+    for name, spec in (agents or {}).items():
+        found, problem = agent_from_mapping(str(name), spec)
+        warnings += [problem] if problem else []
+        extra += [found] if found is not None else []
+    catalog = load_agents(cwd, home, plugins=[(p.name, p.agents_dir) for p in plugins], extra=extra)
     skills = load_skills(cwd, home, plugins=[(p.name, p.skills_dir, p.root) for p in plugins])
     registry = CommandRegistry()
     register_builtins(registry)
@@ -74,12 +81,28 @@ def attach(
     services.put(CommandRegistry, registry)
     spawner = SubagentSpawner(agent, catalog, session_id=session_id, session_dir=session_dir, trusted=trusted, env=env)
     services.put(SubagentSpawner, spawner)
+    spawner.child_extension = lambda child: agents_extension(child, skills)
     for tool in task_tools(catalog):
         agent.tools.register(tool)
     if skills.for_model():
         agent.tools.register(skill_tool(skills))
     agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
+    agent.bus.subscribe(_on_session_end(agent))
     return warnings
+
+
+def _on_session_end(agent: Agent) -> Callable[[Event], None]:
+    """A session that ends after an interrupt does not wait for its background agents."""
+
+    def watch(event: Event) -> None:
+        if isinstance(event, SessionEnded) and event.reason != "exit":
+            from agentkeel.agents.background import BackgroundAgents
+
+            background = agent.services.find(BackgroundAgents)
+            if background is not None:
+                background.hurry = True
+
+    return watch
 
 
 def agents_extension(agent: Agent, skills: SkillCatalog, *, wait_background: bool = False) -> Extension:
@@ -104,10 +127,13 @@ def agents_extension(agent: Agent, skills: SkillCatalog, *, wait_background: boo
         background = agent.services.find(BackgroundAgents)
         if background is None:
             return None
-        if not background.finished and wait_background:
+        while not background.finished and wait_background and not agent.interrupted:
             pending = [t for t in background.tasks.values() if not t.done()]
-            if pending:
-                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if not pending:
+                break
+            await asyncio.wait(pending, timeout=0.2, return_when=asyncio.FIRST_COMPLETED)
+        if agent.interrupted:
+            return None
         done = background.take_finished()
         return finished_context(done) if done else None
 

@@ -19,6 +19,7 @@ import os
 import platform
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -101,6 +102,8 @@ class SubagentSpawner:
         self.env = env if env is not None else dict(os.environ)
         self.providers: dict[str, Provider] = providers if providers is not None else {}
         self.running: dict[str, Agent] = {}
+        # builds a child's own copy of a per-agent extension (setup.attach sets it: the agents extension)
+        self.child_extension: Callable[[Agent], Extension] | None = None
         self.active = 0  # children running now (the concurrency figure tests and benchmarks read)
         self.peak = 0
 
@@ -243,14 +246,12 @@ class SubagentSpawner:
 
         if parent.services.find(SkillHost) is not None:
             services.put(SkillHost, SkillHost(child))
-        skills = services.find(SkillCatalog)
-        if skills is not None:  # the child's own allowed-tools narrowing and path-activated skills
-            from agentkeel.agents.setup import agents_extension
-
-            child.ext.remove("agents")
-            child.ext.add(agents_extension(child, skills))
+        if self.child_extension is not None and services.find(SkillCatalog) is not None:
+            own = self.child_extension(child)  # its own allowed-tools narrowing and path-activated skills
+            child.ext.remove(own.name)
+            child.ext.add(own)
         if self.can_nest():
-            services.put(
+            nested = services.put(
                 SubagentSpawner,
                 SubagentSpawner(
                     child,
@@ -266,6 +267,7 @@ class SubagentSpawner:
                     env=self.env,
                 ),
             )
+            nested.child_extension = self.child_extension
         notes = [note] if note else []
         notes += [f"agent {agent.name}: no skill named '{name}' to preload" for name in missing]
         return child, writer, notes
@@ -400,6 +402,17 @@ class SubagentSpawner:
             return text
         cut = len(text) - self.max_result_chars
         return text[: self.max_result_chars] + f"\n[result truncated: {cut} more characters in the agent's transcript]"
+
+    async def aclose(self) -> None:
+        """Close the providers made for other models' definitions (the parent's is not ours)."""
+        for provider in list(self.providers.values()):
+            if provider is self.parent.provider:
+                continue
+            try:
+                await provider.aclose()
+            except Exception:
+                log.exception("closing a subagent provider failed")
+        self.providers.clear()
 
     def interrupt_all(self) -> None:
         for child in list(self.running.values()):
