@@ -275,3 +275,38 @@ async def test_a_crashing_fit_context_fails_open(
         await rt.aclose()
     assert result.subtype == "success" and result.result == "answered anyway"
     assert any("boom failed" in n and "fit broke" in n for n in notices)
+
+
+async def test_an_active_skill_is_reinjected_after_compaction(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    """A skill the model loaded (Skill tool) is in the first request after a compaction, which would
+    otherwise have summarised it away."""
+    skill = project / ".claude" / "skills" / "release"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: release\ndescription: Cut a release\n---\nRELEASE-RULE-7: tag with $ARGUMENTS, never force-push.\n"
+    )
+    server = fake_llm(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "Skill", "input": {"skill": "release", "args": "v2.0"}}]},
+                *reads(project, 3),
+                "released",
+                "next answer",
+            ],
+            "match": [{"contains": COMPACT, "steps": ["SUMMARY: a release was started"]}],
+        }
+    )
+    rt = runtime(project, server, tmp_path)
+    try:
+        first = await rt.run("cut the release")
+        assert first.subtype == "success", first.error
+        assert "RELEASE-RULE-7: tag with v2.0" in json.dumps(server.cursor.requests[1]["body"])
+        await commands.compact(rt, "")
+        assert events(rt), "no compaction happened"
+        await rt.run("and then?")
+    finally:
+        await rt.aclose()
+    after = json.dumps(server.cursor.requests[-1]["body"]["messages"])
+    assert "RELEASE-RULE-7: tag with v2.0" in after and "Skills in use" in after

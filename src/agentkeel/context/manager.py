@@ -213,9 +213,9 @@ class ContextManager:
         )
 
     def carry(self) -> list[str]:
-        """What is re-injected after every compaction: the working state, and the nested
-        instructions and path rules of the files in play."""
-        extra = [self.state.render()]
+        """What is re-injected after every compaction: the working state, the active skills, and
+        the nested instructions and path rules of the files in play."""
+        extra = [self.state.render(), self.state.render_skills()]
         if self.memory_context is not None and self.state.task:
             try:
                 extra.append(self.memory_context(self.state.task) or "")

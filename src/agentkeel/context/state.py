@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentkeel.core.events import AssistantMessage, Event, TodosUpdated, ToolFinished, UserMessage
-from agentkeel.core.types import TextBlock
+from agentkeel.core.events import AssistantMessage, Event, TodosUpdated, ToolFinished, ToolResults, UserMessage
+from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
 
 FILE_TOOLS = frozenset({"Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "NotebookRead"})
 CHANGING_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
@@ -25,6 +25,10 @@ _FACT = re.compile(
 )
 _MAX_ITEMS = 20
 _MAX_TASK = 1500
+_MAX_SKILLS = 3  # the most recent skills re-injected after a compaction
+_MAX_SKILL_CHARS = 8000
+_SKILL_NAME = re.compile(r"\A<command-name>/([^<\s]+)</command-name>")
+_SKILL_MARK = "Base directory for this skill:"  # how an inline skill's text is framed (skills/run.py)
 
 
 def _push(items: list[str], value: str, limit: int = _MAX_ITEMS) -> None:
@@ -45,13 +49,38 @@ class WorkingState:
     decisions: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)
     todos: list[dict[str, Any]] = field(default_factory=list)
+    # active skills: name -> the skill's expanded text as the conversation got it (the Skill tool's
+    # result, or a /name the user typed); re-injected after a compaction, which would drop it
+    skills: dict[str, str] = field(default_factory=dict)
+    _skill_calls: dict[str, str] = field(default_factory=dict)
+
+    def _skill_used(self, text: str) -> None:
+        m = _SKILL_NAME.match(text)
+        if m is None or _SKILL_MARK not in text:
+            return
+        self.skills.pop(m[1], None)
+        self.skills[m[1]] = text[:_MAX_SKILL_CHARS]
+        while len(self.skills) > _MAX_SKILLS:
+            self.skills.pop(next(iter(self.skills)))
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, UserMessage):
             text = "".join(b.text for b in event.message.content if isinstance(b, TextBlock)).strip()
             if text and not text.startswith("<"):
                 self.task = text[:_MAX_TASK]
+            elif text:
+                self._skill_used(text)
+        elif isinstance(event, ToolResults):
+            for block in event.message.content:
+                called = isinstance(block, ToolResultBlock) and block.tool_use_id in self._skill_calls
+                if called and isinstance(block, ToolResultBlock):
+                    del self._skill_calls[block.tool_use_id]
+                    if not block.is_error:
+                        self._skill_used(block.text())
         elif isinstance(event, AssistantMessage):
+            for block in event.message.content:
+                if isinstance(block, ToolUseBlock) and block.name == "Skill":
+                    self._skill_calls[block.id] = str(block.input.get("skill", ""))
             text = event.message.text()
             for m in _DECISION.finditer(text):
                 _push(self.decisions, m[1])
@@ -77,6 +106,7 @@ class WorkingState:
             "decisions": list(self.decisions),
             "facts": list(self.facts),
             "todos": [dict(t) for t in self.todos],
+            "skills": sorted(self.skills),
         }
 
     def render(self) -> str:
@@ -98,3 +128,9 @@ class WorkingState:
             lines += [f"- [{t.get('status', 'pending')}] {t.get('content', '')}" for t in todos]
         lines.append("</working-state>")
         return "\n".join(lines) if len(lines) > 2 else ""
+
+    def render_skills(self) -> str:
+        if not self.skills:
+            return ""
+        parts = "\n\n".join(self.skills.values())
+        return f"Skills in use (re-loaded after compaction; keep following them):\n{parts}"
