@@ -89,7 +89,7 @@ def records(n: int, seed: int = 7) -> list[dict[str, object]]:
     return out
 
 
-def run(backend: str, size: int, tmp: Path) -> dict[str, object]:
+def run(backend: str, size: int, tmp: Path, n_queries: int = 200, analyze: bool = False) -> dict[str, object]:
     server = None
     if backend == "postgres":
         import pgserver  # type: ignore[import-untyped]
@@ -104,8 +104,11 @@ def run(backend: str, size: int, tmp: Path) -> dict[str, object]:
     for i in range(0, size, 500):
         store.add_many(data[i : i + 500])
     ingest = time.perf_counter() - started
+    if analyze and backend == "postgres":  # what autovacuum does on a live server, done now
+        store._db.execute("ANALYZE")  # type: ignore[attr-defined]
+        store._db.commit()  # type: ignore[attr-defined]
     rng = random.Random(1)
-    queries = rng.sample(QUESTIONS, 200)
+    queries = rng.sample(QUESTIONS, n_queries)
     latencies = []
     for i, query in enumerate(queries):
         filters = {"project": f"proj{i % 5}"} if i % 2 else {}
@@ -129,13 +132,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--analyze", action="store_true", help="PostgreSQL: ANALYZE after the ingest")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "memory_scale.json"))
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in args.backends.split(","):
             for size in (int(s) for s in args.sizes.split(",")):
-                result = run(backend, size, Path(tmp))
+                result = run(backend, size, Path(tmp), args.queries, args.analyze)
                 print(json.dumps(result))
                 results.append(result)
     out = Path(args.out)

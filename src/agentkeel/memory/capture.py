@@ -347,7 +347,7 @@ def observe(
         meta["files"] = found[:50]
         if not count:
             summary = "no matches" if name == "Grep" else "no files"
-        elif name == "Grep" and tool_input.get("output_mode") in ("content", "count"):
+        elif name == "Grep" and tool_input.get("output_mode") == "content":
             summary = f"{count} matches in {len(found)} files"
         else:
             summary = f"{count} files"

@@ -3,7 +3,8 @@
 Lexical search is BM25 computed the way SQLite's FTS5 computes it (idf, k1 = 1.2, b = 0.75,
 the per-field weights of ``Tuning.fields`` on the term frequencies), over a postings table
 (``keel_terms``: term, entry, its count in the own text, the session context and the date
-words) derived from a weighted ``tsvector`` (own text A, date words B, session context C).
+words, the entry's length) and each term's entry count (``keel_df``), both derived from a
+weighted ``tsvector`` (own text A, date words B, session context C).
 ``ts_rank`` has no idf, and scoring every match of an OR-query made a 100k-entry search take
 half a second; with postings, terms found in more than half of the entries (idf 0 under
 BM25) are left out as SQLite leaves them out, and only the postings of the others are read.
@@ -103,6 +104,7 @@ class PostgresStore(StoreBase):
                     PRIMARY KEY (term, rid)
                 );
                 CREATE INDEX IF NOT EXISTS keel_terms_rid ON keel_terms(rid);
+                CREATE TABLE IF NOT EXISTS keel_df (term TEXT PRIMARY KEY, df BIGINT NOT NULL);
                 CREATE TABLE IF NOT EXISTS keel_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 """
             )
@@ -271,7 +273,7 @@ class PostgresStore(StoreBase):
             stats = self._db.execute(
                 "WITH q AS (SELECT DISTINCT lexeme FROM"
                 " unnest(to_tsvector('english', %s) || to_tsvector('simple', %s)))"
-                " SELECT q.lexeme, (SELECT count(*) FROM keel_terms t WHERE t.term = q.lexeme) FROM q",
+                " SELECT q.lexeme, d.df FROM q JOIN keel_df d ON d.term = q.lexeme",
                 (words, words),
             ).fetchall()
             docs, tokens = self._totals()
@@ -392,8 +394,14 @@ def _index_terms(cur: Any, rids: list[int], gone: bool = False) -> None:
     change, or before a forget), keeping the token total BM25's average length needs."""
     if not rids:
         return
+    cur.execute("SELECT pg_advisory_xact_lock(727275)")  # one postings writer at a time: df rows never deadlock
     cur.execute("SELECT COALESCE(SUM(len), 0) FROM keel_search WHERE rid = ANY(%s)", (rids,))
     before = int(cur.fetchone()[0])
+    cur.execute(
+        "UPDATE keel_df d SET df = d.df - o.n FROM (SELECT term, count(*) AS n FROM keel_terms"
+        " WHERE rid = ANY(%s) GROUP BY term) o WHERE d.term = o.term",
+        (rids,),
+    )
     cur.execute("DELETE FROM keel_terms WHERE rid = ANY(%s)", (rids,))
     after = 0
     if not gone:
@@ -408,6 +416,11 @@ def _index_terms(cur: Any, rids: list[int], gone: bool = False) -> None:
             " cardinality(array_positions(u.weights, 'A')), cardinality(array_positions(u.weights, 'C')),"
             " cardinality(array_positions(u.weights, 'B')), s.len"
             " FROM keel_search s, unnest(s.tsv) u WHERE s.rid = ANY(%s)",
+            (rids,),
+        )
+        cur.execute(
+            "INSERT INTO keel_df(term, df) SELECT term, count(*) FROM keel_terms WHERE rid = ANY(%s) GROUP BY term"
+            " ON CONFLICT (term) DO UPDATE SET df = keel_df.df + EXCLUDED.df",
             (rids,),
         )
     _bump(cur, "tokens", after - before)

@@ -23,57 +23,28 @@ three conversations, scored on the other two, every fold), never per conversatio
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agentkeel.memory.embed import Embedder, EmbedderError
 from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens, one_line
 from agentkeel.memory.privacy import Masker
+from agentkeel.memory.retrieval import (  # noqa: F401  (query_terms, rrf, TUNING: the store's public recipe)
+    CANDIDATES,
+    CONTEXT_SPAN,
+    RRF_K,
+    STOPWORDS,
+    TUNING,
+    Tuning,
+    _contexts,
+    query_terms,
+    rrf,
+)
 from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_clause
 
 log = logging.getLogger(__name__)
-
-CONTEXT_SPAN = 2
-CANDIDATES = 100
-
-
-@dataclass(frozen=True)
-class Tuning:
-    """The retrieval constants: reciprocal rank fusion's k, the weight of each ranked list, and
-    the lexical weights of an entry's own text, its session context and its date words."""
-
-    rrf_k: float = 5.0
-    lexical: float = 0.55
-    vector: float = 0.30
-    context: float = 0.15
-    fields: tuple[float, float, float] = (1.0, 0.4, 2.0)
-
-
-TUNING = Tuning()
-RRF_K = TUNING.rrf_k
-
-STOPWORDS = frozenset(
-    (
-        "a an the is are was were be been to of in on at for and or but with what when where who whom which why how "
-        "did do does has have had i you he she it they we my your his her their our me him them this that these those "
-        "there as by from about into over after before not no so if then than too very can could would should will "
-        "just also any some all"
-    ).split()
-)
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def query_terms(query: str) -> list[str]:
-    """The content words of a query, lower-cased, without stopwords, deduplicated in order."""
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
-        if word not in STOPWORDS and word not in seen:
-            seen[word] = None
-    return list(seen)
 
 
 @runtime_checkable
@@ -95,15 +66,6 @@ class MemoryStore(Protocol):
     def pending_vectors(self) -> int: ...
     def check(self, full: bool = False) -> list[str]: ...
     def close(self) -> None: ...
-
-
-def rrf(lists: Sequence[tuple[float, Sequence[int]]], k: float = RRF_K) -> dict[int, float]:
-    """Weighted reciprocal rank fusion: sum of weight / (k + rank) over the lists (rank from 1)."""
-    scores: dict[int, float] = {}
-    for weight, ranked in lists:
-        for rank, rid in enumerate(ranked, start=1):
-            scores[rid] = scores.get(rid, 0.0) + weight / (k + rank)
-    return scores
 
 
 def summarise(row: Row, masker: Masker, width: int = 140) -> str:
@@ -593,30 +555,3 @@ class StoreBase:
             kept.append(entry)
             spent += tokens
         return kept
-
-
-def _contexts(
-    sequence: list[tuple[int, str, list[float] | None]], first: int = 0, last: int | None = None
-) -> list[tuple[int, str, list[float] | None]]:
-    """(rid, context text, context vector) of the entries ``first:last`` of a session sequence."""
-    out = []
-    for i in range(first, len(sequence) if last is None else last):
-        around = [
-            sequence[j] for j in range(i - CONTEXT_SPAN, i + CONTEXT_SPAN + 1) if j != i and 0 <= j < len(sequence)
-        ]
-        out.append(
-            (sequence[i][0], " ".join(t for _, t, _ in around), _mean([v for _, _, v in around if v is not None]))
-        )
-    return out
-
-
-def _mean(vectors: list[list[float]]) -> list[float] | None:
-    """The unit mean of some unit vectors (numpy is present whenever an embedder is)."""
-    if not vectors:
-        return None
-    import numpy as np
-
-    total = np.asarray(vectors, dtype=np.float32).sum(0)
-    norm = float(np.linalg.norm(total)) or 1.0
-    result: list[float] = (total / norm).tolist()
-    return result
