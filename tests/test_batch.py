@@ -96,7 +96,9 @@ def test_a_100_task_batch_on_the_local_backend(
     # every task is an ordinary session: its transcript is where keel sessions finds it
     assert len(session_files(tmp_path / "keelhome")) == 100
     listed = keel("sessions", "list", "--json", env=_env(server))
-    assert {r.session_id for r in results.values() if r.session_id} <= {s["id"] for s in json.loads(listed.stdout)}
+    assert {r.session_id for r in results.values() if r.session_id} <= {
+        s["session_id"] for s in json.loads(listed.stdout)
+    }
     # the report
     html = tmp_path / "report.html"
     rep = keel("batch", "report", str(out), "--html", str(html), "--json")

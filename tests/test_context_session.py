@@ -82,7 +82,13 @@ def long_script(project: Path, reads: int) -> dict[str, Any]:
 def settings(tmp_path: Path, **context: Any) -> None:
     home = tmp_path / "keelhome"
     home.mkdir(exist_ok=True)
-    (home / "settings.json").write_text(json.dumps({"maxTokens": 2000, "context": {"window": 40_000, **context}}))
+    # the scenario leaves todos open on purpose (they must survive compaction): no continuation turn
+    data = {
+        "maxTokens": 2000,
+        "context": {"window": 40_000, **context},
+        "disabled_hooks": ["todo-continuation-enforcer"],
+    }
+    (home / "settings.json").write_text(json.dumps(data))
 
 
 def main_requests(server: FakeLLMServer) -> list[dict[str, Any]]:

@@ -154,7 +154,6 @@ def test_sdk_flags_map_onto_the_session(fake_llm: Start, project: Path, tmp_path
 def test_flags_keel_cannot_honour_fail_in_one_line(fake_llm: Start, keel: Keel) -> None:
     env = wire_env(fake_llm({"steps": []}), "anthropic")
     cases = {
-        ("--fallback-model", "haiku"): "--fallback-model is not supported",
         ("--fork-session",): "--fork-session needs -r SESSION_ID or -c",
         ("--setting-sources=user",): "--setting-sources=user is not supported",
         ("--permission-prompt-tool", "mcp__x__ask"): "supports only 'stdio'",

@@ -342,7 +342,8 @@ class Runtime:
             cost=info.prices.cost,
             retry=RetryPolicy(max_retries=_int_env(env, "KEEL_MAX_RETRIES", 4)),
         )
-        context_mgr.loop_config = config  # the context manager keeps its system prompt current
+        if opts.system_prompt is None:  # --system-prompt replaces keel's prompt for the whole session
+            context_mgr.loop_config = config  # the context manager keeps its system prompt current
         context = ToolContext(
             cwd=cwd,
             session_id=session_id,
