@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,18 +109,20 @@ def test_a_100_task_batch_on_the_local_backend(
     assert "success     80.0%" in text and "T013" in text
 
 
-def _keel_children(marker: str) -> list[int]:
-    pids = []
+def _cmdlines() -> Iterator[tuple[int, list[bytes]]]:
+    """Every process's pid and argv (a process that ends mid-scan is skipped)."""
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
-            cmd = (d / "cmdline").read_bytes().split(b"\0")
+            yield int(d.name), (d / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"-p" in cmd and any(marker.encode() in part for part in cmd):
-            pids.append(int(d.name))
-    return pids
+
+
+def _keel_children(marker: str) -> list[int]:
+    """keel -p sessions whose arguments mention ``marker``."""
+    return [pid for pid, cmd in _cmdlines() if b"-p" in cmd and any(marker.encode() in part for part in cmd)]
 
 
 def _wait_for(predicate: Callable[[], Any], timeout: float = 120.0) -> Any:
@@ -297,16 +299,7 @@ def test_the_same_batch_on_a_local_ray_cluster_with_a_worker_killed(
 
 
 def _procs(marker: str) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (d / "cmdline").read_bytes():
-                pids.append(int(d.name))
-        except OSError:
-            continue
-    return pids
+    return [pid for pid, cmd in _cmdlines() if any(marker.encode() in part for part in cmd)]
 
 
 def test_workers_share_one_postgres_memory(
