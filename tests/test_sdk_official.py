@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from claude_agent_sdk import (
+    AgentDefinition,
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
@@ -271,3 +274,61 @@ def test_fork_session_goes_on_in_a_copy(fake_llm: Start, project: Path, tmp_path
     assert set(logs) == {first.session_id, forked.session_id}
     assert "Forked answer." not in logs[first.session_id].read_text()  # the original is untouched
     assert "Forked answer." in logs[forked.session_id].read_text()
+
+
+def _skill(project: Path, name: str, description: str) -> None:
+    folder = project / ".claude" / "skills" / name
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\nDo the {name} thing.\n")
+
+
+def test_sdk_defined_agents_and_a_skill_allowlist(fake_llm: Start, project: Path) -> None:
+    """``ClaudeAgentOptions(agents=..., skills=[...])`` travel in ``initialize``: the agent is a
+    subagent type the model can call (its prompt and tools, from code), and only the listed
+    skills are offered to the model."""
+    _skill(project, "release", "Cut a release")
+    _skill(project, "deploy", "Ship to production")
+    task = {"description": "greet", "prompt": "say hello", "subagent_type": "greeter"}
+    server = fake_llm({"steps": [{"tool_calls": [{"name": "Task", "input": task}]}, "Hello from the child.", "Done."]})
+    greeter = AgentDefinition(description="Greets people", prompt="You are the greeter agent.", tools=["Read"])
+
+    async def run() -> list[Any]:
+        opts = options(server, project, agents={"greeter": greeter}, skills=["release"])
+        async with ClaudeSDKClient(opts) as client:
+            info = await client.get_server_info()
+            await client.query("greet someone")
+            return [info, *[m async for m in client.receive_response()]]
+
+    info, *messages = asyncio.run(asyncio.wait_for(run(), 60))
+    assert isinstance(messages[-1], ResultMessage) and messages[-1].result == "Done.", messages[-1]
+    assert info is not None and "greeter" in [a["name"] for a in info["agents"]]
+    assert any(c["name"] == "compact" for c in info["commands"])
+    init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert "greeter" in init.data["agents"] and init.data["skills"] == ["release"]
+    parent, child = server.cursor.requests[0]["body"], server.cursor.requests[1]["body"]
+    task_tool = next(t for t in parent["tools"] if t["name"] in ("Task", "Agent"))
+    assert "greeter" in task_tool["description"] and "Greets people" in task_tool["description"]
+    skill_tool = next(t for t in parent["tools"] if t["name"] == "Skill")
+    assert "release" in skill_tool["description"] and "deploy" not in skill_tool["description"]
+    assert "You are the greeter agent." in json.dumps(child.get("system", ""))
+    assert [t["name"] for t in child["tools"]] == ["Read"]
+    assert "Hello from the child." in json.dumps(server.cursor.requests[2]["body"]["messages"])
+
+
+def test_malformed_sdk_agents_are_refused_in_one_line(fake_llm: Start, project: Path) -> None:
+    server = fake_llm({"steps": ["never"]})
+    run = subprocess.run(
+        [KEEL, "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"],
+        input=json.dumps(
+            {"type": "control_request", "request_id": "r1", "request": {"subtype": "initialize", "agents": ["x"]}}
+        )
+        + "\n",
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env={**os.environ, **wire_env(server, "anthropic")},
+        timeout=60,
+    )
+    assert "'agents' must be an object" in run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert not server.cursor.requests

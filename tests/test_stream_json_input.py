@@ -155,7 +155,7 @@ def test_flags_keel_cannot_honour_fail_in_one_line(fake_llm: Start, keel: Keel) 
     env = wire_env(fake_llm({"steps": []}), "anthropic")
     cases = {
         ("--fork-session",): "--fork-session needs -r SESSION_ID or -c",
-        ("--setting-sources=user",): "--setting-sources=user is not supported",
+        ("--setting-sources=user,policy",): "--setting-sources: unknown source policy",
         ("--permission-prompt-tool", "mcp__x__ask"): "supports only 'stdio'",
         ("--betas", "x"): "--betas is not supported",
         ("--tools", "Nope"): "--tools: no tool named Nope",
@@ -165,6 +165,22 @@ def test_flags_keel_cannot_honour_fail_in_one_line(fake_llm: Start, keel: Keel) 
         assert run.code == 2 and words in run.stderr and run.stderr.count("\n") == 1, (flags, run.stderr)
     run = keel("-p", "hi", "--input-format", "stream-json")
     assert run.code == 2 and "needs --output-format stream-json" in run.stderr
+
+
+def test_setting_sources_chooses_the_settings_files(fake_llm: Start, project: Path, keel: Keel) -> None:
+    """As Claude Code: ``--setting-sources user`` leaves the project's settings files unread."""
+    (project / ".keel").mkdir()
+    (project / ".keel" / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Write"]}}))
+    target = project / "out.txt"
+    write = {"name": "Write", "input": {"file_path": str(target), "content": "x\n"}}
+    for sources, written in (("user,project,local", False), ("user", True), ("", True)):
+        target.unlink(missing_ok=True)
+        server = fake_llm({"steps": [{"tool_calls": [write]}, "ok"]})
+        run = keel(
+            "-p", "w", "--allowedTools", "Write", f"--setting-sources={sources}", env=wire_env(server, "anthropic")
+        )
+        assert run.code == 0, run.stderr
+        assert target.exists() is written, sources
 
 
 def test_json_schema_structured_output(fake_llm: Start, project: Path, keel: Keel) -> None:

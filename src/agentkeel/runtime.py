@@ -92,9 +92,22 @@ def project_trust(cwd: Path, home_dir: Path, override: bool | None = None) -> Tr
     return state
 
 
+SOURCES = frozenset({"user", "project", "local"})  # the settings files --setting-sources chooses from
+
+
 def read_settings(
-    cwd: Path, home: Path, home_dir: Path, extra: list[Path], env: Mapping[str, str], *, trusted: bool
+    cwd: Path,
+    home: Path,
+    home_dir: Path,
+    extra: list[Path],
+    env: Mapping[str, str],
+    *,
+    trusted: bool,
+    sources: frozenset[str] | None = None,
 ) -> LoadedSettings:
+    """``sources``: which settings files to read (``--setting-sources``); --settings files and
+    managed settings are always read."""
+    include: frozenset[Any] = frozenset({"cli", "managed", *(sources if sources is not None else SOURCES)})
     managed = Path(env.get("KEEL_MANAGED_SETTINGS", "/etc/keel/managed-settings.json"))
     try:
         return load_settings(
@@ -103,6 +116,7 @@ def read_settings(
             keel_home=home_dir,
             extra_files=extra,
             managed=managed if managed.is_file() else None,
+            include=include,
             trusted_project=trusted,
         )
     except SettingsError as e:
@@ -146,6 +160,8 @@ class RuntimeOptions:
     fork_session: bool = False  # with resume/continue: go on in a copy under a new id (--fork-session)
     # subagent types given in code, as the Agent SDK's ``agents``: {"name": {"description", "prompt", "tools", "model"}}
     agents: dict[str, Any] = field(default_factory=dict)
+    setting_sources: frozenset[str] | None = None  # --setting-sources: user/project/local (None: all three)
+    skills: list[str] | None = None  # the Agent SDK's skill allowlist: only these skills are offered (None: all)
 
 
 class Runtime:
@@ -188,7 +204,9 @@ class Runtime:
         sessions = project_dir(home_dir, cwd)
         _writable(home_dir, sessions)
         trust = project_trust(cwd, home_dir, opts.trust_project)
-        loaded = read_settings(cwd, opts.home, home_dir, opts.settings_files, env, trusted=trust.trusted)
+        loaded = read_settings(
+            cwd, opts.home, home_dir, opts.settings_files, env, trusted=trust.trusted, sources=opts.setting_sources
+        )
         settings = loaded.settings
         env = {**settings.env, **env} if settings.env else env
         try:
@@ -383,6 +401,7 @@ class Runtime:
             env=env,
             wait_background=opts.channel != "interactive",
             agents=opts.agents,
+            skills_allowed=opts.skills,
         )
         rt = cls(
             agent,

@@ -57,6 +57,7 @@ def attach(
     env: dict[str, str] | None = None,
     wait_background: bool = True,
     agents: dict[str, Any] | None = None,
+    skills_allowed: Sequence[str] | None = None,
 ) -> list[str]:
     """Set the session up; returns warnings for the user (bad definition files, missing plugins)."""
     services = agent.services
@@ -68,6 +69,8 @@ def attach(
         extra += [found] if found is not None else []
     catalog = load_agents(cwd, home, plugins=[(p.name, p.agents_dir) for p in plugins], extra=extra)
     skills = load_skills(cwd, home, plugins=[(p.name, p.skills_dir, p.root) for p in plugins])
+    if skills_allowed is not None:
+        warnings += only_skills(skills, skills_allowed)
     registry = CommandRegistry()
     register_builtins(registry)
     load_commands(registry, cwd, home, plugins=[(p.name, p.commands_dir, p.root) for p in plugins])
@@ -89,6 +92,15 @@ def attach(
     agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
     agent.bus.subscribe(_on_session_end(agent))
     return warnings
+
+
+def only_skills(skills: SkillCatalog, allowed: Sequence[str]) -> list[str]:
+    """Keep only the allowed skills (by name, or a plugin skill by its bare name); warn about
+    names that match nothing, as a typo would otherwise silently hide every skill."""
+    keep = {s.name for name in allowed if (s := skills.get(name)) is not None}
+    missing = [name for name in allowed if skills.get(name) is None]
+    skills.skills = {n: s for n, s in skills.skills.items() if n in keep}
+    return [f"skills: no skill named {name!r} (the allowlist names skills by their folder name)" for name in missing]
 
 
 def _on_session_end(agent: Agent) -> Callable[[Event], None]:

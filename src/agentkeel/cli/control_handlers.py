@@ -71,8 +71,8 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
             session.usage_error = True
             raise
         return {
-            "commands": [],
-            "agents": [],
+            "commands": commands_of(rt),
+            "agents": agents_of(rt),
             "output_style": "default",
             "available_output_styles": ["default"],
             "models": [{"value": rt.model.qualified, "displayName": rt.model.qualified, "description": ""}],
@@ -189,3 +189,39 @@ async def _stop_task(session: Session, task_id: str) -> dict[str, Any]:
         shell.killed = True
         await state.kill(shell.run)
     return {}
+
+
+# --- what the session offers (initialize's answer and the init message) ------------------
+
+
+def commands_of(rt: Runtime) -> list[dict[str, str]]:
+    """The slash commands, as the SDK's ``SlashCommand`` (name, description, argumentHint)."""
+    from agentkeel.commands.registry import CommandRegistry
+
+    registry = rt.agent.services.find(CommandRegistry)
+    if registry is None:
+        return []
+    return [{"name": c.name, "description": c.description, "argumentHint": c.argument_hint or ""} for c in registry]
+
+
+def agents_of(rt: Runtime) -> list[dict[str, str]]:
+    """The subagent types (the built-ins, files, plugins and the SDK's own)."""
+    from agentkeel.agents.spawner import SubagentSpawner
+
+    spawner = rt.agent.services.find(SubagentSpawner)
+    if spawner is None:
+        return []
+    out = []
+    for agent in spawner.catalog:
+        entry = {"name": agent.name, "description": agent.description}
+        if agent.model:
+            entry["model"] = agent.model
+        out.append(entry)
+    return out
+
+
+def skills_of(rt: Runtime) -> list[str]:
+    from agentkeel.skills.loader import SkillCatalog
+
+    catalog = rt.agent.services.find(SkillCatalog)
+    return [s.name for s in catalog] if catalog is not None else []

@@ -39,11 +39,13 @@ def apply_sdk_flags(args: argparse.Namespace, opts: RuntimeOptions) -> None:
         )
     if args.setting_sources is not None:
         wanted = {s.strip() for s in args.setting_sources.split(",") if s.strip()}
-        if wanted != _ALL_SOURCES:
+        unknown = sorted(wanted - _ALL_SOURCES)
+        if unknown:
             raise KeelError(
-                f"--setting-sources={args.setting_sources} is not supported by keel yet: keel reads user, project "
-                "and local settings (pass all three, or leave the flag out)"
+                f"--setting-sources: unknown source {', '.join(unknown)} (use a comma-separated list of user, "
+                "project, local)"
             )
+        opts.setting_sources = frozenset(wanted)
     opts.settings_files = [_settings_file(v) for v in args.settings]
     plugin_dirs = []
     for d in args.plugin_dir:

@@ -138,11 +138,15 @@ class Session:
         if init is not None:
             regs = control.hook_registrations(init)
             opts.hooks = _merge_hooks(opts.hooks, self._hooks(regs))
-            for key in ("agents", "skills"):
-                if init.get(key):
-                    raise control.ControlError(
-                        f"initialize: SDK-defined {key} are not supported by keel yet (define them in .keel/ instead)"
-                    )
+            agents, skills = init.get("agents"), init.get("skills")
+            if agents is not None and not isinstance(agents, dict):
+                raise control.ControlError("initialize: 'agents' must be an object of name -> agent definition")
+            if skills is not None and not (isinstance(skills, list) and all(isinstance(n, str) for n in skills)):
+                raise control.ControlError("initialize: 'skills' must be a list of skill names")
+            if agents:
+                opts.agents = {**opts.agents, **agents}  # the SDK's agents win over same-named files
+            if skills is not None:
+                opts.skills = list(skills)
             if isinstance(init.get("systemPrompt"), str):
                 opts.system_prompt = init["systemPrompt"]
             if isinstance(init.get("appendSystemPrompt"), str):
@@ -228,15 +232,17 @@ class Session:
             self.channel.write(encoded)
 
     def init_fields(self, rt: Runtime) -> dict[str, Any]:
+        from agentkeel.cli.control_handlers import agents_of, commands_of, skills_of
+
         servers = [{"name": s, "status": "connected"} for s in self.sdk_servers]
         return {
             "permissionMode": rt.permissions.mode,
             "mcp_servers": servers,
             "apiKeySource": "none",
-            "slash_commands": [],
+            "slash_commands": [c["name"] for c in commands_of(rt)],
             "output_style": "default",
-            "agents": [],
-            "skills": [],
+            "agents": [a["name"] for a in agents_of(rt)],
+            "skills": skills_of(rt),
             "plugins": [{"name": p.name, "path": str(p)} for p in self.opts.plugin_dirs],
             "additional_directories": [str(d) for d in rt.agent.context.additional_dirs],
         }
