@@ -264,3 +264,14 @@ def test_slash_mcp_and_an_mcp_prompt_through_keel_p(
     assert run.code == 0 and "reviewed" in run.stdout, run.stderr
     sent = json.dumps(server.cursor.requests[-1]["body"]["messages"])
     assert "Please review the parser carefully." in sent
+
+
+def test_approval_status_of_project_servers() -> None:
+    from agentkeel.mcpclient.config import Approval
+
+    layers = [{"enabledMcpjsonServers": ["a"], "disabledMcpjsonServers": ["b"]}]
+    approval = Approval.from_layers(layers)
+    assert [approval.status(n) for n in ("a", "b", "c")] == ["approved", "rejected", "pending"]
+    assert approval.allows("c") and not approval.allows("b")  # nobody to ask: pending starts
+    every = Approval.from_layers([*layers, {"enableAllProjectMcpServers": True}])
+    assert [every.status(n) for n in ("a", "b", "c")] == ["approved", "rejected", "approved"]

@@ -157,6 +157,7 @@ class RuntimeOptions:
     plugin_dirs: tuple[Path, ...] = ()  # --plugin-dir: hooks/hooks.json, commands, agents, skills (this session)
     mcp_config: list[str] = field(default_factory=list)  # --mcp-config values (a file or JSON), SDK servers removed
     strict_mcp_config: bool = False  # --strict-mcp-config: only the servers of mcp_config
+    skip_project_mcp: bool = False  # start no server of .mcp.json (its approvals could not be saved)
     fork_session: bool = False  # with resume/continue: go on in a copy under a new id (--fork-session)
     # subagent types given in code, as the Agent SDK's ``agents``: {"name": {"description", "prompt", "tools", "model"}}
     agents: dict[str, Any] = field(default_factory=dict)
@@ -333,6 +334,7 @@ class Runtime:
                 layers=[(str(layer.path), layer.scope, layer.data) for layer in loaded.layers],
                 cli=list(opts.mcp_config),
                 strict=opts.strict_mcp_config,
+                project=not opts.skip_project_mcp,
                 services=services,
                 warn=loaded.warnings.append,
                 notify=lambda message: bus.emit(Notice(level="warning", message=message)),

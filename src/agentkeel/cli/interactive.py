@@ -36,6 +36,7 @@ from agentkeel import PermissionAnswer as Answer
 from agentkeel import PermissionDecision as Decision
 from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
 from agentkeel.cli.headless import options_from_args
+from agentkeel.cli.mcp import approve_new_servers
 from agentkeel.commands.run import route_line
 
 
@@ -134,6 +135,9 @@ async def _repl(args: argparse.Namespace, first_prompt: str) -> int:
     opts.channel = "interactive"
     if not await _trust_prompt(session, opts.cwd):
         opts.trust_project = False
+    elif not await approve_new_servers(opts.cwd, session.prompt_async, print):
+        print("keel: this session starts no MCP server of .mcp.json (answers not saved)")
+        opts.skip_project_mcp = True
 
     async def ask(call: ToolCall, decision: Decision) -> Answer:
         sys.stdout.write(f"\n{decision.reason}\n  {_summary(call.name, call.input)}\n")

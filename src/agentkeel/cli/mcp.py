@@ -1,4 +1,6 @@
-"""``keel mcp list|get|add|add-json|remove``: MCP servers, with Claude Code's ``claude mcp`` flags.
+"""``keel mcp list|get|add|add-json|remove|reset-project-choices``: MCP servers, with Claude
+Code's ``claude mcp`` flags; and the interactive approval of a project's new ``.mcp.json`` servers
+(:func:`approve_new_servers`, called by the interactive UIs before a session starts).
 
 Scopes: ``local`` (default; ``.keel/settings.local.json``, private to you in this project),
 ``project`` (``.mcp.json``, shared through the repository), ``user`` (``$KEEL_HOME/settings.json``,
@@ -58,6 +60,10 @@ def add_parser(sub: Any) -> None:
     _scope(rm, None)
     rm.add_argument("name")
     rm.add_argument("--cwd", default=None, help=argparse.SUPPRESS)
+    reset = msub.add_parser(
+        "reset-project-choices", help="forget which of this project's .mcp.json servers you approved or rejected"
+    )
+    reset.add_argument("--cwd", default=None, help=argparse.SUPPRESS)
 
 
 def _scope(p: argparse.ArgumentParser, default: str | None) -> None:
@@ -75,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
             return _add(cwd, args.scope, args.name, _entry(args))
         if args.action == "add-json":
             return _add(cwd, args.scope, args.name, _json_entry(args.json))
+        if args.action == "reset-project-choices":
+            return _reset(cwd)
         return _remove(cwd, args.scope, args.name)
     except _Usage as e:
         print(f"keel mcp: {e}", file=sys.stderr)
@@ -208,6 +216,63 @@ def _remove(cwd: Path, scope: str | None, name: str) -> int:
     print(f"Removed MCP server {name} from {found[0]} config")
     print(f"File modified: {path}")
     return EXIT_OK
+
+
+def _reset(cwd: Path) -> int:
+    from agentkeel.mcpclient.approval import reset_choices
+
+    try:
+        changed = reset_choices(cwd)
+    except OSError as e:
+        raise _Usage(str(e)) from None
+    _keep_trust(cwd, bool(changed))
+    print(
+        "All project-scoped (.mcp.json) server approvals and rejections have been reset.\n"
+        "You will be prompted for approval next time you start keel here."
+    )
+    return EXIT_OK
+
+
+def _keep_trust(cwd: Path, changed: bool) -> None:
+    """keel itself changed this folder's local settings: a folder trusted before stays trusted."""
+    from agentkeel.trust import TrustStore
+
+    store = TrustStore(_keel_home())
+    if changed and store.state(cwd).status == "changed":
+        store.trust(cwd)
+
+
+async def approve_new_servers(cwd: Path, ask: Any, say: Any) -> bool:
+    """Interactive mode, before the session starts: ask about each ``.mcp.json`` server of a
+    trusted folder that no setting approves or rejects yet, and remember the answers (see
+    :mod:`agentkeel.mcpclient.approval`). False when the answers could not be read or saved:
+    the caller then starts no project server this session (fail closed)."""
+    from agentkeel.mcpclient.approval import ask_about_servers, pending_servers, record_choices
+    from agentkeel.runtime import KeelError, project_trust, read_settings
+
+    home_dir = _keel_home()
+    trust = project_trust(cwd, home_dir)
+    if not trust.trusted or not (cwd / ".mcp.json").is_file():
+        return True
+    try:
+        loaded = read_settings(cwd, Path.home(), home_dir, [], os.environ, trusted=True)
+    except KeelError as e:
+        say(f"keel: {e}")
+        return False
+    errors: list[str] = []
+    env = {**loaded.settings.env, **os.environ}
+    pending = pending_servers(cwd, [x.data for x in loaded.layers], env, errors)
+    if not pending:
+        return True
+    was_trusted = trust.status == "trusted"
+    choices = await ask_about_servers(pending, ask, say)
+    try:
+        record_choices(cwd, choices)
+    except OSError as e:
+        say(f"keel: your MCP server choices were not saved: {e}")
+        return False
+    _keep_trust(cwd, was_trusted)
+    return True
 
 
 # --- list / get --------------------------------------------------------------------------

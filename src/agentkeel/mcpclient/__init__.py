@@ -46,6 +46,7 @@ class McpSetup:
     layers: Iterable[tuple[str, str, Mapping[str, Any]]] = ()  # (path, scope, data) of each settings layer
     cli: list[str] = field(default_factory=list)  # --mcp-config values
     strict: bool = False  # --strict-mcp-config
+    project: bool = True  # False: no server of .mcp.json this session
     services: Services = field(default_factory=Services)
     warn: Callable[[str], None] = lambda _m: None  # a one-line warning shown at start
     notify: Callable[[str], None] = lambda _m: None  # a one-line warning shown now (later failures)
@@ -68,6 +69,7 @@ def mcp_extension(setup: McpSetup) -> Extension | None:
         trusted=setup.trusted,
         cli=setup.cli,
         strict=setup.strict,
+        project=setup.project,
     )
     for line in [*found.errors, *found.skipped]:
         setup.warn(line)

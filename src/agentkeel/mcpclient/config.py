@@ -192,10 +192,16 @@ class Approval:
     enabled: frozenset[str] = frozenset()
     disabled: frozenset[str] = frozenset()
 
+    def status(self, name: str) -> Literal["approved", "rejected", "pending"]:
+        if name in self.disabled:
+            return "rejected"
+        return "approved" if self.enable_all or name in self.enabled else "pending"
+
     def allows(self, name: str) -> bool:
-        """Disabled by name: never. Otherwise a trusted folder's servers run: trusting the folder
-        (``keel trust``, which covers ``.mcp.json``'s content) is keel's approval of them."""
-        return name not in self.disabled
+        """Whether a server starts in a session nobody is asked in: a rejected one never; an
+        approved or pending one does (interactive mode asks about pending ones before the
+        session starts: :mod:`agentkeel.mcpclient.approval`), as in Claude Code."""
+        return self.status(name) != "rejected"
 
     @classmethod
     def from_layers(cls, layers: Iterable[Mapping[str, Any]]) -> Approval:
@@ -241,6 +247,7 @@ def discover(
     trusted: bool,
     cli: Iterable[str] = (),
     strict: bool = False,
+    project: bool = True,
 ) -> Discovered:
     """Every server this session should start, by name (a higher scope replaces a lower one)."""
     errors: list[str] = []
@@ -255,7 +262,9 @@ def discover(
                 found += servers_in(data, "user", path, env, errors)
         mcp_json = cwd / ".mcp.json"
         if mcp_json.is_file():
-            if not trusted:
+            if not project:
+                skipped.append(f"{mcp_json}: no MCP server of this file starts this session")
+            elif not trusted:
                 skipped.append(f"{mcp_json}: MCP servers not started until you trust this folder (`keel trust`)")
             else:
                 approval = Approval.from_layers(d for _, _, d in layer_list)
