@@ -255,6 +255,7 @@ class Runtime:
             services.put(kind, item)
         if sandbox is not None:
             services.put(type(sandbox), sandbox)
+            sandbox.asker = gate  # a new host a sandboxed command reaches is asked about through the gate
         parts = SessionParts(
             bus=bus,
             engine=engine,

@@ -10,6 +10,7 @@ the domain proxy (``sandbox/proxy.py``), which lets allowed domains through.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -18,12 +19,13 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agentkeel.sandbox.config import SandboxConfig
 from agentkeel.sandbox.explain import LEFTOVER_MARK, explain
 from agentkeel.sandbox.mounts import build_layout, default_hidden
 from agentkeel.sandbox.probe import Probe, probe
+from agentkeel.sandbox.proxy import needs_network
 
 if TYPE_CHECKING:
     from agentkeel.permissions.call import Call
@@ -49,6 +51,15 @@ def leftover_check(relay: bool) -> str:
             "done 2>/dev/null"
         )
     return f'{count}; if [ $n -gt 0 ]; then echo "{LEFTOVER_MARK} $n" >&2; fi'
+
+
+class DomainAsker(Protocol):
+    """Who answers "may a sandboxed command reach this new host?" (the permission gate: its
+    PermissionRequest hooks, then the host's prompt or ``can_use_tool``)."""
+
+    def can_ask(self) -> bool: ...
+
+    async def ask_network(self, host: str) -> bool: ...
 
 
 class SandboxError(ValueError):
@@ -91,6 +102,9 @@ class Sandbox:
         # removing it under a sandboxed command still running would lift its read-only mount there.
         self._made: dict[str, None] = {}
         self._live = 0  # prepared calls not yet finished
+        self.asker: DomainAsker | None = None  # set by the runtime once the permission gate exists
+        self.answers: dict[str, bool] = {}  # the user's answer per new host, for the session
+        self._asking: dict[str, asyncio.Future[bool]] = {}  # one question per host at a time
 
     # --- what runs where -------------------------------------------------------------------
 
@@ -215,7 +229,8 @@ class Sandbox:
         relay = ""
         if self.proxy is not None:
             inner_env.update(self.proxy.env())
-            relay = self.proxy.relay()
+            if needs_network(command, str(cwd), str(self.home)):
+                relay = self.proxy.relay(self._idle_fifo())
         trap = "; ".join(t for t in (on_exit, leftover_check(bool(relay))) if t)
         script = f"{relay}trap '{trap}' EXIT\n{command}"
         argv = [self.probe.bwrap, *NAMESPACES, *args, "--chdir", str(cwd), "--", shell, "-c", script]
@@ -240,15 +255,23 @@ class Sandbox:
             return []
         return [f"[keel sandbox] removed protected file(s) the command created: {', '.join(removed)}"]
 
+    def _idle_fifo(self) -> Path:
+        """A FIFO nobody writes: the relay's wait pauses on it with ``read -t`` (no ``sleep`` process)."""
+        path = self.root / "idle.fifo"
+        if not path.exists():
+            os.mkfifo(path, 0o600)
+        return path
+
     async def start_proxy(self) -> None:
-        """Start the domain proxy on first use, when some domain is allowed and socat is here."""
+        """Start the domain proxy on first use, when socat is here and some domain is allowed or
+        someone can be asked about a new one."""
         if self.proxy is not None or not self.probe.socat:
             return
-        if not self.config.allowed_domains and not self._webfetch("allow"):
+        if not self.config.allowed_domains and not self._webfetch("allow") and not self._can_ask():
             return
         from agentkeel.sandbox.proxy import DomainProxy
 
-        proxy = DomainProxy(self.root / "proxy.sock", self.domain_allowed)
+        proxy = DomainProxy(self.root / "proxy.sock", self.domain_permitted)
         await proxy.start()
         self.proxy = proxy
 
@@ -257,16 +280,45 @@ class Sandbox:
             return []
         return [r.specifier or "" for r in self.engine.rules_of(kind) if r.tool == "WebFetch" and not r.bare]
 
-    def domain_allowed(self, host: str) -> bool:
-        """A WebFetch ``domain:`` deny rule refuses the host; ``sandbox.network.allowedDomains`` or a
-        WebFetch ``domain:`` allow rule (read at each connection: one the user adds in the session
-        counts) lets it through; hosts match as WebFetch rules match them."""
+    def domain_allowed(self, host: str) -> bool | None:
+        """A WebFetch ``domain:`` deny rule refuses the host (False); ``sandbox.network.allowedDomains``
+        or a WebFetch ``domain:`` allow rule (read at each connection: one the user adds in the session
+        counts) lets it through (True); hosts match as WebFetch rules match them. None: no rule says."""
         from agentkeel.permissions.rules import domain_matches
 
         if any(domain_matches(spec, host) for spec in self._webfetch("deny")):
             return False
         specs = [f"domain:{d}" for d in self.config.allowed_domains] + self._webfetch("allow")
-        return any(domain_matches(spec, host) for spec in specs)
+        return True if any(domain_matches(spec, host) for spec in specs) else None
+
+    def _can_ask(self) -> bool:
+        return self.asker is not None and self.asker.can_ask()
+
+    async def domain_permitted(self, host: str) -> bool:
+        """The proxy's question for each connection: the rules, else the user's answer for this host
+        this session, else ask once (where someone can answer; with nobody, refused without asking)."""
+        ruled = self.domain_allowed(host)
+        if ruled is not None:
+            return ruled
+        if host in self.answers:
+            return self.answers[host]
+        if self.asker is None or not self.asker.can_ask():
+            return False
+        pending = self._asking.get(host)
+        if pending is None:  # concurrent connections to one new host wait for the one question
+            pending = asyncio.ensure_future(self.asker.ask_network(host))
+            self._asking[host] = pending
+            try:
+                self.answers[host] = bool(await asyncio.shield(pending))
+            except Exception:
+                self.answers[host] = False  # fail closed
+            finally:
+                self._asking.pop(host, None)
+            return self.answers[host]
+        try:
+            return bool(await asyncio.shield(pending))
+        except Exception:
+            return False
 
     def explain(self, output: str, code: int | None, command: str) -> str | None:
         blocked = tuple(dict.fromkeys(self.proxy.denied)) if self.proxy is not None else ()
