@@ -16,7 +16,6 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -102,6 +101,7 @@ class Sandbox:
         # removing it under a sandboxed command still running would lift its read-only mount there.
         self._made: dict[str, None] = {}
         self._live = 0  # prepared calls not yet finished
+        self._rule_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
         self.asker: DomainAsker | None = None  # set by the runtime once the permission gate exists
         self.answers: dict[str, bool] = {}  # the user's answer per new host, for the session
         self._asking: dict[str, asyncio.Future[bool]] = {}  # one question per host at a time
@@ -189,15 +189,25 @@ class Sandbox:
 
     def hidden(self) -> list[str]:
         paths = default_hidden(str(self.home)) + [self._expand(p) for p in self.config.deny_read]
-        if self.engine is not None:
-            paths += _rule_paths(self.engine, "Read", self._expand)
-        return paths
+        return paths + self._ruled("Read")
 
     def deny_write(self) -> list[str]:
-        paths = [self._expand(p) for p in self.config.deny_write]
-        if self.engine is not None:
-            paths += _rule_paths(self.engine, "Edit", self._expand)
-        return paths
+        return [self._expand(p) for p in self.config.deny_write] + self._ruled("Edit")
+
+    def _ruled(self, tool: str) -> list[str]:
+        """The paths ``tool`` deny rules name, globs expanded once per session (and again when the
+        rules change: one added in the session counts)."""
+        if self.engine is None:
+            return []
+        rules = [r for r in self.engine.rules_of("deny") if r.tool == tool]
+        key = (tool, tuple((r.text, r.root) for r in rules))
+        found = self._rule_cache.get(key)
+        if found is None:
+            from agentkeel.sandbox.hidden import rule_paths
+
+            found = rule_paths(rules, tool, cwd=str(self.cwd), home=str(self.home), expand=self._expand)
+            self._rule_cache = {k: v for k, v in self._rule_cache.items() if k[0] != tool} | {key: found}
+        return found
 
     def _expand(self, spec: str) -> str:
         """A path as Claude Code's sandbox settings and rules write it: ``//abs``, ``~/x``, ``/x``
@@ -350,21 +360,3 @@ class Sandbox:
                 except OSError:
                     pass
             shutil.rmtree(root, ignore_errors=True)
-
-
-def _rule_paths(engine: PermissionEngine, tool: str, expand: Callable[[str], str]) -> list[str]:
-    """The literal paths of ``Read(...)``/``Edit(...)`` deny rules (``./.env``, ``~/.ssh/**``); a
-    bare name (``.env``: any depth) is taken at the top of the project, where it usually is."""
-    out: list[str] = []
-    for rule in engine.rules_of("deny"):
-        if rule.tool != tool or rule.bare or rule.specifier is None:
-            continue
-        spec = rule.specifier.strip()
-        for suffix in ("/**", "/*", "/"):
-            if spec.endswith(suffix) and len(spec) > len(suffix):
-                spec = spec[: -len(suffix)]
-                break
-        if any(c in spec for c in "*?[") or not spec:
-            continue
-        out.append(expand(spec))
-    return out
