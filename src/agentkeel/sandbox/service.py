@@ -232,7 +232,7 @@ class Sandbox:
             hidden=self.hidden(),
             mask_run=not self.config.allow_all_unix_sockets,
         )
-        self._made.update((p, None) for p in layout.guard_missing if not os.path.lexists(p))
+        self._made.update((p, None) for p in layout.all_guard_missing() if not os.path.lexists(p))
         root = self.root
         args = layout.args(str(root / "hidden-file"), str(root / "hidden-dir"), str(root / "readonly-dir"))
         inner_env = {**env, "TMPDIR": str(self.tmpdir)}
@@ -245,7 +245,7 @@ class Sandbox:
         script = f"{relay}trap '{trap}' EXIT\n{command}"
         argv = [self.probe.bwrap, *NAMESPACES, *args, "--chdir", str(cwd), "--", shell, "-c", script]
         self._live += 1
-        return Prepared(argv, inner_env, [p for p in layout.absent if not os.path.lexists(p)])
+        return Prepared(argv, inner_env, [p for p in layout.all_absent() if not os.path.lexists(p)])
 
     def finished(self, prepared: Prepared) -> list[str]:
         """Remove the protected entries the command created; returns a note for the model when it
