@@ -93,6 +93,7 @@ class Sandbox:
         self.additional_dirs = additional_dirs
         self.engine = engine
         self.probe = found if found is not None else probe()
+        self.session_enabled: bool | None = None  # /sandbox on|off in this session
         self.proxy: DomainProxy | None = None
         self._root: Path | None = None
         # empty mount points bubblewrap made on the host for missing protected directories (.claude,
@@ -109,11 +110,18 @@ class Sandbox:
     # --- what runs where -------------------------------------------------------------------
 
     @property
+    def enabled(self) -> bool:
+        """Sandbox mode for this session: settings' ``sandbox.enabled``, unless ``/sandbox`` turned it."""
+        return self.config.enabled if self.session_enabled is None else self.session_enabled
+
+    @property
     def active(self) -> bool:
-        return self.config.enabled and self.probe.available
+        return self.enabled and self.probe.available
 
     @property
     def why_inactive(self) -> str:
+        if self.session_enabled is False:
+            return "turned off for this session (/sandbox on turns it back on)"
         if not self.config.enabled:
             return "sandbox.enabled is not true"
         return self.probe.problem
@@ -277,7 +285,7 @@ class Sandbox:
         someone can be asked about a new one."""
         if self.proxy is not None or not self.probe.socat:
             return
-        if not self.config.allowed_domains and not self._webfetch("allow") and not self._can_ask():
+        if not self.config.allowed_domains and not self._webfetch("allow") and not self.can_ask():
             return
         from agentkeel.sandbox.proxy import DomainProxy
 
@@ -301,7 +309,8 @@ class Sandbox:
         specs = [f"domain:{d}" for d in self.config.allowed_domains] + self._webfetch("allow")
         return True if any(domain_matches(spec, host) for spec in specs) else None
 
-    def _can_ask(self) -> bool:
+    def can_ask(self) -> bool:
+        """Someone can answer a question about a new host (see :class:`DomainAsker`)."""
         return self.asker is not None and self.asker.can_ask()
 
     async def domain_permitted(self, host: str) -> bool:
