@@ -24,7 +24,6 @@ from agentkeel.sandbox.config import SandboxConfig
 from agentkeel.sandbox.explain import LEFTOVER_MARK, explain
 from agentkeel.sandbox.mounts import build_layout, default_hidden
 from agentkeel.sandbox.probe import Probe, probe
-from agentkeel.sandbox.proxy import needs_network
 
 if TYPE_CHECKING:
     from agentkeel.permissions.call import Call
@@ -247,6 +246,8 @@ class Sandbox:
         relay = ""
         if self.proxy is not None:
             inner_env.update(self.proxy.env())
+            from agentkeel.sandbox.proxy import needs_network
+
             if needs_network(command, str(cwd), str(self.home)):
                 relay = self.proxy.relay(self._idle_fifo())
         trap = "; ".join(t for t in (on_exit, leftover_check(bool(relay))) if t)
