@@ -8,16 +8,20 @@ import http.server
 import json
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentkeel.core.extensions import ToolCall
+from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.permissions import Answer, PermissionGate
 from agentkeel.permissions.verdicts import Decision
 from agentkeel.tools.shell import ShellState
+from conftest import KEEL, wire_env
 from sandbox_harness import SandboxedBash, bwrap_works
+from test_sandbox_cli import _results
 
 pytestmark = pytest.mark.skipif(
     not bwrap_works() or not shutil.which("socat") or not shutil.which("curl"),
@@ -162,3 +166,49 @@ def test_the_relay_starts_only_for_a_command_that_may_use_the_network(tmp_path: 
     local, other = _run(bash, "cat /proc/[0-9]*/comm", "id >/dev/null; cat /proc/[0-9]*/comm")
     assert "socat" not in getattr(local, "content", "").split()
     assert "socat" in getattr(other, "content", "").split()
+
+
+@pytest.mark.parametrize("transport", ["in-process", "subprocess"])
+def test_the_sdk_host_is_asked_once_through_can_use_tool(
+    transport: str, tmp_path: Path, port: int, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    """End to end: keel's SDK, a sandboxed session, the model's Bash reaching a new host twice."""
+    from agentkeel.sdk import (
+        KeelAgentOptions,
+        PermissionResultAllow,
+        PermissionResultDeny,
+        ToolPermissionContext,
+        query,
+    )
+
+    project = tmp_path / "project"
+    project.mkdir()
+    curl = f"curl -sS -m 10 http://localhost:{port}/"
+    server = fake_llm({"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": curl}}]}] * 2 + ["Done."]})
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"sandbox": {"enabled": True}}))
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def can_use_tool(
+        name: str, data: dict[str, Any], ctx: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        asked.append((name, data))
+        return PermissionResultAllow()
+
+    opts = KeelAgentOptions(
+        cwd=project,
+        env=wire_env(server, "anthropic"),
+        transport=transport,  # type: ignore[arg-type]
+        cli_path=KEEL,
+        can_use_tool=can_use_tool,
+        settings=str(settings),
+    )
+
+    async def run() -> None:
+        async for _ in query(prompt="fetch it twice", options=opts):
+            pass
+
+    asyncio.run(asyncio.wait_for(run(), 120))
+    assert asked == [("SandboxNetworkAccess", {"host": "localhost"})]  # Bash itself ran sandboxed, unasked
+    results = _results(server)
+    assert results == ["hello-from-the-host", "hello-from-the-host"], results
