@@ -2,8 +2,9 @@
 
 The real Bash tool runs ``true`` in a scratch project, interleaving an unsandboxed call, a
 sandboxed call with the network off, and (when socat is here) a sandboxed call with the domain
-proxy's relay; the overhead is each sandboxed call minus the unsandboxed call next to it (pairs
-cancel most of the noise of a shared machine). Also timed: bubblewrap alone around ``true``
+proxy's relay (``true`` needs no relay: keel starts it only for a command that may use the network;
+``id`` does, against ``id`` unsandboxed); the overhead is each sandboxed call minus the unsandboxed
+call next to it (pairs cancel most of the noise of a shared machine). Also timed: bubblewrap alone around ``true``
 against ``bash -c true``, and the start of a relay inside (socat, against the floor a
 pure-Python relay would pay: starting ``python3 -S``). The load average is recorded beside.
 
@@ -49,20 +50,24 @@ async def _calls(project: Path, home: Path, rounds: int) -> dict[str, list[float
     plain = ToolContext(cwd=project, session_id="b", services=Services(), emit=lambda e: None)
     boxed = SandboxedBash(project, home)
     proxied = SandboxedBash(project, home, settings={"network": {"allowedDomains": ["example.com"]}})
-    kinds: dict[str, ToolContext] = {"unsandboxed": plain, "sandboxed": boxed.ctx}
+    # each kind: its context and command; ``_relay`` runs ``id`` (not a program keel knows to stay off
+    # the network: the relay starts), against ``id`` unsandboxed
+    kinds: dict[str, tuple[ToolContext, str]] = {"unsandboxed": (plain, "true"), "sandboxed": (boxed.ctx, "true")}
     if shutil.which("socat"):
-        kinds["sandboxed_proxy"] = proxied.ctx
+        kinds["sandboxed_proxy"] = (proxied.ctx, "true")
+        kinds["unsandboxed_id"] = (plain, "id")
+        kinds["sandboxed_proxy_relay"] = (proxied.ctx, "id")
     out: dict[str, list[float]] = {k: [] for k in kinds} | {f"{k}_cpu": [] for k in kinds}
     for i in range(rounds + 3):
-        for kind, ctx in kinds.items():
+        for kind, (ctx, command) in kinds.items():
             t, c = time.perf_counter(), _child_cpu_ms()
-            result = await BASH.run(BASH.parse({"command": "true"}), ctx)
+            result = await BASH.run(BASH.parse({"command": command}), ctx)
             ms = (time.perf_counter() - t) * 1000
             assert not result.is_error, result.content
             if i >= 3:  # warm-up
                 out[kind].append(ms)
                 out[f"{kind}_cpu"].append(_child_cpu_ms() - c)  # CPU of bwrap, bash and all they ran
-    for ctx in kinds.values():
+    for ctx, _ in kinds.values():
         await ctx.services.get(ShellState).aclose()
     await boxed.sandbox.aclose()
     await proxied.sandbox.aclose()
@@ -93,16 +98,20 @@ def main() -> None:
         project.mkdir()
         home.mkdir()
         calls = asyncio.run(_calls(project, home, args.rounds))
-    base = calls["unsandboxed"]
     result: dict[str, object] = {
         "when": datetime.now().isoformat(timespec="seconds"),
         "rounds": args.rounds,
         "bwrap": found.version,
         "bash_call": {k: _q(v) for k, v in calls.items() if not k.endswith("_cpu")},
         "overhead": {
-            k: _q([s - b for s, b in zip(v, base, strict=True)])
+            k: _q(
+                [
+                    s - b
+                    for s, b in zip(v, calls["unsandboxed_id" if k.endswith("_relay") else "unsandboxed"], strict=True)
+                ]
+            )
             for k, v in calls.items()
-            if k != "unsandboxed" and not k.endswith("_cpu")
+            if k.startswith("sandboxed") and not k.endswith("_cpu")
         },
         # CPU time the call's processes used (bubblewrap, bash, the relay): what the sandbox costs
         # without the wait for a core on a loaded machine

@@ -49,6 +49,9 @@ class SandboxedBash:
         return await BASH.run(BASH.parse({"command": command, **extra}), self.ctx)
 
     def __call__(self, command: str, **extra: Any) -> ToolOutput:
+        # a fresh set of shells for each call: the last one's watchdog may still be sweeping its session
+        # (it does once keel closed its end), and would stop a new call tagged with the same session
+        self.services.put(ShellState, ShellState())
         return asyncio.run(self._once(command, **extra))
 
     async def _once(self, command: str, **extra: Any) -> ToolOutput:

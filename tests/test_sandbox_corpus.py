@@ -42,6 +42,7 @@ def test_every_escape_fails_changes_nothing_outside_and_is_reported(tmp_path: Pa
     async def run_all() -> None:
         bash = SandboxedBash(project, home, deny=("Read(./.env)",))
         try:
+            await bash.run("true")  # the session's empty mount point for the missing .keel (gone at the end)
             for technique, case in _cases():
                 command = case.replace("{P}", str(project)).replace("{H}", str(home)).replace("{O}", str(root / "O"))
                 command = command.replace("{PY}", shlex.quote(sys.executable))
@@ -61,6 +62,7 @@ def test_every_escape_fails_changes_nothing_outside_and_is_reported(tmp_path: Pa
             await bash.sandbox.aclose()
 
     asyncio.run(run_all())
+    assert not (project / ".keel").exists()
     alive = [p for p in os.listdir("/proc") if p.isdigit() and b"41.00" in _cmdline(p)]
     assert not alive, "background processes outlived their command"
     assert not failures, "\n".join(failures)

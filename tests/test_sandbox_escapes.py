@@ -4,6 +4,7 @@ sandbox denial."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import socket
@@ -206,3 +207,35 @@ def test_a_protected_file_the_command_creates_is_removed_and_reported(bash: Sand
     assert not (proj / ".mcp.json").exists()
     _denied(out)
     assert "protected files may not be created (.mcp.json" in out.content
+
+
+def test_a_missing_protected_dir_stays_covered_while_another_sandboxed_command_ends(
+    bash: SandboxedBash, proj: Path
+) -> None:
+    """The empty mount point made for a missing ``.claude`` stays while any sandboxed command may run:
+    removing it when the first command ends would lift the read-only mount in the one still running."""
+    from agentkeel.tools import builtin_tools
+    from agentkeel.tools.shell import ShellState
+
+    bash_output = next(t for t in builtin_tools() if t.name == "BashOutput")
+
+    async def scenario() -> tuple[object, object]:
+        first = await bash.run("sleep 0.2", run_in_background=True)  # makes the mount point for .claude
+        sid = first.metadata["background_id"]
+
+        async def collect_first() -> None:
+            await asyncio.sleep(0.8)  # the first has ended: reading it lets the session stop tracking it
+            await bash_output.run(bash_output.parse({"bash_id": sid}), bash.ctx)
+
+        second, _ = await asyncio.gather(
+            bash.run("sleep 1.5; mkdir -p .claude && echo '{}' > .claude/settings.json"), collect_first()
+        )
+        after = await bash.run("ls -a .claude")
+        await bash.services.get(ShellState).aclose()
+        return second, after
+
+    second, after = asyncio.run(scenario())
+    _denied(second)
+    assert not (proj / ".claude" / "settings.json").exists()
+    assert "settings.json" not in getattr(after, "content", "")
+    assert not (proj / ".claude").exists()  # the empty mount point went with the session's shells

@@ -272,8 +272,10 @@ class Runtime:
         services = Services()
         for kind, item in opts.services.items():
             services.put(kind, item)
+        services.put(PermissionGate, gate)  # /sandbox on asks about new hosts through it too
         if sandbox is not None:
             services.put(type(sandbox), sandbox)
+            sandbox.asker = gate  # a new host a sandboxed command reaches is asked about through the gate
         parts = SessionParts(
             bus=bus,
             engine=engine,

@@ -71,3 +71,70 @@ def render(report: dict[str, Any]) -> str:
             lines.append("  excluded (run outside): " + ", ".join(enforced["excluded_commands"]))
     lines += [f"warning: {w}" for w in report["warnings"]]
     return "\n".join(lines)
+
+
+async def slash(runtime: Any, args: str) -> str:
+    """``/sandbox [on|off]``: the session's sandbox status (as ``keel sandbox status``), or turn
+    sandbox mode on or off for this session (settings are not changed)."""
+    from agentkeel.commands.registry import CommandFailed
+    from agentkeel.sandbox import Sandbox, status
+
+    arg = args.strip().lower()
+    services = runtime.agent.services
+    engine = runtime.permissions
+    sandbox: Sandbox | None = services.find(Sandbox)
+    note = ""
+    if arg == "off":
+        if sandbox is not None:
+            sandbox.session_enabled = False
+        note = "Sandbox mode is off for this session: Bash runs unsandboxed, under the normal permission flow."
+    elif arg == "on":
+        sandbox = _turn_on(runtime, sandbox)
+        note = "Sandbox mode is on for this session: Bash runs in the sandbox" + (
+            "; a command that would only ask runs without asking (autoAllowBashIfSandboxed)."
+            if sandbox.config.auto_allow
+            else "."
+        )
+    elif arg:
+        raise CommandFailed("usage: /sandbox [on|off]")
+    report = status(
+        runtime.settings.settings.sandbox,
+        cwd=Path(engine.cwd),
+        home=Path(engine.home),
+        keel_home=Path(engine.keel_home) if engine.keel_home else None,
+        session=sandbox,
+    )
+    text = render(report)
+    return f"{text}\n{note}" if note else text + "\n(/sandbox on|off turns sandbox mode on or off for this session)"
+
+
+def _turn_on(runtime: Any, sandbox: Any) -> Any:
+    """The session's sandbox, made from the settings' ``sandbox`` (enabled) when there is none yet."""
+    from agentkeel.commands.registry import CommandFailed
+    from agentkeel.permissions import PermissionGate
+    from agentkeel.sandbox import Sandbox, SandboxError, setup_sandbox
+
+    if sandbox is None:
+        raw = runtime.settings.settings.sandbox
+        engine = runtime.permissions
+        notes: list[str] = []
+        try:
+            sandbox = setup_sandbox(
+                {**(raw if isinstance(raw, dict) else {}), "enabled": True},
+                cwd=Path(engine.cwd),
+                home=Path(engine.home),
+                keel_home=Path(engine.keel_home) if engine.keel_home else None,
+                additional_dirs=tuple(Path(d) for d in engine.additional_dirs),
+                engine=engine,
+                warnings=notes,
+            )
+        except SandboxError as e:
+            raise CommandFailed(str(e)) from None
+        if sandbox is None:
+            raise CommandFailed(notes[-1] if notes else "the sandbox cannot run here (see `keel sandbox status`)")
+        sandbox.asker = runtime.agent.services.find(PermissionGate)
+        runtime.agent.services.put(Sandbox, sandbox)
+    sandbox.session_enabled = True
+    if not sandbox.active:
+        raise CommandFailed(f"the sandbox cannot run here: {sandbox.why_inactive}")
+    return sandbox

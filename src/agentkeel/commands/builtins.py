@@ -18,6 +18,11 @@ OTHERS = {
     "context": ("agentkeel.context.commands:context", "Show what fills the context window", ""),
     "cost": ("agentkeel.context.commands:cost", "Show the session's token use and cost", ""),
     "memory": ("agentkeel.context.commands:memory", "Show or edit memory and instruction files", ""),
+    "sandbox": (
+        "agentkeel.cli.sandbox:slash",
+        "Show the Bash sandbox's status; turn sandbox mode on or off for this session",
+        "[on|off]",
+    ),
     "mcp": (
         "agentkeel.mcpclient.command:mcp",
         "Show the MCP servers; reconnect, enable or disable one",

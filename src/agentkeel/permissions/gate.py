@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ log = logging.getLogger("agentkeel.permissions")
 Answer = Literal["allow", "allow_session", "allow_project", "deny"]
 AskFn = Callable[[ToolCall, Decision], Awaitable["Answer | bool"]]
 RequestHook = Callable[[ToolCall, Decision], Awaitable["Literal['allow', 'deny'] | None"]]
+NETWORK_TOOL = "SandboxNetworkAccess"  # the call a sandbox network ask is shown as (input: {"host": ...})
 
 
 def headless_denial(call: ToolCall, decision: Decision | None = None) -> str:
@@ -94,6 +96,21 @@ class PermissionGate:
             call, Decision("ask", reason or f"{call.name} asks for approval", None, "hook", (), suggestions)
         )
         return self._decided(call, decision)
+
+    def can_ask(self) -> bool:
+        """Someone can answer an ask: a PermissionRequest hook, or the host (prompt, ``can_use_tool``)."""
+        return self.ask is not None or bool(self.request_hooks)
+
+    async def ask_network(self, host: str) -> bool:
+        """The sandbox's question about a host no rule allows (Claude Code's "Network request outside
+        of sandbox"), as a ``SandboxNetworkAccess`` call (Claude Code's name) through the same
+        PermissionRequest point and host callback as every ask. "Always" saves ``WebFetch(domain:host)``."""
+        call = ToolCall(f"net-{secrets.token_hex(6)}", NETWORK_TOOL, {"host": host}, None)
+        rule = f"WebFetch(domain:{host})"
+        reason = f"A sandboxed command wants to connect to {host}, which no rule allows"
+        decision = await self._ask(call, Decision("ask", reason, None, "sandbox", (), (rule,)))
+        self._decided(call, decision)
+        return decision.decision == "allow"
 
     def _decided(self, call: ToolCall, decision: Decision) -> Verdict:
         """Record the final decision on the bus and answer the loop."""

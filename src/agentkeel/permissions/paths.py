@@ -215,9 +215,26 @@ def inside(path: str, dirs: tuple[str, ...]) -> bool:
     return False
 
 
+WORKTREES = (".keel", "worktrees")  # agents' worktrees: <project>/.keel/worktrees/<name>/
+
+
+def worktree_inside(parts: list[str]) -> int:
+    """Where the path inside the innermost agent worktree (``.keel/worktrees/<name>/...``) starts in
+    ``parts``, or 0 when the path is not inside one (the worktree's own directory is not inside it)."""
+    for i in range(len(parts) - 4, -1, -1):
+        if parts[i] == WORKTREES[0] and parts[i + 1] == WORKTREES[1]:
+            return i + 3
+    return 0
+
+
 def protected(path: str, keel_home: str | None = None, home: str | None = None) -> str | None:
-    """Why writing ``path`` always asks, or None."""
+    """Why writing ``path`` always asks, or None.
+
+    ``.keel/`` is protected, except inside an agent's worktree (``.keel/worktrees/<name>/**``):
+    that is another working tree, where its own protected entries (``.git``, ``.keel/``,
+    ``.claude/``, rc files...) count, read from its root."""
     parts = [p.lower() for p in path.split("/") if p]
+    parts = parts[worktree_inside(parts) :]
     for part in parts[:-1]:
         if part in PROTECTED_DIRS:
             return f"{part}/ is a protected directory"

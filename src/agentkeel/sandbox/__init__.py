@@ -60,28 +60,30 @@ def setup_sandbox(
     return sandbox
 
 
-def status(raw: object, *, cwd: Path, home: Path, keel_home: Path | None) -> dict[str, Any]:
-    """What ``keel sandbox status`` shows: the tools, whether they work, what is enforced and why not."""
-    config = parse_config(raw)
+def status(
+    raw: object, *, cwd: Path, home: Path, keel_home: Path | None, session: Sandbox | None = None
+) -> dict[str, Any]:
+    """What ``keel sandbox status`` (and ``/sandbox``) shows: the tools, whether they work, what is
+    enforced and why not; with ``session``, that session's sandbox (its rules, its /sandbox toggle)."""
+    config = parse_config(raw) if session is None else session.config
     found = probe()
-    active = config.enabled and found.available
-    sandbox = Sandbox(config, cwd=cwd, home=home, keel_home=keel_home, found=found)
+    sandbox = session if session is not None else Sandbox(config, cwd=cwd, home=home, keel_home=keel_home, found=found)
+    enabled = sandbox.enabled
+    active = enabled and found.available
     enforced: dict[str, Any] = {}
     if active:
         enforced = {
             "writable": [*sandbox.writable(with_tmp=False), "<session temp dir>"],
             "hidden": sorted({p for p in sandbox.hidden() if os.path.lexists(p)}),
-            "network": (
-                "proxy: " + ", ".join(config.allowed_domains) + " (and WebFetch domain allow rules)"
-                if config.allowed_domains and found.socat
-                else "off"
-            ),
+            "network": _network(config, found, asks=session is not None and session.can_ask()),
             "namespaces": "user, pid, net, ipc, uts, cgroup; --die-with-parent",
             "auto_allow": config.auto_allow,
             "unsandboxed_allowed": config.allow_unsandboxed,
             "excluded_commands": list(config.excluded_commands),
         }
-    if not config.enabled:
+    if sandbox.session_enabled is False:
+        why = sandbox.why_inactive
+    elif not enabled:
         why = "sandbox.enabled is not true in settings"
     elif not found.available:
         why = found.problem + (
@@ -94,9 +96,17 @@ def status(raw: object, *, cwd: Path, home: Path, keel_home: Path | None) -> dic
         "bwrap_version": found.version,
         "bwrap_works": found.works,
         "socat": found.socat,
-        "enabled": config.enabled,
+        "enabled": enabled,
         "active": active,
         "why_not": why,
         "enforced": enforced,
         "warnings": list(config.warnings),
     }
+
+
+def _network(config: SandboxConfig, found: Probe, *, asks: bool) -> str:
+    if not found.socat or not (config.allowed_domains or asks):
+        return "off"
+    domains = ", ".join(config.allowed_domains) or "no domain in sandbox.network.allowedDomains"
+    rest = "a new host is asked about once" if asks else "other hosts are refused"
+    return f"proxy: {domains} (and WebFetch domain allow rules); {rest}"

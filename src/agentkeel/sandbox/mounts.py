@@ -12,7 +12,10 @@ Order matters: bubblewrap applies them left to right, so a later mount covers an
    ``.claude/``, ``.keel/``, ``.vscode/``, shell rc files... (an entry that does not exist yet is
    covered by an empty read-only directory, so it cannot be created either), ``$KEEL_HOME``,
    ``sandbox.filesystem.denyWrite``;
-4. Read-denied paths covered by an empty file or directory nobody may open (mode 000).
+4. agents' worktrees (``.keel/worktrees/<name>/``) bound read-write again inside the read-only
+   ``.keel/``: another working tree, whose own protected entries (its ``.git``, ``.keel/``,
+   ``.claude/``, rc files...) are bound read-only after it, as at a root;
+5. Read-denied paths covered by an empty file or directory nobody may open (mode 000).
 
 A protected file that does not exist yet (``.mcp.json``, ``.envrc``, ``.pre-commit-config.yaml``)
 cannot be covered without creating it; if the command creates one, keel removes it when the
@@ -26,7 +29,7 @@ import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from agentkeel.permissions.paths import PROTECTED_DIRS, PROTECTED_FILES
+from agentkeel.permissions.paths import PROTECTED_DIRS, PROTECTED_FILES, WORKTREES
 
 # inside every writable root: read-only even there (they run code nobody chose to run)
 _GUARDED_DIRS = tuple(sorted((PROTECTED_DIRS - {".git"}) | {".vscode", ".idea"}))
@@ -40,8 +43,9 @@ DEFAULT_HIDDEN_HOME = (".ssh", ".aws", ".gnupg", ".kube", ".netrc", ".git-creden
 
 @dataclass
 class Layout:
-    """What to mount; :meth:`args` renders it. ``created`` lists the empty mount points bubblewrap
-    had to make on the host (missing protected directories), removed after the run."""
+    """What to mount; :meth:`args` renders it. ``guard_missing``: missing protected directories,
+    covered by an empty read-only directory (bubblewrap makes the mount point on the host; the
+    sandbox removes it when the session's sandboxed commands are over)."""
 
     writable: list[str] = field(default_factory=list)
     readonly: list[str] = field(default_factory=list)
@@ -54,11 +58,24 @@ class Layout:
     # directories between a writable root and a guarded entry, bound onto themselves: a mount
     # point cannot be renamed, so ``mv .git .git2 && mkdir -p .git/hooks`` fails (EBUSY)
     pinned: list[str] = field(default_factory=list)
+    # agents' worktrees (``.keel/worktrees/<name>``): writable again inside the read-only ``.keel``,
+    # each with its own protected entries read-only, mounted after the roots' (a later mount covers)
+    worktrees: list[Layout] = field(default_factory=list)
 
     def args(self, empty_file: str, empty_dir: str, ro_dir: str) -> list[str]:
-        out = ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
+        # /dev/shm is a directory of --dev's own tmpfs: writable, private, no mount of its own
+        out = ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
         for d in self.masked_dirs:
             out += ["--tmpfs", d]
+        out += self._binds(ro_dir)
+        for tree in self.worktrees:
+            out += tree._binds(ro_dir)
+        for h in self.hidden:
+            out += ["--ro-bind", empty_dir if os.path.isdir(h) else empty_file, h]
+        return out
+
+    def _binds(self, ro_dir: str) -> list[str]:
+        out: list[str] = []
         for w in self.writable:
             out += ["--bind", w, w]
         for p in self.pinned:
@@ -67,9 +84,13 @@ class Layout:
             out += ["--ro-bind", r, r]
         for g in self.guard_missing:
             out += ["--ro-bind", ro_dir, g]
-        for h in self.hidden:
-            out += ["--ro-bind", empty_dir if os.path.isdir(h) else empty_file, h]
         return out
+
+    def all_guard_missing(self) -> list[str]:
+        return self.guard_missing + [g for tree in self.worktrees for g in tree.guard_missing]
+
+    def all_absent(self) -> list[str]:
+        return self.absent + [a for tree in self.worktrees for a in tree.absent]
 
 
 def _real(path: str) -> str:
@@ -108,23 +129,11 @@ def build_layout(
     for root in roots:
         if scratch and root == _real(scratch):
             continue  # the session's own temp dir: nothing there runs by itself
-        for name in (*_GUARDED_DIRS, *_GUARDED_FILES):
-            p = posixpath.join(root, name)
-            if _exists(p):
-                guarded.append(p)
-            elif name in _ALWAYS_GUARDED:
-                layout.guard_missing.append(p)
-            else:
-                layout.absent.append(p)
-        git = posixpath.join(root, ".git")
-        if os.path.isdir(git) and not os.path.islink(git):
-            layout.pinned.append(git)
-            for name in _GIT_GUARDED:
-                p = posixpath.join(git, name)
-                if _exists(p):
-                    guarded.append(p)
-                elif name == "hooks":
-                    layout.guard_missing.append(p)
+        guarded += _guard_root(root, layout)
+        for tree in _worktrees(root):
+            inner = Layout(writable=[tree])
+            inner.readonly = [p for p in dict.fromkeys(_real(g) for g in _guard_root(tree, inner)) if _under(p, [tree])]
+            layout.worktrees.append(inner)
     if home_real and _under(home_real, roots):  # a working directory holds the home directory
         from agentkeel.permissions.paths import PROTECTED_HOME
 
@@ -139,11 +148,55 @@ def build_layout(
     layout.readonly = [
         p for p in dict.fromkeys(_real(g) for g in guarded if _exists(g)) if _under(p, roots) and p not in roots
     ]
+    for sub in layout.worktrees:  # what is read-only inside a worktree is mounted after the worktree
+        inside = [p for p in layout.readonly if _under(p, sub.writable) and p not in sub.writable]
+        sub.readonly += [p for p in inside if p not in sub.readonly]
+        layout.readonly = [p for p in layout.readonly if p not in inside]
     # a hidden directory holding a working directory would hide the working directory too
     layout.hidden = [
         p for p in dict.fromkeys(_real(h) for h in hidden if _exists(h)) if not any(_under(r, [p]) for r in roots)
     ]
     return layout
+
+
+def _guard_root(root: str, layout: Layout) -> list[str]:
+    """The protected entries of one working tree that exist (to bind read-only); the missing ones
+    go to ``layout.guard_missing`` (covered by an empty read-only directory) or ``layout.absent``."""
+    guarded: list[str] = []
+    for name in (*_GUARDED_DIRS, *_GUARDED_FILES):
+        p = posixpath.join(root, name)
+        if _exists(p):
+            guarded.append(p)
+        elif name in _ALWAYS_GUARDED:
+            layout.guard_missing.append(p)
+        else:
+            layout.absent.append(p)
+    git = posixpath.join(root, ".git")
+    if os.path.isfile(git) or os.path.islink(git):
+        # a worktree's .git is a file naming the repository: rewritten, it would point git at a
+        # config of the command's choosing (core.hooksPath) for the user's next git command
+        guarded.append(git)
+    elif os.path.isdir(git):
+        layout.pinned.append(git)
+        for name in _GIT_GUARDED:
+            p = posixpath.join(git, name)
+            if _exists(p):
+                guarded.append(p)
+            elif name == "hooks":
+                layout.guard_missing.append(p)
+    return guarded
+
+
+def _worktrees(root: str) -> list[str]:
+    """The agents' worktrees of a working tree: the real directories in ``.keel/worktrees/`` (a
+    symlink there is not one: it stays read-only with the rest of ``.keel``)."""
+    base = posixpath.join(root, *WORKTREES)
+    if os.path.islink(posixpath.join(root, WORKTREES[0])) or os.path.islink(base) or not os.path.isdir(base):
+        return []
+    try:
+        return sorted(e.path for e in os.scandir(base) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
 
 
 def default_hidden(home: str) -> list[str]:

@@ -5,8 +5,13 @@ Unix socket in the session's sandbox directory (visible, read-only, inside); ins
 relays ``127.0.0.1:3128`` to it and ``HTTP_PROXY``/``HTTPS_PROXY`` point there. The proxy
 reads the request line (``CONNECT host:443`` or ``GET http://host/...``), lets the connection
 through when the host is allowed (``sandbox.network.allowedDomains``, WebFetch
-``domain:`` allow rules; exact host or ``*.suffix``) and answers 403 otherwise. DNS happens
-outside, in the proxy: a name lookup from inside the sandbox goes nowhere.
+``domain:`` allow rules; exact host or ``*.suffix``; or the user's answer when keel asked about
+a new host) and answers 403 otherwise. DNS happens outside, in the proxy: a name lookup from
+inside the sandbox goes nowhere.
+
+The relay costs a ``socat`` start in every call (a few ms); a command made only of programs that
+never open a socket (:data:`LOCAL_PROGRAMS`, read from keel's own analysis of the command) runs
+without it: its network is off, as it would not use it.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import posixpath
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from agentkeel.permissions.rules import normalise_host
@@ -24,11 +30,37 @@ log = logging.getLogger("agentkeel.sandbox")
 
 PORT = 3128
 
+# programs that open no socket of their own and run no other program (not awk: system(); not tar: a
+# ``host:file`` archive is remote; not git: hooks and remotes; what a wrapper or ``find -exec`` runs is
+# a command of its own in keel's analysis). A command made only of these needs no relay. A program
+# missing here only costs the relay's start; one wrongly here only loses the network (the safe side).
+LOCAL_PROGRAMS = frozenset(
+    """: [ [[ true false echo printf test cd pwd pushd popd dirs export unset set shift read exit return local
+    declare typeset readonly let ls cat tac head tail wc sort uniq cut paste tr grep egrep fgrep
+    rg sed find mkdir rmdir rm cp mv ln touch chmod stat basename dirname realpath readlink diff cmp
+    comm tee date sleep du df tree nl seq yes jq sha1sum sha256sum sha512sum md5sum base64 od xxd hexdump file
+    mktemp truncate split csplit fold fmt expand unexpand column rev shuf tsort join less more""".split()
+)
+
+
+def needs_network(command: str, cwd: str, home: str) -> bool:
+    """Whether ``command`` may open a connection: anything but a line keel reads fully whose every
+    program is in :data:`LOCAL_PROGRAMS` and that redirects to no ``/dev/tcp``/``/dev/udp``."""
+    from agentkeel.permissions.bash import analyse
+
+    analysis = analyse(command, cwd, home)
+    if not analysis.confident or not analysis.commands:
+        return True
+    # a wrapper (``timeout 5 ls``, ``xargs rm``) runs the program keel read after it: that one counts
+    if any(not c.argv or posixpath.basename(c.argv[0]) not in LOCAL_PROGRAMS for c in analysis.commands):
+        return True  # a name known only at run time holds DYNAMIC: not in the table either
+    return any(r.target.startswith(("/dev/tcp", "/dev/udp")) or "\x00" in r.target for r in analysis.redirects)
+
 
 class DomainProxy:
-    def __init__(self, socket_path: Path, allowed: Callable[[str], bool]) -> None:
+    def __init__(self, socket_path: Path, allowed: Callable[[str], Awaitable[bool]]) -> None:
         self.socket_path = socket_path
-        self.allowed = allowed
+        self.allowed = allowed  # may ask the user (once per host: the sandbox remembers the answer)
         self.server: asyncio.AbstractServer | None = None
         self.denied: list[str] = []  # hosts refused this session, newest last
         self.socat = shutil.which("socat")
@@ -44,12 +76,14 @@ class DomainProxy:
             "no_proxy": "",
         }
 
-    def relay(self) -> str:
-        """Shell text run inside before the command: the relay, and a wait until it listens."""
+    def relay(self, idle: Path) -> str:
+        """Shell text run inside before the command: the relay, and a wait until it listens. The wait
+        starts no process: a connect attempt is a redirection of the ``:`` builtin, and the pause a
+        ``read -t`` on ``idle`` (a FIFO nobody writes) instead of ``sleep``."""
         return (
             f"{self.socat} TCP-LISTEN:{PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{self.socket_path} "
-            "2>/dev/null & i=0; until (: </dev/tcp/127.0.0.1/3128) 2>/dev/null || [ $i -gt 200 ]; "
-            "do i=$((i+1)); sleep 0.005; done; "
+            f'2>/dev/null & exec 9<>"{idle}"; i=0; until : 2>/dev/null </dev/tcp/127.0.0.1/{PORT} || [ $i -gt 1000 ]; '
+            "do i=$((i+1)); read -r -t 0.001 -u 9; done; exec 9>&-; "
         )
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -64,7 +98,12 @@ class DomainProxy:
         if host is None:
             await _refuse(writer, 400, "keel's sandbox proxy could not read the request")
             return
-        if not self.allowed(host):
+        try:
+            allowed = await self.allowed(host)
+        except Exception:  # fail closed
+            log.exception("deciding on %s failed; refused", host)
+            allowed = False
+        if not allowed:
             self.denied.append(host)
             await _refuse(writer, 403, f"{host} is blocked by keel's sandbox proxy (not an allowed domain)")
             return

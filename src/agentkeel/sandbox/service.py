@@ -10,15 +10,15 @@ the domain proxy (``sandbox/proxy.py``), which lets allowed domains through.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agentkeel.sandbox.config import SandboxConfig
 from agentkeel.sandbox.explain import LEFTOVER_MARK, explain
@@ -51,17 +51,25 @@ def leftover_check(relay: bool) -> str:
     return f'{count}; if [ $n -gt 0 ]; then echo "{LEFTOVER_MARK} $n" >&2; fi'
 
 
+class DomainAsker(Protocol):
+    """Who answers "may a sandboxed command reach this new host?" (the permission gate: its
+    PermissionRequest hooks, then the host's prompt or ``can_use_tool``)."""
+
+    def can_ask(self) -> bool: ...
+
+    async def ask_network(self, host: str) -> bool: ...
+
+
 class SandboxError(ValueError):
     """The sandbox is required (``failIfUnavailable``) and cannot run here."""
 
 
 @dataclass
 class Prepared:
-    """One sandboxed call: the command line, and the mount points to remove after it."""
+    """One sandboxed call: the command line, and the protected entries that did not exist before it."""
 
     argv: list[str]
     env: dict[str, str]
-    created: list[str]
     absent: list[str]
 
 
@@ -84,17 +92,35 @@ class Sandbox:
         self.additional_dirs = additional_dirs
         self.engine = engine
         self.probe = found if found is not None else probe()
+        self.session_enabled: bool | None = None  # /sandbox on|off in this session
         self.proxy: DomainProxy | None = None
         self._root: Path | None = None
+        # empty mount points bubblewrap made on the host for missing protected directories (.claude,
+        # .keel, .git/hooks): kept while the session may run sandboxed commands, removed by release().
+        # Removing one after each call cost ~5 ms (the kernel detaches it from the dying namespace), and
+        # removing it under a sandboxed command still running would lift its read-only mount there.
+        self._made: dict[str, None] = {}
+        self._live = 0  # prepared calls not yet finished
+        self._rule_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
+        self.asker: DomainAsker | None = None  # set by the runtime once the permission gate exists
+        self.answers: dict[str, bool] = {}  # the user's answer per new host, for the session
+        self._asking: dict[str, asyncio.Future[bool]] = {}  # one question per host at a time
 
     # --- what runs where -------------------------------------------------------------------
 
     @property
+    def enabled(self) -> bool:
+        """Sandbox mode for this session: settings' ``sandbox.enabled``, unless ``/sandbox`` turned it."""
+        return self.config.enabled if self.session_enabled is None else self.session_enabled
+
+    @property
     def active(self) -> bool:
-        return self.config.enabled and self.probe.available
+        return self.enabled and self.probe.available
 
     @property
     def why_inactive(self) -> str:
+        if self.session_enabled is False:
+            return "turned off for this session (/sandbox on turns it back on)"
         if not self.config.enabled:
             return "sandbox.enabled is not true"
         return self.probe.problem
@@ -170,15 +196,25 @@ class Sandbox:
 
     def hidden(self) -> list[str]:
         paths = default_hidden(str(self.home)) + [self._expand(p) for p in self.config.deny_read]
-        if self.engine is not None:
-            paths += _rule_paths(self.engine, "Read", self._expand)
-        return paths
+        return paths + self._ruled("Read")
 
     def deny_write(self) -> list[str]:
-        paths = [self._expand(p) for p in self.config.deny_write]
-        if self.engine is not None:
-            paths += _rule_paths(self.engine, "Edit", self._expand)
-        return paths
+        return [self._expand(p) for p in self.config.deny_write] + self._ruled("Edit")
+
+    def _ruled(self, tool: str) -> list[str]:
+        """The paths ``tool`` deny rules name, globs expanded once per session (and again when the
+        rules change: one added in the session counts)."""
+        if self.engine is None:
+            return []
+        rules = [r for r in self.engine.rules_of("deny") if r.tool == tool]
+        key = (tool, tuple((r.text, r.root) for r in rules))
+        found = self._rule_cache.get(key)
+        if found is None:
+            from agentkeel.sandbox.hidden import rule_paths
+
+            found = rule_paths(rules, tool, cwd=str(self.cwd), home=str(self.home), expand=self._expand)
+            self._rule_cache = {k: v for k, v in self._rule_cache.items() if k[0] != tool} | {key: found}
+        return found
 
     def _expand(self, spec: str) -> str:
         """A path as Claude Code's sandbox settings and rules write it: ``//abs``, ``~/x``, ``/x``
@@ -203,28 +239,27 @@ class Sandbox:
             hidden=self.hidden(),
             mask_run=not self.config.allow_all_unix_sockets,
         )
-        created = [p for p in layout.guard_missing if not os.path.lexists(p)]
+        self._made.update((p, None) for p in layout.all_guard_missing() if not os.path.lexists(p))
         root = self.root
         args = layout.args(str(root / "hidden-file"), str(root / "hidden-dir"), str(root / "readonly-dir"))
         inner_env = {**env, "TMPDIR": str(self.tmpdir)}
         relay = ""
         if self.proxy is not None:
             inner_env.update(self.proxy.env())
-            relay = self.proxy.relay()
+            from agentkeel.sandbox.proxy import needs_network
+
+            if needs_network(command, str(cwd), str(self.home)):
+                relay = self.proxy.relay(self._idle_fifo())
         trap = "; ".join(t for t in (on_exit, leftover_check(bool(relay))) if t)
         script = f"{relay}trap '{trap}' EXIT\n{command}"
         argv = [self.probe.bwrap, *NAMESPACES, *args, "--chdir", str(cwd), "--", shell, "-c", script]
-        return Prepared(argv, inner_env, created, [p for p in layout.absent if not os.path.lexists(p)])
+        self._live += 1
+        return Prepared(argv, inner_env, [p for p in layout.all_absent() if not os.path.lexists(p)])
 
-    @staticmethod
-    def finished(prepared: Prepared) -> list[str]:
-        """Remove the empty mount points bubblewrap made for missing protected directories, and the
-        protected entries the command created; returns a note for the model when it removed any."""
-        for path in reversed(prepared.created):
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
+    def finished(self, prepared: Prepared) -> list[str]:
+        """Remove the protected entries the command created; returns a note for the model when it
+        removed any."""
+        self._live = max(0, self._live - 1)
         removed = []
         for path in prepared.absent:
             if not os.path.lexists(path):
@@ -239,15 +274,23 @@ class Sandbox:
             return []
         return [f"[keel sandbox] removed protected file(s) the command created: {', '.join(removed)}"]
 
+    def _idle_fifo(self) -> Path:
+        """A FIFO nobody writes: the relay's wait pauses on it with ``read -t`` (no ``sleep`` process)."""
+        path = self.root / "idle.fifo"
+        if not path.exists():
+            os.mkfifo(path, 0o600)
+        return path
+
     async def start_proxy(self) -> None:
-        """Start the domain proxy on first use, when some domain is allowed and socat is here."""
+        """Start the domain proxy on first use, when socat is here and some domain is allowed or
+        someone can be asked about a new one."""
         if self.proxy is not None or not self.probe.socat:
             return
-        if not self.config.allowed_domains and not self._webfetch("allow"):
+        if not self.config.allowed_domains and not self._webfetch("allow") and not self.can_ask():
             return
         from agentkeel.sandbox.proxy import DomainProxy
 
-        proxy = DomainProxy(self.root / "proxy.sock", self.domain_allowed)
+        proxy = DomainProxy(self.root / "proxy.sock", self.domain_permitted)
         await proxy.start()
         self.proxy = proxy
 
@@ -256,16 +299,46 @@ class Sandbox:
             return []
         return [r.specifier or "" for r in self.engine.rules_of(kind) if r.tool == "WebFetch" and not r.bare]
 
-    def domain_allowed(self, host: str) -> bool:
-        """A WebFetch ``domain:`` deny rule refuses the host; ``sandbox.network.allowedDomains`` or a
-        WebFetch ``domain:`` allow rule (read at each connection: one the user adds in the session
-        counts) lets it through; hosts match as WebFetch rules match them."""
+    def domain_allowed(self, host: str) -> bool | None:
+        """A WebFetch ``domain:`` deny rule refuses the host (False); ``sandbox.network.allowedDomains``
+        or a WebFetch ``domain:`` allow rule (read at each connection: one the user adds in the session
+        counts) lets it through (True); hosts match as WebFetch rules match them. None: no rule says."""
         from agentkeel.permissions.rules import domain_matches
 
         if any(domain_matches(spec, host) for spec in self._webfetch("deny")):
             return False
         specs = [f"domain:{d}" for d in self.config.allowed_domains] + self._webfetch("allow")
-        return any(domain_matches(spec, host) for spec in specs)
+        return True if any(domain_matches(spec, host) for spec in specs) else None
+
+    def can_ask(self) -> bool:
+        """Someone can answer a question about a new host (see :class:`DomainAsker`)."""
+        return self.asker is not None and self.asker.can_ask()
+
+    async def domain_permitted(self, host: str) -> bool:
+        """The proxy's question for each connection: the rules, else the user's answer for this host
+        this session, else ask once (where someone can answer; with nobody, refused without asking)."""
+        ruled = self.domain_allowed(host)
+        if ruled is not None:
+            return ruled
+        if host in self.answers:
+            return self.answers[host]
+        if self.asker is None or not self.asker.can_ask():
+            return False
+        pending = self._asking.get(host)
+        if pending is None:  # concurrent connections to one new host wait for the one question
+            pending = asyncio.ensure_future(self.asker.ask_network(host))
+            self._asking[host] = pending
+            try:
+                self.answers[host] = bool(await asyncio.shield(pending))
+            except Exception:
+                self.answers[host] = False  # fail closed
+            finally:
+                self._asking.pop(host, None)
+            return self.answers[host]
+        try:
+            return bool(await asyncio.shield(pending))
+        except Exception:
+            return False
 
     def explain(self, output: str, code: int | None, command: str) -> str | None:
         blocked = tuple(dict.fromkeys(self.proxy.denied)) if self.proxy is not None else ()
@@ -275,7 +348,18 @@ class Sandbox:
 
     # --- lifecycle -------------------------------------------------------------------------
 
+    def release(self) -> None:
+        """Remove the empty mount points made for missing protected directories, once no sandboxed
+        command runs (one that is not empty any more stays)."""
+        if self._live:
+            return
+        made, self._made = list(self._made), {}
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+
     async def aclose(self) -> None:
+        self.release()
         if self.proxy is not None:
             await self.proxy.aclose()
         if self._root is not None:
@@ -286,21 +370,3 @@ class Sandbox:
                 except OSError:
                     pass
             shutil.rmtree(root, ignore_errors=True)
-
-
-def _rule_paths(engine: PermissionEngine, tool: str, expand: Callable[[str], str]) -> list[str]:
-    """The literal paths of ``Read(...)``/``Edit(...)`` deny rules (``./.env``, ``~/.ssh/**``); a
-    bare name (``.env``: any depth) is taken at the top of the project, where it usually is."""
-    out: list[str] = []
-    for rule in engine.rules_of("deny"):
-        if rule.tool != tool or rule.bare or rule.specifier is None:
-            continue
-        spec = rule.specifier.strip()
-        for suffix in ("/**", "/*", "/"):
-            if spec.endswith(suffix) and len(spec) > len(suffix):
-                spec = spec[: -len(suffix)]
-                break
-        if any(c in spec for c in "*?[") or not spec:
-            continue
-        out.append(expand(spec))
-    return out

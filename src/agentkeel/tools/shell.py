@@ -108,6 +108,7 @@ class ShellState:
         self.session = secrets.token_hex(8)
         self.watchdog = Watchdog(self.session)
         self.runs: set[ShellRun] = set()  # started and not yet known to be over
+        self.sandboxes: set[Sandbox] = set()  # the sandboxes its shells ran in (their mount points go last)
         self._next = 1
         self._calls = 0
 
@@ -128,13 +129,20 @@ class ShellState:
         on_exit = "" if cwd_file is None else f"pwd -P >| {_dquote(str(cwd_file))} 2>/dev/null"
         script = command if cwd_file is None else f"trap '{on_exit}' EXIT\n{command}"
         argv, env = [_shell(), "-c", script], shell_env(ctx)
-        prepared = None
-        if sandbox is not None:
+        if sandbox is None:
+            run = await ShellRun.start(argv, cwd, env, f"{self.session}:{self._calls}")
+        else:
             await sandbox.start_proxy()
             prepared = sandbox.prepare(command, cwd, env, _shell(), on_exit)
-            argv, env = prepared.argv, prepared.env
-        run = await ShellRun.start(argv, cwd, env, f"{self.session}:{self._calls}")
-        run.on_done = (lambda: Sandbox.finished(prepared)) if prepared is not None else None
+            try:
+                run = await ShellRun.start(
+                    prepared.argv, cwd, prepared.env, f"{self.session}:{self._calls}", contained=True
+                )
+            except BaseException:
+                sandbox.finished(prepared)
+                raise
+            run.on_done = lambda: sandbox.finished(prepared)
+            self.sandboxes.add(sandbox)
         self.runs.add(run)
         self.watchdog.register(run.pgid)
         return run
@@ -174,6 +182,8 @@ class ShellState:
             await asyncio.gather(*(run.reap() for run in runs))
             for run in runs:
                 self.done(run)
+        for sandbox in self.sandboxes:
+            sandbox.release()  # nothing runs in it any more: the empty mount points it made can go
         self.watchdog.close()
 
 

@@ -61,9 +61,13 @@ class Capture:
 class ShellRun:
     """A started shell: its process (leader of its own group), its tag, and keel's end of its output pipe."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, fd: int, tag: str) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, fd: int, tag: str, *, contained: bool = False) -> None:
         self.proc = proc
         self.tag = tag
+        # it runs in a PID namespace of its own (the sandbox): once its first process has exited, the
+        # kernel has killed everything inside, and nothing it started can be elsewhere in the group
+        self.contained = contained
+        self._eof = asyncio.Event()  # every writer of the output pipe has closed it
         self.capture = Capture()
         # called once when the session stops tracking it; what it returns is added to the output
         self.on_done: Callable[[], list[str]] | None = None
@@ -72,7 +76,9 @@ class ShellRun:
         self._loop.add_reader(fd, self._read, 1)
 
     @classmethod
-    async def start(cls, argv: list[str], cwd: Path, env: dict[str, str], tag: str) -> ShellRun:
+    async def start(
+        cls, argv: list[str], cwd: Path, env: dict[str, str], tag: str, *, contained: bool = False
+    ) -> ShellRun:
         r, w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -90,7 +96,7 @@ class ShellRun:
         finally:
             os.close(w)
         os.set_blocking(r, False)
-        return cls(proc, r, tag)
+        return cls(proc, r, tag, contained=contained)
 
     @property
     def pgid(self) -> int:
@@ -127,11 +133,19 @@ class ShellRun:
                 self._loop.remove_reader(self._fd)
             os.close(self._fd)
             self._fd = None
+            self._eof.set()
 
     def running(self) -> bool:
         """The shell, a process of its group, or a writer of its pipe is still alive."""
         self.drain()
-        return self.proc.returncode is None or not self.pipe_closed or procs.group_alive(self.pgid)
+        return self.proc.returncode is None or not self.pipe_closed or self._group_alive()
+
+    def _group_alive(self) -> bool:
+        """A process of the group other than a zombie lives (a /proc scan, unless the run is contained
+        and its first process has exited: then nothing of it can live on)."""
+        if self.contained and self.proc.returncode is not None:
+            return False
+        return procs.group_alive(self.pgid)
 
     async def settle(self, grace: float) -> bool:
         """Once the shell has exited: True when nothing it started is left within ``grace`` seconds."""
@@ -139,11 +153,14 @@ class ShellRun:
         while True:
             self.drain()
             # a zombie left for init to reap does not count (group_alive reads /proc: only when the group exists)
-            if self.pipe_closed and not procs.group_alive(self.pgid):
+            if self.pipe_closed and not self._group_alive():
                 return True
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return False
-            await asyncio.sleep(0.005)
+            # woken at once when the pipe closes; a group that outlives the pipe is polled
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._eof.wait(), min(left, 0.005) if self.pipe_closed else left)
 
     async def kill(self, grace: float = 2.0) -> None:
         """SIGTERM the group and every process with the tag, SIGKILL what is left after ``grace``."""
