@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="work in a git worktree .keel/worktrees/NAME (a name is picked when none is given)",
     )
+    p.add_argument("--coordinate", metavar="GOAL", help="plan GOAL into subtasks and run them in parallel subagents")
     _sdk_flags(p)
     p.add_argument("--cwd", help=argparse.SUPPRESS)
     p.add_argument("--verbose", action="store_true", help="log details to stderr")
@@ -180,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_mode(args: argparse.Namespace, prompt: str) -> int:
+    if args.coordinate is not None:
+        from agentkeel.cli.coordinate import coordinate_mode
+
+        return coordinate_mode(args, prompt)
     if args.input_format == "stream-json":
         if args.output_format != "stream-json":
             print("keel: --input-format stream-json needs --output-format stream-json", file=sys.stderr)
