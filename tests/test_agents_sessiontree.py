@@ -150,3 +150,21 @@ def test_interactive_merge_never_touches_a_dirty_main_tree(repo: Path, fake_llm:
     assert (repo / "a.txt").read_text() == "one\nmine, uncommitted\n" and not (repo / "new.txt").exists()
     assert git(repo, "show", "keel/feat:new.txt") == "new\n"  # kept on its branch
     assert str(repo / ".keel" / "worktrees" / "feat") in _worktrees(repo)
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_the_worktree_inherits_the_main_trees_trust(repo: Path, fake_llm: Start, keel: Keel, trusted: bool) -> None:
+    """A checkout of the same project settings the user trusted is trusted; other content is not."""
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text('{"permissions": {"deny": ["Bash(rm *)"]}}')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "settings")
+    if trusted:
+        assert keel("trust", str(repo)).code == 0
+    server = fake_llm(["nothing to do"])
+    run = keel("-w", "feat", "-p", "look", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    assert ("trusted too" in run.stderr) is trusted
+    assert ("are not trusted" in run.stderr) is not trusted
+    listed = keel("trust", "--list").stdout
+    assert str(repo / ".keel" / "worktrees" / "feat") not in listed  # removed with the worktree
