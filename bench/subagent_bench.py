@@ -39,9 +39,9 @@ class TimedCursor(ScriptCursor):
         super().__init__(script)
         self.arrivals: list[float] = []
 
-    def next(self, request: dict[str, Any] | None = None) -> Step:
+    def next(self, request: dict[str, Any] | None = None, raw: str = "") -> Step:
         self.arrivals.append(time.perf_counter())
-        return super().next(request)
+        return super().next(request, raw)
 
 
 def _task(i: int, n: int = 0) -> dict[str, Any]:

@@ -304,3 +304,91 @@ def test_agents_given_in_code(project: Path, tmp_path: Path, fake_llm: Start) ->
     child = server.cursor.requests[1]["body"]
     assert system_text(child).startswith("You check things.") and tool_names(child) == ["Grep"]
     assert any("agents.bad: needs an object" in w for w in rt.settings.warnings)
+
+
+def _guarded(project: Path, tmp_path: Path) -> Path:
+    """A project agent with its own hooks: PreToolUse denies its Bash; its Stop (a SubagentStop) blocks once."""
+    seen = tmp_path / "agent-hooks.jsonl"
+    pre = tmp_path / "pre.py"
+    pre.write_text(
+        "import json, sys\n"
+        "data = json.load(sys.stdin)\n"
+        f"open({str(seen)!r}, 'a').write(json.dumps(data) + '\\n')\n"
+        "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse', 'permissionDecision': 'deny',"
+        " 'permissionDecisionReason': 'no shell for the guarded agent'}}))\n"
+    )
+    stop = tmp_path / "stop.py"
+    stop.write_text(
+        "import json, sys\n"
+        "data = json.load(sys.stdin)\n"
+        f"open({str(seen)!r}, 'a').write(json.dumps(data) + '\\n')\n"
+        "if not data.get('stop_hook_active'):\n"
+        "    print(json.dumps({'decision': 'block', 'reason': 'check it once more'}))\n"
+    )
+    (project / ".claude" / "agents" / "guarded.md").write_text(
+        "---\n"
+        "name: guarded\n"
+        "description: An agent with hooks of its own\n"
+        "hooks:\n"
+        "  PreToolUse:\n"
+        "    - matcher: Bash\n"
+        "      hooks:\n"
+        f"        - {{type: command, command: '{sys.executable} {pre}'}}\n"
+        "  Stop:\n"
+        "    - hooks:\n"
+        f"        - {{type: command, command: '{sys.executable} {stop}'}}\n"
+        "---\n"
+        "You are guarded.\n"
+    )
+    return seen
+
+
+def _bash(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "Bash", "input": {"command": command}}]}
+
+
+def test_an_agents_own_hooks_apply_while_it_runs(project: Path, tmp_path: Path, fake_llm: Start, keel: Keel) -> None:
+    claude_project(project)
+    seen = _guarded(project, tmp_path)
+    (project / ".claude" / "settings.json").write_text("{}")
+    assert keel("trust", str(project)).code == 0  # a project's definitions run commands only in a trusted folder
+    script = [
+        {"tool_calls": [_task("guard", "guarded")]},
+        _bash("echo from-child"),
+        "first report",
+        "second report",
+        _bash("echo from-parent"),
+        "done",
+    ]
+    server = fake_llm(script)
+    run = keel("-p", "go", "--allowedTools", "Bash", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    [denied] = tool_results(server.cursor.requests[2]["body"])
+    assert denied["is_error"] and "no shell for the guarded agent" in result_text(denied)
+    # the definition's Stop is a SubagentStop: it blocked once, and the child went on
+    assert server.cursor.requests[3]["body"]["messages"][-1]["content"][0]["text"] == "check it once more"
+    [child] = tool_results(server.cursor.requests[4]["body"])
+    assert result_text(child).startswith("second report")
+    # scoped to the agent's lifetime: the parent's own Bash afterwards runs, and no hook saw it
+    [parent_bash] = tool_results(server.cursor.requests[5]["body"])[-1:]
+    assert not parent_bash["is_error"] and "from-parent" in result_text(parent_bash)
+    events = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert [e["hook_event_name"] for e in events] == ["PreToolUse", "SubagentStop", "SubagentStop"]
+    assert events[0]["tool_input"]["command"] == "echo from-child"
+    assert events[1]["agent_type"] == "guarded" and events[2]["stop_hook_active"] is True
+    [transcript] = child_transcripts(_home(project))
+    assert events[0]["transcript_path"] == str(transcript)  # bound to the child
+
+
+def test_an_untrusted_projects_agent_hooks_stay_inert(
+    project: Path, tmp_path: Path, fake_llm: Start, keel: Keel
+) -> None:
+    claude_project(project)
+    seen = _guarded(project, tmp_path)
+    server = fake_llm([{"tool_calls": [_task("guard", "guarded")]}, _bash("echo from-child"), "report", "done"])
+    run = keel("-p", "go", "--allowedTools", "Bash", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    [ran] = tool_results(server.cursor.requests[2]["body"])
+    assert not ran["is_error"] and "from-child" in result_text(ran)
+    assert not seen.exists()
+    assert "agent guarded: its hooks are inert in an untrusted folder" in run.stderr

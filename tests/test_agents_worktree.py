@@ -7,8 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentkeel.fakellm.server import FakeLLMServer
-from agents_fixtures import claude_project, git
+from agents_fixtures import claude_project, expect_carveout, git
 from conftest import KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
@@ -22,6 +24,12 @@ isolation: worktree
 ---
 You write files.
 """
+
+
+@pytest.fixture
+def carveout(request: pytest.FixtureRequest) -> None:
+    """Writing inside ``.keel/worktrees/<id>`` needs the sandbox branch's carve-out of ``.keel/``."""
+    expect_carveout(request)
 
 
 def _project(project: Path) -> None:
@@ -53,6 +61,7 @@ def _branches(project: Path) -> list[str]:
     return [b.strip("* ").strip() for b in git(project, "branch").splitlines()]
 
 
+@pytest.mark.usefixtures("carveout")
 def test_two_parallel_writers_both_merged(project: Path, fake_llm: Start, keel: Keel) -> None:
     _project(project)
     # both children ask first (one Bash each), then both answer: any order of arrival fits the script
@@ -75,6 +84,7 @@ def test_two_parallel_writers_both_merged(project: Path, fake_llm: Start, keel: 
     assert any("alpha.txt" in json.dumps(b) for b in results)  # the diff is shown
 
 
+@pytest.mark.usefixtures("carveout")
 def test_rejected_changes_leave_no_worktree_or_branch(
     project: Path, tmp_path: Path, fake_llm: Start, keel: Keel
 ) -> None:
@@ -94,10 +104,11 @@ def test_rejected_changes_leave_no_worktree_or_branch(
     assert run.code == 0, run.stderr
     assert not (project / "gamma.txt").exists()
     assert len(_worktrees(project)) == 1 and not [b for b in _branches(project) if b.startswith("keel/")]
-    assert not list((project / ".keel-worktrees").glob("*"))
+    assert not list((project / ".keel" / "worktrees").glob("*"))
     assert "Changes rejected" in json.dumps(server.cursor.requests[-1]["body"]["messages"][-1])
 
 
+@pytest.mark.usefixtures("carveout")
 def test_a_dirty_main_tree_is_never_touched(project: Path, fake_llm: Start, keel: Keel) -> None:
     _project(project)
     (project / "a.py").write_text("def f():\n    return 2  # my uncommitted edit\n")
@@ -112,3 +123,20 @@ def test_a_dirty_main_tree_is_never_touched(project: Path, fake_llm: Start, keel
     assert git(project, "show", f"{branch}:delta.txt") == "delta\n"
     assert len(_worktrees(project)) == 1
     assert "uncommitted changes" in json.dumps(server.cursor.requests[-1]["body"]["messages"][-1])
+
+
+@pytest.mark.usefixtures("carveout")
+def test_a_child_writing_in_its_worktree_is_not_asked(project: Path, fake_llm: Start, keel: Keel) -> None:
+    """An allowed Bash command that writes in the child's working directory, its worktree under
+    .keel/worktrees/<id>, must not meet the protected .keel/ (an always-ask: under -p, a denial).
+    Passes once the sandbox branch's carve-out is merged."""
+    _project(project)
+    writes = [{"name": "Bash", "input": {"command": f"echo {n} > f{n}.txt"}} for n in (1, 2, 3)]
+    server = fake_llm([{"tool_calls": [_task(1)]}, {"tool_calls": writes}, "wrote", "ok"])
+    run = keel(
+        "-p", "write", "--permission-mode", "acceptEdits", "--allowedTools", "Bash", env=wire_env(server, "anthropic")
+    )
+    assert run.code == 0, run.stderr
+    assert "not granted" not in json.dumps(server.cursor.requests[2]["body"]["messages"])
+    assert [(project / f"f{n}.txt").read_text() for n in (1, 2, 3)] == ["1\n", "2\n", "3\n"]  # merged
+    assert len(_worktrees(project)) == 1 and not [b for b in _branches(project) if b.startswith("keel/")]

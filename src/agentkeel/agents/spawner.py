@@ -25,6 +25,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from agentkeel.agents.agenthooks import AgentHooks, agent_hooks
 from agentkeel.agents.defs import AgentCatalog, AgentDef
 from agentkeel.core.events import EventBus, Notice, SessionStarted
 from agentkeel.core.extensions import Extension, Extensions, LifecyclePoint, ToolCall, Verdict
@@ -195,8 +196,8 @@ class SubagentSpawner:
         cwd: Path | None = None,
         allowed_tools: list[str] | None = None,
         system_extra: str = "",
-    ) -> tuple[Agent, Any, list[str]]:
-        """(child agent, its transcript writer, notices)."""
+    ) -> tuple[Agent, Any, list[str], AgentHooks]:
+        """(child agent, its transcript writer, notices, the definition's own hooks)."""
         from agentkeel.extensions.redaction import redact_event
         from agentkeel.session.store import SessionWriter
 
@@ -241,6 +242,22 @@ class SubagentSpawner:
             context=context,
             mode=parent.mode,
         )
+        own_hooks = agent_hooks(
+            agent,
+            parent,
+            agent_id=agent_id,
+            bus=bus,
+            transcript=path,
+            workdir=workdir,
+            scratch=self.subagent_dir / agent_id / "hooks",
+            provider=provider,
+            model=model,
+            env=self.env,
+            trusted=self.trusted,
+        )
+        if own_hooks.extension is not None:
+            before = "permission-gate" if child.ext.get("permission-gate") is not None else None
+            child.ext.add(own_hooks.extension, before=before)
         from agentkeel.skills.loader import SkillCatalog
         from agentkeel.skills.session import SkillHost
 
@@ -270,7 +287,7 @@ class SubagentSpawner:
             nested.child_extension = self.child_extension
         notes = [note] if note else []
         notes += [f"agent {agent.name}: no skill named '{name}' to preload" for name in missing]
-        return child, writer, notes
+        return child, writer, notes + own_hooks.notes, own_hooks
 
     def _skills(self, agent: AgentDef) -> tuple[str, list[str]]:
         """The full text of the skills the definition preloads (its ``skills`` list), and the missing names."""
@@ -323,7 +340,9 @@ class SubagentSpawner:
         life = self.parent.services.get(LifecyclePoint)
         begin = await life.fire("SubagentStart", {"agent_id": agent_id, "agent_type": agent.name}, match=agent.name)
         extra = "\n\n".join(begin.context)
-        child, writer, notes = self.build(agent, agent_id, cwd=cwd, allowed_tools=allowed_tools, system_extra=extra)
+        child, writer, notes, own_hooks = self.build(
+            agent, agent_id, cwd=cwd, allowed_tools=allowed_tools, system_extra=extra
+        )
         meta = Meta(self.subagent_dir / f"agent-{agent_id}.meta.json")
         meta.write(
             agent_id=agent_id,
@@ -346,8 +365,9 @@ class SubagentSpawner:
         seen: list[RunResult] = []  # the child's last result, even when the parent is interrupted
         try:
             child.bus.emit(SessionStarted(session_id=agent_id, cwd=str(child.context.cwd), model=child.config.model))
-            for note in notes:
+            for note in notes:  # in the child's transcript, and shown to the user with the parent's
                 child.bus.emit(Notice(level="warning", message=note))
+                self.parent.bus.emit(Notice(level="warning", message=note))
             result = await self._drive(child, seen, prompt)
             stop_active = False
             for _ in range(MAX_STOP_CONTINUES):
@@ -359,12 +379,18 @@ class SubagentSpawner:
                     "last_assistant_message": result.result,
                 }
                 stop = await life.fire("SubagentStop", fields, match=agent.name)
-                if not stop.blocked or result.subtype != "success":
+                mine = await own_hooks.fire("SubagentStop", fields, match=agent.name)  # the definition's Stop
+                if not (stop.blocked or mine.blocked) or result.subtype != "success":
                     break
                 stop_active = True
-                result = await self._drive(child, seen, stop.reason or "Continue.")
+                reason = "\n".join(r.reason for r in (stop, mine) if r.blocked and r.reason)
+                result = await self._drive(child, seen, reason or "Continue.")
         finally:
             watcher.cancel()
+            try:
+                await asyncio.shield(own_hooks.close())
+            except Exception:
+                log.exception("closing the hooks of agent %s failed", agent_id)
             self.active -= 1
             self.running.pop(agent_id, None)
             last = result or (seen[-1] if seen else None)

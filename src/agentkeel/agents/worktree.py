@@ -1,9 +1,10 @@
 """Worktree isolation: an agent that writes works in its own ``git worktree``.
 
-The worktree is ``<repo>/.keel-worktrees/<agent id>`` on a new branch ``keel/agent-<id>`` from
-``HEAD`` (not ``.keel/worktrees``: the permission engine protects ``.keel/``, so every write
-there would ask; the folder is added to ``.git/info/exclude``). When the agent stops, its
-changes are committed on the branch and the diff is shown. Then:
+The worktree is ``<repo>/.keel/worktrees/<agent id>`` on a new branch ``keel/agent-<id>`` from
+``HEAD`` (as Claude Code keeps its own under ``.claude/worktrees``; the folder is added to
+``.git/info/exclude``, and the permission engine and the sandbox carve ``.keel/worktrees/<name>``
+out of the protected ``.keel/``). When the agent stops, its changes are committed on the branch
+and the diff is shown. Then:
 
 * approved (the ``merge`` argument, or the session's permission checks for ``git merge``):
   the branch is merged into the main tree with ``--no-ff``; the worktree and branch go away;
@@ -26,7 +27,7 @@ from agentkeel.agents.spawner import SubagentResult, SubagentSpawner
 
 log = logging.getLogger(__name__)
 
-WORKTREE_DIR = ".keel-worktrees"
+WORKTREE_DIR = ".keel/worktrees"
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 

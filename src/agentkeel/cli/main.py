@@ -105,6 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-r", "--resume", metavar="SESSION_ID", help="resume a session by id (or unique prefix)")
     p.add_argument("--settings", action="append", default=[], metavar="FILE", help="an extra settings file")
+    p.add_argument(
+        "-w",
+        "--worktree",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="work in a git worktree .keel/worktrees/NAME (a name is picked when none is given)",
+    )
+    p.add_argument("--coordinate", metavar="GOAL", help="plan GOAL into subtasks and run them in parallel subagents")
     _sdk_flags(p)
     p.add_argument("--cwd", help=argparse.SUPPRESS)
     p.add_argument("--verbose", action="store_true", help="log details to stderr")
@@ -164,6 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     # full stream there, not for debug logs on the host's stderr
     _setup_logging(args.verbose and args.output_format != "stream-json")
     prompt = " ".join(args.prompt).strip()
+    if args.worktree is not None:
+        from agentkeel.cli.worktree import run_in_session_worktree
+
+        return run_in_session_worktree(args, lambda: _run_mode(args, prompt))
+    return _run_mode(args, prompt)
+
+
+def _run_mode(args: argparse.Namespace, prompt: str) -> int:
+    if args.coordinate is not None:
+        from agentkeel.cli.coordinate import coordinate_mode
+
+        return coordinate_mode(args, prompt)
     if args.input_format == "stream-json":
         if args.output_format != "stream-json":
             print("keel: --input-format stream-json needs --output-format stream-json", file=sys.stderr)

@@ -1,0 +1,84 @@
+"""``keel -w [NAME]``: run the session (interactive, ``-p`` or stream-json) in a git worktree.
+
+See :mod:`agentkeel.agents.sessiontree` for where the worktree lives and what happens at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from agentkeel.cli._common import EXIT_USAGE
+
+
+def _say(text: str) -> None:
+    print(f"keel: {text}", file=sys.stderr)
+
+
+def _ask(question: str) -> str:
+    try:
+        return input(question)
+    except (EOFError, KeyboardInterrupt):
+        print()
+        return ""
+
+
+def _inherit_trust(root: Path, tree: Path) -> bool:
+    """A new worktree is a checkout of the trusted main tree: when its project settings are the very
+    files the user trusted there (same content hash), it is trusted too. True when it was."""
+    from agentkeel import TrustStore, keel_home
+    from agentkeel.trust import content_hash
+
+    store = TrustStore(keel_home())
+    if not store.state(root).trusted or store.state(tree).status != "untrusted":
+        return False
+    if content_hash(tree) != content_hash(root):
+        return False  # e.g. the main tree's uncommitted settings: the user trusted those, not these
+    store.trust(tree)
+    return True
+
+
+def _forget_trust(tree: Path) -> None:
+    from agentkeel import TrustStore, keel_home
+
+    if not tree.exists():
+        TrustStore(keel_home()).revoke(tree)
+
+
+def run_in_session_worktree(args: argparse.Namespace, run: Callable[[], int]) -> int:
+    """Open the worktree, point the session at it, run, then finish (merge, keep or discard)."""
+    from agentkeel.agents.sessiontree import finish, main_tree_dirty, open_tree, random_name
+    from agentkeel.agents.worktree import WorktreeError
+
+    name = args.worktree or random_name()
+    cwd = Path(args.cwd) if args.cwd else Path.cwd()
+    try:
+        tree = asyncio.run(open_tree(cwd, name))
+        dirty = asyncio.run(main_tree_dirty(tree))
+    except WorktreeError as e:
+        _say(f"-w: {e}")
+        return EXIT_USAGE
+    inherited = _inherit_trust(cwd, tree.workdir)
+    verb = "created" if tree.created else "using the existing"
+    _say(f"{verb} worktree {tree.shown()} on branch {tree.branch}")
+    if dirty:
+        _say(
+            "the main tree's uncommitted changes are not in the worktree (it starts from HEAD); keel leaves them alone"
+        )
+    if inherited:
+        _say("the worktree's project settings are those you trusted in the main tree: trusted too")
+    args.cwd = str(tree.workdir)
+    headless = args.print_mode or args.input_format == "stream-json"
+    code: int | None = None
+    try:
+        code = run()
+    finally:
+        # an exception or Ctrl-C leaves nobody to ask: the work is committed on the branch and kept
+        interactive = code is not None and not headless and sys.stdin.isatty()
+        asyncio.run(finish(tree, _ask if interactive else None, print if interactive else _say))
+        if inherited:
+            _forget_trust(tree.workdir)
+    return code
