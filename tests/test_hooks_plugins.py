@@ -80,19 +80,6 @@ async def test_plugin_inside_an_untrusted_project_is_inert(project: Path, tmp_pa
     assert any("plugin inside this untrusted project are inert" in n for n in notices)
 
 
-def test_no_hooks_no_dispatcher_import(project: Path) -> None:
-    code = (
-        "import sys; from pathlib import Path; from agentkeel.runtime import Runtime, RuntimeOptions\n"
-        "rt = Runtime.create(RuntimeOptions(cwd=Path('.')))\n"
-        "print(sorted(m for m in sys.modules if m.startswith('agentkeel.extensions.hooks')))\n"
-        "rt.lock.release()\n"
-    )
-    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True, check=True)
-    loaded = json.loads(out.stdout.strip().replace("'", '"'))
-    assert "agentkeel.extensions.hooks.dispatcher" not in loaded and "agentkeel.extensions.hooks.config" in loaded
-
-
 def test_hooks_list_shows_plugin_hooks_with_their_file(project: Path, tmp_path: Path) -> None:
     plugin = _plugin(tmp_path / "plugins" / "guard")
     keel = str(Path(sys.executable).parent / "keel")

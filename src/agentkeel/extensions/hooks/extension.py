@@ -94,6 +94,11 @@ def tool_response(name: str, tool_input: dict[str, Any], output: ToolOutput) -> 
     return {"output": text, **{k: v for k, v in meta.items() if isinstance(v, str | int | float | bool)}}
 
 
+def tool_metadata(output: ToolOutput) -> dict[str, Any]:
+    """The tool's own facts (exit code, path, counts, status): its metadata's plain values."""
+    return {k: v for k, v in output.metadata.items() if v is None or isinstance(v, str | int | float | bool)}
+
+
 def _with_notes(output: ToolOutput, event: str, notes: list[str]) -> ToolOutput:
     text = "\n".join(f"[{event} hook] {n}" for n in notes if n)
     if not text:
@@ -334,6 +339,7 @@ class HooksExtension:
             else:
                 event = "PostToolUse"
                 fields.update(tool_response=tool_response(call.name, call.input, output), duration_ms=duration)
+            fields["tool_metadata"] = tool_metadata(output)  # keel's addition: the tool's own facts
             result = await self.d.fire(event, fields, match=call.name, call=call, cwd=call.cwd)
             self._note_stop(result)
             notes = ([result.block_reason] if result.blocked else []) + result.context
