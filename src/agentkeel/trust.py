@@ -1,8 +1,11 @@
 """Project trust: a folder's settings, hooks and MCP servers stay inert until the user trusts it.
 
 Trust is stored per folder in ``$KEEL_HOME/trust.json`` with a hash of the files that can
-widen permissions or run code (the project and local settings files and ``.mcp.json``). A
-change to any of them makes the folder ask again.
+widen permissions or run code: the project and local settings files, ``.mcp.json``, the
+project's definitions (``.claude|.keel`` ``/agents``, ``/skills``, ``/commands``: prompts,
+tool lists, permission modes, skill scripts) and the ``hooks/hooks.json`` of each plugin that
+lives inside the folder. A change to any of them (an edit, a new file, a removed one) makes
+the folder ask again. A folder with none of them has nothing to trust.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ TRUSTED_FILES = (
     ".keel/settings.local.json",
     ".mcp.json",
 )
+DEFINITION_DIRS = tuple(f"{base}/{kind}" for base in (".claude", ".keel") for kind in ("agents", "skills", "commands"))
+MAX_DEFINITION_FILES = 2000  # per definitions folder, the files whose content trust covers
+PLUGIN_SEARCH_DEPTH = 3  # plugins/<name>/hooks/hooks.json is depth 2; a marketplace's plugins/x/y: 3
+PLUGIN_SEARCH_DIRS = 400  # directories looked at, at most: trust is read before every session
+_SKIP_DIRS = frozenset({"node_modules", "venv", "__pycache__", "target", "dist", "build", "site-packages"})
 Status = Literal["trusted", "untrusted", "changed", "nothing-to-trust"]
 
 
@@ -39,17 +47,70 @@ class TrustState:
 
 
 def project_files(folder: Path) -> list[str]:
-    return [rel for rel in TRUSTED_FILES if (folder / rel).is_file()]
+    """What trust covers here: the settings files and ``.mcp.json``, then each definitions
+    folder that holds a file and each plugin ``hooks/hooks.json`` (relative paths)."""
+    found = [rel for rel in TRUSTED_FILES if (folder / rel).is_file()]
+    found += [rel for rel in DEFINITION_DIRS if _definition_files(folder / rel)]
+    found += plugin_hook_files(folder)
+    return found
+
+
+def _definition_files(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    out: list[Path] = []
+    for base, dirs, files in os.walk(root, followlinks=False):
+        dirs.sort()
+        out += (Path(base) / f for f in sorted(files))
+        if len(out) >= MAX_DEFINITION_FILES:
+            break
+    return out
+
+
+def plugin_hook_files(folder: Path) -> list[str]:
+    """``<plugin>/hooks/hooks.json`` of each plugin (a folder with ``.claude-plugin/plugin.json``)
+    inside ``folder``, found by a bounded walk (version control, dependency and build folders skipped)."""
+    out: list[str] = []
+    budget = PLUGIN_SEARCH_DIRS
+    level = [folder]
+    for _depth in range(PLUGIN_SEARCH_DEPTH + 1):
+        below: list[Path] = []
+        for path in level:
+            if (path / ".claude-plugin" / "plugin.json").is_file() and (path / "hooks" / "hooks.json").is_file():
+                out.append(str((path / "hooks" / "hooks.json").relative_to(folder)))
+            try:
+                entries = sorted(os.scandir(path), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                name = entry.name
+                if name in _SKIP_DIRS or (name.startswith(".") and name not in (".claude", ".keel")):
+                    continue
+                if entry.is_dir(follow_symlinks=False) and budget > 0:
+                    budget -= 1
+                    below.append(Path(entry.path))
+        level = below
+    return out
+
+
+def _digest(path: Path) -> bytes:
+    try:
+        return hashlib.sha256(path.read_bytes()).digest()
+    except OSError:
+        return b"<unreadable>"
 
 
 def content_hash(folder: Path) -> str:
     h = hashlib.sha256()
     for rel in project_files(folder):
-        try:
-            data = (folder / rel).read_bytes()
-        except OSError:
-            data = b"<unreadable>"
-        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+        path = folder / rel
+        if rel in DEFINITION_DIRS:
+            for n, file in enumerate(_definition_files(path)):
+                name = file.relative_to(folder).as_posix().encode()
+                if n < MAX_DEFINITION_FILES:
+                    h.update(name + b"\0" + _digest(file))
+            continue
+        h.update(rel.encode() + b"\0" + _digest(path))
     return h.hexdigest()
 
 
@@ -114,8 +175,8 @@ class TrustStore:
 
 
 def untrusted_notice(state: TrustState) -> str:
-    what = "changed since you trusted it" if state.status == "changed" else "not trusted"
+    what = "changed since you trusted them" if state.status == "changed" else "not trusted"
     return (
-        f"this folder's project settings ({', '.join(state.files)}) are {what}; running without their hooks, "
-        f"MCP servers and permission-widening keys. Run `keel trust {state.folder}` to trust them."
+        f"this folder's project settings and definitions ({', '.join(state.files)}) are {what}; running without "
+        f"their hooks, MCP servers and permission-widening keys. Run `keel trust {state.folder}` to trust them."
     )
