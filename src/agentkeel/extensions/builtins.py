@@ -119,7 +119,6 @@ def _hooks(parts: SessionParts) -> Extension | None:
         provider=parts.provider,
         model=parts.model,
         home=str(parts.home or Path.home()),
-        settings_files=_settings_files(parts),
     )
     dispatcher = HookDispatcher(config, context)
     hooks = HooksExtension(dispatcher, tool_env=parts.tool_env, source=parts.source, services=parts.services)
@@ -127,14 +126,26 @@ def _hooks(parts: SessionParts) -> Extension | None:
     return hooks.extension()
 
 
-def _settings_files(parts: SessionParts) -> tuple[tuple[Path, str], ...]:
-    """The settings files ConfigChange watches: every layer read, and the project's that may appear."""
-    files = {layer.path: str(layer.scope) for layer in parts.layers if layer.scope != "managed"}
+def _settings_watch(parts: SessionParts) -> Extension | None:
+    """Settings files changed during the session: ConfigChange, then their new deny/ask rules."""
+    if parts.cwd is None:
+        return None
+    from agentkeel.extensions.hooks.configchange import SettingsWatch
+
+    if parts.services is None:
+        parts.services = Services()
+    watch = SettingsWatch(_settings_files(parts), parts.engine, parts.services, parts.bus.emit, trusted=parts.trusted)
+    return watch.extension()
+
+
+def _settings_files(parts: SessionParts) -> dict[Path, str]:
+    """The settings files watched: every layer read, and the project's that may appear."""
+    files = {layer.path: str(layer.scope) for layer in parts.layers}
     if parts.cwd is not None:
         for folder in (".claude", ".keel"):
             files.setdefault(parts.cwd / folder / "settings.json", "project")
             files.setdefault(parts.cwd / folder / "settings.local.json", "local")
-    return tuple(files.items())
+    return files
 
 
 def _permission_gate(parts: SessionParts) -> Extension:
@@ -212,6 +223,7 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("circuit-breaker", "pauses an external tool after repeated failures", _circuit_breaker),
     # disabled, it still carries keel's own handlers (memory) but none of the user's
     Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks, always=True),
+    Builtin("settings-watch", "settings changed mid-session: ConfigChange, then new deny/ask rules", _settings_watch),
     Builtin(
         "non-interactive-env",
         "refuses editors, full-screen programs, git add -p / rebase -i; no pagers or prompts",

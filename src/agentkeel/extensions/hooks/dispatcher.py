@@ -74,7 +74,6 @@ class HookContext:
     provider: Provider | None = None
     model: str = ""
     home: str = field(default_factory=lambda: str(Path.home()))
-    settings_files: tuple[tuple[Path, str], ...] = ()  # (path, scope) watched for ConfigChange
 
 
 class HookDispatcher:

@@ -13,7 +13,7 @@ CwdChanged          a ``CwdChanged`` on the bus
 Stop                ``on_stop`` (a block continues the loop, at most ``MAX_STOP_CONTINUES`` times);
                     first asyncRewake handlers still running are waited for: a block wakes the model
 FileChanged         ``before_request``: a path some hook's ``watchPaths`` named changed
-ConfigChange        ``before_request``: a settings file changed
+ConfigChange        the ``settings-watch`` built-in (configchange.py), through the LifecyclePoint
 StopFailure         ``on_error``
 SessionEnd          ``close``
 ==================  ================================================================
@@ -53,7 +53,6 @@ from agentkeel.core.tools import Services, ToolOutput, Workdir
 from agentkeel.core.types import TextBlock
 from agentkeel.extensions.hooks.dispatcher import HookDispatcher
 from agentkeel.extensions.hooks.output import Combined
-from agentkeel.extensions.hooks.watch import Watcher
 from agentkeel.permissions.engine import Decision
 
 MAX_STOP_CONTINUES = 8  # a Stop hook that always blocks cannot keep the loop going for ever
@@ -154,8 +153,6 @@ class HooksExtension:
         self._batch_done: list[dict[str, Any]] = []
         if services is not None:
             services.put(LifecyclePoint, HookLifecycle(dispatcher))
-        self.settings = Watcher(p for p, _ in dispatcher.ctx.settings_files)
-        self._scope = {p: scope for p, scope in dispatcher.ctx.settings_files}
 
     def extension(self) -> Extension:
         return Extension(
@@ -226,12 +223,7 @@ class HooksExtension:
         return request
 
     async def _check_watched(self) -> None:
-        """Turn boundary: a changed settings file fires ConfigChange, a changed watched path FileChanged."""
-        if self.d.has("ConfigChange"):
-            for path, _ in self.settings.changes():
-                source = f"{self._scope.get(path, 'project')}_settings"
-                result = await self.d.fire("ConfigChange", {"source": source, "file_path": str(path)}, match=source)
-                self._note_stop(result)
+        """Turn boundary: a changed watched path fires FileChanged (ConfigChange: configchange.py)."""
         if self.d.has("FileChanged"):
             for path, change in self.d.watcher.changes():
                 result = await self.d.fire("FileChanged", {"file_path": str(path), "event": change}, match=path.name)
