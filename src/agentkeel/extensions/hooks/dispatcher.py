@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import time
@@ -58,6 +59,18 @@ class HookRan(Event, frozen=True, kw_only=True, tag="hook"):
 
     event: str
     runs: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ChildAgent:
+    """The child agent whose tool call is being hooked (set by SubagentStart in its context)."""
+
+    agent_id: str
+    agent_type: str
+    transcript: str
+
+
+CHILD: contextvars.ContextVar[ChildAgent | None] = contextvars.ContextVar("keel_hook_child", default=None)
 
 
 @dataclass
@@ -125,6 +138,11 @@ class HookDispatcher:
             out["prompt_id"] = self.prompt_id
         if event in _WITH_MODE:
             out["permission_mode"] = self.ctx.mode() or "default"
+        child = CHILD.get()
+        if child is not None:  # a child agent's event: Claude Code keeps the session's ids, adds the agent's
+            out["agent_id"] = child.agent_id
+            out["agent_type"] = child.agent_type
+            out["agent_transcript_path"] = child.transcript  # keel's addition: the child's own transcript
         if event in _WITH_EFFORT:
             out["effort"] = {"level": self.effort}
         out["hook_event_name"] = event

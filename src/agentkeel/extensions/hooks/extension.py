@@ -51,7 +51,7 @@ from agentkeel.core.extensions import (
 from agentkeel.core.provider import ModelRequest, ProviderError
 from agentkeel.core.tools import Services, ToolOutput, Workdir
 from agentkeel.core.types import TextBlock
-from agentkeel.extensions.hooks.dispatcher import HookDispatcher
+from agentkeel.extensions.hooks.dispatcher import CHILD, ChildAgent, HookDispatcher
 from agentkeel.extensions.hooks.output import Combined
 from agentkeel.permissions.engine import Decision
 
@@ -114,7 +114,11 @@ def _always_asks(decision: Decision) -> bool:
 
 
 class HookLifecycle(LifecyclePoint):
-    """LifecyclePoint events (PreCompact, SubagentStart, InstructionsLoaded...) fired through the hooks."""
+    """LifecyclePoint events (PreCompact, SubagentStart, InstructionsLoaded...) fired through the hooks.
+
+    SubagentStart also marks the asyncio context the child runs in (the spawner fires it in the
+    task that then starts the child): the child's tool calls, which pass through this session's
+    hooks, are then sent with its ``agent_id`` and ``agent_type``, as Claude Code does."""
 
     def __init__(self, dispatcher: HookDispatcher) -> None:
         self.d = dispatcher
@@ -123,6 +127,11 @@ class HookLifecycle(LifecyclePoint):
         return self.d.has(event)
 
     async def fire(self, event: str, fields: dict[str, Any], *, match: str | None = None) -> LifecycleResult:
+        if event == "SubagentStart" and isinstance(fields.get("agent_id"), str):
+            agent_id = fields["agent_id"]
+            transcript = self.d.ctx.transcript_path.with_suffix("") / "subagents" / f"agent-{agent_id}.jsonl"
+            # the child's task copies this context; the tool call that spawned it runs in a task of its own
+            CHILD.set(ChildAgent(agent_id, str(fields.get("agent_type") or ""), str(transcript)))
         if not self.d.has(event):
             return LifecycleResult()
         result = await self.d.fire(event, fields, match=match)
@@ -148,6 +157,7 @@ class HooksExtension:
         self.stopped: str | None = None
         self.stop_count = 0
         self._started: dict[str, float] = {}
+        self._allowed: dict[str, float] = {}  # child agents' calls the permission gate allowed
         self._calls: dict[str, ToolCall] = {}
         self._batch: list[str] = []
         self._batch_done: list[dict[str, Any]] = []
@@ -322,6 +332,9 @@ class HooksExtension:
     async def after_tool(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         started = self._started.pop(call.id, None)
         self._calls.pop(call.id, None)
+        child = self._allowed.pop(call.id, None)  # a child agent's call: its ToolStarted is on its own bus
+        if started is None and child is not None and CHILD.get() is not None:
+            started = child
         if started is not None:  # it ran (a denied call has no ToolStarted)
             fields: dict[str, Any] = {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}
             duration = int((time.monotonic() - started) * 1000)
@@ -336,6 +349,8 @@ class HooksExtension:
             self._note_stop(result)
             notes = ([result.block_reason] if result.blocked else []) + result.context
             output = _with_notes(output, event, notes)
+        if CHILD.get() is not None:
+            return output  # the child's cwd and batches are its own
         if call.name == "Bash":
             await self._check_cwd()
         return await self._batch_step(call, output)
@@ -379,6 +394,8 @@ class HooksExtension:
                 note = {"message": event.message, "title": "keel", "notification_type": kind}
                 self.d.spawn(self.d.fire("Notification", note, match=kind))
         elif isinstance(event, PermissionDecided):
+            if event.decision == "allow" and CHILD.get() is not None:
+                self._allowed[event.tool_use_id] = time.monotonic()  # the gate let a child's call run
             if event.decision == "deny" and self.d.has("PermissionDenied"):
                 call = self._calls.get(event.tool_use_id)
                 fields = {
