@@ -63,3 +63,37 @@ async def test_a_child_agents_tool_calls_are_hooked_with_its_agent_id(project: P
     ]
     assert len(parent_calls) == 3 and all("agent_id" not in p for p in parent_calls)
     assert of("SubagentStop")[0]["agent_id"] == agent_id
+
+
+async def test_agent_iteration_start_and_end_bracket_each_request_and_its_tools(project: Path) -> None:
+    order: list[tuple[str, Any]] = []
+
+    def log(payload: dict[str, Any]) -> None:
+        event = payload["hook_event_name"]
+        if event.startswith("AgentIteration"):
+            order.append((event, {k: payload[k] for k in ("iteration", "tool_calls") if k in payload}))
+        else:
+            order.append((event, payload.get("tool_input", {}).get("command")))
+
+    handler = {"hooks": [{"type": "python", "callable": log}]}
+    hooks = {e: [handler] for e in ("AgentIterationStart", "AgentIterationEnd", "PostToolUse")}
+    two = [{"name": "Bash", "input": {"command": f"echo {n}"}} for n in ("a", "b")]
+    script = project.parent / "iterations.json"
+    script.write_text(json.dumps({"steps": [{"tool_calls": two}, "done"]}))
+    opts = RuntimeOptions(
+        cwd=project, model=f"scripted:{script}", env=dict(os.environ), allowed_tools=["Bash"], hooks=hooks
+    )
+    rt = Runtime.create(opts)
+    try:
+        assert (await rt.run("go")).result == "done"
+    finally:
+        await rt.aclose()
+    posts = sorted(o for o in order if o[0] == "PostToolUse")
+    assert posts == [("PostToolUse", "echo a"), ("PostToolUse", "echo b")]
+    assert [o for o in order if o[0] != "PostToolUse"] == [
+        ("AgentIterationStart", {"iteration": 1}),
+        ("AgentIterationEnd", {"iteration": 1, "tool_calls": 2}),
+        ("AgentIterationStart", {"iteration": 2}),
+        ("AgentIterationEnd", {"iteration": 2, "tool_calls": 0}),
+    ]
+    assert order.index(("AgentIterationEnd", {"iteration": 1, "tool_calls": 2})) == 3  # after both calls

@@ -51,17 +51,13 @@ class MemoryHooks:
         plugin.attach(own)  # its bus capture stays on that private bus, which carries no session events
 
     def hooks(self) -> dict[str, Any]:
-        def group(fn: Callable[..., Any], **extra: Any) -> list[dict[str, Any]]:
-            return [{"hooks": [{"type": "python", "callable": fn, **extra}]}]
-
-        return {
-            "SessionStart": group(self.session_start),
-            "UserPromptSubmit": group(self.user_prompt_submit),
-            "PostToolUse": group(self.post_tool_use),
-            "PostToolUseFailure": group(self.post_tool_use),
-            "Stop": group(self.stop),
-            "SessionEnd": group(self.session_end, timeout=SESSION_END_TIMEOUT_S),
-        }
+        out: dict[str, Any] = {}
+        for event, name in HANDLERS:
+            handler = {"type": "python", "callable": getattr(self, name)}
+            if event == "SessionEnd":
+                handler["timeout"] = SESSION_END_TIMEOUT_S
+            out[event] = [{"hooks": [handler]}]
+        return out
 
     # --- handlers (coroutines: the dispatcher awaits them on the loop, no thread per call) ------
 
@@ -146,6 +142,22 @@ def response_text(response: Any) -> str:
     if isinstance(response.get("output"), str):
         return str(response["output"])
     return ""
+
+
+HANDLERS = (
+    ("SessionStart", "session_start"),
+    ("UserPromptSubmit", "user_prompt_submit"),
+    ("PostToolUse", "post_tool_use"),
+    ("PostToolUseFailure", "post_tool_use"),
+    ("Stop", "stop"),
+    ("SessionEnd", "session_end"),
+)
+
+
+def listing() -> dict[str, Any]:
+    """The handlers as `keel hooks list` names them (``module:MemoryHooks.method``), to show, not run."""
+    target = f"{__name__}:MemoryHooks."
+    return {event: [{"hooks": [{"type": "python", "callable": target + name}]}] for event, name in HANDLERS}
 
 
 def memory_hooks(plugin: MemoryPlugin, emit: Callable[[Event], None], provider: Provider, model: str) -> dict[str, Any]:

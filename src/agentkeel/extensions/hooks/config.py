@@ -23,7 +23,7 @@ from agentkeel.settings import SettingsLayer
 
 HandlerType = Literal["command", "http", "prompt", "agent", "python"]
 
-# every event of SPEC 4; the ones keel fires today are FIRED, the rest are accepted and listed
+# every event of SPEC 4; keel fires each (the lifecycle ones through the session's LifecyclePoint)
 EVENTS: tuple[str, ...] = (
     "SessionStart",
     "SessionEnd",
@@ -50,7 +50,7 @@ EVENTS: tuple[str, ...] = (
     "AgentIterationStart",
     "AgentIterationEnd",
 )
-FIRED: frozenset[str] = frozenset(EVENTS[:13]) | {"ConfigChange", "FileChanged"}
+FIRED: frozenset[str] = frozenset(EVENTS)
 
 # seconds, as Claude Code: a command may run ten minutes, a model or a URL half a minute
 DEFAULT_TIMEOUT: dict[str, float] = {"command": 600.0, "python": 60.0, "http": 30.0, "prompt": 30.0, "agent": 60.0}

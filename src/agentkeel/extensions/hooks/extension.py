@@ -15,6 +15,8 @@ Stop                ``on_stop`` (a block continues the loop, at most ``MAX_STOP_
 FileChanged         ``before_request``: a path some hook's ``watchPaths`` named changed
 ConfigChange        the ``settings-watch`` built-in (configchange.py), through the LifecyclePoint
 StopFailure         ``on_error``
+AgentIterationStart ``before_request`` (one iteration: a model request and the tool calls it asked for)
+AgentIterationEnd   ``after_response`` of an answer without tool calls, or after the last call of its batch
 SessionEnd          ``close``
 ==================  ================================================================
 """
@@ -48,7 +50,7 @@ from agentkeel.core.extensions import (
     ToolCall,
     Verdict,
 )
-from agentkeel.core.provider import ModelRequest, ProviderError
+from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError
 from agentkeel.core.tools import Services, ToolOutput, Workdir
 from agentkeel.core.types import TextBlock
 from agentkeel.extensions.hooks.dispatcher import CHILD, ChildAgent, HookDispatcher
@@ -158,6 +160,8 @@ class HooksExtension:
         self.stop_count = 0
         self._started: dict[str, float] = {}
         self._allowed: dict[str, float] = {}  # child agents' calls the permission gate allowed
+        self.iteration = 0  # AgentIterationStart/End: model requests of this session
+        self._iteration_open = False
         self._calls: dict[str, ToolCall] = {}
         self._batch: list[str] = []
         self._batch_done: list[dict[str, Any]] = []
@@ -168,6 +172,7 @@ class HooksExtension:
         return Extension(
             "hooks",
             before_request=self.before_request,
+            after_response=self.after_response,
             before_tool=self.before_tool,
             after_tool=self.after_tool,
             on_prompt=self.on_prompt,
@@ -228,9 +233,32 @@ class HooksExtension:
         if self.stopped is not None:
             raise StoppedByHook(self.stopped)
         await self._check_watched()
+        await self._iteration_start()
         if self.stopped is not None:
             raise StoppedByHook(self.stopped)
         return request
+
+    # --- iterations: one model request and the tool calls it asked for -------------------------
+
+    async def _iteration_start(self) -> None:
+        if self._iteration_open:  # the last one ended without its tools finishing (an error, a retry)
+            await self._iteration_end(interrupted=True)
+        self.iteration += 1
+        self._iteration_open = True
+        if self.d.has("AgentIterationStart"):
+            self._note_stop(await self.d.fire("AgentIterationStart", {"iteration": self.iteration}))
+
+    async def _iteration_end(self, tool_calls: int = 0, *, interrupted: bool = False) -> None:
+        if not self._iteration_open:
+            return
+        self._iteration_open = False
+        if self.d.has("AgentIterationEnd"):
+            fields = {"iteration": self.iteration, "tool_calls": tool_calls, "interrupted": interrupted}
+            self._note_stop(await self.d.fire("AgentIterationEnd", fields))
+
+    async def after_response(self, response: ModelResponse) -> None:
+        if not response.message.tool_uses():  # an answer without tool calls ends the iteration now
+            await self._iteration_end()
 
     async def _check_watched(self) -> None:
         """Turn boundary: a changed watched path fires FileChanged (ConfigChange: configchange.py)."""
@@ -376,6 +404,7 @@ class HooksExtension:
         calls, self._batch, self._batch_done = self._batch_done, [], []
         result = await self.d.fire("PostToolBatch", {"tool_calls": calls})
         self._note_stop(result)
+        await self._iteration_end(len(calls))
         notes = ([result.block_reason] if result.blocked else []) + result.context
         return _with_notes(output, "PostToolBatch", notes)
 
