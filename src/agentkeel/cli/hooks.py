@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[Path, HookConfig, list[str]]:
     from agentkeel.extensions.hooks import matcher_error
-    from agentkeel.extensions.hooks.config import load_hooks, plugin_hooks
+    from agentkeel.extensions.hooks.config import load_hooks, plugin_hooks, plugin_roots
     from agentkeel.runtime import project_trust, read_settings
     from agentkeel.session.store import keel_home
 
@@ -60,7 +60,8 @@ def _load(args: argparse.Namespace) -> tuple[Path, HookConfig, list[str]]:
     trust = project_trust(cwd, home_dir)
     extra = [Path(f) for f in args.settings]
     loaded = read_settings(cwd, Path.home(), home_dir, extra, os.environ, trusted=trust.trusted)
-    plugins = plugin_hooks([Path(d) for d in args.plugin_dirs], project=cwd, trusted=trust.trusted)
+    dirs = plugin_roots([Path(d) for d in args.plugin_dirs], loaded.layers)
+    plugins = plugin_hooks(dirs, project=cwd, trusted=trust.trusted)
     builtin = None
     memory = loaded.settings.memory
     if args.action == "list" and (memory is None or memory.enabled) and "memory" not in loaded.settings.disabled_hooks:

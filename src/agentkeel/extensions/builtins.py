@@ -86,7 +86,7 @@ def _circuit_breaker(parts: SessionParts) -> Extension:
 def _hooks(parts: SessionParts) -> Extension | None:
     """The hook dispatcher: the user's hooks (unless ``disabled_hooks`` names "hooks") and keel's own
     handlers on the hook API (memory). With neither, no dispatcher is built."""
-    from agentkeel.extensions.hooks.config import HookConfig, load_hooks, parse_hooks, plugin_hooks
+    from agentkeel.extensions.hooks.config import HookConfig, load_hooks, parse_hooks, plugin_hooks, plugin_roots
 
     builtin = HookConfig()
     if parts.memory is not None and "memory" not in parts.disabled:
@@ -97,7 +97,7 @@ def _hooks(parts: SessionParts) -> Extension | None:
     if "hooks" in parts.disabled:
         config = load_hooks([], None, None, builtin)
     else:
-        dirs = parts.plugin_dirs
+        dirs = plugin_roots(parts.plugin_dirs, parts.layers)
         plugins = plugin_hooks(dirs, project=parts.cwd, trusted=parts.trusted) if dirs else None
         config = load_hooks(parts.layers, parts.sdk_hooks, plugins, builtin)
     parts.notices += config.warnings

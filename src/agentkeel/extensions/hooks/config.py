@@ -266,6 +266,19 @@ def plugin_hooks(dirs: Iterable[Path], *, project: Path | None = None, trusted: 
     return out
 
 
+def plugin_roots(dirs: Iterable[Path], layers: Iterable[SettingsLayer]) -> list[Path]:
+    """The plugin directories whose hooks a session runs: ``--plugin-dir`` ones, then the plugins
+    settings enable (``enabledPlugins`` from a directory marketplace). The plugin loader reports
+    the ones it cannot load; here they are left out."""
+    dirs, layers = list(dirs), list(layers)
+    if not any(la.data.get("enabledPlugins") for la in layers):
+        return dirs
+    from agentkeel.plugins.loader import find_plugins
+
+    found, _ = find_plugins(dirs, layers)
+    return list(dict.fromkeys([*dirs, *(p.root for p in found)]))
+
+
 def load_hooks(
     layers: Iterable[SettingsLayer],
     sdk: Mapping[str, Any] | None = None,
