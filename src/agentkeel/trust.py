@@ -3,8 +3,8 @@
 Trust is stored per folder in ``$KEEL_HOME/trust.json`` with a hash of the files that can
 widen permissions or run code: the project and local settings files, ``.mcp.json``, the
 project's definitions (``.claude|.keel`` ``/agents``, ``/skills``, ``/commands``: prompts,
-tool lists, permission modes, skill scripts) and the ``hooks/hooks.json`` of each plugin that
-lives inside the folder. A change to any of them (an edit, a new file, a removed one) makes
+tool lists, permission modes, skill scripts) and the ``hooks/hooks.json`` of each plugin kept
+inside the folder (``plugin_hook_files``). A change to any of them (an edit, a new file, a removed one) makes
 the folder ask again. A folder with none of them has nothing to trust.
 """
 
@@ -29,9 +29,7 @@ TRUSTED_FILES = (
 )
 DEFINITION_DIRS = tuple(f"{base}/{kind}" for base in (".claude", ".keel") for kind in ("agents", "skills", "commands"))
 MAX_DEFINITION_FILES = 2000  # per definitions folder, the files whose content trust covers
-PLUGIN_SEARCH_DEPTH = 3  # plugins/<name>/hooks/hooks.json is depth 2; a marketplace's plugins/x/y: 3
-PLUGIN_SEARCH_DIRS = 400  # directories looked at, at most: trust is read before every session
-_SKIP_DIRS = frozenset({"node_modules", "venv", "__pycache__", "target", "dist", "build", "site-packages"})
+PLUGIN_SEARCH_DIRS = 200  # folders looked at per parent, at most: trust is read before every session
 Status = Literal["trusted", "untrusted", "changed", "nothing-to-trust"]
 
 
@@ -69,27 +67,21 @@ def _definition_files(root: Path) -> list[Path]:
 
 def plugin_hook_files(folder: Path) -> list[str]:
     """``<plugin>/hooks/hooks.json`` of each plugin (a folder with ``.claude-plugin/plugin.json``)
-    inside ``folder``, found by a bounded walk (version control, dependency and build folders skipped)."""
+    inside ``folder`` where plugins live: the folder itself, its top-level folders, and the folders
+    in ``plugins/``, ``.claude/plugins/`` and ``.keel/plugins/`` (a marketplace's layout). Trust is
+    read before every session, so this is a few ``scandir`` calls, never a walk of the tree."""
     out: list[str] = []
-    budget = PLUGIN_SEARCH_DIRS
-    level = [folder]
-    for _depth in range(PLUGIN_SEARCH_DEPTH + 1):
-        below: list[Path] = []
-        for path in level:
-            if (path / ".claude-plugin" / "plugin.json").is_file() and (path / "hooks" / "hooks.json").is_file():
-                out.append(str((path / "hooks" / "hooks.json").relative_to(folder)))
-            try:
-                entries = sorted(os.scandir(path), key=lambda e: e.name)
-            except OSError:
-                continue
-            for entry in entries:
-                name = entry.name
-                if name in _SKIP_DIRS or (name.startswith(".") and name not in (".claude", ".keel")):
-                    continue
-                if entry.is_dir(follow_symlinks=False) and budget > 0:
-                    budget -= 1
-                    below.append(Path(entry.path))
-        level = below
+    candidates = [folder]
+    for parent in (folder, folder / "plugins", folder / ".claude" / "plugins", folder / ".keel" / "plugins"):
+        try:
+            entries = sorted(os.scandir(parent), key=lambda e: e.name)
+        except OSError:
+            continue
+        candidates += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)][:PLUGIN_SEARCH_DIRS]
+    for path in dict.fromkeys(candidates):
+        hooks = path / "hooks" / "hooks.json"
+        if (path / ".claude-plugin" / "plugin.json").is_file() and hooks.is_file():
+            out.append(hooks.relative_to(folder).as_posix())
     return out
 
 
