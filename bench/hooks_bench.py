@@ -3,7 +3,8 @@
 The real ``hooks`` extension and dispatcher, with the session's event bus (redaction) and its
 transcript writer on a temporary file, around one Bash call: 0 handlers (hooks configured
 for other events only), 10 and 50 in-process python handlers (distinct coroutine functions),
-and one command hook (a process spawned per event). Then a command hook that sleeps for ever
+and one command hook (a process spawned per event), and keel's memory capture, which runs on the
+hook API (one in-process handler on PostToolUse writing to a real outbox). Then a command hook that sleeps for ever
 with ``timeout: 1``: what it costs the loop, and that its process group is gone. Last, the
 reliability built-ins (SPEC 5): their ``before_request`` transforms on a 200-message request
 (pruning idle below its threshold, and forced on), and their per-tool-call checks.
@@ -21,12 +22,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from agentkeel.core.events import EventBus  # noqa: E402
+from agentkeel.core.events import EventBus, ToolStarted  # noqa: E402
 from agentkeel.core.extensions import Extension, ToolCall  # noqa: E402
 from agentkeel.core.provider import ModelRequest  # noqa: E402
 from agentkeel.core.tools import ToolOutput  # noqa: E402
@@ -66,7 +67,19 @@ async def per_call(kind: str, n: int, calls: int, tmp: Path) -> list[float]:
     writer = SessionWriter(tmp / f"{kind}-{n}.jsonl", f"{kind}-{n}")
     bus.subscribe(writer, critical=True)
     ctx = HookContext("bench", tmp / "bench.jsonl", tmp, bus.emit, env=dict(os.environ))
-    hooks = HooksExtension(HookDispatcher(_config(kind, n), ctx))
+    plugin = None
+    if kind == "memory":  # keel's memory on the hook API: capture on PostToolUse, into a real outbox and store
+        from agentkeel.memory.hookbridge import SOURCE, memory_hooks
+        from agentkeel.memory.plugin import MemoryPlugin
+        from agentkeel.settings import MemorySettings
+
+        plugin = MemoryPlugin(
+            MemorySettings(embedder="none"), cwd=tmp, keel_home=tmp / "kh", session_id="bench", window_tokens=200_000
+        )
+        config = parse_hooks(memory_hooks(plugin, bus.emit, cast(Any, None), "m"), SOURCE, "builtin")
+    else:
+        config = _config(kind, n)
+    hooks = HooksExtension(HookDispatcher(config, ctx))
     bash = next(t for t in builtin_tools() if t.name == "Bash")
     output = ToolOutput("hi", metadata={"exit_code": 0, "duration_ms": 3})
     times: list[float] = []
@@ -74,9 +87,12 @@ async def per_call(kind: str, n: int, calls: int, tmp: Path) -> list[float]:
         call = ToolCall(f"toolu_{i}", "Bash", {"command": "echo hi"}, bash, tmp, "default")
         started = time.perf_counter()
         await hooks.before_tool(call)
+        hooks.on_event(ToolStarted(tool_use_id=call.id, name=call.name, input=call.input))  # the call ran
         await hooks.after_tool(call, output)
         times.append((time.perf_counter() - started) * 1000)
     writer.close()
+    if plugin is not None:
+        plugin.close()
     return times
 
 
@@ -183,6 +199,7 @@ async def main() -> None:
             ("10 python", "python", 10, args.calls),
             ("50 python", "python", 50, args.calls),
             ("1 command (spawn)", "command", 1, max(20, args.calls // 5)),
+            ("memory (1 python, builtin)", "memory", 1, args.calls),
         ):
             await per_call(kind, n, 5, tmp)  # warm up
             times = await per_call(kind, n, calls, tmp)

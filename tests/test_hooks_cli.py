@@ -33,13 +33,17 @@ def test_list_shows_sources_and_untrusted_projects_have_none(project: Path, keel
     listed = keel("hooks", "list")
     assert listed.code == 0
     assert f"from {project.resolve()}/.claude/settings.json (project)" in listed.stdout
-    assert "PreCompact" in listed.stdout and "does not fire this event yet" in listed.stdout
+    assert "PreCompact" in listed.stdout and "does not fire this event yet" not in listed.stdout
     rows = json.loads(keel("hooks", "list", "--json").stdout)["hooks"]
-    assert [(r["event"], r["matcher"], r["fired"]) for r in rows] == [
+    assert [(r["event"], r["matcher"], r["fired"]) for r in rows if r["scope"] != "builtin"] == [
         ("PreToolUse", "Bash", True),
         ("Stop", "", True),
-        ("PreCompact", "auto", False),
+        ("PreCompact", "auto", True),
     ]
+    # memory runs on the hook API: its handlers are listed with their source, after the user's
+    memory = [(r["event"], r["source"]) for r in rows if r["scope"] == "builtin"]
+    assert ("UserPromptSubmit", "builtin:memory") in memory and ("SessionEnd", "builtin:memory") in memory
+    assert "agentkeel.memory.hookbridge:MemoryHooks.user_prompt_submit" in listed.stdout
 
 
 def test_test_runs_the_matching_handlers_and_says_what_keel_would_do(

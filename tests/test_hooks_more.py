@@ -139,3 +139,71 @@ async def test_watch_paths_fire_file_changed_and_settings_fire_config_change(
     assert [(Path(e["file_path"]).name, e["event"]) for e in changed] == [("watched.txt", "add")]
     config = [e for e in events if e["hook_event_name"] == "ConfigChange"]
     assert [(e["source"], Path(e["file_path"]).name) for e in config] == [("local_settings", "settings.local.json")]
+
+
+def _deny_later(project: Path) -> Any:
+    """A PostToolUse handler standing in for the user, who edits local settings mid-session."""
+
+    def edit(payload: dict[str, Any]) -> None:
+        path = project / ".keel" / "settings.local.json"
+        path.parent.mkdir(exist_ok=True)
+        rules = {"deny": ["Bash(echo second*)"], "allow": ["Bash(rm *)"]}
+        path.write_text(json.dumps({"permissions": rules}))
+
+    return {"type": "python", "callable": edit, "once": True}
+
+
+def _results(log: str) -> list[tuple[str, bool]]:
+    blocks = [
+        b for line in log.splitlines() if '"tool_results"' in line for b in json.loads(line)["message"]["content"]
+    ]
+    return [(str(b["content"]).split(" (")[0], b["is_error"]) for b in blocks]
+
+
+async def _config_session(project: Path, hooks: dict[str, Any]) -> tuple[Runtime, list[str], str]:
+    script = project.parent / "config-script.json"
+    steps = [_bash("echo first"), _bash("echo second"), "done"]
+    script.write_text(json.dumps({"steps": steps}))
+    opts = RuntimeOptions(
+        cwd=project,
+        model=f"scripted:{script}",
+        env={**os.environ, "KEEL_MAX_RETRIES": "0"},
+        allowed_tools=["Bash"],
+        hooks=hooks,
+        trust_project=True,
+    )
+    rt = Runtime.create(opts)
+    notices: list[str] = []
+    rt.bus.subscribe(lambda e: notices.append(str(getattr(e, "message", ""))))
+    try:
+        await rt.run("go")
+    finally:
+        await rt.aclose()
+    return rt, notices, rt.session_path.read_text()
+
+
+async def test_a_settings_change_mid_session_applies_its_deny_rules_but_never_widens(project: Path) -> None:
+    rt, notices, log = await _config_session(project, _hook("PostToolUse", _deny_later(project)))
+    assert _results(log) == [("first", False), ("`echo second` is denied by rule Bash(echo second*)", True)]
+    assert any("1 new deny/ask rule(s) apply now" in n for n in notices)
+    local = str(project / ".keel" / "settings.local.json")
+    assert [r.kind for r in rt.permissions.rules if r.source == local] == ["deny"]  # the allow waits
+
+
+async def test_config_change_block_keeps_the_old_settings_with_its_reason(project: Path) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def refuse(payload: dict[str, Any]) -> dict[str, Any]:
+        seen.append(payload)
+        return {"decision": "block", "reason": "settings are frozen during deploys"}
+
+    hooks = {
+        **_hook("PostToolUse", _deny_later(project)),
+        **_hook("ConfigChange", {"type": "python", "callable": refuse}),
+    }
+    rt, notices, log = await _config_session(project, hooks)
+    assert _results(log) == [("first", False), ("second", False)]
+    assert [(p["source"], Path(p["file_path"]).name) for p in seen] == [("local_settings", "settings.local.json")]
+    assert any("settings are frozen during deploys" in n and "not applied" in n for n in notices)
+    local = str(project / ".keel" / "settings.local.json")
+    assert [r for r in rt.permissions.rules if r.source == local] == []  # the old settings hold

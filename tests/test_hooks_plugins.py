@@ -80,19 +80,6 @@ async def test_plugin_inside_an_untrusted_project_is_inert(project: Path, tmp_pa
     assert any("plugin inside this untrusted project are inert" in n for n in notices)
 
 
-def test_no_hooks_no_dispatcher_import(project: Path) -> None:
-    code = (
-        "import sys; from pathlib import Path; from agentkeel.runtime import Runtime, RuntimeOptions\n"
-        "rt = Runtime.create(RuntimeOptions(cwd=Path('.')))\n"
-        "print(sorted(m for m in sys.modules if m.startswith('agentkeel.extensions.hooks')))\n"
-        "rt.lock.release()\n"
-    )
-    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True, check=True)
-    loaded = json.loads(out.stdout.strip().replace("'", '"'))
-    assert "agentkeel.extensions.hooks.dispatcher" not in loaded and "agentkeel.extensions.hooks.config" in loaded
-
-
 def test_hooks_list_shows_plugin_hooks_with_their_file(project: Path, tmp_path: Path) -> None:
     plugin = _plugin(tmp_path / "plugins" / "guard")
     keel = str(Path(sys.executable).parent / "keel")
@@ -100,8 +87,34 @@ def test_hooks_list_shows_plugin_hooks_with_their_file(project: Path, tmp_path: 
         [keel, "hooks", "list", "--json", "--plugin-dir", str(plugin)], cwd=project, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)["hooks"]
+    rows = [r for r in json.loads(out.stdout)["hooks"] if r["scope"] != "builtin"]  # not memory's
     assert [(r["event"], r["scope"], r["source"]) for r in rows] == [
         ("PreToolUse", "plugin", str(plugin.resolve() / "hooks" / "hooks.json"))
     ]
     assert rows[0]["handler"].startswith(sys.executable) and "CLAUDE_PLUGIN_ROOT" not in rows[0]["handler"]
+
+
+async def test_hooks_of_a_plugin_that_settings_enable_run_too(project: Path, tmp_path: Path, fake_llm: Fake) -> None:
+    """``enabledPlugins`` with a directory marketplace: that plugin's hooks/hooks.json runs, as a
+    ``--plugin-dir`` one's does."""
+    plugin = _plugin(tmp_path / "market" / "plugins" / "guard")
+    (plugin / ".claude-plugin").mkdir()
+    (plugin / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "guard"}))
+    market = tmp_path / "market"
+    (market / ".claude-plugin").mkdir()
+    listing = {"name": "local", "plugins": [{"name": "guard", "source": "./plugins/guard"}]}
+    (market / ".claude-plugin" / "marketplace.json").write_text(json.dumps(listing))
+    settings = tmp_path / "enable.json"
+    marketplaces = {"local": {"source": {"source": "directory", "path": str(market)}}}
+    settings.write_text(json.dumps({"enabledPlugins": {"guard@local": True}, "extraKnownMarketplaces": marketplaces}))
+    server = fake_llm({"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "echo forbidden"}}]}, "ok"]})
+    log = tmp_path / "plugin.log"
+    env = {**os.environ, **wire_env(server, "anthropic"), "PLUGIN_LOG": str(log)}
+    opts = RuntimeOptions(cwd=project, env=env, allowed_tools=["Bash"], settings_files=[settings])
+    rt = Runtime.create(opts)
+    try:
+        await rt.run("go")
+    finally:
+        await rt.aclose()
+    assert json.loads(log.read_text().splitlines()[0])["root"] == str(plugin.resolve())
+    assert "the plugin forbids this" in json.dumps(server.cursor.requests[1]["body"]["messages"])

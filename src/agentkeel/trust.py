@@ -1,8 +1,11 @@
 """Project trust: a folder's settings, hooks and MCP servers stay inert until the user trusts it.
 
 Trust is stored per folder in ``$KEEL_HOME/trust.json`` with a hash of the files that can
-widen permissions or run code (the project and local settings files and ``.mcp.json``). A
-change to any of them makes the folder ask again.
+widen permissions or run code: the project and local settings files, ``.mcp.json``, the
+project's definitions (``.claude|.keel`` ``/agents``, ``/skills``, ``/commands``: prompts,
+tool lists, permission modes, skill scripts) and the ``hooks/hooks.json`` of each plugin kept
+inside the folder (``plugin_hook_files``). A change to any of them (an edit, a new file, a removed one) makes
+the folder ask again. A folder with none of them has nothing to trust.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ TRUSTED_FILES = (
     ".keel/settings.local.json",
     ".mcp.json",
 )
+DEFINITION_DIRS = tuple(f"{base}/{kind}" for base in (".claude", ".keel") for kind in ("agents", "skills", "commands"))
+MAX_DEFINITION_FILES = 2000  # per definitions folder, the files whose content trust covers
+PLUGIN_SEARCH_DIRS = 200  # folders looked at per parent, at most: trust is read before every session
 Status = Literal["trusted", "untrusted", "changed", "nothing-to-trust"]
 
 
@@ -39,17 +45,64 @@ class TrustState:
 
 
 def project_files(folder: Path) -> list[str]:
-    return [rel for rel in TRUSTED_FILES if (folder / rel).is_file()]
+    """What trust covers here: the settings files and ``.mcp.json``, then each definitions
+    folder that holds a file and each plugin ``hooks/hooks.json`` (relative paths)."""
+    found = [rel for rel in TRUSTED_FILES if (folder / rel).is_file()]
+    found += [rel for rel in DEFINITION_DIRS if _definition_files(folder / rel)]
+    found += plugin_hook_files(folder)
+    return found
+
+
+def _definition_files(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    out: list[Path] = []
+    for base, dirs, files in os.walk(root, followlinks=False):
+        dirs.sort()
+        out += (Path(base) / f for f in sorted(files))
+        if len(out) >= MAX_DEFINITION_FILES:
+            break
+    return out
+
+
+def plugin_hook_files(folder: Path) -> list[str]:
+    """``<plugin>/hooks/hooks.json`` of each plugin (a folder with ``.claude-plugin/plugin.json``)
+    inside ``folder`` where plugins live: the folder itself, its top-level folders, and the folders
+    in ``plugins/``, ``.claude/plugins/`` and ``.keel/plugins/`` (a marketplace's layout). Trust is
+    read before every session, so this is a few ``scandir`` calls, never a walk of the tree."""
+    out: list[str] = []
+    candidates = [folder]
+    for parent in (folder, folder / "plugins", folder / ".claude" / "plugins", folder / ".keel" / "plugins"):
+        try:
+            entries = sorted(os.scandir(parent), key=lambda e: e.name)
+        except OSError:
+            continue
+        candidates += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)][:PLUGIN_SEARCH_DIRS]
+    for path in dict.fromkeys(candidates):
+        hooks = path / "hooks" / "hooks.json"
+        if (path / ".claude-plugin" / "plugin.json").is_file() and hooks.is_file():
+            out.append(hooks.relative_to(folder).as_posix())
+    return out
+
+
+def _digest(path: Path) -> bytes:
+    try:
+        return hashlib.sha256(path.read_bytes()).digest()
+    except OSError:
+        return b"<unreadable>"
 
 
 def content_hash(folder: Path) -> str:
     h = hashlib.sha256()
     for rel in project_files(folder):
-        try:
-            data = (folder / rel).read_bytes()
-        except OSError:
-            data = b"<unreadable>"
-        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+        path = folder / rel
+        if rel in DEFINITION_DIRS:
+            for n, file in enumerate(_definition_files(path)):
+                name = file.relative_to(folder).as_posix().encode()
+                if n < MAX_DEFINITION_FILES:
+                    h.update(name + b"\0" + _digest(file))
+            continue
+        h.update(rel.encode() + b"\0" + _digest(path))
     return h.hexdigest()
 
 
@@ -114,8 +167,8 @@ class TrustStore:
 
 
 def untrusted_notice(state: TrustState) -> str:
-    what = "changed since you trusted it" if state.status == "changed" else "not trusted"
+    what = "changed since you trusted them" if state.status == "changed" else "not trusted"
     return (
-        f"this folder's project settings ({', '.join(state.files)}) are {what}; running without their hooks, "
-        f"MCP servers and permission-widening keys. Run `keel trust {state.folder}` to trust them."
+        f"this folder's project settings and definitions ({', '.join(state.files)}) are {what}; running without "
+        f"their hooks, MCP servers and permission-widening keys. Run `keel trust {state.folder}` to trust them."
     )

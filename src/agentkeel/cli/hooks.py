@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[Path, HookConfig, list[str]]:
     from agentkeel.extensions.hooks import matcher_error
-    from agentkeel.extensions.hooks.config import load_hooks, plugin_hooks
+    from agentkeel.extensions.hooks.config import load_hooks, plugin_hooks, plugin_roots
     from agentkeel.runtime import project_trust, read_settings
     from agentkeel.session.store import keel_home
 
@@ -60,8 +60,16 @@ def _load(args: argparse.Namespace) -> tuple[Path, HookConfig, list[str]]:
     trust = project_trust(cwd, home_dir)
     extra = [Path(f) for f in args.settings]
     loaded = read_settings(cwd, Path.home(), home_dir, extra, os.environ, trusted=trust.trusted)
-    plugins = plugin_hooks([Path(d) for d in args.plugin_dirs], project=cwd, trusted=trust.trusted)
-    config = load_hooks(loaded.layers, plugins=plugins)
+    dirs = plugin_roots([Path(d) for d in args.plugin_dirs], loaded.layers)
+    plugins = plugin_hooks(dirs, project=cwd, trusted=trust.trusted)
+    builtin = None
+    memory = loaded.settings.memory
+    if args.action == "list" and (memory is None or memory.enabled) and "memory" not in loaded.settings.disabled_hooks:
+        from agentkeel.extensions.hooks.config import parse_hooks
+        from agentkeel.memory.hookbridge import SOURCE, listing
+
+        builtin = parse_hooks(listing(), SOURCE, "builtin")  # shown, never run by `keel hooks test`
+    config = load_hooks(loaded.layers, plugins=plugins, builtin=builtin)
     notes = [w for w in loaded.warnings if "hooks" in w] + config.warnings
     notes += [f"{h.source}: hooks.{h.event}: {e}" for h in config.hooks if (e := matcher_error(h.matcher))]
     return cwd, config, notes
@@ -98,8 +106,8 @@ def _list(config: HookConfig, notes: list[str], *, as_json: bool) -> int:
         ]
         print(json.dumps({"hooks": rows, "warnings": notes}, indent=2))
         return EXIT_OK
-    if not config.hooks:
-        print("No hooks.")
+    if all(h.scope == "builtin" for h in config.hooks):
+        print("No hooks." + (" keel's own handlers:" if config.hooks else ""))
     for h in config.hooks:
         flags = [f"timeout {h.handler.timeout:g}s"]
         flags += [f for f, on in (("once", h.handler.once), ("async", h.handler.run_async)) if on]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkeel.core.events import EventBus, Notice
-from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, ToolCall, Verdict
+from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, Tool
 from agentkeel.permissions import PermissionEngine, PermissionGate
@@ -59,6 +59,7 @@ class SessionParts:
     reliability: ReliabilitySettings | None = None
     context_window: int = 0  # the model's window in tokens
     fallback_model: str = ""  # the provider's id of the fallback model ("" for none)
+    disabled: tuple[str, ...] = ()  # disabled_hooks (default_extensions fills it)
 
 
 Factory = Callable[[SessionParts], Extension | None]
@@ -70,6 +71,7 @@ class Builtin:
     description: str
     factory: Factory
     required: bool = False
+    always: bool = False  # built even when disabled: the factory reads ``parts.disabled`` itself
 
 
 def _loop_detector(parts: SessionParts) -> Extension:
@@ -82,13 +84,26 @@ def _circuit_breaker(parts: SessionParts) -> Extension:
 
 
 def _hooks(parts: SessionParts) -> Extension | None:
-    from agentkeel.extensions.hooks.config import load_hooks, plugin_hooks
+    """The hook dispatcher: the user's hooks (unless ``disabled_hooks`` names "hooks") and keel's own
+    handlers on the hook API (memory). With neither, no dispatcher is built."""
+    from agentkeel.extensions.hooks.config import HookConfig, load_hooks, parse_hooks, plugin_hooks, plugin_roots
 
-    plugins = plugin_hooks(parts.plugin_dirs, project=parts.cwd, trusted=parts.trusted) if parts.plugin_dirs else None
-    config = load_hooks(parts.layers, parts.sdk_hooks, plugins)
+    builtin = HookConfig()
+    if parts.memory is not None and "memory" not in parts.disabled:
+        from agentkeel.memory.hookbridge import SOURCE, memory_hooks
+
+        handlers = memory_hooks(parts.memory, parts.bus.emit, parts.provider, parts.model)
+        builtin = parse_hooks(handlers, SOURCE, "builtin")
+    if "hooks" in parts.disabled:
+        config = load_hooks([], None, None, builtin)
+    else:
+        dirs = plugin_roots(parts.plugin_dirs, parts.layers)
+        plugins = plugin_hooks(dirs, project=parts.cwd, trusted=parts.trusted) if dirs else None
+        config = load_hooks(parts.layers, parts.sdk_hooks, plugins, builtin)
     parts.notices += config.warnings
     if not config.hooks or parts.cwd is None or parts.transcript_path is None:
         return None
+    user = any(h.scope != "builtin" for h in config.hooks)
     # the dispatcher, its runners and output parsing load only when some hook is configured
     from agentkeel.extensions.hooks import HookContext, HookDispatcher, HooksExtension, matcher_error
 
@@ -100,11 +115,10 @@ def _hooks(parts: SessionParts) -> Extension | None:
         emit=parts.bus.emit,
         mode=lambda: parts.engine.mode,
         env={**parts.env, **(parts.tool_env or {})},
-        env_file=parts.spill_dir.parent / "hook-env.sh",
+        env_file=parts.spill_dir.parent / "hook-env.sh" if user else None,
         provider=parts.provider,
         model=parts.model,
         home=str(parts.home or Path.home()),
-        settings_files=_settings_files(parts),
     )
     dispatcher = HookDispatcher(config, context)
     hooks = HooksExtension(dispatcher, tool_env=parts.tool_env, source=parts.source, services=parts.services)
@@ -112,14 +126,26 @@ def _hooks(parts: SessionParts) -> Extension | None:
     return hooks.extension()
 
 
-def _settings_files(parts: SessionParts) -> tuple[tuple[Path, str], ...]:
-    """The settings files ConfigChange watches: every layer read, and the project's that may appear."""
-    files = {layer.path: str(layer.scope) for layer in parts.layers if layer.scope != "managed"}
+def _settings_watch(parts: SessionParts) -> Extension | None:
+    """Settings files changed during the session: ConfigChange, then their new deny/ask rules."""
+    if parts.cwd is None:
+        return None
+    from agentkeel.extensions.hooks.configchange import SettingsWatch
+
+    if parts.services is None:
+        parts.services = Services()
+    watch = SettingsWatch(_settings_files(parts), parts.engine, parts.services, parts.bus.emit, trusted=parts.trusted)
+    return watch.extension()
+
+
+def _settings_files(parts: SessionParts) -> dict[Path, str]:
+    """The settings files watched: every layer read, and the project's that may appear."""
+    files = {layer.path: str(layer.scope) for layer in parts.layers}
     if parts.cwd is not None:
         for folder in (".claude", ".keel"):
             files.setdefault(parts.cwd / folder / "settings.json", "project")
             files.setdefault(parts.cwd / folder / "settings.local.json", "local")
-    return tuple(files.items())
+    return files
 
 
 def _permission_gate(parts: SessionParts) -> Extension:
@@ -142,26 +168,12 @@ def _output_budget(parts: SessionParts) -> Extension:
 
 
 def _memory(parts: SessionParts) -> Extension | None:
+    """Memory's tools. Its injection and capture are python handlers on the hook API
+    (memory/hookbridge.py), which the ``hooks`` built-in registers."""
     memory = parts.memory
     if memory is None:
         return None
-
-    async def start() -> None:  # a damaged store or outbox is told to the user before the first request
-        memory.report_problems()  # what is known now; the first prompt gives the check a moment more
-
-    async def on_prompt(info: PromptInfo) -> PromptVerdict | None:
-        context = memory.prompt_context(info.text)
-        memory.report_problems()  # what the background check found since
-        return PromptVerdict(context=(context,)) if context else None
-
-    async def close() -> None:
-        try:
-            await memory.summarise_with_model(parts.provider, parts.model)
-        finally:
-            memory.close()
-
-    memory.attach(parts.bus)
-    return Extension("memory", on_prompt=on_prompt, tools=_memory_tools(memory), start=start, close=close)
+    return Extension("memory", tools=_memory_tools(memory))
 
 
 MEMORY_TOOLS = ("MemorySearch", "MemoryTimeline", "MemoryGet")
@@ -209,7 +221,9 @@ def _reliability(name: str) -> Factory:
 BUILTINS: tuple[Builtin, ...] = (
     Builtin("loop-detector", "asks or stops when the same call repeats (doom loop)", _loop_detector),
     Builtin("circuit-breaker", "pauses an external tool after repeated failures", _circuit_breaker),
-    Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks),
+    # disabled, it still carries keel's own handlers (memory) but none of the user's
+    Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks, always=True),
+    Builtin("settings-watch", "settings changed mid-session: ConfigChange, then new deny/ask rules", _settings_watch),
     Builtin(
         "non-interactive-env",
         "refuses editors, full-screen programs, git add -p / rebase -i; no pagers or prompts",
@@ -272,11 +286,12 @@ def default_extensions(parts: SessionParts, disabled: list[str]) -> tuple[list[E
             known = ", ".join(b.name for b in BUILTINS if not b.required)
             warnings.append(f"disabled_hooks: no built-in named '{name}' (known: {known})")
     out: list[Extension] = []
+    parts.disabled = tuple(disabled)
     for builtin in BUILTINS:
         if builtin.name in disabled:
             if builtin.required:
                 warnings.append(f"disabled_hooks: '{builtin.name}' is a safety check and cannot be disabled")
-            else:
+            elif not builtin.always:
                 continue
         ext = builtin.factory(parts)
         if ext is not None:

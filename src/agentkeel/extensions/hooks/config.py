@@ -23,7 +23,7 @@ from agentkeel.settings import SettingsLayer
 
 HandlerType = Literal["command", "http", "prompt", "agent", "python"]
 
-# every event of SPEC 4; the ones keel fires today are FIRED, the rest are accepted and listed
+# every event of SPEC 4; keel fires each (the lifecycle ones through the session's LifecyclePoint)
 EVENTS: tuple[str, ...] = (
     "SessionStart",
     "SessionEnd",
@@ -50,7 +50,7 @@ EVENTS: tuple[str, ...] = (
     "AgentIterationStart",
     "AgentIterationEnd",
 )
-FIRED: frozenset[str] = frozenset(EVENTS[:13]) | {"ConfigChange", "FileChanged"}
+FIRED: frozenset[str] = frozenset(EVENTS)
 
 # seconds, as Claude Code: a command may run ten minutes, a model or a URL half a minute
 DEFAULT_TIMEOUT: dict[str, float] = {"command": 600.0, "python": 60.0, "http": 30.0, "prompt": 30.0, "agent": 60.0}
@@ -266,11 +266,29 @@ def plugin_hooks(dirs: Iterable[Path], *, project: Path | None = None, trusted: 
     return out
 
 
+def plugin_roots(dirs: Iterable[Path], layers: Iterable[SettingsLayer]) -> list[Path]:
+    """The plugin directories whose hooks a session runs: ``--plugin-dir`` ones, then the plugins
+    settings enable (``enabledPlugins`` from a directory marketplace). The plugin loader reports
+    the ones it cannot load; here they are left out."""
+    dirs, layers = list(dirs), list(layers)
+    if not any(la.data.get("enabledPlugins") for la in layers):
+        return dirs
+    from agentkeel.plugins.loader import find_plugins
+
+    found, _ = find_plugins(dirs, layers)
+    return list(dict.fromkeys([*dirs, *(p.root for p in found)]))
+
+
 def load_hooks(
-    layers: Iterable[SettingsLayer], sdk: Mapping[str, Any] | None = None, plugins: HookConfig | None = None
+    layers: Iterable[SettingsLayer],
+    sdk: Mapping[str, Any] | None = None,
+    plugins: HookConfig | None = None,
+    builtin: HookConfig | None = None,
 ) -> HookConfig:
     """Every layer's hooks, lowest precedence first, then plugins' and the SDK's; with the disable
-    switches (plugin hooks are not managed ones)."""
+    switches (plugin hooks are not managed ones). ``builtin`` handlers (keel's own features on the
+    hook API, such as memory, scope ``builtin``) come last and no hook switch turns them off:
+    each feature has its own setting (``memory.enabled``, ``disabled_hooks``)."""
     layers = list(layers)
     managed = [la for la in layers if la.scope == "managed"]
     managed_only = any(la.data.get("allowManagedHooksOnly") is True for la in managed)
@@ -291,4 +309,7 @@ def load_hooks(
         part = parse_hooks(sdk, "sdk", "sdk")
         out.hooks += part.hooks
         out.warnings += part.warnings
+    if builtin is not None:
+        out.hooks += builtin.hooks
+        out.warnings += builtin.warnings
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import time
@@ -60,6 +61,18 @@ class HookRan(Event, frozen=True, kw_only=True, tag="hook"):
     runs: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class ChildAgent:
+    """The child agent whose tool call is being hooked (set by SubagentStart in its context)."""
+
+    agent_id: str
+    agent_type: str
+    transcript: str
+
+
+CHILD: contextvars.ContextVar[ChildAgent | None] = contextvars.ContextVar("keel_hook_child", default=None)
+
+
 @dataclass
 class HookContext:
     """What the dispatcher needs from the session."""
@@ -74,7 +87,6 @@ class HookContext:
     provider: Provider | None = None
     model: str = ""
     home: str = field(default_factory=lambda: str(Path.home()))
-    settings_files: tuple[tuple[Path, str], ...] = ()  # (path, scope) watched for ConfigChange
 
 
 class HookDispatcher:
@@ -126,6 +138,11 @@ class HookDispatcher:
             out["prompt_id"] = self.prompt_id
         if event in _WITH_MODE:
             out["permission_mode"] = self.ctx.mode() or "default"
+        child = CHILD.get()
+        if child is not None:  # a child agent's event: Claude Code keeps the session's ids, adds the agent's
+            out["agent_id"] = child.agent_id
+            out["agent_type"] = child.agent_type
+            out["agent_transcript_path"] = child.transcript  # keel's addition: the child's own transcript
         if event in _WITH_EFFORT:
             out["effort"] = {"level": self.effort}
         out["hook_event_name"] = event
@@ -255,6 +272,10 @@ class HookDispatcher:
             return Raw(None, error=f"timed out after {timeout:g}s")
 
     def _log(self, event: str, outcomes: list[Outcome]) -> None:
+        # keel's own handlers (memory) run on every call: the log names them only when they fail
+        outcomes = [o for o in outcomes if o.spec.scope != "builtin" or o.error]
+        if not outcomes:
+            return
         runs = [
             {
                 "handler": o.spec.handler.label,

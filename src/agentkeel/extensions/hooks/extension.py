@@ -13,8 +13,10 @@ CwdChanged          a ``CwdChanged`` on the bus
 Stop                ``on_stop`` (a block continues the loop, at most ``MAX_STOP_CONTINUES`` times);
                     first asyncRewake handlers still running are waited for: a block wakes the model
 FileChanged         ``before_request``: a path some hook's ``watchPaths`` named changed
-ConfigChange        ``before_request``: a settings file changed
+ConfigChange        the ``settings-watch`` built-in (configchange.py), through the LifecyclePoint
 StopFailure         ``on_error``
+AgentIterationStart ``before_request`` (one iteration: a model request and the tool calls it asked for)
+AgentIterationEnd   ``after_response`` of an answer without tool calls, or after the last call of its batch
 SessionEnd          ``close``
 ==================  ================================================================
 """
@@ -48,12 +50,11 @@ from agentkeel.core.extensions import (
     ToolCall,
     Verdict,
 )
-from agentkeel.core.provider import ModelRequest, ProviderError
+from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError
 from agentkeel.core.tools import Services, ToolOutput, Workdir
 from agentkeel.core.types import TextBlock
-from agentkeel.extensions.hooks.dispatcher import HookDispatcher
+from agentkeel.extensions.hooks.dispatcher import CHILD, ChildAgent, HookDispatcher
 from agentkeel.extensions.hooks.output import Combined
-from agentkeel.extensions.hooks.watch import Watcher
 from agentkeel.permissions.engine import Decision
 
 MAX_STOP_CONTINUES = 8  # a Stop hook that always blocks cannot keep the loop going for ever
@@ -94,6 +95,11 @@ def tool_response(name: str, tool_input: dict[str, Any], output: ToolOutput) -> 
     return {"output": text, **{k: v for k, v in meta.items() if isinstance(v, str | int | float | bool)}}
 
 
+def tool_metadata(output: ToolOutput) -> dict[str, Any]:
+    """The tool's own facts (exit code, path, counts, status): its metadata's plain values."""
+    return {k: v for k, v in output.metadata.items() if v is None or isinstance(v, str | int | float | bool)}
+
+
 def _with_notes(output: ToolOutput, event: str, notes: list[str]) -> ToolOutput:
     text = "\n".join(f"[{event} hook] {n}" for n in notes if n)
     if not text:
@@ -110,7 +116,11 @@ def _always_asks(decision: Decision) -> bool:
 
 
 class HookLifecycle(LifecyclePoint):
-    """LifecyclePoint events (PreCompact, SubagentStart, InstructionsLoaded...) fired through the hooks."""
+    """LifecyclePoint events (PreCompact, SubagentStart, InstructionsLoaded...) fired through the hooks.
+
+    SubagentStart also marks the asyncio context the child runs in (the spawner fires it in the
+    task that then starts the child): the child's tool calls, which pass through this session's
+    hooks, are then sent with its ``agent_id`` and ``agent_type``, as Claude Code does."""
 
     def __init__(self, dispatcher: HookDispatcher) -> None:
         self.d = dispatcher
@@ -119,6 +129,11 @@ class HookLifecycle(LifecyclePoint):
         return self.d.has(event)
 
     async def fire(self, event: str, fields: dict[str, Any], *, match: str | None = None) -> LifecycleResult:
+        if event == "SubagentStart" and isinstance(fields.get("agent_id"), str):
+            agent_id = fields["agent_id"]
+            transcript = self.d.ctx.transcript_path.with_suffix("") / "subagents" / f"agent-{agent_id}.jsonl"
+            # the child's task copies this context; the tool call that spawned it runs in a task of its own
+            CHILD.set(ChildAgent(agent_id, str(fields.get("agent_type") or ""), str(transcript)))
         if not self.d.has(event):
             return LifecycleResult()
         result = await self.d.fire(event, fields, match=match)
@@ -144,18 +159,20 @@ class HooksExtension:
         self.stopped: str | None = None
         self.stop_count = 0
         self._started: dict[str, float] = {}
+        self._allowed: dict[str, float] = {}  # child agents' calls the permission gate allowed
+        self.iteration = 0  # AgentIterationStart/End: model requests of this session
+        self._iteration_open = False
         self._calls: dict[str, ToolCall] = {}
         self._batch: list[str] = []
         self._batch_done: list[dict[str, Any]] = []
         if services is not None:
             services.put(LifecyclePoint, HookLifecycle(dispatcher))
-        self.settings = Watcher(p for p, _ in dispatcher.ctx.settings_files)
-        self._scope = {p: scope for p, scope in dispatcher.ctx.settings_files}
 
     def extension(self) -> Extension:
         return Extension(
             "hooks",
             before_request=self.before_request,
+            after_response=self.after_response,
             before_tool=self.before_tool,
             after_tool=self.after_tool,
             on_prompt=self.on_prompt,
@@ -216,17 +233,35 @@ class HooksExtension:
         if self.stopped is not None:
             raise StoppedByHook(self.stopped)
         await self._check_watched()
+        await self._iteration_start()
         if self.stopped is not None:
             raise StoppedByHook(self.stopped)
         return request
 
+    # --- iterations: one model request and the tool calls it asked for -------------------------
+
+    async def _iteration_start(self) -> None:
+        if self._iteration_open:  # the last one ended without its tools finishing (an error, a retry)
+            await self._iteration_end(interrupted=True)
+        self.iteration += 1
+        self._iteration_open = True
+        if self.d.has("AgentIterationStart"):
+            self._note_stop(await self.d.fire("AgentIterationStart", {"iteration": self.iteration}))
+
+    async def _iteration_end(self, tool_calls: int = 0, *, interrupted: bool = False) -> None:
+        if not self._iteration_open:
+            return
+        self._iteration_open = False
+        if self.d.has("AgentIterationEnd"):
+            fields = {"iteration": self.iteration, "tool_calls": tool_calls, "interrupted": interrupted}
+            self._note_stop(await self.d.fire("AgentIterationEnd", fields))
+
+    async def after_response(self, response: ModelResponse) -> None:
+        if not response.message.tool_uses():  # an answer without tool calls ends the iteration now
+            await self._iteration_end()
+
     async def _check_watched(self) -> None:
-        """Turn boundary: a changed settings file fires ConfigChange, a changed watched path FileChanged."""
-        if self.d.has("ConfigChange"):
-            for path, _ in self.settings.changes():
-                source = f"{self._scope.get(path, 'project')}_settings"
-                result = await self.d.fire("ConfigChange", {"source": source, "file_path": str(path)}, match=source)
-                self._note_stop(result)
+        """Turn boundary: a changed watched path fires FileChanged (ConfigChange: configchange.py)."""
         if self.d.has("FileChanged"):
             for path, change in self.d.watcher.changes():
                 result = await self.d.fire("FileChanged", {"file_path": str(path), "event": change}, match=path.name)
@@ -325,6 +360,9 @@ class HooksExtension:
     async def after_tool(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         started = self._started.pop(call.id, None)
         self._calls.pop(call.id, None)
+        child = self._allowed.pop(call.id, None)  # a child agent's call: its ToolStarted is on its own bus
+        if started is None and child is not None and CHILD.get() is not None:
+            started = child
         if started is not None:  # it ran (a denied call has no ToolStarted)
             fields: dict[str, Any] = {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}
             duration = int((time.monotonic() - started) * 1000)
@@ -334,10 +372,13 @@ class HooksExtension:
             else:
                 event = "PostToolUse"
                 fields.update(tool_response=tool_response(call.name, call.input, output), duration_ms=duration)
+            fields["tool_metadata"] = tool_metadata(output)  # keel's addition: the tool's own facts
             result = await self.d.fire(event, fields, match=call.name, call=call, cwd=call.cwd)
             self._note_stop(result)
             notes = ([result.block_reason] if result.blocked else []) + result.context
             output = _with_notes(output, event, notes)
+        if CHILD.get() is not None:
+            return output  # the child's cwd and batches are its own
         if call.name == "Bash":
             await self._check_cwd()
         return await self._batch_step(call, output)
@@ -363,6 +404,7 @@ class HooksExtension:
         calls, self._batch, self._batch_done = self._batch_done, [], []
         result = await self.d.fire("PostToolBatch", {"tool_calls": calls})
         self._note_stop(result)
+        await self._iteration_end(len(calls))
         notes = ([result.block_reason] if result.blocked else []) + result.context
         return _with_notes(output, "PostToolBatch", notes)
 
@@ -381,6 +423,8 @@ class HooksExtension:
                 note = {"message": event.message, "title": "keel", "notification_type": kind}
                 self.d.spawn(self.d.fire("Notification", note, match=kind))
         elif isinstance(event, PermissionDecided):
+            if event.decision == "allow" and CHILD.get() is not None:
+                self._allowed[event.tool_use_id] = time.monotonic()  # the gate let a child's call run
             if event.decision == "deny" and self.d.has("PermissionDenied"):
                 call = self._calls.get(event.tool_use_id)
                 fields = {
