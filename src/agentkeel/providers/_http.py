@@ -122,8 +122,7 @@ class HttpSession:
 
     def _get(self, timeout_s: float) -> httpx.AsyncClient:
         if self._client is None:
-            import httpx
-
+            httpx = import_httpx()
             self._httpx = httpx
             try:
                 tls = self._tls.get()
@@ -245,6 +244,26 @@ class HttpSession:
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
+
+
+def import_httpx() -> Any:
+    """httpx without its command-line client: ``httpx/__init__`` imports ``httpx._main`` (click,
+    rich and pygments when they are installed: 100-140 ms here, more than httpx itself) only to
+    offer ``httpx.main``, and falls back to a stub when that import fails. Marking the module as
+    absent for the duration of the import takes the stub; nothing of keel's calls ``httpx.main``.
+    An httpx already imported (by the host application) is used as it is."""
+    loaded = sys.modules.get("httpx")
+    if loaded is not None:
+        return loaded
+    blocked = "httpx._main" not in sys.modules
+    if blocked:
+        sys.modules["httpx._main"] = None  # type: ignore[assignment]
+    try:
+        import httpx
+    finally:
+        if blocked and sys.modules.get("httpx._main", False) is None:
+            del sys.modules["httpx._main"]
+    return httpx
 
 
 def _whole_body(raw: bytes, target: Target) -> SSEEvent:

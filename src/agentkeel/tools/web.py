@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from typing import Annotated
 from urllib.parse import urljoin, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta, Struct
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 
@@ -16,10 +17,9 @@ MAX_REDIRECTS = 5
 TIMEOUT_S = 30.0
 
 
-class WebFetchInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    url: str = Field(description="The URL to fetch content from")
-    prompt: str = Field(description="What to look for in the fetched content")
+class WebFetchInput(Struct, forbid_unknown_fields=True, kw_only=True):
+    url: Annotated[str, Meta(description="The URL to fetch content from")]
+    prompt: Annotated[str, Meta(description="What to look for in the fetched content")]
 
 
 _BLOCK = {
