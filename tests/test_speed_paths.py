@@ -4,9 +4,12 @@ in bulk reads the same as line by line."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -14,6 +17,7 @@ from hypothesis import strategies as st
 
 from agentkeel import Runtime, RuntimeOptions
 from agentkeel.tools.reading import LineWindow
+from conftest import wire_env
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="pidfds are Linux's")
@@ -72,3 +76,26 @@ def test_a_read_window_is_the_same_in_bulk_and_byte_by_byte(
         w.finish(eof)
         windows.append((w.lines, w.newlines, w.total, w.full))
     assert windows[0] == windows[1]
+
+
+def test_a_wire_session_leaves_out_httpx_cli_and_trio(project: Path, fake_llm: Any) -> None:
+    """httpx/__init__ imports its CLI (click, rich, pygments) and httpcore imports trio when they are
+    installed, each dearer than httpx itself; ``keel -p`` talks to the model over httpx without them,
+    and an explicit import of either still works afterwards."""
+    server = fake_llm({"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "echo hi"}}]}, "done"]})
+    code = (
+        "import sys\n"
+        "from agentkeel.cli.main import main\n"
+        "code = main(['-p', 'hi', '--model', 'anthropic:claude-sonnet-4-5', '--allowedTools', 'Bash'])\n"
+        "print(code, sorted(m for m in ('httpx', 'httpx._main', 'click', 'rich', 'trio') if m in sys.modules))\n"
+        "import httpx._main\n"
+        "try:\n"
+        "    import trio\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "print('cli', 'click' in sys.modules)\n"
+    )
+    env = {**os.environ, **wire_env(server, "anthropic")}
+    run = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines()[-2:] == ["0 ['httpx']", "cli True"], run.stdout[-2000:]

@@ -118,6 +118,9 @@ class StreamJson:
 
 def run_headless(args: argparse.Namespace, prompt: str) -> int:
     from agentkeel.cli.sdkflags import restrict_tools, structured_output
+    from agentkeel.providers import _http
+
+    _http.standalone()
 
     started = time.monotonic()
     try:

@@ -18,8 +18,8 @@ import json
 import os
 import sys
 import threading
-from collections.abc import AsyncGenerator, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from contextlib import aclosing, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -128,13 +128,14 @@ class HttpSession:
                 tls = self._tls.get()
             except (OSError, ValueError) as e:
                 raise ProviderError("connection", f"cannot load the CA certificates for TLS: {e}") from None
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
-                headers={"user-agent": USER_AGENT},
-                verify=tls,
-                trust_env=True,
-                follow_redirects=False,
-            )
+            with _without_unused():  # the transport imports httpcore
+                self._client = httpx.AsyncClient(
+                    timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
+                    headers={"user-agent": USER_AGENT},
+                    verify=tls,
+                    trust_env=True,
+                    follow_redirects=False,
+                )
         return self._client
 
     async def post_sse(self, target: Target, headers: dict[str, str], body: bytes) -> AsyncGenerator[SSEEvent, None]:
@@ -246,23 +247,43 @@ class HttpSession:
             await client.aclose()
 
 
+# Optional imports of httpx's stack that keel never uses, each dearer than httpx itself where it is
+# installed: httpx/__init__ imports its command-line client (click, rich, pygments: 100-140 ms
+# here) only to offer ``httpx.main``, and httpcore imports trio (200-500 ms; selenium, for one,
+# installs it) only to support trio event loops. Both fall back when the import fails (a stub
+# ``main``; ``trio = None``), so they are marked absent while httpx is imported and the client
+# built (httpcore loads then); each can still be imported afterwards. keel never calls
+# ``httpx.main``. trio is left out only in a process of keel's own (``standalone``): an
+# application hosting keel through the SDK may run httpx on trio itself.
+_UNUSED = ["httpx._main"]
+
+
+def standalone() -> None:
+    """This process is keel's own (the ``keel`` command): nothing in it runs on trio."""
+    if "trio" not in _UNUSED:
+        _UNUSED.append("trio")
+
+
+@contextmanager
+def _without_unused() -> Iterator[None]:
+    blocked = [name for name in _UNUSED if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
 def import_httpx() -> Any:
-    """httpx without its command-line client: ``httpx/__init__`` imports ``httpx._main`` (click,
-    rich and pygments when they are installed: 100-140 ms here, more than httpx itself) only to
-    offer ``httpx.main``, and falls back to a stub when that import fails. Marking the module as
-    absent for the duration of the import takes the stub; nothing of keel's calls ``httpx.main``.
-    An httpx already imported (by the host application) is used as it is."""
+    """httpx, without the parts of its stack keel does not use (``_UNUSED``)."""
     loaded = sys.modules.get("httpx")
     if loaded is not None:
         return loaded
-    blocked = "httpx._main" not in sys.modules
-    if blocked:
-        sys.modules["httpx._main"] = None  # type: ignore[assignment]
-    try:
+    with _without_unused():
         import httpx
-    finally:
-        if blocked and sys.modules.get("httpx._main", False) is None:
-            del sys.modules["httpx._main"]
     return httpx
 
 
