@@ -128,7 +128,7 @@ class HttpSession:
                 tls = self._tls.get()
             except (OSError, ValueError) as e:
                 raise ProviderError("connection", f"cannot load the CA certificates for TLS: {e}") from None
-            with _without_unused():  # the transport imports httpcore
+            with without_unused():  # the transport imports httpcore
                 self._client = httpx.AsyncClient(
                     timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
                     headers={"user-agent": USER_AGENT},
@@ -265,7 +265,7 @@ def standalone() -> None:
 
 
 @contextmanager
-def _without_unused() -> Iterator[None]:
+def without_unused() -> Iterator[None]:
     blocked = [name for name in _UNUSED if name not in sys.modules]
     for name in blocked:
         sys.modules[name] = None  # type: ignore[assignment]
@@ -282,7 +282,7 @@ def import_httpx() -> Any:
     loaded = sys.modules.get("httpx")
     if loaded is not None:
         return loaded
-    with _without_unused():
+    with without_unused():
         import httpx
     return httpx
 

@@ -96,11 +96,14 @@ async def _fetch(args: WebFetchInput, ctx: ToolContext) -> ToolOutput:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ToolError(f"not a fetchable URL: {url!r} (use http:// or https://)")
-    import httpx
+    from agentkeel.providers._http import import_httpx, without_unused
 
-    async with httpx.AsyncClient(
-        follow_redirects=False, timeout=TIMEOUT_S, headers={"User-Agent": "keel-webfetch/0.1"}
-    ) as client:
+    httpx = import_httpx()  # without its CLI (and trio in keel's own process): providers/_http.py
+    with without_unused():
+        fetcher = httpx.AsyncClient(
+            follow_redirects=False, timeout=TIMEOUT_S, headers={"User-Agent": "keel-webfetch/0.1"}
+        )
+    async with fetcher as client:
         for _ in range(MAX_REDIRECTS + 1):
             try:
                 async with client.stream("GET", url) as resp:
