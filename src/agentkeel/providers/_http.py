@@ -26,7 +26,6 @@ import msgspec
 
 from agentkeel._version import __version__
 from agentkeel.core.provider import ProviderError
-from agentkeel.providers import _conn
 from agentkeel.providers._body import encode_json as encode_json
 from agentkeel.providers._errors import (
     from_response,
@@ -42,6 +41,8 @@ if TYPE_CHECKING:
     import ssl
 
     import httpx
+
+    from agentkeel.providers import _conn  # the lean client: imported when KEEL_HTTP_CLIENT=lean asks for it
 
 USER_AGENT = f"agentkeel/{__version__}"
 WHOLE_BODY = "keel.whole-body"  # the event a 200 JSON answer (a server that ignored stream: true) arrives as
@@ -118,7 +119,11 @@ class HttpSession:
         self._client: httpx.AsyncClient | None = None
         self._httpx: Any = None
         self._tls = TlsContext(base_url, os.environ)
-        self._pool = None if wants_httpx(os.environ) else _conn.Pool(self._tls.get, CONNECT_TIMEOUT_S)
+        self._pool: _conn.Pool | None = None
+        if not wants_httpx(os.environ):
+            from agentkeel.providers import _conn
+
+            self._pool = _conn.Pool(self._tls.get, CONNECT_TIMEOUT_S)
 
     def _get(self, timeout_s: float) -> httpx.AsyncClient:
         if self._client is None:
@@ -182,6 +187,8 @@ class HttpSession:
     async def _post_lean(
         self, pool: _conn.Pool, target: Target, headers: dict[str, str], body: bytes
     ) -> AsyncGenerator[SSEEvent, None]:
+        from agentkeel.providers import _conn
+
         sent = {"user-agent": USER_AGENT, "content-type": "application/json", "accept": "application/json", **headers}
         try:
             response = await pool.post(target.url, sent, body, target.timeout_s)
