@@ -138,6 +138,13 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - t0
 
 
+def cpu_of(cmd: list[str]) -> float:
+    """CPU time (user+sys) of one run of cmd: the figure a loaded machine moves least."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, usage = os.wait4(proc.pid, 0)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -158,12 +165,20 @@ def main() -> None:
             k: {f: round(f_(r[k] for r in runs[path]), 4) for f, f_ in SPREAD.items()} for k in runs[path][0]
         }
     report["keel_version_s"] = round(statistics.median(timed([KEEL, "--version"]) for _ in range(5)), 4)
+    report["keel_version_cpu_s"] = round(statistics.median(cpu_of([KEEL, "--version"]) for _ in range(5)), 4)
+    report["python_pass_cpu_s"] = round(statistics.median(cpu_of([sys.executable, "-c", "pass"]) for _ in range(5)), 4)
     run_once("anthropic", importtime=True)
     report["imports_to_first_request_anthropic_wire"] = top_imports(IMPORTS)
-    for sdk in ("httpx", "anthropic", "openai"):
-        report[f"import_{sdk}_s"] = round(
+    keel_httpx = "from agentkeel.providers import _http; _http.standalone(); _http.import_httpx(); import httpcore"
+    for name, code in (
+        ("httpx", "import httpx, httpcore"),
+        ("httpx_as_keel", keel_httpx),  # without httpx's CLI and trio (providers/_http.py)
+        ("anthropic", "import anthropic"),
+        ("openai", "import openai"),
+    ):
+        report[f"import_{name}_s"] = round(
             statistics.median(
-                timed([sys.executable, "-c", f"import {sdk}"]) - timed([sys.executable, "-c", "pass"]) for _ in range(3)
+                timed([sys.executable, "-c", code]) - timed([sys.executable, "-c", "pass"]) for _ in range(3)
             ),
             4,
         )

@@ -252,3 +252,26 @@ def test_redaction_time_grows_linearly(unit: str) -> None:
         singles.append(time.perf_counter() - t)
     ratio = min(singles) / min(batches)  # 1 to 3 when linear (caches favour the small text), 32 when quadratic
     assert ratio < 8, (unit, min(batches), min(singles))
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(
+        st.sampled_from(["4111", "1111", "1", "0", "5", " ", "-", "  ", "\n", "x", "\t", "٤", "١", "４", "_", "a1"]),
+        max_size=40,
+    ).map("".join)
+)
+def test_the_card_prefilter_skips_only_text_where_the_card_pattern_cannot_match(text: str) -> None:
+    """``_cards`` runs the card pattern only where a run of 13 digits (spaces and hyphens between
+    them ignored) exists; elsewhere it returns the text as the pattern would have."""
+    from agentkeel.redact import _CARD, _card, _cards
+
+    assert _cards(text) == _CARD.sub(_card, text)
+
+
+def test_cards_are_still_masked_in_every_layout_the_pattern_knows() -> None:
+    for card in ("4111111111111111", "4111 1111 1111 1111", "4111-1111-1111-1111", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"):
+        assert scan(f"paid with {card} today") == "paid with [REDACTED:card_number]today", (
+            card
+        )  # the pattern takes one separator after
+    assert scan("     1\tdef f1(x):\n     2\t    return x + 1") == "     1\tdef f1(x):\n     2\t    return x + 1"

@@ -4,9 +4,12 @@ in bulk reads the same as line by line."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -14,6 +17,7 @@ from hypothesis import strategies as st
 
 from agentkeel import Runtime, RuntimeOptions
 from agentkeel.tools.reading import LineWindow
+from conftest import wire_env
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="pidfds are Linux's")
@@ -72,3 +76,73 @@ def test_a_read_window_is_the_same_in_bulk_and_byte_by_byte(
         w.finish(eof)
         windows.append((w.lines, w.newlines, w.total, w.full))
     assert windows[0] == windows[1]
+
+
+def test_a_wire_session_leaves_out_httpx_cli_and_trio(project: Path, fake_llm: Any) -> None:
+    """httpx/__init__ imports its CLI (click, rich, pygments) and httpcore imports trio when they are
+    installed, each dearer than httpx itself; ``keel -p`` talks to the model over httpx without them,
+    and an explicit import of either still works afterwards."""
+    server = fake_llm({"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "echo hi"}}]}, "done"]})
+    code = (
+        "import sys\n"
+        "from agentkeel.cli.main import main\n"
+        "code = main(['-p', 'hi', '--model', 'anthropic:claude-sonnet-4-5', '--allowedTools', 'Bash'])\n"
+        "print(code, sorted(m for m in ('httpx', 'httpx._main', 'click', 'rich', 'trio') if m in sys.modules))\n"
+        "import httpx._main\n"
+        "try:\n"
+        "    import trio\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "print('cli', 'click' in sys.modules)\n"
+    )
+    env = {**os.environ, **wire_env(server, "anthropic")}
+    run = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines()[-2:] == ["0 ['httpx']", "cli True"], run.stdout[-2000:]
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_leave_skips_the_teardown_but_not_atexit_buffered_output_or_a_running_thread(
+    tmp_path: Path, thread: bool
+) -> None:
+    """``keel``'s exit (cli/_exit.py): atexit handlers run and buffered stdout is written; the
+    interpreter's teardown (module clearing, __del__ of what is still referenced) is skipped, unless a
+    non-daemon thread is still running, which is then waited for as sys.exit waits."""
+    marks = tmp_path / "marks"
+    code = (
+        "import atexit, os, sys, threading, time\n"
+        "from agentkeel.cli._exit import leave\n"
+        f"marks = open({str(marks)!r}, 'a', buffering=1)\n"
+        "class Torn:  # writes at teardown, with what it bound (builtins are gone by then)\n"
+        f"    def __del__(self, write=os.write, fd=os.open({str(marks)!r}, os.O_WRONLY | os.O_APPEND)):\n"
+        "        write(fd, b'teardown\\n')\n"
+        "kept = Torn()\n"
+        "atexit.register(lambda: marks.write('atexit\\n'))\n"
+        "def work():\n"
+        "    time.sleep(0.3)\n"
+        "    marks.write('thread\\n')\n"
+        f"if {thread}:\n"
+        "    threading.Thread(target=work).start()\n"
+        "sys.stdout.write('result without a newline')\n"
+        "leave(3)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (3, "result without a newline"), run.stderr
+    seen = marks.read_text().splitlines()
+    if thread:
+        assert seen[:2] == ["thread", "atexit"] and "teardown" in seen, seen
+    else:
+        assert seen == ["atexit"], seen
+
+
+def test_keel_version_is_answered_without_argparse_formatting_or_typing(keel: Any) -> None:
+    run = keel("--version")
+    assert (run.code, run.stdout) == (0, "0.1.0 (keel)\n") or run.stdout.endswith(" (keel)\n"), run
+    code = (
+        "import sys\n"
+        "from agentkeel.cli.main import main\n"
+        "main(['--version'])\n"
+        "print(sorted(m for m in ('typing', 'shutil', 'textwrap', 'threading') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.splitlines()[-1] == "[]", out

@@ -471,3 +471,65 @@ async def test_a_cancelled_grep_leaves_no_ripgrep_behind(tmp_path: Path) -> None
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert ripgreps() == []
+
+
+def test_keel_tools_run_a_session_of_calls_without_pydantic(project: Path) -> None:
+    """Built-in tool inputs are msgspec Structs: validating Bash, Read, Edit, Grep and TodoWrite calls
+    (a bad one included) never imports pydantic."""
+    (project / "a.txt").write_text("one\n")
+    calls = [
+        {"name": "Bash", "input": {"command": "echo hi", "timeout": "5000"}},
+        {"name": "Read", "input": {"file_path": "a.txt"}},
+        {"name": "Edit", "input": {"file_path": "a.txt", "old_string": "one", "new_string": "two"}},
+        {"name": "Grep", "input": {"pattern": "two", "-i": True, "-C": 1}},
+        {"name": "TodoWrite", "input": {"todos": [{"content": "x", "status": "pending"}]}},
+        {"name": "Read", "input": {"file_path": "a.txt", "offset": -1, "bogus": 1}},
+    ]
+    script = project / "s.json"
+    script.write_text(json.dumps({"steps": [{"tool_calls": [c]} for c in calls] + ["done"]}))
+    code = (
+        "import sys\n"
+        "from agentkeel.cli.main import main\n"
+        f"main(['-p', 'hi', '--model', 'scripted:{script}', '--output-format', 'stream-json', '--verbose',"
+        " '--allowedTools', 'Bash', 'Edit'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pydantic')))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
+    lines = run.stdout.splitlines()
+    assert ast.literal_eval(lines[-1]) == [], run.stdout[-2000:]
+    results = [
+        b
+        for line in lines[:-1]
+        if line.startswith("{") and (e := json.loads(line)).get("type") == "user"
+        for b in e["message"]["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    assert [bool(r.get("is_error")) for r in results] == [False] * 5 + [True], results
+    assert (project / "a.txt").read_text() == "two\n"
+    bad = json.dumps(results[-1]["content"])
+    assert "Invalid input for Read: bogus: Extra inputs are not permitted" in bad, bad
+
+
+def test_struct_input_errors_name_every_missing_and_unknown_field_and_locate_the_rest() -> None:
+    tools = {t.name: t for t in builtin_tools(shipped=False)}
+    with pytest.raises(ToolInputError) as err:
+        tools["Edit"].parse({"new_string": "y", "nope": 1})
+    assert str(err.value) == (
+        "Invalid input for Edit: file_path: Field required; old_string: Field required; "
+        "nope: Extra inputs are not permitted"
+    )
+    with pytest.raises(ToolInputError, match=r"Invalid input for Bash: timeout: Expected `int` >= 1$"):
+        tools["Bash"].parse({"command": "ls", "timeout": 0})
+    with pytest.raises(ToolInputError, match=r"Invalid input for Bash: command: Expected `str`, got `int`$"):
+        tools["Bash"].parse({"command": 5})
+    with pytest.raises(ToolInputError, match=r"Invalid input for MultiEdit: edits\.1\.new_string: Field required$"):
+        tools["MultiEdit"].parse(
+            {"file_path": "/x", "edits": [{"old_string": "a", "new_string": "b"}, {"old_string": "c"}]}
+        )
+    with pytest.raises(ToolInputError, match=r"edits: Expected `array` of length >= 1$"):
+        tools["MultiEdit"].parse({"file_path": "/x", "edits": []})
+    with pytest.raises(ToolInputError, match=r"todos\.0\.status: Invalid enum value 'done'$"):
+        tools["TodoWrite"].parse({"todos": [{"content": "x", "status": "done"}]})
+    # lax, as pydantic was: a number or a flag written as a string is taken
+    args = tools["Grep"].parse({"pattern": "x", "-i": "true", "-A": "2"})
+    assert (args.case_insensitive, args.after, args.line_numbers) == (True, 2, False)

@@ -12,9 +12,12 @@ that it is exactly what ``__all__`` says and that every name resolves.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from agentkeel._version import __version__
+
+TYPE_CHECKING = False  # not typing's: ``typing`` (and ``re``) stay out of ``keel --version``
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS: dict[str, str] = {
     # running a session

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentkeel import (
     Event,
@@ -33,11 +33,12 @@ from agentkeel.cli._common import (
     split_tools,
 )
 from agentkeel.commands.run import run_prompt
-from agentkeel.context.commands import result_fields as context_result_fields
-from agentkeel.protocol import stream_json
-from agentkeel.protocol.partial import PartialMessages
-from agentkeel.sdk.structured import RETRY_SUBTYPE, StructuredOutput
-from agentkeel.sdk.structured import result_object as sdk_result
+
+if TYPE_CHECKING:
+    from agentkeel.sdk.structured import StructuredOutput
+
+# The result's and stream-json's encoders (protocol/, sdk/structured) are imported where they are
+# used: a -p run with JSON output needs them only once the run is over, not before its first request.
 
 
 def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
@@ -68,6 +69,9 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
 def result_object(rt: Runtime, result: RunResult, structured: StructuredOutput | None = None) -> dict[str, Any]:
     """Claude Code's result message shape (with ``structured_output`` under --json-schema), plus keel's
     ``context`` (window, tokens by source, compactions, cache share)."""
+    from agentkeel.context.commands import result_fields as context_result_fields
+    from agentkeel.sdk.structured import result_object as sdk_result
+
     out = sdk_result(rt.session_id, result, structured)
     out["context"] = context_result_fields(rt)
     return out
@@ -97,6 +101,10 @@ class StreamJson:
     The result line is written once the run is over, with the process's whole duration."""
 
     def __init__(self, rt: Runtime, out: Output, *, partial: bool = False, hooks: bool = False) -> None:
+        from agentkeel.protocol import stream_json
+        from agentkeel.protocol.partial import PartialMessages
+
+        self.stream_json = stream_json
         self.out = out
         visible = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
         self.session = stream_json.Session(rt.session_id, visible)
@@ -106,6 +114,7 @@ class StreamJson:
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunFinished):
             return
+        stream_json = self.stream_json
         extra = self.partial.encode(event) if self.partial is not None else []
         if self.hooks:
             extra += stream_json.hook_lines(event, self.session.session_id)
@@ -118,6 +127,9 @@ class StreamJson:
 
 def run_headless(args: argparse.Namespace, prompt: str) -> int:
     from agentkeel.cli.sdkflags import restrict_tools, structured_output
+    from agentkeel.providers import _http
+
+    _http.standalone()
 
     started = time.monotonic()
     try:
@@ -187,6 +199,8 @@ async def _run(
         return EXIT_OK  # the reader went away: a normal end
     if output_format == "text":
         if structured is not None and structured.error and not result.is_error:
+            from agentkeel.sdk.structured import RETRY_SUBTYPE
+
             print(f"keel: {RETRY_SUBTYPE}: {structured.error}", file=sys.stderr)
             return EXIT_RUN_ERROR
         if result.is_error:
@@ -194,6 +208,8 @@ async def _run(
         elif result.result:
             out.write(result.result + "\n")
     else:
+        from agentkeel.protocol import stream_json
+
         out.write(stream_json.dumps(result_object(rt, result, structured)))
     if signals:
         return EXIT_TERMINATED if signals[0] == signal.SIGTERM else EXIT_INTERRUPTED

@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, NoReturn
-
-if TYPE_CHECKING:
-    import logging
 
 from agentkeel.cli._common import (
     EXIT_INTERRUPTED,
@@ -24,6 +20,11 @@ from agentkeel.cli._common import (
     EXIT_USAGE,
     split_tools,
 )
+
+TYPE_CHECKING = False  # not typing's: ``keel --version`` imports no more than it needs
+if TYPE_CHECKING:
+    import logging
+    from typing import NoReturn
 
 SUBCOMMANDS = (
     "sessions",
@@ -164,6 +165,11 @@ def _sdk_flags(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv in (["--version"], ["-v"]):  # argparse's answer, without its help formatter (shutil...)
+        from agentkeel._version import __version__
+
+        print(f"{__version__} (keel)")
+        return 0
     if argv and argv[0] in SUBCOMMANDS:
         from agentkeel.cli.commands import run_subcommand
 
@@ -291,7 +297,9 @@ def entry() -> None:
             file=sys.stderr,
         )
         code = EXIT_RUN_ERROR
-    sys.exit(code)
+    from agentkeel.cli._exit import leave
+
+    leave(code)  # sys.exit without the interpreter's teardown, when nothing is left running
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """Tools: the definition, the context a tool runs in, and the registry.
 
-A tool's input is a pydantic model; the JSON Schema the model sees and the validation
-of what the model sends both come from that one definition. pydantic is imported only when
-a tool's input is first validated (or its schema generated): keel's own tools ship their
-schemas and load lazily (``Tool.load``), so nothing before the first model request needs it.
+A tool's input is a model class: the JSON Schema the model sees and the validation of what the
+model sends both come from that one definition. keel's own tools declare msgspec Structs
+(``core/inputs.py``: no pydantic on their path at all); a pydantic model works too (the SDK,
+plugins, MCP pass-through), and pydantic is imported only when such a tool's input is first
+validated or its schema generated. keel's own tools also ship their schemas and load lazily
+(``Tool.load``), so nothing before the first model request imports a tool module.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+
+import msgspec
 
 from agentkeel.core.events import Event
 from agentkeel.core.types import ImageBlock, TextBlock, ToolSpec
@@ -128,7 +132,7 @@ class Tool:
 
     name: str
     description: str
-    input_model: type[BaseModel] | None
+    input_model: type[BaseModel] | type[msgspec.Struct] | None
     run: Runner
     group: ToolGroup = "custom"
     read_only: bool = False
@@ -150,7 +154,7 @@ class Tool:
             return self.raw_schema
         return generated_schema(self.model())
 
-    def model(self) -> type[BaseModel]:
+    def model(self) -> type[BaseModel] | type[msgspec.Struct]:
         if self.input_model is not None:
             return self.input_model
         if self.load is None:
@@ -164,11 +168,20 @@ class Tool:
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
 
-    def parse(self, raw: dict[str, Any]) -> BaseModel:
+    def parse(self, raw: dict[str, Any]) -> Any:
+        """The call's input as an instance of the tool's input model; ToolInputError when it does not fit."""
+        model = self.model()
+        if issubclass(model, msgspec.Struct):
+            from agentkeel.core.inputs import parse_struct
+
+            try:
+                return parse_struct(self.name, model, raw)
+            except ValueError as e:
+                raise ToolInputError(str(e)) from None
         from pydantic import ValidationError
 
         try:
-            return self.model().model_validate(raw)
+            return model.model_validate(raw)
         except ValidationError as e:
             raise ToolInputError(format_validation_error(self.name, e)) from None
 
@@ -181,8 +194,12 @@ def format_validation_error(tool: str, err: ValidationError) -> str:
     return f"Invalid input for {tool}: " + "; ".join(parts)
 
 
-def generated_schema(model: type[BaseModel]) -> dict[str, Any]:
+def generated_schema(model: type[BaseModel] | type[msgspec.Struct]) -> dict[str, Any]:
     """The model's JSON Schema without pydantic's titles: the model does not need them and they cost tokens."""
+    if issubclass(model, msgspec.Struct):
+        from agentkeel.core.inputs import struct_schema
+
+        return struct_schema(model)
     return _clean_schema(model.model_json_schema())
 
 

@@ -18,15 +18,14 @@ import json
 import os
 import sys
 import threading
-from collections.abc import AsyncGenerator, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from contextlib import aclosing, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from agentkeel._version import __version__
 from agentkeel.core.provider import ProviderError
-from agentkeel.providers import _conn
 from agentkeel.providers._body import encode_json as encode_json
 from agentkeel.providers._errors import (
     from_response,
@@ -42,6 +41,8 @@ if TYPE_CHECKING:
     import ssl
 
     import httpx
+
+    from agentkeel.providers import _conn  # the lean client: imported when KEEL_HTTP_CLIENT=lean asks for it
 
 USER_AGENT = f"agentkeel/{__version__}"
 WHOLE_BODY = "keel.whole-body"  # the event a 200 JSON answer (a server that ignored stream: true) arrives as
@@ -118,24 +119,28 @@ class HttpSession:
         self._client: httpx.AsyncClient | None = None
         self._httpx: Any = None
         self._tls = TlsContext(base_url, os.environ)
-        self._pool = None if wants_httpx(os.environ) else _conn.Pool(self._tls.get, CONNECT_TIMEOUT_S)
+        self._pool: _conn.Pool | None = None
+        if not wants_httpx(os.environ):
+            from agentkeel.providers import _conn
+
+            self._pool = _conn.Pool(self._tls.get, CONNECT_TIMEOUT_S)
 
     def _get(self, timeout_s: float) -> httpx.AsyncClient:
         if self._client is None:
-            import httpx
-
+            httpx = import_httpx()
             self._httpx = httpx
             try:
                 tls = self._tls.get()
             except (OSError, ValueError) as e:
                 raise ProviderError("connection", f"cannot load the CA certificates for TLS: {e}") from None
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
-                headers={"user-agent": USER_AGENT},
-                verify=tls,
-                trust_env=True,
-                follow_redirects=False,
-            )
+            with without_unused():  # the transport imports httpcore
+                self._client = httpx.AsyncClient(
+                    timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
+                    headers={"user-agent": USER_AGENT},
+                    verify=tls,
+                    trust_env=True,
+                    follow_redirects=False,
+                )
         return self._client
 
     async def post_sse(self, target: Target, headers: dict[str, str], body: bytes) -> AsyncGenerator[SSEEvent, None]:
@@ -182,6 +187,8 @@ class HttpSession:
     async def _post_lean(
         self, pool: _conn.Pool, target: Target, headers: dict[str, str], body: bytes
     ) -> AsyncGenerator[SSEEvent, None]:
+        from agentkeel.providers import _conn
+
         sent = {"user-agent": USER_AGENT, "content-type": "application/json", "accept": "application/json", **headers}
         try:
             response = await pool.post(target.url, sent, body, target.timeout_s)
@@ -245,6 +252,46 @@ class HttpSession:
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
+
+
+# Optional imports of httpx's stack that keel never uses, each dearer than httpx itself where it is
+# installed: httpx/__init__ imports its command-line client (click, rich, pygments: 100-140 ms
+# here) only to offer ``httpx.main``, and httpcore imports trio (200-500 ms; selenium, for one,
+# installs it) only to support trio event loops. Both fall back when the import fails (a stub
+# ``main``; ``trio = None``), so they are marked absent while httpx is imported and the client
+# built (httpcore loads then); each can still be imported afterwards. keel never calls
+# ``httpx.main``. trio is left out only in a process of keel's own (``standalone``): an
+# application hosting keel through the SDK may run httpx on trio itself.
+_UNUSED = ["httpx._main"]
+
+
+def standalone() -> None:
+    """This process is keel's own (the ``keel`` command): nothing in it runs on trio."""
+    if "trio" not in _UNUSED:
+        _UNUSED.append("trio")
+
+
+@contextmanager
+def without_unused() -> Iterator[None]:
+    blocked = [name for name in _UNUSED if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
+def import_httpx() -> Any:
+    """httpx, without the parts of its stack keel does not use (``_UNUSED``)."""
+    loaded = sys.modules.get("httpx")
+    if loaded is not None:
+        return loaded
+    with without_unused():
+        import httpx
+    return httpx
 
 
 def _whole_body(raw: bytes, target: Target) -> SSEEvent:

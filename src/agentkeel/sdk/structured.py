@@ -16,7 +16,6 @@ from typing import Any
 from agentkeel.core.extensions import Extension, StopInfo
 from agentkeel.core.loop import RunResult
 from agentkeel.core.provider import ModelRequest
-from agentkeel.protocol import stream_json
 
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL)
 RETRY_SUBTYPE = "error_max_structured_output_retries"
@@ -101,6 +100,8 @@ def result_object(session_id: str, result: RunResult, structured: StructuredOutp
     is_error, text = result.is_error, result.result
     if structured is not None and not is_error and structured.error:
         subtype, is_error, text = RETRY_SUBTYPE, True, structured.error
+    from agentkeel.protocol import stream_json  # at the run's end, not on the way to its first request
+
     return stream_json.result_line(
         subtype=subtype,
         is_error=is_error,

@@ -8,8 +8,9 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta, Struct
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.core.types import ImageBlock
@@ -27,8 +28,8 @@ IMAGE_TYPES = {
 }
 
 
-class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+class _Input(Struct, forbid_unknown_fields=True, kw_only=True):
+    """A tool input: validated by msgspec (core/inputs.py), unknown fields refused."""
 
 
 @dataclass
@@ -104,9 +105,11 @@ def read_text(path: Path, what: str = "too large to load whole; use Bash (e.g. s
 
 
 class ReadInput(_Input):
-    file_path: str = Field(description="The absolute path to the file to read")
-    offset: int | None = Field(None, ge=0, description="The line number to start reading from (1-based)")
-    limit: int | None = Field(None, ge=1, description="The number of lines to read")
+    file_path: Annotated[str, Meta(description="The absolute path to the file to read")]
+    offset: Annotated[
+        Annotated[int, Meta(ge=0)] | None, Meta(description="The line number to start reading from (1-based)")
+    ] = None
+    limit: Annotated[Annotated[int, Meta(ge=1)] | None, Meta(description="The number of lines to read")] = None
 
 
 async def _read(args: ReadInput, ctx: ToolContext) -> ToolOutput:
@@ -183,8 +186,10 @@ def render_notebook(text: str, path: Path) -> str:
 
 
 class WriteInput(_Input):
-    file_path: str = Field(description="The absolute path to the file to write (must be absolute, not relative)")
-    content: str = Field(description="The content to write to the file")
+    file_path: Annotated[
+        str, Meta(description="The absolute path to the file to write (must be absolute, not relative)")
+    ]
+    content: Annotated[str, Meta(description="The content to write to the file")]
 
 
 async def _write(args: WriteInput, ctx: ToolContext) -> ToolOutput:
@@ -209,10 +214,10 @@ async def _write(args: WriteInput, ctx: ToolContext) -> ToolOutput:
 
 
 class EditInput(_Input):
-    file_path: str = Field(description="The absolute path to the file to modify")
-    old_string: str = Field(description="The text to replace")
-    new_string: str = Field(description="The text to replace it with (must be different from old_string)")
-    replace_all: bool = Field(False, description="Replace all occurrences of old_string (default false)")
+    file_path: Annotated[str, Meta(description="The absolute path to the file to modify")]
+    old_string: Annotated[str, Meta(description="The text to replace")]
+    new_string: Annotated[str, Meta(description="The text to replace it with (must be different from old_string)")]
+    replace_all: Annotated[bool, Meta(description="Replace all occurrences of old_string (default false)")] = False
 
 
 class EditOp(_Input):
@@ -222,8 +227,10 @@ class EditOp(_Input):
 
 
 class MultiEditInput(_Input):
-    file_path: str = Field(description="The absolute path to the file to modify")
-    edits: list[EditOp] = Field(min_length=1, description="Edits applied in order; all succeed or none is applied")
+    file_path: Annotated[str, Meta(description="The absolute path to the file to modify")]
+    edits: Annotated[
+        list[EditOp], Meta(min_length=1, description="Edits applied in order; all succeed or none is applied")
+    ]
 
 
 def apply_edit(text: str, op: EditOp, label: str = "") -> str:
@@ -294,8 +301,8 @@ LS_SKIP = {".git", "__pycache__", "node_modules", ".venv", ".mypy_cache", ".pyte
 
 
 class LSInput(_Input):
-    path: str = Field(description="The absolute path to the directory to list")
-    ignore: list[str] | None = Field(None, description="List of glob patterns to ignore")
+    path: Annotated[str, Meta(description="The absolute path to the directory to list")]
+    ignore: Annotated[list[str] | None, Meta(description="List of glob patterns to ignore")] = None
 
 
 async def _ls(args: LSInput, ctx: ToolContext) -> ToolOutput:

@@ -17,9 +17,9 @@ import stat
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta, Struct, field
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.tools.files import resolve
@@ -191,10 +191,11 @@ def _mtime(p: Path) -> float:
 # --- Glob ----------------------------------------------------------------------------------
 
 
-class GlobInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    pattern: str = Field(description='The glob pattern to match files against, e.g. "**/*.py" or "src/**/*.{ts,tsx}"')
-    path: str | None = Field(None, description="The directory to search in (default: the working directory)")
+class GlobInput(Struct, forbid_unknown_fields=True, kw_only=True):
+    pattern: Annotated[
+        str, Meta(description='The glob pattern to match files against, e.g. "**/*.py" or "src/**/*.{ts,tsx}"')
+    ]
+    path: Annotated[str | None, Meta(description="The directory to search in (default: the working directory)")] = None
 
 
 async def _glob(args: GlobInput, ctx: ToolContext) -> ToolOutput:
@@ -228,24 +229,41 @@ async def _glob(args: GlobInput, ctx: ToolContext) -> ToolOutput:
 # --- Grep ----------------------------------------------------------------------------------
 
 
-class GrepInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
-    pattern: str = Field(description="The regular expression to search for in file contents")
-    path: str | None = Field(None, description="File or directory to search in (default: the working directory)")
-    glob: str | None = Field(None, description='Glob to filter files, e.g. "*.js" or "*.{ts,tsx}"')
-    type: str | None = Field(None, description="File type to search, e.g. py, js, rust, go")
-    output_mode: Literal["content", "files_with_matches", "count"] = Field(
-        "files_with_matches",
-        description="content shows matching lines; files_with_matches (default) shows paths; count shows match counts",
+_Count = Annotated[int, Meta(ge=0)]
+
+
+class GrepInput(Struct, forbid_unknown_fields=True, kw_only=True):
+    """Grep's flags go by ripgrep's names on the wire ("-i", "-A"...) and by words in Python."""
+
+    pattern: Annotated[str, Meta(description="The regular expression to search for in file contents")]
+    path: Annotated[str | None, Meta(description="File or directory to search in (default: the working directory)")] = (
+        None
     )
-    case_insensitive: bool = Field(False, alias="-i", description="Case insensitive search")
-    line_numbers: bool = Field(False, alias="-n", description="Show line numbers (content mode)")
-    after: int | None = Field(None, alias="-A", ge=0, description="Lines of context after each match")
-    before: int | None = Field(None, alias="-B", ge=0, description="Lines of context before each match")
-    context: int | None = Field(None, alias="-C", ge=0, description="Lines of context around each match")
-    multiline: bool = Field(False, description="Let . match newlines and patterns span lines")
-    head_limit: int | None = Field(None, ge=0, description="Return only the first N lines/entries")
-    offset: int | None = Field(None, ge=0, description="Skip the first N lines/entries")
+    glob: Annotated[str | None, Meta(description='Glob to filter files, e.g. "*.js" or "*.{ts,tsx}"')] = None
+    type: Annotated[str | None, Meta(description="File type to search, e.g. py, js, rust, go")] = None
+    output_mode: Annotated[
+        Literal["content", "files_with_matches", "count"],
+        Meta(
+            description="content shows matching lines; files_with_matches (default) shows paths; "
+            "count shows match counts"
+        ),
+    ] = "files_with_matches"
+    case_insensitive: Annotated[bool, Meta(description="Case insensitive search")] = field(default=False, name="-i")
+    line_numbers: Annotated[bool, Meta(description="Show line numbers (content mode)")] = field(
+        default=False, name="-n"
+    )
+    after: Annotated[_Count | None, Meta(description="Lines of context after each match")] = field(
+        default=None, name="-A"
+    )
+    before: Annotated[_Count | None, Meta(description="Lines of context before each match")] = field(
+        default=None, name="-B"
+    )
+    context: Annotated[_Count | None, Meta(description="Lines of context around each match")] = field(
+        default=None, name="-C"
+    )
+    multiline: Annotated[bool, Meta(description="Let . match newlines and patterns span lines")] = False
+    head_limit: Annotated[_Count | None, Meta(description="Return only the first N lines/entries")] = None
+    offset: Annotated[_Count | None, Meta(description="Skip the first N lines/entries")] = None
 
 
 def _compile(args: GrepInput) -> re.Pattern[str]:

@@ -19,8 +19,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta, Struct
 
 from agentkeel.core.events import CwdChanged
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput, Workdir
@@ -47,31 +48,38 @@ NON_INTERACTIVE_ENV = {
 }
 
 
-class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+class _Input(Struct, forbid_unknown_fields=True, kw_only=True):
+    """A tool input: validated by msgspec (core/inputs.py), unknown fields refused."""
 
 
 class BashInput(_Input):
-    command: str = Field(description="The command to execute")
-    timeout: int | None = Field(
-        None, ge=1, le=MAX_TIMEOUT_MS, description="Optional timeout in milliseconds (max 600000)"
-    )
-    description: str | None = Field(None, description="Clear, concise description of what this command does")
-    run_in_background: bool = Field(False, description="Run the command in the background; read it with BashOutput")
-    dangerouslyDisableSandbox: bool = Field(  # Claude Code's name
-        False,
-        description="Run outside keel's sandbox. Only after the sandbox blocked a command that must run; "
-        "the user is asked to approve it, and settings may forbid it",
-    )
+    command: Annotated[str, Meta(description="The command to execute")]
+    timeout: Annotated[
+        Annotated[int, Meta(ge=1, le=MAX_TIMEOUT_MS)] | None,
+        Meta(description="Optional timeout in milliseconds (max 600000)"),
+    ] = None
+    description: Annotated[str | None, Meta(description="Clear, concise description of what this command does")] = None
+    run_in_background: Annotated[
+        bool, Meta(description="Run the command in the background; read it with BashOutput")
+    ] = False
+    dangerouslyDisableSandbox: Annotated[  # Claude Code's name
+        bool,
+        Meta(
+            description="Run outside keel's sandbox. Only after the sandbox blocked a command that must run; "
+            "the user is asked to approve it, and settings may forbid it"
+        ),
+    ] = False
 
 
 class BashOutputInput(_Input):
-    bash_id: str = Field(description="The ID of the background shell to read output from")
-    filter: str | None = Field(None, description="Optional regular expression: only matching lines are returned")
+    bash_id: Annotated[str, Meta(description="The ID of the background shell to read output from")]
+    filter: Annotated[str | None, Meta(description="Optional regular expression: only matching lines are returned")] = (
+        None
+    )
 
 
 class KillShellInput(_Input):
-    shell_id: str = Field(description="The ID of the background shell to kill")
+    shell_id: Annotated[str, Meta(description="The ID of the background shell to kill")]
 
 
 @dataclass

@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta, Struct
 
 from agentkeel.core.events import TodosUpdated
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 
 
-class Todo(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    content: str = Field(min_length=1)
+class Todo(Struct, forbid_unknown_fields=True, kw_only=True):
+    content: Annotated[str, Meta(min_length=1)]
     status: Literal["pending", "in_progress", "completed"]
     activeForm: str | None = None
     id: str | None = None
 
+    def as_dict(self) -> dict[str, Any]:
+        """The todo as the model wrote it, unset optional fields left out."""
+        return {k: v for k in self.__struct_fields__ if (v := getattr(self, k)) is not None}
 
-class TodoWriteInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    todos: list[Todo] = Field(description="The updated todo list")
+
+class TodoWriteInput(Struct, forbid_unknown_fields=True, kw_only=True):
+    todos: Annotated[list[Todo], Meta(description="The updated todo list")]
 
 
 @dataclass
@@ -32,7 +34,7 @@ class TodoState:
 async def _todo_write(args: TodoWriteInput, ctx: ToolContext) -> ToolOutput:
     if sum(t.status == "in_progress" for t in args.todos) > 1:
         raise ToolError("only one todo may be in_progress at a time")
-    todos = [t.model_dump(exclude_none=True) for t in args.todos]
+    todos = [t.as_dict() for t in args.todos]
     ctx.services.get(TodoState).todos = todos
     ctx.emit(TodosUpdated(todos=todos))
     done = sum(t.status == "completed" for t in args.todos)

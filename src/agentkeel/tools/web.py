@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from typing import Annotated
 from urllib.parse import urljoin, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta, Struct
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 
@@ -16,10 +17,9 @@ MAX_REDIRECTS = 5
 TIMEOUT_S = 30.0
 
 
-class WebFetchInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    url: str = Field(description="The URL to fetch content from")
-    prompt: str = Field(description="What to look for in the fetched content")
+class WebFetchInput(Struct, forbid_unknown_fields=True, kw_only=True):
+    url: Annotated[str, Meta(description="The URL to fetch content from")]
+    prompt: Annotated[str, Meta(description="What to look for in the fetched content")]
 
 
 _BLOCK = {
@@ -96,11 +96,14 @@ async def _fetch(args: WebFetchInput, ctx: ToolContext) -> ToolOutput:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ToolError(f"not a fetchable URL: {url!r} (use http:// or https://)")
-    import httpx
+    from agentkeel.providers._http import import_httpx, without_unused
 
-    async with httpx.AsyncClient(
-        follow_redirects=False, timeout=TIMEOUT_S, headers={"User-Agent": "keel-webfetch/0.1"}
-    ) as client:
+    httpx = import_httpx()  # without its CLI (and trio in keel's own process): providers/_http.py
+    with without_unused():
+        fetcher = httpx.AsyncClient(
+            follow_redirects=False, timeout=TIMEOUT_S, headers={"User-Agent": "keel-webfetch/0.1"}
+        )
+    async with fetcher as client:
         for _ in range(MAX_REDIRECTS + 1):
             try:
                 async with client.stream("GET", url) as resp:
