@@ -64,6 +64,7 @@ def run_subcommand(argv: list[str]) -> int:
 
     from agentkeel.cli import agents, hooks, mem, plugins, sandbox
     from agentkeel.cli import mcp as mcp_cli
+    from agentkeel.cli import serve as serve_cli
 
     mem.add_parser(sub)
     hooks.add_parser(sub)
@@ -71,6 +72,7 @@ def run_subcommand(argv: list[str]) -> int:
     plugins.add_parser(sub)
     agents.add_parser(sub)
     mcp_cli.add_parser(sub)
+    serve_cli.add_parser(sub)
 
     args = p.parse_args(argv)
     if args.command == "sandbox":
@@ -85,6 +87,8 @@ def run_subcommand(argv: list[str]) -> int:
         return agents.run(args)
     if args.command == "mcp":
         return mcp_cli.run(args)
+    if args.command == "serve":
+        return serve_cli.run(args)
     if args.command == "sessions":
         return _sessions_list(args)
     if args.command == "permissions":
