@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host.strip("[]"), args.port))
+        sock.listen(128)  # before the address is printed: a client that reads it can connect at once
     except OSError as exc:
         sock.close()
         print(f"keel serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)

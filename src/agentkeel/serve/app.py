@@ -343,6 +343,8 @@ def _index_rows(manager: SessionManager, cwd: Path | None) -> list[dict[str, Any
         return []
     try:
         rows = SessionIndex(manager.keel_home()).list(cwd, limit=200)
+    except NotImplementedError:
+        return []
     except Exception:  # the index is a convenience: fall back to the files
         log.warning("the session index failed; listing the files", exc_info=True)
         return []

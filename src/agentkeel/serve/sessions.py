@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentkeel.core.events import Event, event_data
+from agentkeel.core.events import Event, UserMessage, event_data
+from agentkeel.core.types import TextBlock
 from agentkeel.serve.stream import EventStream
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class LiveSession:
     task: asyncio.Task[Any] | None = None
     asks: dict[str, PendingAsk] = field(default_factory=dict)
     prompts: int = 0
+    first_prompt: str = ""
 
     @property
     def busy(self) -> bool:
@@ -80,6 +82,7 @@ class LiveSession:
         return {
             "session_id": self.id,
             "cwd": str(self.cwd),
+            "first_prompt": self.first_prompt,
             "live": True,
             "busy": self.busy,
             "model": rt.model.qualified if rt is not None else "",
@@ -204,6 +207,8 @@ class SessionManager:
             if rt.resumed is not None:  # a late client sees the whole conversation, then the live tail
                 for event in load_session(rt.session_path).events:
                     live.on_event(event)
+                    if not live.first_prompt and isinstance(event, UserMessage):
+                        live.first_prompt = _text(event)
             rt.bus.subscribe(live.on_event)
             self.live[live.id] = live
         try:
@@ -221,6 +226,7 @@ class SessionManager:
         rt = live.runtime
         assert rt is not None
         live.prompts += 1
+        live.first_prompt = live.first_prompt or text[:120].replace("\n", " ")
         live.task = asyncio.create_task(self._run(live, rt, text))
         return live
 
@@ -271,3 +277,8 @@ class SessionManager:
     async def close_all(self) -> None:
         for sid in list(self.live):
             await self.close(sid)
+
+
+def _text(event: UserMessage) -> str:
+    first = next((b for b in event.message.content if isinstance(b, TextBlock)), None)
+    return first.text[:120].replace("\n", " ") if first is not None else ""

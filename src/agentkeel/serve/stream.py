@@ -1,6 +1,6 @@
 """One session's event stream for any number of web clients: numbered frames, replay, fan-out.
 
-Each event is encoded once, as a ready SSE frame (``id: N`` / ``event: TYPE`` / ``data: JSON``), and
+Each event is encoded once, as a ready SSE frame (``id: N`` / ``data: JSON``), and
 kept in a bounded buffer; a client that (re)connects names the last id it saw (``Last-Event-ID``)
 and gets everything after it, then the live tail. A client too slow to keep up is cut off (its
 queue is bounded) and reconnects with its last id: a slow browser never holds the session or
@@ -23,8 +23,10 @@ PING_S = 15.0
 
 
 def frame(seq: int, kind: str, data: dict[str, Any]) -> str:
-    payload = json.dumps({"seq": seq, **data}, ensure_ascii=False, separators=(",", ":"))
-    return f"id: {seq}\nevent: {kind}\ndata: {payload}\n\n"
+    """One SSE frame. The kind is inside the data (``{"seq", "kind", ...}``), not an ``event:`` line, so
+    a browser's ``onmessage`` sees every kind, including event types registered by other subsystems."""
+    payload = json.dumps({"seq": seq, "kind": kind, **data}, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {seq}\ndata: {payload}\n\n"
 
 
 class EventStream:
