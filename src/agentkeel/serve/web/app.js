@@ -57,6 +57,9 @@ function toolDiff(name, input) {
 class Transcript {
   constructor(box) { this.box = box; this.clear(); }
   clear() { this.box.replaceChildren(); this.streaming = null; this.tools = new Map(); }
+  settle() {  // a reply cut short keeps what was streamed, marked as such
+    if (this.streaming) { this.streaming.className = "msg assistant cut"; this.streaming = null; }
+  }
   note(text, level) { this.box.append(el("div", "note " + (level || ""), text)); }
   tool(id, name, input) {
     let t = this.tools.get(id);
@@ -117,8 +120,12 @@ class Transcript {
         break;
       case "permission": if (ev.decision !== "allow" || ev.source === "ask") this.note(`${ev.tool_name}: ${ev.decision} (${ev.reason})`); break;
       case "notice": this.note(ev.message, ev.level); break;
-      case "interrupted": this.note(`interrupted during ${ev.during}`, "warning"); break;
+      case "interrupted":
+        this.settle();
+        this.note(`interrupted during ${ev.during}`, "warning");
+        break;
       case "result":
+        this.settle();
         this.note(`${ev.subtype} · ${ev.num_turns} turns · $${(ev.total_cost_usd || 0).toFixed(4)} · ${ev.duration_ms} ms`,
           ev.is_error ? "error" : "");
         break;
