@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from serve_fixtures import Served
 from serve_fixtures import serve as serve  # the fixture
 
