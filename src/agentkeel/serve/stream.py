@@ -20,6 +20,7 @@ BUFFER = 50_000  # frames kept for late clients (text deltas included)
 QUEUE = 10_000  # frames a client may fall behind before it is cut off
 LAGGED = "\x00lagged"  # the queue's end marker for a cut-off client
 PING_S = 15.0
+BATCH = 512  # frames joined into one write when a client's queue has several
 
 
 def frame(seq: int, kind: str, data: dict[str, Any]) -> str:
@@ -82,17 +83,28 @@ class EventStream:
             if backlog is None:
                 yield frame(self.seq, "reset", {"reason": "the events you missed are no longer buffered"})
                 backlog = self.since(max(0, self.seq - len(self._frames)))
-            for text in backlog or []:
-                yield text
+            backlog = backlog or []
+            for start in range(0, len(backlog), BATCH):
+                yield "".join(backlog[start : start + BATCH])
             yield ": live\n\n"
             while not self.closed:
-                try:
-                    text = await asyncio.wait_for(queue.get(), ping_s)
-                except TimeoutError:
-                    yield ": ping\n\n"
-                    continue
-                if text == LAGGED:
+                if queue.empty():
+                    try:
+                        async with asyncio.timeout(ping_s):
+                            first = await queue.get()
+                    except TimeoutError:
+                        yield ": ping\n\n"
+                        continue
+                else:
+                    first = queue.get_nowait()
+                # whatever queued up meanwhile goes out in the same write: a burst costs one send, not N
+                batch = [first]
+                while not queue.empty() and len(batch) < BATCH:
+                    batch.append(queue.get_nowait())
+                if LAGGED in batch:
+                    if batch.index(LAGGED):
+                        yield "".join(batch[: batch.index(LAGGED)])
                     return
-                yield text
+                yield "".join(batch)
         finally:
             self._clients.discard(queue)
