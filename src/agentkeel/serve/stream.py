@@ -48,12 +48,11 @@ class EventStream:
         text = frame(self.seq, kind, data)
         self._frames.append((self.seq, text))
         for queue in tuple(self._clients):
-            try:
+            if queue.qsize() >= self._queue_size:  # too slow: cut off; it reconnects with its last id
+                self._clients.discard(queue)
+                queue.put_nowait(LAGGED)  # the one place kept free for it: no frame is dropped
+            else:
                 queue.put_nowait(text)
-            except asyncio.QueueFull:
-                self._clients.discard(queue)  # too slow: cut off; it reconnects with its last id
-                queue.get_nowait()
-                queue.put_nowait(LAGGED)
         return self.seq
 
     def since(self, after: int) -> list[str] | None:
@@ -68,15 +67,12 @@ class EventStream:
     def close(self) -> None:
         self.closed = True
         for queue in tuple(self._clients):
-            try:
-                queue.put_nowait(LAGGED)
-            except asyncio.QueueFull:
-                pass
+            queue.put_nowait(LAGGED)  # there is always room for it (see publish)
         self._clients.clear()
 
     async def follow(self, after: int, ping_s: float = PING_S) -> AsyncIterator[str]:
         """Replay after ``after``, then the live frames, until the stream closes or the client lags."""
-        queue: asyncio.Queue[str] = asyncio.Queue(self._queue_size)
+        queue: asyncio.Queue[str] = asyncio.Queue(self._queue_size + 1)  # + the end marker
         backlog = self.since(after)  # taken together with joining: no frame between the two is lost
         self._clients.add(queue)
         try:
