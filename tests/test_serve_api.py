@@ -265,3 +265,19 @@ def test_the_memory_views_are_mounted_and_the_app_is_served(serve: Serve) -> Non
     assert page.status_code == 200 and '<script src="/static/app.js">' in page.text
     assert "EventSource" in s.get("static/app.js").text
     assert s.get("static/../app.py").status_code == 404
+
+
+def test_rewind_of_a_live_session_restores_the_files_and_the_conversation(serve: Serve, project: Path) -> None:
+    s = serve({"steps": ["nothing yet", WRITE, "written"]})
+    sid = open_session(s, prompt="turn zero", permission_mode="acceptEdits")
+    first = s.frames(sid, kind("idle"))
+    s.post(f"api/sessions/{sid}/messages", {"text": "turn one: write"})
+    s.frames(sid, kind("idle"), after=first[-1]["seq"])
+    assert (project / "out.txt").read_text() == "made\n"
+    res = s.post(f"api/sessions/{sid}/rewind", {"turn": 1, "mode": "both"})
+    assert res.status_code == 200, res.text
+    assert res.json()["conversation_turns"] == 1
+    assert not (project / "out.txt").exists()
+    assert [t["text"] for t in s.get(f"api/sessions/{sid}/turns").json()] == ["turn zero"]
+    bad = s.post(f"api/sessions/{sid}/rewind", {"turn": 1, "mode": "everything"})
+    assert bad.status_code == 400 and bad.json()["error"] == "mode must be conversation, code or both"
