@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import stat
 import subprocess
@@ -27,10 +28,12 @@ from typing import Any
 
 import msgspec
 
-from agentkeel.core.events import Event, Notice, register_event_type
+from agentkeel.core.events import Event, Notice, RunFinished, SessionEnded, register_event_type
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.tools import ToolOutput
 from agentkeel.core.view import Compaction
+
+log = logging.getLogger(__name__)
 
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 TREE_TOOLS = frozenset({"Bash"})
@@ -261,6 +264,7 @@ class CheckpointRecorder:
     """The session's checkpoint recorder: the extension's state, and a service rewind uses."""
 
     def __init__(self, session_file: Path, cwd: Path, emit: Callable[[Event], None]) -> None:
+        self.session_file = session_file
         self.dir = checkpoint_dir(session_file)
         self.store = ObjectStore(self.dir)
         self.cwd = cwd
@@ -270,7 +274,20 @@ class CheckpointRecorder:
         self._noticed = False
 
     def extension(self) -> Extension:
-        return Extension("checkpoints", before_tool=self._before, after_tool=self._after)
+        return Extension(
+            "checkpoints", before_tool=self._before, after_tool=self._after, subscribers=[self._index_on_end]
+        )
+
+    def _index_on_end(self, event: Event) -> None:
+        """Keep the session index in step: a run's end updates this session's row (fail open)."""
+        if not isinstance(event, RunFinished | SessionEnded):
+            return
+        from agentkeel.session.index import SessionIndex, home_of
+
+        try:
+            SessionIndex(home_of(self.session_file)).update(self.session_file)
+        except Exception:
+            log.debug("session index not updated", exc_info=True)
 
     async def _before(self, call: ToolCall) -> Verdict | None:
         self.flush()  # a call interrupted before its after_tool: record what it did

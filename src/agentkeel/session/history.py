@@ -125,9 +125,9 @@ def user_turns(session_file: Path) -> list[UserTurn]:
 
 def _pick(turns: list[_Turn], turn_index: int, what: str) -> _Turn:
     if not turns:
-        raise RewindError(f"cannot {what}: the session has no user turns yet")
+        raise RewindError(f"cannot {what} turn {turn_index}: the session has no user turns yet")
     if not 0 <= turn_index < len(turns):
-        raise RewindError(f"cannot {what} to turn {turn_index}: the session has turns 0 to {len(turns) - 1}")
+        raise RewindError(f"cannot {what} turn {turn_index}: the session has turns 0 to {len(turns) - 1}")
     return turns[turn_index]
 
 
@@ -210,7 +210,7 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode) -> RewindR
         recorder.flush()
     events = load_session(runtime.session_path).events
     turns = _turns(events)
-    turn = _pick(turns, turn_index, "rewind")
+    turn = _pick(turns, turn_index, "rewind to")
     restored: list[str] = []
     removed: list[str] = []
     problems: list[str] = []
@@ -258,7 +258,7 @@ def fork_session(home: Path, cwd: Path, session_ref: str, at_turn: int | None = 
     source = resolve_session(home, cwd, session_ref)
     events = load_session(source).events
     if at_turn is not None:
-        events = events[: _pick(_turns(events), at_turn, "fork").position]
+        events = events[: _pick(_turns(events), at_turn, "fork at").position]
     new_id = str(uuid.uuid4())
     target = source.with_name(f"{new_id}.jsonl")
     writer = SessionWriter(target, new_id)
