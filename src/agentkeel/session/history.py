@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeel.core.events import (
     AssistantMessage,
@@ -237,6 +237,26 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode) -> RewindR
         runtime.agent.view.add_event(logged)
         conversation_turns = turn_index
     return RewindResult(tuple(restored), tuple(removed), conversation_turns, _warning(problems))
+
+
+async def rewind_files(runtime: Runtime, user_message_id: str, *, dry_run: bool = False) -> dict[str, Any]:
+    """The stream-json ``rewind_files`` control request (the Agent SDK's ``rewindFiles``): restore the
+    files to just before the user message ``user_message_id``; ``dry_run`` only says what would change.
+    The answer has Claude Code's shape: ``canRewind``, ``error``, ``filesChanged``."""
+    events = load_session(runtime.session_path).events
+    turns = _turns(events)
+    index = next((i for i, t in enumerate(turns) if t.event.uuid == user_message_id), None)
+    if index is None:
+        return {"canRewind": False, "error": f"no user message {user_message_id!r} in this session's conversation"}
+    if dry_run:
+        targets = files_before(events, turns[index].position)
+        changed = sorted(p for p, sha in targets.items() if file_sha(Path(p)) != sha or sha == UNKNOWN)
+        return {"canRewind": True, "filesChanged": changed}
+    result = await rewind(runtime, index, "code")
+    out: dict[str, Any] = {"canRewind": True, "filesChanged": sorted(result.restored_files + result.removed_files)}
+    if result.warning:
+        out["error"] = result.warning
+    return out
 
 
 def resolve_session(home: Path, cwd: Path, session_ref: str) -> Path:
