@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import os
 import shlex
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from agentkeel.session.history import fork_session, rewind, user_turns
 from agentkeel.session.load import load_session
 from agentkeel.session.store import keel_home
 
-FILES = ("a.txt", "b.txt", "sub/c.txt")
+FILES = ("a.txt", "b.txt", "sub/c.txt", "deep/er/d.txt")
 content = st.text(alphabet="xyz\n", min_size=0, max_size=6)
 op = st.one_of(
     st.tuples(st.just("write"), st.sampled_from(FILES), content),
@@ -58,7 +59,8 @@ def steps_for(ops: list[tuple[str, str, str]], root: Path, label: str) -> list[A
 
 def tree(root: Path) -> dict[str, str]:
     out = {}
-    for dirpath, _dirs, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
         for f in files:
             p = Path(dirpath) / f
             out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
@@ -121,15 +123,16 @@ async def session(
         server.server_close()
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     start=initial,
     turns=st.lists(turn, min_size=1, max_size=4),
     extra=turn,
+    git=st.booleans(),
     data=st.data(),
 )
 def test_rewind_restores_files_and_conversation(
-    start: dict[str, str], turns: list[list[tuple[str, str, str]]], extra: list[Any], data: st.DataObject
+    start: dict[str, str], turns: list[list[tuple[str, str, str]]], extra: list[Any], git: bool, data: st.DataObject
 ) -> None:
     k = data.draw(st.integers(0, len(turns) - 1), label="k")
     j = data.draw(st.integers(0, k), label="j")
@@ -139,5 +142,7 @@ def test_rewind_restores_files_and_conversation(
         for name, text in start.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text)
+        if git:  # Bash changes are then seen through `git ls-files`, else through a walk
+            subprocess.run(["git", "init", "-q", str(root)], check=True)
         env = {**os.environ, "KEEL_HOME": str(Path(tmp) / "keelhome"), "HOME": str(Path(tmp) / "home")}
         asyncio.run(session(root, env, turns, k, extra, j))

@@ -26,18 +26,9 @@ from agentkeel.core.events import (
 )
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import ViewBuilder
-from agentkeel.session.checkpoints import (
-    UNKNOWN,
-    Checkpoint,
-    CheckpointError,
-    CheckpointRecorder,
-    ObjectStore,
-    RewindMarker,
-    SessionForked,
-    checkpoint_dir,
-    file_sha,
-)
+from agentkeel.session.checkpoints import Checkpoint, CheckpointRecorder, RewindMarker, SessionForked, checkpoint_dir
 from agentkeel.session.load import AmbiguousSession, find_session, load_session
+from agentkeel.session.objects import UNKNOWN, CheckpointError, ObjectStore, file_sha
 from agentkeel.session.store import SessionWriter, project_dir
 
 if TYPE_CHECKING:
