@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeel.core.events import (
     AssistantMessage,
@@ -26,18 +26,9 @@ from agentkeel.core.events import (
 )
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import ViewBuilder
-from agentkeel.session.checkpoints import (
-    UNKNOWN,
-    Checkpoint,
-    CheckpointError,
-    CheckpointRecorder,
-    ObjectStore,
-    RewindMarker,
-    SessionForked,
-    checkpoint_dir,
-    file_sha,
-)
+from agentkeel.session.checkpoints import Checkpoint, CheckpointRecorder, RewindMarker, SessionForked, checkpoint_dir
 from agentkeel.session.load import AmbiguousSession, find_session, load_session
+from agentkeel.session.objects import UNKNOWN, CheckpointError, ObjectStore, file_sha
 from agentkeel.session.store import SessionWriter, project_dir
 
 if TYPE_CHECKING:
@@ -125,9 +116,9 @@ def user_turns(session_file: Path) -> list[UserTurn]:
 
 def _pick(turns: list[_Turn], turn_index: int, what: str) -> _Turn:
     if not turns:
-        raise RewindError(f"cannot {what}: the session has no user turns yet")
+        raise RewindError(f"cannot {what} turn {turn_index}: the session has no user turns yet")
     if not 0 <= turn_index < len(turns):
-        raise RewindError(f"cannot {what} to turn {turn_index}: the session has turns 0 to {len(turns) - 1}")
+        raise RewindError(f"cannot {what} turn {turn_index}: the session has turns 0 to {len(turns) - 1}")
     return turns[turn_index]
 
 
@@ -210,7 +201,7 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode) -> RewindR
         recorder.flush()
     events = load_session(runtime.session_path).events
     turns = _turns(events)
-    turn = _pick(turns, turn_index, "rewind")
+    turn = _pick(turns, turn_index, "rewind to")
     restored: list[str] = []
     removed: list[str] = []
     problems: list[str] = []
@@ -239,6 +230,26 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode) -> RewindR
     return RewindResult(tuple(restored), tuple(removed), conversation_turns, _warning(problems))
 
 
+async def rewind_files(runtime: Runtime, user_message_id: str, *, dry_run: bool = False) -> dict[str, Any]:
+    """The stream-json ``rewind_files`` control request (the Agent SDK's ``rewindFiles``): restore the
+    files to just before the user message ``user_message_id``; ``dry_run`` only says what would change.
+    The answer has Claude Code's shape: ``canRewind``, ``error``, ``filesChanged``."""
+    events = load_session(runtime.session_path).events
+    turns = _turns(events)
+    index = next((i for i, t in enumerate(turns) if t.event.uuid == user_message_id), None)
+    if index is None:
+        return {"canRewind": False, "error": f"no user message {user_message_id!r} in this session's conversation"}
+    if dry_run:
+        targets = files_before(events, turns[index].position)
+        changed = sorted(p for p, sha in targets.items() if file_sha(Path(p)) != sha or sha == UNKNOWN)
+        return {"canRewind": True, "filesChanged": changed}
+    result = await rewind(runtime, index, "code")
+    out: dict[str, Any] = {"canRewind": True, "filesChanged": sorted(result.restored_files + result.removed_files)}
+    if result.warning:
+        out["error"] = result.warning
+    return out
+
+
 def resolve_session(home: Path, cwd: Path, session_ref: str) -> Path:
     """The session file ``session_ref`` (an id or a unique prefix) names in ``cwd``'s project."""
     try:
@@ -258,7 +269,7 @@ def fork_session(home: Path, cwd: Path, session_ref: str, at_turn: int | None = 
     source = resolve_session(home, cwd, session_ref)
     events = load_session(source).events
     if at_turn is not None:
-        events = events[: _pick(_turns(events), at_turn, "fork").position]
+        events = events[: _pick(_turns(events), at_turn, "fork at").position]
     new_id = str(uuid.uuid4())
     target = source.with_name(f"{new_id}.jsonl")
     writer = SessionWriter(target, new_id)
