@@ -281,3 +281,14 @@ def test_rewind_of_a_live_session_restores_the_files_and_the_conversation(serve:
     assert [t["text"] for t in s.get(f"api/sessions/{sid}/turns").json()] == ["turn zero"]
     bad = s.post(f"api/sessions/{sid}/rewind", {"turn": 1, "mode": "everything"})
     assert bad.status_code == 400 and bad.json()["error"] == "mode must be conversation, code or both"
+
+
+def test_replay_re_emits_the_session_log_as_sse_and_ends(serve: Serve) -> None:
+    s = serve({"steps": ["replayed answer"]})
+    sid = open_session(s, prompt="replay me")
+    s.frames(sid, kind("idle"))
+    log = [e["uuid"] for e in s.get(f"api/sessions/{sid}/events").json()["events"]]
+    frames = read_frames(s.client, s.url + f"api/sessions/{sid}/replay?speed=0", kind("replay_end"))
+    assert [f["event"]["uuid"] for f in frames[:-1]] == log
+    assert frames[-1] == {"seq": len(log) + 1, "kind": "replay_end", "events": len(log)}
+    assert s.get(f"api/sessions/{sid}/replay?speed=fast").status_code == 400

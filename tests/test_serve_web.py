@@ -169,6 +169,14 @@ def test_a_second_client_follows_live_then_replays_and_forks(serve: Serve, brows
     wait(second, lambda d: not d.find_element(By.ID, "timeline").is_displayed() and "turn one" in text(d, "transcript"))
     click(second, "#s-timeline")  # reopen: at the end
     wait(second, lambda d: d.find_element(By.ID, "timeline").is_displayed() and "answer two" in text(d, "transcript"))
+    second.execute_script(
+        "const r = document.getElementById('tl-range'); r.value = 0; r.dispatchEvent(new Event('input'))"
+    )
+    wait(second, lambda d: "turn zero" not in text(d, "transcript"))
+    click(second, "#tl-play")  # the server's replay, paced
+    wait(second, lambda d: "answer two" in text(d, "transcript"))
+    total = second.execute_script("return document.getElementById('tl-range').max")
+    wait(second, lambda d: text(d, "tl-pos") == f"event {total} of {total}")
     shot(second, "timeline")
     click(second, ".tl-fork[data-turn='1']")
     wait(second, lambda d: text(d, "s-title") != sid and "answer one" in text(d, "transcript"))

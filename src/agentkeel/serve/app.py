@@ -16,6 +16,7 @@ API (every body is JSON; every error is ``{"error": "one line"}``):
     POST /api/sessions/ID/close
     GET  /api/sessions/ID/config                    permission rules, hooks, skills, MCP servers, tools
     GET  /api/sessions/ID/turns?cwd=                the user turns (the replay timeline's fork points)
+    GET  /api/sessions/ID/replay?speed=&cwd=        SSE: the log's events re-emitted (0: at once; 1: as paced)
     POST /api/sessions/ID/fork       {at_turn?, cwd?}   a new session branched from this one
     POST /api/sessions/ID/rewind     {turn, mode}   conversation | code | both, on a live session
 """
@@ -209,6 +210,29 @@ def build_app(
             ]
         )
 
+    async def replay(request: Request) -> Response:
+        from agentkeel.core.events import event_data
+        from agentkeel.serve.stream import frame
+
+        history = _history()
+        path = session_path(manager, request.path_params["sid"], request.query_params.get("cwd"))
+        raw = request.query_params.get("speed", "0")
+        try:
+            speed = float(raw)
+        except ValueError:
+            raise ServeError(f"speed must be a number (0: as fast as possible), not {raw!r}") from None
+        if not 0 <= speed <= 1000:
+            raise ServeError("speed must be between 0 and 1000")
+
+        async def frames() -> AsyncIterator[str]:
+            n = 0
+            async for event in history.replay(path, speed):
+                n += 1
+                yield frame(n, event.type, {"event": event_data(event)})
+            yield frame(n + 1, "replay_end", {"events": n})
+
+        return StreamingResponse(frames(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
     async def fork(request: Request) -> Response:
         history = _history()
         data = await body(request)
@@ -266,6 +290,7 @@ def build_app(
         Route(f"{sid}/close", handler(close), methods=["POST"]),
         Route(f"{sid}/config", handler(config)),
         Route(f"{sid}/turns", handler(turns)),
+        Route(f"{sid}/replay", handler(replay)),
         Route(f"{sid}/fork", handler(fork), methods=["POST"]),
         Route(f"{sid}/rewind", handler(rewind), methods=["POST"]),
     ]

@@ -261,7 +261,7 @@ $("s-resume").addEventListener("click", async () => {
 });
 
 // --- replay timeline with fork -------------------------------------------------------------
-const timeline = {timer: null};
+const timeline = {source: null};
 function replayTo(n) {
   transcript.clear();
   for (const ev of state.events.slice(0, n)) transcript.add(ev);
@@ -303,15 +303,20 @@ $("s-timeline").addEventListener("click", async () => {
   box.classList.remove("hidden");
 });
 $("tl-range").addEventListener("input", () => replayTo(Number($("tl-range").value)));
-$("tl-play").addEventListener("click", () => {
-  if (timeline.timer) { clearInterval(timeline.timer); timeline.timer = null; return; }
+$("tl-play").addEventListener("click", () => {  // the server re-emits the log, paced as it happened (x4)
+  if (timeline.source) { timeline.source.close(); timeline.source = null; return; }
+  transcript.clear();
   let n = 0;
-  timeline.timer = setInterval(() => {
+  const source = new EventSource(`/api/sessions/${state.current}/replay?speed=4`);
+  source.onmessage = (m) => {
+    const frame = JSON.parse(m.data);
+    if (frame.kind === "replay_end") { source.close(); timeline.source = null; return; }
+    transcript.add(frame.event);
     n += 1;
     $("tl-range").value = String(n);
-    replayTo(n);
-    if (n >= state.events.length) { clearInterval(timeline.timer); timeline.timer = null; }
-  }, 150);
+    $("tl-pos").textContent = `event ${n} of ${state.events.length}`;
+  };
+  timeline.source = source;
 });
 
 // --- setup (permissions, hooks, skills, MCP) ----------------------------------------------
