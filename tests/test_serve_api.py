@@ -193,6 +193,8 @@ def test_bad_requests_get_one_clear_line_and_change_nothing(serve: Serve) -> Non
 def test_loopback_refuses_other_host_names_and_cross_site_writes(serve: Serve) -> None:
     s = serve({"steps": ["x"]})
     assert s.get("api/info", headers={"Host": "attacker.example"}).status_code == 400
+    assert s.get("api/info", headers={"Host": "127.0.0.1.attacker.example"}).status_code == 400  # rebinding name
+    assert s.get("api/info", headers={"Host": "localhost:1"}).status_code == 200
     plain = s.client.post(s.url + "api/sessions", content=b'{"prompt": "hi"}', headers={"Content-Type": "text/plain"})
     assert plain.status_code == 415
     cross = s.post("api/sessions", {"prompt": "hi"}, headers={"Origin": "http://attacker.example"})

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
@@ -25,12 +26,18 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 COOKIE = "keel_token"
 
 
 def is_loopback(host: str) -> bool:
-    return host.strip("[]") in LOOPBACK_NAMES or host.startswith("127.")
+    """A loopback name or address: ``localhost``, 127.0.0.0/8, ::1 (never a name that merely starts with 127.)."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _host_name(value: str) -> str:
