@@ -114,8 +114,9 @@ def test_control_requests_are_answered_and_unsupported_ones_say_so(fake_llm: Sta
     assert answers["r2"]["subtype"] == "success" and answers["r2"]["response"] == {"mcpServers": []}
     usage = answers["r3"]["response"]
     assert usage["totalTokens"] > 0 and usage["maxTokens"] >= usage["totalTokens"] and usage["categories"]
+    # rewind_files (session/history.py) answers in Claude Code's shape: an unknown message cannot be rewound to
+    assert answers["r4"]["subtype"] == "success" and answers["r4"]["response"]["canRewind"] is False
     for rid, words in {
-        "r4": "rewind_files is not supported",
         "r5": "set_model",
         "r6": "no task 'bash_9'",
         "r7": "unsupported control request 'frobnicate'",

@@ -29,6 +29,7 @@ from agentkeel.mcpclient import McpSetup, mcp_extension
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model, untrusted_model_allowed
 from agentkeel.safety import AskRepeat
+from agentkeel.session.checkpoints import CheckpointRecorder
 from agentkeel.session.load import AmbiguousSession, LoadReport, find_session, list_sessions, load_session
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
 from agentkeel.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
@@ -347,7 +348,10 @@ class Runtime:
             ext.add(item)
         last = next((n for n in REQUEST_VALIDATORS if ext.get(n) is not None), None)
         # MCP, the SDK's extensions and the context point: after the built-ins, before the request validators
-        for item in [*([mcp] if mcp is not None else []), *opts.extensions, context_mgr.extension()]:
+        recorder = CheckpointRecorder(session_path, cwd, bus.emit)  # file checkpoints for /rewind
+        services.put(CheckpointRecorder, recorder)
+        extra = [*opts.extensions, context_mgr.extension(), recorder.extension()]
+        for item in [*([mcp] if mcp is not None else []), *extra]:
             ext.add(item, before=last)
         for item in ext:
             for subscriber in item.subscribers:

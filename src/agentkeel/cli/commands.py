@@ -27,12 +27,6 @@ def run_subcommand(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="keel")
     sub = p.add_subparsers(dest="command", required=True)
 
-    sessions = sub.add_parser("sessions", help="list this project's sessions")
-    ssub = sessions.add_subparsers(dest="action", required=True)
-    ls = ssub.add_parser("list", help="sessions of the current directory, newest first")
-    ls.add_argument("--json", action="store_true")
-    ls.add_argument("--cwd", default=None)
-
     perms = sub.add_parser("permissions", help="check a tool call against the permission rules, or list them")
     psub = perms.add_subparsers(dest="action", required=True)
     check = psub.add_parser("check", help="decide one tool call without running it (the loop's own code path)")
@@ -64,13 +58,17 @@ def run_subcommand(argv: list[str]) -> int:
 
     from agentkeel.cli import agents, hooks, mem, plugins, sandbox
     from agentkeel.cli import mcp as mcp_cli
+    from agentkeel.cli import serve as serve_cli
+    from agentkeel.cli import sessions as sessions_cli
 
+    sessions_cli.add_parser(sub)
     mem.add_parser(sub)
     hooks.add_parser(sub)
     sandbox.add_parser(sub)
     plugins.add_parser(sub)
     agents.add_parser(sub)
     mcp_cli.add_parser(sub)
+    serve_cli.add_parser(sub)
 
     args = p.parse_args(argv)
     if args.command == "sandbox":
@@ -85,8 +83,10 @@ def run_subcommand(argv: list[str]) -> int:
         return agents.run(args)
     if args.command == "mcp":
         return mcp_cli.run(args)
+    if args.command == "serve":
+        return serve_cli.run(args)
     if args.command == "sessions":
-        return _sessions_list(args)
+        return sessions_cli.run(args)
     if args.command == "permissions":
         return _permissions(args)
     if args.command == "trust":
@@ -224,36 +224,6 @@ def _trust(args: argparse.Namespace) -> int:
     state = store.trust(target)
     files = ", ".join(state.files) or "no project settings yet; later ones will ask again"
     print(f"trusted {state.folder} ({files})")
-    return EXIT_OK
-
-
-def _sessions_list(args: argparse.Namespace) -> int:
-    from agentkeel.session.load import list_sessions
-    from agentkeel.session.store import keel_home, project_dir
-
-    cwd = (Path(args.cwd) if args.cwd else Path.cwd()).resolve()
-    sessions = list_sessions(project_dir(keel_home(), cwd))
-    if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "session_id": s.id,
-                        "modified": s.modified.isoformat(timespec="seconds"),
-                        "first_prompt": s.first_prompt,
-                        "bytes": s.size,
-                        "path": str(s.path),
-                    }
-                    for s in sessions
-                ]
-            )
-        )
-        return EXIT_OK
-    if not sessions:
-        print(f"no sessions for {cwd}")
-        return EXIT_OK
-    for s in sessions:
-        print(f"{s.id}  {s.modified:%Y-%m-%d %H:%M}  {s.first_prompt[:70]}")
     return EXIT_OK
 
 

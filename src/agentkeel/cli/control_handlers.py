@@ -1,7 +1,7 @@
 """The control requests a stream-json client sends, each answered with one control_response.
 
-An unknown subtype, or one keel cannot honour yet (``rewind_files``), is an error answer that
-says so: never a silent success.
+An unknown subtype, or one keel cannot honour yet, is an error answer that says so: never a
+silent success.
 """
 
 from __future__ import annotations
@@ -109,10 +109,11 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
         return {"mcpServers": servers}
     if sub == "get_context_usage":
         return _context_usage(session, session.rt or await session.build(None))
-    if sub == "rewind_files":
-        raise control.ControlError(
-            "rewind_files is not supported by keel yet: keel keeps no file checkpoints (use git to undo changes)"
-        )
+    if sub == "rewind_files":  # session/history.py: files back to before a user message
+        from agentkeel.session.history import rewind_files
+
+        rt = session.rt or await session.build(None)
+        return await rewind_files(rt, str(body.get("user_message_id", "")), dry_run=bool(body.get("dry_run")))
     if sub == "stop_task":
         return await _stop_task(session, str(body.get("task_id", "")))
     raise control.ControlError(

@@ -38,6 +38,7 @@ SUBCOMMANDS = (
     "plugins",
     "agents",
     "mcp",
+    "serve",
 )
 __all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_ERROR", "EXIT_TERMINATED", "EXIT_USAGE", "main", "split_tools"]
 

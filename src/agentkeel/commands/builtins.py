@@ -23,6 +23,12 @@ OTHERS = {
         "Show the Bash sandbox's status; turn sandbox mode on or off for this session",
         "[on|off]",
     ),
+    "rewind": (
+        "agentkeel.session.commands:rewind_command",
+        "Go back to before an earlier turn: code, conversation or both",
+        "[N [code|conversation|both]]",
+    ),
+    "fork": ("agentkeel.session.commands:fork_command", "Copy this session into a new one to branch it", "[N]"),
     "mcp": (
         "agentkeel.mcpclient.command:mcp",
         "Show the MCP servers; reconnect, enable or disable one",

@@ -1,0 +1,82 @@
+"""Read-only views of a live session's setup: permission rules, hooks, skills, MCP servers.
+
+Each is read from what the Runtime already built (its engine, settings layers and services), so
+the web view shows what the session really runs with, not a second reading of the files.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentkeel.runtime import Runtime
+
+
+def session_config(rt: Runtime) -> dict[str, Any]:
+    return {
+        "model": rt.model.qualified,
+        "cwd": str(rt.agent.context.cwd),
+        "trusted": rt.trust.trusted,
+        "permissions": permissions(rt),
+        "hooks": hooks(rt),
+        "skills": skills(rt),
+        "mcp": mcp(rt),
+        "tools": sorted(t.name for t in rt.agent.tools.list()),
+        "warnings": list(rt.settings.warnings),
+    }
+
+
+def permissions(rt: Runtime) -> dict[str, Any]:
+    engine = rt.permissions
+    return {
+        "mode": engine.mode,
+        "working_directories": list(dict.fromkeys([engine.cwd, *engine.additional_dirs])),
+        "rules": [{"kind": r.kind, "rule": r.text, "source": r.source, "scope": r.scope} for r in engine.rules],
+    }
+
+
+def hooks(rt: Runtime) -> list[dict[str, Any]]:
+    """The ``hooks`` entries of every settings layer, in Claude Code's shape, with their file."""
+    rows: list[dict[str, Any]] = []
+    for layer in rt.settings.layers:
+        table = layer.data.get("hooks")
+        if not isinstance(table, dict):
+            continue
+        for event, groups in table.items():
+            for group in groups if isinstance(groups, list) else []:
+                if not isinstance(group, dict):
+                    continue
+                for handler in group.get("hooks", []) if isinstance(group.get("hooks"), list) else []:
+                    if not isinstance(handler, dict):
+                        continue
+                    label = handler.get("command") or handler.get("url") or handler.get("prompt") or ""
+                    rows.append(
+                        {
+                            "event": event,
+                            "matcher": group.get("matcher") or "*",
+                            "type": handler.get("type", "command"),
+                            "handler": str(label)[:200],
+                            "source": str(layer.path),
+                            "scope": layer.scope,
+                        }
+                    )
+    return rows
+
+
+def skills(rt: Runtime) -> list[dict[str, Any]]:
+    from agentkeel.skills.loader import SkillCatalog
+
+    catalog = rt.agent.services.find(SkillCatalog)
+    if catalog is None:
+        return []
+    return [
+        {"name": s.name, "description": s.description, "source": s.source, "directory": str(s.directory)}
+        for s in catalog
+    ]
+
+
+def mcp(rt: Runtime) -> list[dict[str, Any]]:
+    from agentkeel.mcpclient.pool import McpPool
+
+    pool = rt.agent.services.find(McpPool)
+    return pool.status() if pool is not None else []

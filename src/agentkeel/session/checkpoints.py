@@ -1,0 +1,170 @@
+"""File checkpoints: what a tool call is about to change, recorded before it changes it.
+
+Before a file-changing tool call (Write, Edit, MultiEdit, NotebookEdit) the file's content is
+stored content-addressed under the session (``<session>/checkpoints/objects/<sha256>``); for
+Bash, the project's files (tracked and untracked, not ignored) are compared by stat signature
+before and after the call, and only the files whose size or mtime moved are hashed. When a call
+changed something, a :class:`Checkpoint` event in the transcript names each changed path and
+its content before the call (a hash, or ``None``: the file did not exist). The log is
+chronological, so the state of any file at any point of the session is the "before" of the
+first checkpoint after that point that names it.
+
+This attaches through ``before_tool``/``after_tool``; the loop knows nothing of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from agentkeel.core.events import Event, Notice, RunFinished, SessionEnded, register_event_type
+from agentkeel.core.extensions import Extension, ToolCall, Verdict
+from agentkeel.core.tools import ToolOutput
+from agentkeel.core.view import Compaction
+from agentkeel.session.objects import UNKNOWN, ObjectStore, file_sha
+from agentkeel.session.tree import MAX_TREE_FILES, TreeState
+
+log = logging.getLogger(__name__)
+
+FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+TREE_TOOLS = frozenset({"Bash"})
+
+
+class Checkpoint(Event, frozen=True, kw_only=True, tag="checkpoint"):
+    """Paths a tool call (or a rewind, ``source="rewind"``) changed, with their content before it:
+    the sha256 of a stored object, ``None`` when the file did not exist, ``""`` when not recorded."""
+
+    tool_use_id: str = ""
+    tool: str = ""
+    source: str = "tool"  # tool | rewind
+    files: dict[str, str | None] = msgspec.field(default_factory=dict)
+
+
+class RewindMarker(Compaction, frozen=True, kw_only=True, tag="rewind"):
+    """The conversation was rewound to just before user turn ``turn_index`` (the prompt event
+    ``target_uuid``): the view starts over from ``messages``, the conversation before that turn."""
+
+    turn_index: int = 0
+    target_uuid: str = ""
+    mode: str = "both"
+
+
+class SessionForked(Event, frozen=True, kw_only=True, tag="fork"):
+    """This session was forked from ``parent_id`` before its user turn ``at_turn`` (None: at its end)."""
+
+    parent_id: str
+    parent_path: str = ""
+    at_turn: int | None = None
+
+
+for _cls in (Checkpoint, RewindMarker, SessionForked):
+    register_event_type(_cls)
+
+
+def checkpoint_dir(session_file: Path) -> Path:
+    return session_file.parent / session_file.stem / "checkpoints"
+
+
+@dataclass
+class _Pending:
+    tool: str
+    paths: dict[str, str | None]  # path -> content before (sha / None / UNKNOWN)
+
+
+class CheckpointRecorder:
+    """The session's checkpoint recorder: the extension's state, and a service rewind uses."""
+
+    def __init__(self, session_file: Path, cwd: Path, emit: Callable[[Event], None]) -> None:
+        self.session_file = session_file
+        self.dir = checkpoint_dir(session_file)
+        self.store = ObjectStore(self.dir)
+        self.cwd = cwd
+        self.emit = emit
+        self.tree = TreeState(cwd, self.store)
+        self._pending: dict[str, _Pending] = {}
+        self._noticed = False
+
+    def extension(self) -> Extension:
+        return Extension(
+            "checkpoints", before_tool=self._before, after_tool=self._after, subscribers=[self._index_on_end]
+        )
+
+    def _index_on_end(self, event: Event) -> None:
+        """Keep the session index in step: a run's end updates this session's row (fail open)."""
+        if not isinstance(event, RunFinished | SessionEnded):
+            return
+        from agentkeel.session.index import SessionIndex, home_of
+
+        try:
+            SessionIndex(home_of(self.session_file)).update(self.session_file)
+        except Exception:
+            log.debug("session index not updated", exc_info=True)
+
+    async def _before(self, call: ToolCall) -> Verdict | None:
+        self.flush()  # a call interrupted before its after_tool: record what it did
+        key = FILE_TOOLS.get(call.name)
+        if key is not None:
+            path = _target(call, key)
+            if path is not None:
+                before = await asyncio.to_thread(self.store.snapshot, path)
+                self._pending[call.id] = _Pending(call.name, {str(path): before})
+        elif call.name in TREE_TOOLS and not self.tree.too_big:
+            await asyncio.to_thread(self.tree.sync)
+            self._pending[call.id] = _Pending(call.name, {})
+            self._notice_if_too_big()
+        return None
+
+    async def _after(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
+        pending = self._pending.pop(call.id, None)
+        if pending is not None:
+            changed = await asyncio.to_thread(self._changes, pending)
+            if changed:
+                self.emit(Checkpoint(tool_use_id=call.id, tool=pending.tool, files=changed))
+        return output
+
+    def _changes(self, pending: _Pending) -> dict[str, str | None]:
+        if pending.tool in TREE_TOOLS:
+            return self.tree.diff()
+        return {p: before for p, before in pending.paths.items() if file_sha(Path(p)) != before or before == UNKNOWN}
+
+    def flush(self) -> None:
+        """Record the changes of calls that never reached after_tool (interrupted mid-call)."""
+        for call_id in list(self._pending):
+            pending = self._pending.pop(call_id)
+            changed = self._changes(pending)
+            if changed:
+                self.emit(Checkpoint(tool_use_id=call_id, tool=pending.tool, files=changed))
+
+    def _notice_if_too_big(self) -> None:
+        if self.tree.too_big and not self._noticed:
+            self._noticed = True
+            self.emit(
+                Notice(
+                    level="warning",
+                    message=f"{self.cwd} has more than {MAX_TREE_FILES:,} files: changes made by Bash are not "
+                    "checkpointed in this session (Write and Edit still are)",
+                )
+            )
+
+
+def _target(call: ToolCall, key: str) -> Path | None:
+    raw: Any = call.input.get(key)
+    if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
+        return None
+    p = Path(raw).expanduser()
+    if not p.is_absolute():
+        p = (call.cwd or Path.cwd()) / p
+    return Path(os.path.normpath(p))
+
+
+def checkpoint_extension(session_file: Path, cwd: Path, emit: Callable[[Event], None]) -> tuple[Extension, Any]:
+    """The extension and the recorder (put it in the session's services as ``CheckpointRecorder``)."""
+    recorder = CheckpointRecorder(session_file, cwd, emit)
+    return recorder.extension(), recorder

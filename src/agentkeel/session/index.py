@@ -1,0 +1,278 @@
+"""The SQLite index of sessions (``$KEEL_HOME/sessions.db``), kept in step with the JSONL files.
+
+The JSONL files are the truth; the index is a cache of what listing needs (title, first prompt,
+cwd, cost, last activity, turns, parent). Each row remembers the file's size, mtime and how far
+it has been read: a listing stats the session files and reads only the bytes appended since
+(sessions only ever grow), re-reads a file that shrank or was replaced, drops the rows of files
+that are gone, and rebuilds the whole index when the database is missing or damaged. A running
+session updates its row when a run ends (a bus subscriber), so the index is current even
+before anyone lists.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentkeel.core.events import (
+    AssistantMessage,
+    Event,
+    OpaqueEvent,
+    RunFinished,
+    SessionStarted,
+    UserMessage,
+)
+from agentkeel.core.types import TextBlock
+from agentkeel.session.checkpoints import RewindMarker, SessionForked
+from agentkeel.session.load import LoadReport, parse_lines
+from agentkeel.session.store import encode_project
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "1"
+_COLUMNS = (
+    "session_id TEXT PRIMARY KEY, path TEXT NOT NULL, project TEXT NOT NULL, cwd TEXT, title TEXT, "
+    "first_prompt TEXT, cost_usd REAL, last_activity TEXT, turns INTEGER, parent_id TEXT, "
+    "size INTEGER, mtime_ns INTEGER, offset INTEGER, fold TEXT"
+)
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session_id: str
+    path: Path
+    cwd: str
+    title: str
+    first_prompt: str
+    cost_usd: float
+    last_activity: str  # ISO 8601, UTC
+    turns: int
+    parent_id: str | None  # the session this one was forked from
+
+
+class _Fold:
+    """What the index keeps of a session, folded event by event (so appended lines are enough)."""
+
+    def __init__(self, data: dict[str, Any] | None = None) -> None:
+        d = data or {}
+        self.cwd: str = d.get("cwd", "")
+        self.title: str = d.get("title", "")
+        self.first_prompt: str = d.get("first_prompt", "")
+        self.cost: float = float(d.get("cost", 0.0))
+        self.last: str = d.get("last", "")
+        self.turns: list[str] = list(d.get("turns", []))
+        self.parent: str | None = d.get("parent")
+        self.boundary: bool = bool(d.get("boundary", True))
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "cwd": self.cwd,
+            "title": self.title,
+            "first_prompt": self.first_prompt,
+            "cost": self.cost,
+            "last": self.last,
+            "turns": self.turns,
+            "parent": self.parent,
+            "boundary": self.boundary,
+        }
+
+    def add(self, event: Event) -> None:
+        """The same notion of a user turn as ``history.user_turns``."""
+        if event.timestamp:
+            self.last = max(self.last, event.timestamp)
+        if isinstance(event, RewindMarker):
+            if event.target_uuid in self.turns:
+                del self.turns[self.turns.index(event.target_uuid) :]
+            else:
+                del self.turns[min(event.turn_index, len(self.turns)) :]
+            self.boundary = True
+        elif isinstance(event, SessionStarted):
+            self.cwd = self.cwd or event.cwd
+            self.boundary = True
+        elif isinstance(event, RunFinished):
+            self.boundary = True
+        elif isinstance(event, SessionForked):
+            self.parent = event.parent_id
+            self.boundary = True
+        elif isinstance(event, UserMessage):
+            first = next((b for b in event.message.content if isinstance(b, TextBlock)), None)
+            if self.boundary and first is not None:
+                self.turns.append(event.uuid)
+                if not self.first_prompt:
+                    self.first_prompt = first.text[:200].replace("\n", " ")
+            self.boundary = False
+        elif isinstance(event, AssistantMessage):
+            self.cost += event.cost_usd
+            self.boundary = False
+        elif isinstance(event, OpaqueEvent) and event.type in ("summary", "custom-title"):
+            text = event.data.get("summary") or event.data.get("customTitle") or event.data.get("title")
+            if isinstance(text, str) and text.strip():
+                self.title = text.strip()[:200]
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=10, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+    row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    if row is None or row[0] != SCHEMA_VERSION:
+        db.execute("DROP TABLE IF EXISTS sessions")
+        db.execute(f"CREATE TABLE sessions ({_COLUMNS})")
+        db.execute("CREATE INDEX IF NOT EXISTS sessions_project ON sessions (project, last_activity)")
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+    return db
+
+
+class SessionIndex:
+    """``list`` is the way to read it; ``update`` refreshes one session's row (a running session)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.path = home / "sessions.db"
+        self.rebuilt = False  # this instance found the database missing or damaged and rebuilt it
+        self.warning: str | None = None  # the index could not be written: listing read the files
+
+    def _open(self) -> sqlite3.Connection:
+        existed = self.path.exists()
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            db = _connect(self.path)
+            db.execute("SELECT count(*) FROM sessions").fetchone()
+        except sqlite3.DatabaseError:  # not a database, or damaged: it is a cache, start it over
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            db = _connect(self.path)
+            existed = False
+        except OSError as e:
+            self.warning = f"the session index {self.path} cannot be written ({e.strerror or e}); listing from files"
+            db = _connect(Path(":memory:"))
+            existed = False
+        self.rebuilt = self.rebuilt or not existed
+        return db
+
+    def list(self, cwd: Path | None = None, limit: int = 100) -> list[SessionRow]:
+        """Sessions newest first (of one project when ``cwd`` is given), kept in step with the
+        JSONL files, rebuilt when missing."""
+        try:
+            db = self._open()
+        except sqlite3.Error as e:
+            self.warning = f"the session index {self.path} is unusable ({e}); listing from files"
+            db = _connect(Path(":memory:"))
+        try:
+            project = encode_project(cwd.resolve()) if cwd is not None else None
+            self._sync(db, project)
+            rows = db.execute(
+                "SELECT * FROM sessions WHERE ? IS NULL OR project = ? "
+                "ORDER BY last_activity DESC, mtime_ns DESC LIMIT ?",
+                (project, project, limit),
+            ).fetchall()
+            return [_row(r) for r in rows]
+        finally:
+            db.close()
+
+    def update(self, session_file: Path) -> None:
+        """Bring one session's row up to date (cheap: only the bytes appended since)."""
+        db = self._open()
+        try:
+            self._refresh(db, session_file, session_file.parent.name)
+        finally:
+            db.close()
+
+    def _sync(self, db: sqlite3.Connection, project: str | None) -> None:
+        root = self.home / "projects"
+        dirs = [root / project] if project is not None else _subdirs(root)
+        seen: set[str] = set()
+        for d in dirs:
+            for f in _session_files(d):
+                seen.add(f.stem)
+                self._refresh(db, f, d.name)
+        known = db.execute("SELECT session_id FROM sessions WHERE ? IS NULL OR project = ?", (project, project))
+        gone = [r[0] for r in known if r[0] not in seen]
+        if gone:
+            db.executemany("DELETE FROM sessions WHERE session_id = ?", [(g,) for g in gone])
+
+    def _refresh(self, db: sqlite3.Connection, f: Path, project: str) -> None:
+        try:
+            st = f.stat()
+        except OSError:
+            return
+        if not stat.S_ISREG(st.st_mode):
+            return  # a FIFO named like a session: never opened
+        row = db.execute(
+            "SELECT size, mtime_ns, offset, fold, path FROM sessions WHERE session_id = ?", (f.stem,)
+        ).fetchone()
+        if row is not None and row[0] == st.st_size and row[1] == st.st_mtime_ns and row[4] == str(f):
+            return
+        fold, offset = _Fold(), 0
+        if row is not None and row[4] == str(f) and st.st_size >= row[2]:
+            fold, offset = _Fold(json.loads(row[3])), row[2]
+        try:
+            with f.open("rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1  # a torn last line is read again once it is whole
+        for event in parse_lines(data[:end], LoadReport(f)):
+            fold.add(event)
+        last = fold.last or time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(st.st_mtime))
+        db.execute(
+            "INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                f.stem,
+                str(f),
+                project,
+                fold.cwd,
+                fold.title or fold.first_prompt[:80],
+                fold.first_prompt,
+                round(fold.cost, 6),
+                last,
+                len(fold.turns),
+                fold.parent,
+                st.st_size,
+                st.st_mtime_ns,
+                offset + end,
+                json.dumps(fold.data()),
+            ),
+        )
+
+
+def _subdirs(root: Path) -> list[Path]:
+    try:
+        return [d for d in root.iterdir() if d.is_dir()]
+    except OSError:
+        return []
+
+
+def _session_files(d: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(d) if e.name.endswith(".jsonl")]
+    except OSError:
+        return []
+
+
+def _row(r: tuple[Any, ...]) -> SessionRow:
+    return SessionRow(
+        session_id=r[0],
+        path=Path(r[1]),
+        cwd=r[3] or "",
+        title=r[4] or "",
+        first_prompt=r[5] or "",
+        cost_usd=float(r[6] or 0.0),
+        last_activity=r[7] or "",
+        turns=int(r[8] or 0),
+        parent_id=r[9],
+    )
+
+
+def home_of(session_file: Path) -> Path:
+    """``$KEEL_HOME`` of a session file (``<home>/projects/<project>/<id>.jsonl``)."""
+    return session_file.parent.parent.parent
