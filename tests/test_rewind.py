@@ -156,7 +156,7 @@ def test_rewind_errors_are_one_line(project: Path, fake_llm: Start, keel: Keel) 
 
 
 def test_fork_copies_up_to_a_turn_with_a_parent_link(project: Path, fake_llm: Start, keel: Keel) -> None:
-    server = fake_llm({"steps": ["a", "b", "c", "forked answer"]})
+    server = fake_llm({"steps": ["a", "b", "c", "forked answer", "elsewhere"]})
     sid = prompt(keel, server, "first")["session_id"]
     prompt(keel, server, "second", "-r", sid)
     [log] = session_files(project.parent / "keelhome")
@@ -180,6 +180,11 @@ def test_fork_copies_up_to_a_turn_with_a_parent_link(project: Path, fake_llm: St
     out = keel("-p", "/fork", "-r", sid, *BYPASS, env=wire_env(server, "anthropic"))
     assert out.code == 0 and "Forked this session" in out.stdout, out.stderr
     assert len(keel("sessions", "list", "--json").json()) == 3
+    # --fork-session goes on in a fork with the same parent link
+    forked = prompt(keel, server, "go on elsewhere", "-r", sid, "--fork-session")
+    rows = {r["session_id"]: r for r in keel("sessions", "list", "--json").json()}
+    assert forked["session_id"] != sid and rows[forked["session_id"]]["parent_id"] == sid
+    assert rows[forked["session_id"]]["turns"] == 3 and rows[sid]["turns"] == 2
     bad = keel("sessions", "fork", sid, "--at-turn", "9")
     assert bad.code == 2 and bad.stderr.count("\n") == 1 and "turns 0 to 1" in bad.stderr
 
