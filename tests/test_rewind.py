@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, session_files, wire_env
+from conftest import KEEL, KeelRun, session_files, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -234,3 +235,42 @@ def test_index_is_kept_in_step_and_rebuilt(project: Path, fake_llm: Start, keel:
     assert [r["session_id"] for r in again] == [sid] and again[0]["turns"] == 2
     plain = keel("sessions", "list")
     assert plain.code == 0 and sid in plain.stdout and "the first prompt" in plain.stdout
+
+
+def test_rewind_files_control_request_and_the_turn_listing(project: Path, fake_llm: Start, keel: Keel) -> None:
+    target = project / "f.txt"
+    target.write_text("before\n")
+    steps = [tool("Read", file_path=str(target)), tool("Write", file_path=str(target), content="after\n"), "ok"]
+    server = fake_llm({"steps": steps})
+    sid = prompt(keel, server, "change f")["session_id"]
+    assert target.read_text() == "after\n"
+    listing = keel("-p", "/rewind", "-r", sid, *BYPASS, env=wire_env(server, "anthropic"))
+    assert "0. " in listing.stdout and "change f" in listing.stdout and "[1 file(s) changed]" in listing.stdout
+    [turn] = keel("sessions", "turns", sid, "--json").json()
+
+    def control(rid: str, **body: Any) -> str:
+        request = {"subtype": "rewind_files", **body}
+        return json.dumps({"type": "control_request", "request_id": rid, "request": request})
+
+    stream = ["--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "-r", sid, *BYPASS]
+    env = {**os.environ, **wire_env(server, "anthropic")}
+    with subprocess.Popen(
+        [KEEL, *stream], cwd=project, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        answers: dict[str, Any] = {}
+        for rid, body in (("dry", {"dry_run": True}), ("real", {})):
+            proc.stdin.write(control(rid, user_message_id=turn["uuid"], **body) + "\n")
+            proc.stdin.flush()
+            for raw in proc.stdout:  # the answer comes before the next request is sent
+                line = json.loads(raw)
+                if line["type"] == "control_response":
+                    answers[line["response"]["request_id"]] = line["response"]
+                    break
+            if rid == "dry":
+                assert target.read_text() == "after\n"  # a dry run changes nothing
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    assert answers["dry"]["response"] == {"canRewind": True, "filesChanged": [str(target)]}
+    assert answers["real"]["response"] == {"canRewind": True, "filesChanged": [str(target)]}
+    assert target.read_text() == "before\n"
