@@ -274,3 +274,27 @@ def test_rewind_files_control_request_and_the_turn_listing(project: Path, fake_l
     assert answers["dry"]["response"] == {"canRewind": True, "filesChanged": [str(target)]}
     assert answers["real"]["response"] == {"canRewind": True, "filesChanged": [str(target)]}
     assert target.read_text() == "before\n"
+
+
+def test_a_tree_too_big_to_snapshot_is_said_once_and_edits_still_checkpoint(
+    project: Path, fake_llm: Start, keel: Keel
+) -> None:
+    with (project / "huge.bin").open("wb") as f:  # sparse: 300 MiB on paper, nothing on disk
+        f.truncate(300 * 1024 * 1024)
+    server = fake_llm(
+        {
+            "steps": [
+                tool("Bash", command="echo one > one.txt"),
+                tool("Bash", command="echo two > two.txt"),
+                tool("Write", file_path=str(project / "w.txt"), content="w\n"),
+                "done",
+            ]
+        }
+    )
+    prompt(keel, server, "go")
+    [log] = session_files(project.parent / "keelhome")
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    notices = [e["message"] for e in entries if e["type"] == "notice" and "not checkpointed" in e["message"]]
+    assert len(notices) == 1 and "256 MiB" in notices[0]
+    assert [e["tool"] for e in entries if e["type"] == "checkpoint"] == ["Write"]
+    assert not list((project.parent / "keelhome").glob("projects/*/*/checkpoints/objects/*"))  # nothing copied
