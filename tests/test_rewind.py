@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, session_files, wire_env
+from conftest import KEEL, KeelRun, session_files, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -156,7 +157,7 @@ def test_rewind_errors_are_one_line(project: Path, fake_llm: Start, keel: Keel) 
 
 
 def test_fork_copies_up_to_a_turn_with_a_parent_link(project: Path, fake_llm: Start, keel: Keel) -> None:
-    server = fake_llm({"steps": ["a", "b", "c", "forked answer"]})
+    server = fake_llm({"steps": ["a", "b", "c", "forked answer", "elsewhere"]})
     sid = prompt(keel, server, "first")["session_id"]
     prompt(keel, server, "second", "-r", sid)
     [log] = session_files(project.parent / "keelhome")
@@ -180,6 +181,11 @@ def test_fork_copies_up_to_a_turn_with_a_parent_link(project: Path, fake_llm: St
     out = keel("-p", "/fork", "-r", sid, *BYPASS, env=wire_env(server, "anthropic"))
     assert out.code == 0 and "Forked this session" in out.stdout, out.stderr
     assert len(keel("sessions", "list", "--json").json()) == 3
+    # --fork-session goes on in a fork with the same parent link
+    forked = prompt(keel, server, "go on elsewhere", "-r", sid, "--fork-session")
+    rows = {r["session_id"]: r for r in keel("sessions", "list", "--json").json()}
+    assert forked["session_id"] != sid and rows[forked["session_id"]]["parent_id"] == sid
+    assert rows[forked["session_id"]]["turns"] == 3 and rows[sid]["turns"] == 2
     bad = keel("sessions", "fork", sid, "--at-turn", "9")
     assert bad.code == 2 and bad.stderr.count("\n") == 1 and "turns 0 to 1" in bad.stderr
 
@@ -229,3 +235,66 @@ def test_index_is_kept_in_step_and_rebuilt(project: Path, fake_llm: Start, keel:
     assert [r["session_id"] for r in again] == [sid] and again[0]["turns"] == 2
     plain = keel("sessions", "list")
     assert plain.code == 0 and sid in plain.stdout and "the first prompt" in plain.stdout
+
+
+def test_rewind_files_control_request_and_the_turn_listing(project: Path, fake_llm: Start, keel: Keel) -> None:
+    target = project / "f.txt"
+    target.write_text("before\n")
+    steps = [tool("Read", file_path=str(target)), tool("Write", file_path=str(target), content="after\n"), "ok"]
+    server = fake_llm({"steps": steps})
+    sid = prompt(keel, server, "change f")["session_id"]
+    assert target.read_text() == "after\n"
+    listing = keel("-p", "/rewind", "-r", sid, *BYPASS, env=wire_env(server, "anthropic"))
+    assert "0. " in listing.stdout and "change f" in listing.stdout and "[1 file(s) changed]" in listing.stdout
+    [turn] = keel("sessions", "turns", sid, "--json").json()
+
+    def control(rid: str, **body: Any) -> str:
+        request = {"subtype": "rewind_files", **body}
+        return json.dumps({"type": "control_request", "request_id": rid, "request": request})
+
+    stream = ["--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "-r", sid, *BYPASS]
+    env = {**os.environ, **wire_env(server, "anthropic")}
+    with subprocess.Popen(
+        [KEEL, *stream], cwd=project, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        answers: dict[str, Any] = {}
+        for rid, body in (("dry", {"dry_run": True}), ("real", {})):
+            proc.stdin.write(control(rid, user_message_id=turn["uuid"], **body) + "\n")
+            proc.stdin.flush()
+            for raw in proc.stdout:  # the answer comes before the next request is sent
+                line = json.loads(raw)
+                if line["type"] == "control_response":
+                    answers[line["response"]["request_id"]] = line["response"]
+                    break
+            if rid == "dry":
+                assert target.read_text() == "after\n"  # a dry run changes nothing
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    assert answers["dry"]["response"] == {"canRewind": True, "filesChanged": [str(target)]}
+    assert answers["real"]["response"] == {"canRewind": True, "filesChanged": [str(target)]}
+    assert target.read_text() == "before\n"
+
+
+def test_a_tree_too_big_to_snapshot_is_said_once_and_edits_still_checkpoint(
+    project: Path, fake_llm: Start, keel: Keel
+) -> None:
+    with (project / "huge.bin").open("wb") as f:  # sparse: 300 MiB on paper, nothing on disk
+        f.truncate(300 * 1024 * 1024)
+    server = fake_llm(
+        {
+            "steps": [
+                tool("Bash", command="echo one > one.txt"),
+                tool("Bash", command="echo two > two.txt"),
+                tool("Write", file_path=str(project / "w.txt"), content="w\n"),
+                "done",
+            ]
+        }
+    )
+    prompt(keel, server, "go")
+    [log] = session_files(project.parent / "keelhome")
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    notices = [e["message"] for e in entries if e["type"] == "notice" and "not checkpointed" in e["message"]]
+    assert len(notices) == 1 and "256 MiB" in notices[0]
+    assert [e["tool"] for e in entries if e["type"] == "checkpoint"] == ["Write"]
+    assert not list((project.parent / "keelhome").glob("projects/*/*/checkpoints/objects/*"))  # nothing copied

@@ -140,6 +140,14 @@ def test_a_session_streams_text_is_interrupted_and_answers_a_permission_prompt(
     assert "+ made" in tool.find_element(By.CSS_SELECTOR, ".diff .add").text
     shot(d, "session")
 
+    click(d, "#s-timeline")  # rewind code and conversation to before the write
+    wait(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".tl-rewind")) == 2)
+    click(d, ".tl-rewind[data-turn='1']")
+    wait(d, lambda d: "rewound to before turn #1" in text(d, "transcript"))
+    assert not (project / "out.txt").exists()
+    shown = text(d, "transcript")
+    assert "stream please" in shown and "write the file" not in shown and "written it" not in shown
+
 
 def test_a_second_client_follows_live_then_replays_and_forks(serve: Serve, browser: Callable[[], Any]) -> None:
     from selenium.webdriver.common.by import By

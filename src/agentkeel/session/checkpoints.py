@@ -29,7 +29,7 @@ from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.tools import ToolOutput
 from agentkeel.core.view import Compaction
 from agentkeel.session.objects import UNKNOWN, ObjectStore, file_sha
-from agentkeel.session.tree import MAX_TREE_FILES, TreeState
+from agentkeel.session.tree import MAX_TREE_BYTES, MAX_TREE_FILES, TreeState
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +148,8 @@ class CheckpointRecorder:
             self.emit(
                 Notice(
                     level="warning",
-                    message=f"{self.cwd} has more than {MAX_TREE_FILES:,} files: changes made by Bash are not "
-                    "checkpointed in this session (Write and Edit still are)",
+                    message=f"{self.cwd} has more than {MAX_TREE_FILES:,} files or {MAX_TREE_BYTES // 2**20} MiB: "
+                    "changes made by Bash are not checkpointed in this session (Write and Edit still are)",
                 )
             )
 

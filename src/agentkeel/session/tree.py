@@ -23,6 +23,7 @@ from pathlib import Path
 from agentkeel.session.objects import UNKNOWN, ObjectStore
 
 MAX_TREE_FILES = 20_000  # a bigger tree is not diffed around Bash calls (a notice says so, once)
+MAX_TREE_BYTES = 256 * 1024 * 1024  # nor one whose files (the first Bash call stores them all) weigh more
 MAX_CHANGED_DIRS = 64  # more moved folders than this: list everything again
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".tox"})
 _GLOB_CHARS = frozenset("*?[]\\")
@@ -150,6 +151,9 @@ class TreeState:
         """Before a Bash call: bring the stored picture up to date (hash and store only what moved)."""
         now = self._scan()
         if now is None:
+            return
+        if not self.synced and sum(sig[1] for sig in now.values()) > MAX_TREE_BYTES:
+            self.too_big = True
             return
         files = self.files
         for rel in [r for r in files if r not in now]:

@@ -130,10 +130,19 @@ class Transcript {
           ev.is_error ? "error" : "");
         break;
       case "session_start": this.note(`session ${ev.session_id.slice(0, 8)} · ${ev.model} · ${ev.cwd} (${ev.source})`); break;
+      case "rewind": {  // the conversation starts over from the turns before the rewound one
+        this.clear();
+        for (const m of ev.messages || []) {
+          if (m.role === "user") this.add({type: m.content.some((b) => b.type === "tool_result") ? "tool_results" : "user", message: m});
+          else this.add({type: "assistant", message: m});
+        }
+        this.note(`rewound to before turn #${ev.turn_index} (${ev.mode})`, "warning");
+        break;
+      }
+      case "compaction": this.note(`conversation compacted (${ev.trigger})`); break;
       case "todos": this.note("todos: " + ev.todos.map((t) => `[${t.status}] ${t.content}`).join(" · ")); break;
       default:
         if (ev.type && ev.type.startsWith("session_")) this.note(ev.type.replace("_", " "));
-        else if (ev.type === "rewind" || ev.type === "checkpoint_restore") this.note(`rewound (${ev.mode || ""})`);
     }
     box.scrollTop = box.scrollHeight;
   }
@@ -298,6 +307,19 @@ $("s-timeline").addEventListener("click", async () => {
       } catch (e) { flash(e.message); }
     });
     row.append(el("span", "", `#${t.index} ${t.text}`), jump, fork);
+    if (state.live) {  // code and conversation back to just before this turn, as appended events
+      const back = el("button", "tl-rewind", "Rewind here");
+      back.dataset.turn = String(t.index);
+      back.addEventListener("click", async () => {
+        try {
+          const done = await api(`/api/sessions/${state.current}/rewind`, {turn: t.index, mode: "both"});
+          await openSession(state.current, true);
+          const files = done.restored_files.length + done.removed_files.length;
+          transcript.note(`${files} file(s) restored${done.warning ? ": " + done.warning : ""}`, done.warning ? "warning" : "");
+        } catch (e) { flash(e.message); }
+      });
+      row.append(back);
+    }
     return row;
   }));
   box.classList.remove("hidden");
