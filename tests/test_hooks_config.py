@@ -62,7 +62,7 @@ def test_every_spec_event_is_accepted_and_bad_entries_are_one_warning_each() -> 
     everything = {e: [{"hooks": [{"type": "command", "command": "true"}]}] for e in EVENTS}
     parsed = parse_hooks(everything, "s.json", "project")
     assert parsed.warnings == [] and len(parsed.hooks) == len(EVENTS)
-    assert FIRED == set(EVENTS)  # every SPEC 4 event fires (the lifecycle ones through the LifecyclePoint)
+    assert set(EVENTS) == FIRED  # every SPEC 4 event fires (the lifecycle ones through the LifecyclePoint)
     bad = parse_hooks(
         {
             "PreToolUse": [
