@@ -132,3 +132,34 @@ def test_sandbox_status_reports_tools_enforcement_and_unknown_keys(
     missing = keel("sandbox", "status", "--settings", str(settings), env={"KEEL_BWRAP": str(tmp_path / "x")})
     assert missing.code == 0
     assert "sandbox: off - bubblewrap (bwrap) is not installed" in missing.stdout
+
+
+@needs_bwrap
+def test_a_subagents_bash_runs_in_the_sessions_sandbox(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    """The gate a subagent's calls go through lets an ask-level command run because it is sandboxed
+    (autoAllowBashIfSandboxed): the subagent's Bash must then run in the sandbox too."""
+    outside = tmp_path / "written-by-a-subagent"
+    escape = f"{sys.executable} -c \"open('{outside}', 'w').write('x')\""
+    task = {"description": "w", "prompt": "write it", "subagent_type": "general-purpose"}
+    server = fake_llm(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "Task", "input": task}]},
+                {"tool_calls": [{"name": "Bash", "input": {"command": escape}}]},
+                "child done",
+                "Done.",
+            ]
+        }
+    )
+    settings = _settings(tmp_path, {"enabled": True})
+    run = keel("-p", "go", "--settings", str(settings), env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    assert not outside.exists()
+    child_results = [
+        json.dumps(m["content"])
+        for m in server.cursor.requests[2]["body"]["messages"]
+        if m["role"] == "user" and isinstance(m["content"], list)
+    ]
+    assert any("[Sandbox denial:" in r for r in child_results), child_results

@@ -50,7 +50,7 @@ def test_slash_sandbox_shows_status_and_toggles_sandbox_mode_for_the_session(
         cwd=str(project),
         env=env,
         encoding="utf-8",
-        timeout=30,
+        timeout=60,
         dimensions=(60, 250),
     )
     try:
@@ -80,7 +80,7 @@ def test_slash_sandbox_shows_status_and_toggles_sandbox_mode_for_the_session(
         assert index == 0
         child.expect("> ")
         child.send("\x04")
-        child.expect(pexpect.EOF)
+        child.expect(pexpect.EOF, timeout=120)  # a loaded machine: exit closes the session, the proxy, the shells
     finally:
         child.close()
     assert first.read_text() == "x"

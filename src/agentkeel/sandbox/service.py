@@ -74,6 +74,10 @@ class Prepared:
 
 
 class Sandbox:
+    # a subagent's calls go through the session's permission gate, which lets an ask-level Bash
+    # command run because it is sandboxed: the subagent's Bash must find the same sandbox
+    share_with_subagents = True
+
     def __init__(
         self,
         config: SandboxConfig,
