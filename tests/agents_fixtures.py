@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 REVIEWER = """---
 name: reviewer
@@ -175,35 +169,3 @@ def result_text(block: dict[str, Any]) -> str:
     if isinstance(content, list):
         return "\n".join(b.get("text", "") for b in content)
     return str(content)
-
-
-@functools.lru_cache(maxsize=1)
-def worktree_writes_ask() -> str:
-    """Why a write inside ``.keel/worktrees/<name>/`` asks under acceptEdits, or "" when it does not.
-
-    ``.keel/`` is a protected path; the ``sandbox`` branch (#16) carves ``.keel/worktrees/<name>/``
-    out of it in the permission engine and the sandbox. Asked of the real engine
-    (``keel permissions check``) in a real repository with a real worktree there."""
-    with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(tmp) / "repo"
-        repo.mkdir()
-        git(repo, "init", "-q")
-        git(repo, "commit", "-q", "--allow-empty", "-m", "init")
-        tree = repo / ".keel" / "worktrees" / "probe"
-        git(repo, "worktree", "add", "-q", "-b", "keel/probe", str(tree))
-        call = json.dumps({"file_path": str(tree / "a.txt"), "content": "x"})
-        keel = str(Path(sys.executable).parent / "keel")
-        args = ["permissions", "check", "--tool", "Write", "--input", call, "--cwd", str(tree), "--json"]
-        env = {**os.environ, "KEEL_HOME": str(Path(tmp) / "home")}
-        out = subprocess.run([keel, *args, "--mode", "acceptEdits"], capture_output=True, text=True, env=env)
-        decision = json.loads(out.stdout)
-        return "" if decision["decision"] == "allow" else str(decision.get("reason") or decision["decision"])
-
-
-def expect_carveout(request: pytest.FixtureRequest) -> None:
-    """A test that writes inside a worktree under ``.keel/worktrees`` passes once the sandbox branch's
-    carve-out is merged; until then it must fail (strict xfail), and it runs plainly after."""
-    why = worktree_writes_ask()
-    if why:
-        reason = f"needs the sandbox branch's .keel/worktrees/<name> carve-out (today: {why})"
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=reason))

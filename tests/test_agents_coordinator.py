@@ -11,7 +11,7 @@ import pytest
 
 from agentkeel.agents.coordinator import PlanError, parse_plan
 from agentkeel.fakellm.server import FakeLLMServer
-from agents_fixtures import claude_project, expect_carveout, metas
+from agents_fixtures import claude_project, metas
 from conftest import KeelRun, session_files, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
@@ -89,10 +89,7 @@ def test_a_bad_plan_is_reported_not_run(project: Path, fake_llm: Start, keel: Ke
     assert "/coordinate: the plan is not valid JSON" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_writing_tasks_run_in_worktrees_and_are_merged(
-    project: Path, fake_llm: Start, keel: Keel, request: pytest.FixtureRequest
-) -> None:
-    expect_carveout(request)  # the writers' worktrees are under .keel/worktrees: the sandbox branch's carve-out
+def test_writing_tasks_run_in_worktrees_and_are_merged(project: Path, fake_llm: Start, keel: Keel) -> None:
     from agents_fixtures import git
 
     claude_project(project)

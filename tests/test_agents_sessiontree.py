@@ -11,7 +11,7 @@ import pexpect
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from agents_fixtures import expect_carveout, git, system_text
+from agents_fixtures import git, system_text
 from conftest import KEEL, KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
@@ -40,10 +40,7 @@ def _write(name: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "Bash", "input": {"command": f"echo {name} > {name}.txt"}}]}
 
 
-def test_print_mode_keeps_the_work_on_its_branch_and_says_how_to_merge(
-    repo: Path, fake_llm: Start, keel: Keel, request: pytest.FixtureRequest
-) -> None:
-    expect_carveout(request)  # the session writes inside .keel/worktrees/feat
+def test_print_mode_keeps_the_work_on_its_branch_and_says_how_to_merge(repo: Path, fake_llm: Start, keel: Keel) -> None:
     (repo / "a.txt").write_text("one\nmy uncommitted edit\n")
     server = fake_llm(
         [_write("new"), "wrote it", {"tool_calls": [{"name": "Bash", "input": {"command": "cat new.txt"}}]}, "read it"]

@@ -7,10 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agentkeel.fakellm.server import FakeLLMServer
-from agents_fixtures import claude_project, expect_carveout, git
+from agents_fixtures import claude_project, git
 from conftest import KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
@@ -24,12 +22,6 @@ isolation: worktree
 ---
 You write files.
 """
-
-
-@pytest.fixture
-def carveout(request: pytest.FixtureRequest) -> None:
-    """Writing inside ``.keel/worktrees/<id>`` needs the sandbox branch's carve-out of ``.keel/``."""
-    expect_carveout(request)
 
 
 def _project(project: Path) -> None:
@@ -61,7 +53,6 @@ def _branches(project: Path) -> list[str]:
     return [b.strip("* ").strip() for b in git(project, "branch").splitlines()]
 
 
-@pytest.mark.usefixtures("carveout")
 def test_two_parallel_writers_both_merged(project: Path, fake_llm: Start, keel: Keel) -> None:
     _project(project)
     # both children ask first (one Bash each), then both answer: any order of arrival fits the script
@@ -84,7 +75,6 @@ def test_two_parallel_writers_both_merged(project: Path, fake_llm: Start, keel: 
     assert any("alpha.txt" in json.dumps(b) for b in results)  # the diff is shown
 
 
-@pytest.mark.usefixtures("carveout")
 def test_rejected_changes_leave_no_worktree_or_branch(
     project: Path, tmp_path: Path, fake_llm: Start, keel: Keel
 ) -> None:
@@ -108,7 +98,6 @@ def test_rejected_changes_leave_no_worktree_or_branch(
     assert "Changes rejected" in json.dumps(server.cursor.requests[-1]["body"]["messages"][-1])
 
 
-@pytest.mark.usefixtures("carveout")
 def test_a_dirty_main_tree_is_never_touched(project: Path, fake_llm: Start, keel: Keel) -> None:
     _project(project)
     (project / "a.py").write_text("def f():\n    return 2  # my uncommitted edit\n")
@@ -125,7 +114,6 @@ def test_a_dirty_main_tree_is_never_touched(project: Path, fake_llm: Start, keel
     assert "uncommitted changes" in json.dumps(server.cursor.requests[-1]["body"]["messages"][-1])
 
 
-@pytest.mark.usefixtures("carveout")
 def test_a_child_writing_in_its_worktree_is_not_asked(project: Path, fake_llm: Start, keel: Keel) -> None:
     """An allowed Bash command that writes in the child's working directory, its worktree under
     .keel/worktrees/<id>, must not meet the protected .keel/ (an always-ask: under -p, a denial).
