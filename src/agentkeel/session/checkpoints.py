@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ def checkpoint_dir(session_file: Path) -> Path:
 class _Pending:
     tool: str
     paths: dict[str, str | None]  # path -> content before (sha / None / UNKNOWN)
+    task: asyncio.Task[Any] | None = None  # the task that gated the call: done means the call is over
 
 
 class CheckpointRecorder:
@@ -57,6 +59,7 @@ class CheckpointRecorder:
         self.tree = TreeState(cwd, self.store)
         self._pending: dict[str, _Pending] = {}
         self._noticed = False
+        self._tree_lock = threading.Lock()  # subagents share these handlers: Bash calls may overlap
 
     def extension(self) -> Extension:
         return Extension(
@@ -75,16 +78,16 @@ class CheckpointRecorder:
             log.debug("session index not updated", exc_info=True)
 
     async def _before(self, call: ToolCall) -> Verdict | None:
-        self.flush()  # a call interrupted before its after_tool: record what it did
+        self.flush(stale_only=True)  # a call interrupted before its after_tool: record what it did
         key = FILE_TOOLS.get(call.name)
         if key is not None:
             path = _target(call, key)
             if path is not None:
                 before = await asyncio.to_thread(self.store.snapshot, path)
-                self._pending[call.id] = _Pending(call.name, {str(path): before})
+                self._pending[call.id] = _Pending(call.name, {str(path): before}, asyncio.current_task())
         elif call.name in TREE_TOOLS and not self.tree.too_big:
-            await asyncio.to_thread(self.tree.sync)
-            self._pending[call.id] = _Pending(call.name, {})
+            await asyncio.to_thread(self._sync)
+            self._pending[call.id] = _Pending(call.name, {}, asyncio.current_task())
             self._notice_if_too_big()
         return None
 
@@ -96,15 +99,24 @@ class CheckpointRecorder:
                 self.emit(Checkpoint(tool_use_id=call.id, tool=pending.tool, files=changed))
         return output
 
+    def _sync(self) -> None:
+        with self._tree_lock:
+            self.tree.sync()
+
     def _changes(self, pending: _Pending) -> dict[str, str | None]:
         if pending.tool in TREE_TOOLS:
-            return self.tree.diff()
+            with self._tree_lock:
+                return self.tree.diff()
         return {p: before for p, before in pending.paths.items() if file_sha(Path(p)) != before or before == UNKNOWN}
 
-    def flush(self) -> None:
-        """Record the changes of calls that never reached after_tool (interrupted mid-call)."""
-        for call_id in list(self._pending):
-            pending = self._pending.pop(call_id)
+    def flush(self, *, stale_only: bool = False) -> None:
+        """Record the changes of calls that never reached after_tool (interrupted mid-call). With
+        ``stale_only``, only calls whose gating task is over: another agent's call (a subagent
+        shares these handlers) may still be running."""
+        for call_id, pending in list(self._pending.items()):
+            if stale_only and (pending.task is None or not pending.task.done()):
+                continue
+            del self._pending[call_id]
             changed = self._changes(pending)
             if changed:
                 self.emit(Checkpoint(tool_use_id=call_id, tool=pending.tool, files=changed))
