@@ -298,3 +298,28 @@ def test_a_tree_too_big_to_snapshot_is_said_once_and_edits_still_checkpoint(
     assert len(notices) == 1 and "256 MiB" in notices[0]
     assert [e["tool"] for e in entries if e["type"] == "checkpoint"] == ["Write"]
     assert not list((project.parent / "keelhome").glob("projects/*/*/checkpoints/objects/*"))  # nothing copied
+
+
+async def test_an_interrupted_bash_call_is_still_checkpointed(project: Path, fake_llm: Start) -> None:
+    import asyncio
+
+    from agentkeel.runtime import Runtime, RuntimeOptions
+    from agentkeel.session.history import rewind
+
+    made = project / "made.txt"
+    server = fake_llm({"steps": [tool("Bash", command="echo half > made.txt && sleep 30"), "never"]})
+    env = {**os.environ, **wire_env(server, "anthropic")}
+    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
+    try:
+        run = asyncio.ensure_future(rt.run("start the long job"))
+        for _ in range(300):  # the command has written its file
+            if made.exists():
+                break
+            await asyncio.sleep(0.05)
+        rt.agent.interrupt()
+        assert (await run).subtype == "interrupted"
+        assert made.exists()  # the call never reached after_tool
+        result = await rewind(rt, 0, "code")
+        assert result.removed_files == (str(made),) and not made.exists()
+    finally:
+        await rt.aclose()

@@ -224,7 +224,7 @@ async def _print_replay(path: Path, speed: float, fmt: str) -> None:
 def _text_line(event: Any) -> str:
     from agentkeel.core.events import AssistantMessage, Notice, RunFinished, ToolFinished, UserMessage
     from agentkeel.core.types import TextBlock, ToolUseBlock
-    from agentkeel.session.checkpoints import Checkpoint, RewindMarker, SessionForked
+    from agentkeel.session.events import Checkpoint, RewindMarker, SessionForked
 
     if isinstance(event, UserMessage):
         first = next((b.text for b in event.message.content if isinstance(b, TextBlock)), "")

@@ -24,11 +24,11 @@ OTHERS = {
         "[on|off]",
     ),
     "rewind": (
-        "agentkeel.session.commands:rewind_command",
+        "agentkeel.commands.rewind:rewind_command",
         "Go back to before an earlier turn: code, conversation or both",
         "[N [code|conversation|both]]",
     ),
-    "fork": ("agentkeel.session.commands:fork_command", "Copy this session into a new one to branch it", "[N]"),
+    "fork": ("agentkeel.commands.rewind:fork_command", "Copy this session into a new one to branch it", "[N]"),
     "mcp": (
         "agentkeel.mcpclient.command:mcp",
         "Show the MCP servers; reconnect, enable or disable one",

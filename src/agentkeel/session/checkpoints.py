@@ -17,17 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from agentkeel.core.events import Event, Notice, RunFinished, SessionEnded, register_event_type
+from agentkeel.core.events import Event, Notice, RunFinished, SessionEnded
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.tools import ToolOutput
-from agentkeel.core.view import Compaction
+from agentkeel.session.events import Checkpoint
 from agentkeel.session.objects import UNKNOWN, ObjectStore, file_sha
 from agentkeel.session.tree import MAX_TREE_BYTES, MAX_TREE_FILES, TreeState
 
@@ -35,37 +34,6 @@ log = logging.getLogger(__name__)
 
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 TREE_TOOLS = frozenset({"Bash"})
-
-
-class Checkpoint(Event, frozen=True, kw_only=True, tag="checkpoint"):
-    """Paths a tool call (or a rewind, ``source="rewind"``) changed, with their content before it:
-    the sha256 of a stored object, ``None`` when the file did not exist, ``""`` when not recorded."""
-
-    tool_use_id: str = ""
-    tool: str = ""
-    source: str = "tool"  # tool | rewind
-    files: dict[str, str | None] = msgspec.field(default_factory=dict)
-
-
-class RewindMarker(Compaction, frozen=True, kw_only=True, tag="rewind"):
-    """The conversation was rewound to just before user turn ``turn_index`` (the prompt event
-    ``target_uuid``): the view starts over from ``messages``, the conversation before that turn."""
-
-    turn_index: int = 0
-    target_uuid: str = ""
-    mode: str = "both"
-
-
-class SessionForked(Event, frozen=True, kw_only=True, tag="fork"):
-    """This session was forked from ``parent_id`` before its user turn ``at_turn`` (None: at its end)."""
-
-    parent_id: str
-    parent_path: str = ""
-    at_turn: int | None = None
-
-
-for _cls in (Checkpoint, RewindMarker, SessionForked):
-    register_event_type(_cls)
 
 
 def checkpoint_dir(session_file: Path) -> Path:
@@ -76,6 +44,7 @@ def checkpoint_dir(session_file: Path) -> Path:
 class _Pending:
     tool: str
     paths: dict[str, str | None]  # path -> content before (sha / None / UNKNOWN)
+    task: asyncio.Task[Any] | None = None  # the task that gated the call: done means the call is over
 
 
 class CheckpointRecorder:
@@ -90,6 +59,7 @@ class CheckpointRecorder:
         self.tree = TreeState(cwd, self.store)
         self._pending: dict[str, _Pending] = {}
         self._noticed = False
+        self._tree_lock = threading.Lock()  # subagents share these handlers: Bash calls may overlap
 
     def extension(self) -> Extension:
         return Extension(
@@ -108,16 +78,16 @@ class CheckpointRecorder:
             log.debug("session index not updated", exc_info=True)
 
     async def _before(self, call: ToolCall) -> Verdict | None:
-        self.flush()  # a call interrupted before its after_tool: record what it did
+        self.flush(stale_only=True)  # a call interrupted before its after_tool: record what it did
         key = FILE_TOOLS.get(call.name)
         if key is not None:
             path = _target(call, key)
             if path is not None:
                 before = await asyncio.to_thread(self.store.snapshot, path)
-                self._pending[call.id] = _Pending(call.name, {str(path): before})
+                self._pending[call.id] = _Pending(call.name, {str(path): before}, asyncio.current_task())
         elif call.name in TREE_TOOLS and not self.tree.too_big:
-            await asyncio.to_thread(self.tree.sync)
-            self._pending[call.id] = _Pending(call.name, {})
+            await asyncio.to_thread(self._sync)
+            self._pending[call.id] = _Pending(call.name, {}, asyncio.current_task())
             self._notice_if_too_big()
         return None
 
@@ -129,15 +99,24 @@ class CheckpointRecorder:
                 self.emit(Checkpoint(tool_use_id=call.id, tool=pending.tool, files=changed))
         return output
 
+    def _sync(self) -> None:
+        with self._tree_lock:
+            self.tree.sync()
+
     def _changes(self, pending: _Pending) -> dict[str, str | None]:
         if pending.tool in TREE_TOOLS:
-            return self.tree.diff()
+            with self._tree_lock:
+                return self.tree.diff()
         return {p: before for p, before in pending.paths.items() if file_sha(Path(p)) != before or before == UNKNOWN}
 
-    def flush(self) -> None:
-        """Record the changes of calls that never reached after_tool (interrupted mid-call)."""
-        for call_id in list(self._pending):
-            pending = self._pending.pop(call_id)
+    def flush(self, *, stale_only: bool = False) -> None:
+        """Record the changes of calls that never reached after_tool (interrupted mid-call). With
+        ``stale_only``, only calls whose gating task is over: another agent's call (a subagent
+        shares these handlers) may still be running."""
+        for call_id, pending in list(self._pending.items()):
+            if stale_only and (pending.task is None or not pending.task.done()):
+                continue
+            del self._pending[call_id]
             changed = self._changes(pending)
             if changed:
                 self.emit(Checkpoint(tool_use_id=call_id, tool=pending.tool, files=changed))

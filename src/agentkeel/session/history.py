@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentkeel.core.events import (
     AssistantMessage,
@@ -26,13 +26,28 @@ from agentkeel.core.events import (
 )
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import ViewBuilder
-from agentkeel.session.checkpoints import Checkpoint, CheckpointRecorder, RewindMarker, SessionForked, checkpoint_dir
+from agentkeel.session.checkpoints import CheckpointRecorder, checkpoint_dir
+from agentkeel.session.events import Checkpoint, RewindMarker, SessionForked
 from agentkeel.session.load import AmbiguousSession, find_session, load_session
 from agentkeel.session.objects import UNKNOWN, CheckpointError, ObjectStore, file_sha
 from agentkeel.session.store import SessionWriter, project_dir
 
 if TYPE_CHECKING:
-    from agentkeel.runtime import Runtime
+    from agentkeel.core.events import EventBus
+    from agentkeel.core.loop import Agent
+
+
+class Runtime(Protocol):
+    """What rewinding needs of a live session: ``agentkeel.runtime.Runtime`` is one (the session
+    layer sits below the runtime, so it names the shape, not the class)."""
+
+    @property
+    def session_path(self) -> Path: ...
+    @property
+    def bus(self) -> EventBus: ...
+    @property
+    def agent(self) -> Agent: ...
+
 
 RewindMode = Literal["conversation", "code", "both"]
 

@@ -30,7 +30,7 @@ from agentkeel.core.events import (
     UserMessage,
 )
 from agentkeel.core.types import TextBlock
-from agentkeel.session.checkpoints import RewindMarker, SessionForked
+from agentkeel.session.events import RewindMarker, SessionForked
 from agentkeel.session.load import LoadReport, parse_lines
 from agentkeel.session.store import encode_project
 
