@@ -114,6 +114,34 @@ def test_bash_created_file_is_removed_on_code_rewind(project: Path, fake_llm: St
     assert len(keel("sessions", "turns", first["session_id"], "--json").json()) == 1
 
 
+def test_a_clean_repository_costs_no_copies_until_bash_changes_a_file(
+    project: Path, fake_llm: Start, keel: Keel
+) -> None:
+    """In a git work tree the first Bash call copies only what git cannot give back (untracked
+    and modified files); a clean tracked file that Bash then changes or deletes is taken from
+    git's object store (through the work-tree filters) and restored by a rewind."""
+    git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    for i in range(40):
+        (project / f"f{i:02}.txt").write_text(f"committed content {i}\n" * 50)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
+    (project / "f01.txt").write_text("edited before the session\n")  # modified: must be copied
+    (project / "notes.txt").write_text("untracked\n")  # untracked: must be copied
+    before = {p.name: sha(p) for p in project.glob("*.txt")}
+    command = "echo new > f00.txt && rm f02.txt && echo more >> f01.txt && echo late > notes.txt"
+    server = fake_llm({"steps": [tool("Bash", command=command), "done"]})
+    first = prompt(keel, server, "change things")
+    [log] = session_files(project.parent / "keelhome")
+    objects = list((log.with_suffix("") / "checkpoints" / "objects").iterdir())
+    # before-contents: the modified and the untracked file (copied up front) and the two clean
+    # files Bash touched (taken from git); after-contents of the three files it wrote. Not 40 copies.
+    assert len(objects) == 7, sorted(o.name for o in objects)
+    out = keel("-p", "/rewind 0 code", "-r", first["session_id"], *BYPASS, env=wire_env(server, "anthropic"))
+    assert out.code == 0, out.stderr
+    assert {p.name: sha(p) for p in project.glob("*.txt")} == before
+
+
 def test_conversation_rewind_then_resume_sees_the_first_k_turns(project: Path, fake_llm: Start, keel: Keel) -> None:
     server = fake_llm({"steps": ["one", "two", "three", "after"]})
     sid = prompt(keel, server, "turn zero")["session_id"]

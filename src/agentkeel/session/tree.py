@@ -8,6 +8,12 @@ incremental: every known file and folder is ``lstat``'ed; only a folder whose mt
 (an entry was created, deleted or renamed in it) is listed again, and only a file whose size
 or mtime moved is hashed.
 
+In a git work tree the first scan copies only what git cannot give back: untracked files and
+tracked files that differ from the index (``git diff-files``). A clean tracked file is
+remembered by its index blob (``git:<oid>``) and copied into the store, through the
+work-tree filters (``git cat-file --filters``), only if a Bash call changes it. So the first
+Bash call of a session in a clean repository stores next to nothing.
+
 Limit: a file created in a folder that holds no listed file (only ignored ones) is not seen
 until a full listing; it is then not removed by a rewind (it is left, never lost).
 """
@@ -152,10 +158,15 @@ class TreeState:
         now = self._scan()
         if now is None:
             return
-        if not self.synced and sum(sig[1] for sig in now.values()) > MAX_TREE_BYTES:
-            self.too_big = True
-            return
         files = self.files
+        if not self.synced:
+            clean = _git_clean_blobs(self.root) if self.git else {}
+            if sum(sig[1] for rel, sig in now.items() if rel not in clean) > MAX_TREE_BYTES:
+                self.too_big = True
+                return
+            for rel, oid in clean.items():
+                if rel in now:
+                    files[rel] = (now[rel], GIT_REF + oid)
         for rel in [r for r in files if r not in now]:
             del files[rel]
         for rel, sig in now.items():
@@ -163,6 +174,13 @@ class TreeState:
             if known is None or known[0] != sig:
                 files[rel] = (sig, self.store.snapshot(self.root / rel))
         self.synced = True
+
+    def _stored(self, rel: str, before: str | None) -> str | None:
+        """A before-content as the checkpoint records it: a git reference is copied into the store now."""
+        if before is None or not before.startswith(GIT_REF):
+            return before
+        data = _git_blob(self.root, rel, before[len(GIT_REF) :])
+        return UNKNOWN if data is None else self.store.put(data)
 
     def diff(self) -> dict[str, str | None]:
         """After a Bash call: the paths that changed since :meth:`sync`, with their content before."""
@@ -174,16 +192,17 @@ class TreeState:
         changed: dict[str, str | None] = {}
         files = self.files
         for rel in [r for r in files if r not in now]:
-            changed[str(self.root / rel)] = files.pop(rel)[1]
+            changed[str(self.root / rel)] = self._stored(rel, files.pop(rel)[1])
         for rel, sig in now.items():
             known = files.get(rel)
             if known is not None and known[0] == sig:
                 continue
+            before = self._stored(rel, known[1]) if known is not None else None
             sha = self.store.snapshot(self.root / rel)
-            if known is not None and known[1] == sha and sha != UNKNOWN:
+            if known is not None and before == sha and sha != UNKNOWN:
                 files[rel] = (sig, sha)  # touched, not changed
                 continue
-            changed[str(self.root / rel)] = known[1] if known is not None else None
+            changed[str(self.root / rel)] = before
             files[rel] = (sig, sha)
         return changed
 
@@ -209,6 +228,40 @@ def _git_files(root: Path, specs: list[str]) -> list[str] | None:
     if proc.returncode != 0:
         return None
     return [n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
+
+
+GIT_REF = "git:"  # a before-content still in git's object store: "git:<blob oid>"
+
+
+def _git(root: Path, *args: str, timeout: float = 30) -> bytes | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _git_clean_blobs(root: Path) -> dict[str, str]:
+    """Tracked regular files whose work-tree content git can give back: path -> index blob oid.
+    A file that differs from the index (or may: git lists stat-dirty files too) is left out, and
+    so copied like an untracked one. Any failure: {} (everything is copied, as without git)."""
+    staged = _git(root, "ls-files", "-s", "-z")
+    dirty = _git(root, "diff-files", "--name-only", "-z")
+    if staged is None or dirty is None:
+        return {}
+    modified = set(dirty.decode("utf-8", "surrogateescape").split("\0"))
+    out: dict[str, str] = {}
+    for entry in staged.decode("utf-8", "surrogateescape").split("\0"):
+        meta, _, rel = entry.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[0] in ("100644", "100755") and parts[2] == "0" and rel not in modified:
+            out[rel] = parts[1]
+    return out
+
+
+def _git_blob(root: Path, rel: str, oid: str) -> bytes | None:
+    """A blob as it would be checked out at ``rel`` (eol conversion, smudge filters applied)."""
+    return _git(root, "cat-file", "--filters", f"--path={rel}", oid)
 
 
 def _walk_files(root: Path, start: str, *, recurse: bool = True) -> list[str] | None:
