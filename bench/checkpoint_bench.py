@@ -7,8 +7,10 @@ call (the tool's own work is done between them and not counted):
   after it;
 * Bash: the project's files are listed (``git ls-files -co --exclude-standard`` in a git
   repository, a walk otherwise) and stat'ed before and after; only files whose size or mtime
-  moved are hashed. The first Bash call of a session stores every file once (the baseline);
-  later calls pay the listing and the stats, plus the files that changed.
+  moved are hashed. The first Bash call of a session stores the baseline: every file without
+  git, only the untracked and modified ones in a git work tree (clean tracked files are taken
+  from git's object store if a Bash call changes them); later calls pay the listing and the
+  stats, plus the files that changed.
 
 Wall-clock milliseconds and CPU milliseconds (this process and its finished children, the
 ``git`` calls): on a busy machine the wall clock includes waiting for a core; the load
