@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-r", "--resume", metavar="SESSION_ID", help="resume a session by id (or unique prefix)")
     p.add_argument("--settings", action="append", default=[], metavar="FILE", help="an extra settings file")
     _sdk_flags(p)
+    p.add_argument(
+        "--no-tui", action="store_true", help="on a terminal, use the line mode instead of the full-screen UI"
+    )
     p.add_argument("--cwd", help=argparse.SUPPRESS)
     p.add_argument("--verbose", action="store_true", help="log details to stderr")
     return p
@@ -179,6 +182,17 @@ def main(argv: list[str] | None = None) -> int:
         from agentkeel.cli.headless import run_headless
 
         return run_headless(args, prompt)
+    from agentkeel.tui import textual_available, wants_tui
+
+    if wants_tui(args.no_tui):
+        if textual_available():
+            from agentkeel.tui.run import run_tui
+
+            return run_tui(args, prompt)
+        print(
+            "keel: the full-screen UI needs textual (pip install 'agentkeel[tui]'); using the line mode",
+            file=sys.stderr,
+        )
     from agentkeel.cli.interactive import run_interactive
 
     return run_interactive(args, prompt)
