@@ -42,7 +42,7 @@ from agentkeel.runtime import Runtime, RuntimeOptions
 from agentkeel.session.store import keel_home
 from agentkeel.tui.chat import ChatLog, NoticeLine, ToolBlock, UserBlock, call_summary
 from agentkeel.tui.dialogs import ANSWERS, Choice, ChooserScreen, permission_dialog
-from agentkeel.tui.diffs import diff_for_call
+from agentkeel.tui.diffs import EDIT_TOOLS, diff_for_call
 from agentkeel.tui.files import History
 from agentkeel.tui.prompt import Completer, PromptInput, dropdown_widgets
 from agentkeel.tui.session_ops import SessionOps
@@ -98,6 +98,7 @@ class KeelApp(App[int]):
         self.context_tokens = 0
         self.cost = 0.0
         self.todos: list[dict[str, Any]] = []
+        self._diffs: dict[str, str] = {}
         self._last_ctrl_c = -10.0
         self._last_escape = -10.0
         self._frame = 0
@@ -157,6 +158,9 @@ class KeelApp(App[int]):
         self._unsubscribe = self.rt.bus.subscribe(self._on_bus)
 
     def _on_bus(self, event: Event) -> None:
+        if isinstance(event, ToolStarted) and event.name in EDIT_TOOLS:
+            # the edit runs right after this returns: its diff is taken now, from the file as it is
+            self._diffs[event.tool_use_id] = diff_for_call(event.name, event.input, self.rt.agent.context.cwd, 40)
         if threading.get_ident() == self._thread:
             self._queue.put_nowait(event)
         else:
@@ -194,14 +198,18 @@ class KeelApp(App[int]):
             )
         elif isinstance(event, ToolStarted):
             await chat.end_answer()
-            block = ToolBlock(event.tool_use_id, event.name, event.input)
+            diff = self._diffs.pop(event.tool_use_id, "")
+            block = ToolBlock(event.tool_use_id, event.name, event.input, diff=diff)
             chat.tools[event.tool_use_id] = block
             await chat.add(block)
             self.status = f"running {event.name}"
         elif isinstance(event, ToolFinished):
             found = chat.tools.get(event.tool_use_id)
-            if found is not None:
-                found.finish(event.is_error, event.duration_ms, event.summary, event.metadata)
+            if found is None:  # never started: denied, or stopped before it ran
+                found = ToolBlock(event.tool_use_id, event.name, event.input)
+                chat.tools[event.tool_use_id] = found
+                await chat.add(found)
+            found.finish(event.is_error, event.duration_ms, event.summary, event.metadata)
             self.status = "thinking"
         elif isinstance(event, AssistantMessage):
             await chat.end_answer()

@@ -157,7 +157,7 @@ class ToolBlock(Collapsible):
         self.title = " · ".join(parts)
         if is_error:
             self.add_class("-error")
-        shown = preview(summary)
+        shown = "" if self.diff and not is_error else preview(summary)
         self.output.update(Text(shown))
         self.output.display = bool(shown)
         if not is_error and self.diff == "" and not shown:

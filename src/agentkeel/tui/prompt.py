@@ -117,6 +117,14 @@ class PromptInput(TextArea):
         self.set_text(text, s.start + len(s.insert))
         self.refresh_suggestions()
 
+    def _typed_in_full(self) -> bool:
+        """The highlighted suggestion is what is typed already (``/rewind``): Enter sends it."""
+        chosen = self.dropdown.highlighted
+        if chosen is None or not (0 <= chosen < len(self.suggestions)):
+            return False
+        s = self.suggestions[chosen]
+        return self.text[s.start : s.end].strip() == s.insert.strip()
+
     def set_text(self, text: str, cursor: int | None = None) -> None:
         self.load_text(text)
         where = len(text) if cursor is None else cursor
@@ -132,7 +140,9 @@ class PromptInput(TextArea):
         key = event.key
         open_list = self.dropdown.display and bool(self.suggestions)
         handled = True
-        if open_list and key in ("tab", "enter"):
+        if open_list and key == "enter" and self._typed_in_full():
+            self._submit()
+        elif open_list and key in ("tab", "enter"):
             self.accept_suggestion()
         elif open_list and key in ("up", "down"):
             count = len(self.suggestions)
