@@ -231,8 +231,8 @@ class KeelApp(App[int]):
             await chat.end_answer()
             if event.is_error and event.subtype != "interrupted":
                 await chat.add(NoticeLine(f"[{event.subtype}] {event.result}", "error"))
-        elif isinstance(event, UserMessage):
-            pass
+        elif isinstance(event, UserMessage) and self.turn <= 1:
+            await self.refresh_sessions()  # the new session gets its title in the sidebar
         self.show_header()
 
     def show_header(self) -> None:
@@ -398,6 +398,17 @@ class KeelApp(App[int]):
         item = event.item
         if isinstance(item, SessionItem):
             await self.ops.session_menu(item.entry.session_id)
+
+    async def on_unmount(self) -> None:
+        """However the app ends (Ctrl-C twice, /exit, an error): stop the turn, close the session."""
+        if self.running is not None and not self.running.done():
+            self.rt.agent.interrupt()
+            self.running.cancel()
+            try:
+                await asyncio.wait_for(asyncio.shield(self.running), 5)
+            except (asyncio.CancelledError, TimeoutError, Exception):
+                pass
+        await self.rt.aclose()
 
     async def shutdown(self) -> None:
         if self.running is not None and not self.running.done() and self.running is not asyncio.current_task():

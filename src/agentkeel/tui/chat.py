@@ -176,24 +176,17 @@ class ChatLog(VerticalScroll):
         self.tools: dict[str, ToolBlock] = {}
         self.answer: AnswerBlock | None = None
 
-    @property
-    def following(self) -> bool:
-        return self.scroll_y >= self.max_scroll_y - 2
+    def on_mount(self) -> None:
+        self.anchor()  # stays at the bottom as content arrives, until the user scrolls up
 
     async def add(self, widget: Static | Markdown | Collapsible) -> None:
-        follow = self.following
         await self.mount(widget)
-        if follow:
-            self.scroll_end(animate=False)
 
     async def text(self, fragment: str) -> None:
         if self.answer is None:
             self.answer = AnswerBlock()
             await self.add(self.answer)
-        follow = self.following
         await self.answer.write(fragment)
-        if follow:
-            self.scroll_end(animate=False)
 
     async def end_answer(self) -> None:
         if self.answer is not None:

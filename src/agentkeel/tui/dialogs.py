@@ -69,7 +69,7 @@ class ChooserScreen(ModalScreen[str | None]):
             if self.diff:
                 with VerticalScroll(classes="dialog-body"):
                     yield Static(Syntax(self.diff, "diff", theme="ansi_dark", background_color="default"))
-            yield OptionList(*[Option(f"[{c.key}] {c.label}", id=c.key) for c in self.choices], id="choices")
+            yield OptionList(*[Option(Text(f"[{c.key}] {c.label}"), id=c.key) for c in self.choices], id="choices")
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()

@@ -70,7 +70,12 @@ def diff_for_call(name: str, tool_input: dict[str, Any], cwd: Path, max_lines: i
     change = proposed_change(name, tool_input, cwd)
     if change is None:
         return ""
-    text = unified(*change)
+    shown, before, after = change
+    try:
+        shown = str(Path(shown).relative_to(cwd))
+    except ValueError:
+        pass  # outside the working directory: the full path says so
+    text = unified(shown, before, after)
     lines = text.splitlines()
     if len(lines) > max_lines:
         lines = [*lines[:max_lines], f"… {len(lines) - max_lines} more lines"]

@@ -99,7 +99,7 @@ class SessionItem(ListItem):
         title = (entry.title or "(no prompt yet)").replace("\n", " ")
         meta = f"{entry.session_id[:8]}"
         if entry.turns:
-            meta += f" · {entry.turns} turns"
+            meta += f" · {entry.turns} turn{'s' if entry.turns != 1 else ''}"
         if entry.cost_usd:
             meta += f" · ${entry.cost_usd:.2f}"
         if entry.parent_id:
