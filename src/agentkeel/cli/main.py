@@ -182,12 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         from agentkeel.cli.headless import run_headless
 
         return run_headless(args, prompt)
-    from agentkeel.tui import textual_available, wants_tui
+    from agentkeel.tui import load_tui, wants_tui
 
     if wants_tui(args.no_tui):
-        if textual_available():
-            from agentkeel.tui.run import run_tui
-
+        run_tui = load_tui()
+        if run_tui is not None:
             return run_tui(args, prompt)
         print(
             "keel: the full-screen UI needs textual (pip install 'agentkeel[tui]'); using the line mode",

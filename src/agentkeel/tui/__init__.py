@@ -8,15 +8,33 @@ everything it shows from the runtime's event bus: there is no second engine.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 
-__all__ = ["textual_available", "wants_tui"]
+__all__ = ["load_tui", "textual_available", "wants_tui"]
 
 
 def textual_available() -> bool:
-    return importlib.util.find_spec("textual") is not None
+    try:
+        return importlib.util.find_spec("textual") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def load_tui() -> Callable[[argparse.Namespace, str], int] | None:
+    """The TUI's entry point, or None when Textual is missing or cannot be imported."""
+    if not textual_available():
+        return None
+    try:
+        import textual.app  # noqa: F401  (a broken install fails here, not half-way into the screen)
+
+        from agentkeel.tui.run import run_tui
+    except ImportError:
+        return None
+    return run_tui
 
 
 def wants_tui(no_tui: bool) -> bool:

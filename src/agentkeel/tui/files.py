@@ -59,8 +59,11 @@ def fuzzy_score(query: str, path: str) -> float | None:
         if found == 0 or p[found - 1] in "/._-":
             score += 3.0
         pos = found + 1
-    if q in p[name_start:]:
+    name = p[name_start:]
+    if q in name:
         score += 10.0
+    if name.split(".")[0] == q:
+        score += 10.0  # "app" finds app.py before apple.md
     return score - len(p) * 0.01
 
 
