@@ -44,6 +44,14 @@ def check_snapshot(name: str, text: str) -> None:
     assert text == expected, f"screen {name} changed; if on purpose, KEEL_UPDATE_SNAPSHOTS=1\n{text}"
 
 
+def save_svg(app: KeelApp, name: str) -> None:
+    """With KEEL_UPDATE_SNAPSHOTS=1, the 160x48 screens are also saved as the README's pictures."""
+    if os.environ.get("KEEL_UPDATE_SNAPSHOTS") == "1":
+        docs = Path(__file__).parent.parent / "docs"
+        docs.mkdir(exist_ok=True)
+        app.save_screenshot(f"tui-{name}.svg", str(docs))
+
+
 def _script(project: Path) -> dict[str, Any]:
     return {
         "steps": [
@@ -94,14 +102,16 @@ async def test_main_screens(
         await app.drain()
         await pilot.pause(0.3)
         check_snapshot(f"permission-{tag}", _normalise(screen_text(app), project))
+        if size == (160, 48):
+            save_svg(app, "permission")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.running is not None and app.running.done() and app.status == "idle")
         await app.drain()
         await pilot.pause(0.3)
         check_snapshot(f"main-{tag}", _normalise(screen_text(app), project))
+        if size == (160, 48):
+            save_svg(app, "main")
         await type_text(pilot, "/re")
         await pilot.pause(0.3)
         check_snapshot(f"completion-{tag}", _normalise(screen_text(app), project))
-        if size == (160, 48):
-            app.save_screenshot("tui-main.svg", str(tmp_path))
     assert (project / "calc.py").read_text().endswith("a + b\n")

@@ -173,12 +173,24 @@ class KeelApp(App[int]):
         await marker
 
     async def _pump(self) -> None:
+        carry: Event | asyncio.Future[None] | None = None
         while True:
-            event = await self._queue.get()
+            event = carry if carry is not None else await self._queue.get()
+            carry = None
             if isinstance(event, asyncio.Future):
                 if not event.done():
                     event.set_result(None)
                 continue
+            if isinstance(event, TextDelta):
+                # the deltas that queued up while the last frame rendered go out as one fragment
+                parts = [event.text]
+                while not self._queue.empty():
+                    following = self._queue.get_nowait()
+                    if not isinstance(following, TextDelta):
+                        carry = following
+                        break
+                    parts.append(following.text)
+                event = TextDelta(text="".join(parts)) if len(parts) > 1 else event
             try:
                 await self.apply(event)
             except Exception:  # a display problem never stops the session
