@@ -211,14 +211,14 @@ class KeelApp(App[int]):
         elif isinstance(event, ToolStarted):
             await chat.end_answer()
             diff = self._diffs.pop(event.tool_use_id, "")
-            block = ToolBlock(event.tool_use_id, event.name, event.input, diff=diff)
+            block = ToolBlock(event.tool_use_id, event.name, event.input, diff=diff, cwd=self.rt.agent.context.cwd)
             chat.tools[event.tool_use_id] = block
             await chat.add(block)
             self.status = f"running {event.name}"
         elif isinstance(event, ToolFinished):
             found = chat.tools.get(event.tool_use_id)
             if found is None:  # never started: denied, or stopped before it ran
-                found = ToolBlock(event.tool_use_id, event.name, event.input)
+                found = ToolBlock(event.tool_use_id, event.name, event.input, cwd=self.rt.agent.context.cwd)
                 chat.tools[event.tool_use_id] = found
                 await chat.add(found)
             found.finish(event.is_error, event.duration_ms, event.summary, event.metadata)
@@ -283,7 +283,10 @@ class KeelApp(App[int]):
         """The permission callback: the same four answers as the line mode."""
         diff = diff_for_call(call.name, call.input, self.rt.agent.context.cwd)
         screen = permission_dialog(
-            decision.reason, call_summary(call.name, call.input, 200), decision.suggestions, diff
+            decision.reason,
+            call_summary(call.name, call.input, 200, self.rt.agent.context.cwd),
+            decision.suggestions,
+            diff,
         )
         self.status = "waiting for you"
         self.show_header()
@@ -295,7 +298,7 @@ class KeelApp(App[int]):
         screen = ChooserScreen(
             f"{call.name} was called with the same input {count} times",
             [Choice("y", "Let it run again"), Choice("n", "No")],
-            body=call_summary(call.name, call.input, 200),
+            body=call_summary(call.name, call.input, 200, self.rt.agent.context.cwd),
             cancel="n",
         )
         return await self.choose(screen) == "y"

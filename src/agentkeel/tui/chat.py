@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.syntax import Syntax
@@ -23,11 +24,14 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 PREVIEW_LINES = 6
 
 
-def call_summary(name: str, tool_input: dict[str, Any], width: int = 60) -> str:
-    """``Bash(npm test)``: the tool and the one input that says what it does."""
+def call_summary(name: str, tool_input: dict[str, Any], width: int = 60, cwd: Path | None = None) -> str:
+    """``Bash(npm test)``: the tool and the one input that says what it does (a path inside the
+    working directory relative to it)."""
     for key in ("command", "file_path", "pattern", "path", "url", "description", "prompt"):
         if key in tool_input:
             value = str(tool_input[key]).replace("\n", " ")
+            if key in ("file_path", "path") and cwd is not None and value.startswith(str(cwd) + "/"):
+                value = value[len(str(cwd)) + 1 :]
             return f"{name}({value[:width]}{'…' if len(value) > width else ''})"
     return f"{name}({json.dumps(tool_input)[: width // 2]})"
 
@@ -50,9 +54,11 @@ class UserBlock(Static):
 
 
 class AnswerBlock(Markdown):
-    """One assistant answer, streamed: fragments are appended as they arrive (Textual's
-    MarkdownStream coalesces them when rendering falls behind)."""
+    """One assistant answer, streamed. Fragments collect for ``FLUSH_S`` and are appended to the
+    Markdown together (Textual's MarkdownStream coalesces further when rendering falls behind):
+    the chat re-lays out at most a dozen times a second, so typing stays quick during a stream."""
 
+    FLUSH_S = 0.08
     DEFAULT_CSS = """
     AnswerBlock { margin: 0 0 0 1; padding: 0; background: transparent; }
     """
@@ -61,34 +67,43 @@ class AnswerBlock(Markdown):
         super().__init__(text)
         self.text = text
         self._stream: MarkdownStream | None = None
-        self._ready = False
+        self._ready = False  # the initial document is set on mount: appending before it is lost
         self._backlog = ""
+        self._flush_due = False
+        self._finished = False
 
     async def _on_mount(self, event: Mount) -> None:  # type: ignore[override]
-        # the initial document is set on mount; fragments that came before it wait, else that
-        # first update would wipe what they appended
         await super()._on_mount(event)
         self._ready = True
-        if self._backlog:
-            backlog, self._backlog = self._backlog, ""
-            await self._stream_write(backlog)
+        if self._finished:
+            await self.finish()
+        else:
+            self._schedule()
 
     async def write(self, fragment: str) -> None:
         self.text += fragment
-        if not self._ready:
-            self._backlog += fragment
-            return
-        await self._stream_write(fragment)
+        self._backlog += fragment
+        self._schedule()
 
-    async def _stream_write(self, fragment: str) -> None:
+    def _schedule(self) -> None:
+        if self._ready and self._backlog and not self._flush_due:
+            self._flush_due = True
+            self.set_timer(self.FLUSH_S, self._flush)
+
+    async def _flush(self) -> None:
+        self._flush_due = False
+        if not self._backlog or not self._ready:
+            return
+        backlog, self._backlog = self._backlog, ""
         if self._stream is None:
             self._stream = Markdown.get_stream(self)
-        await self._stream.write(fragment)
+        await self._stream.write(backlog)
 
     async def finish(self) -> None:
-        if not self._ready and self._backlog:
-            await self.update(self.text)  # never mounted in time: show the whole answer at once
-            self._backlog = ""
+        if not self._ready:
+            self._finished = True  # mounting completes it: the whole answer at once
+            return
+        await self._flush()
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
@@ -118,11 +133,13 @@ class ToolBlock(Collapsible):
     ToolBlock.-error CollapsibleTitle { color: $error; }
     """
 
-    def __init__(self, tool_use_id: str, name: str, tool_input: dict[str, Any], diff: str = "") -> None:
+    def __init__(
+        self, tool_use_id: str, name: str, tool_input: dict[str, Any], diff: str = "", cwd: Path | None = None
+    ) -> None:
         self.tool_use_id = tool_use_id
         self.tool_name = name
         self.tool_input = tool_input
-        self.summary = call_summary(name, tool_input)
+        self.summary = call_summary(name, tool_input, cwd=cwd)
         self.started = time.monotonic()
         self.running = True
         self.diff = diff

@@ -54,7 +54,9 @@ class SessionOps:
             if text:
                 await chat.add(AnswerBlock(text))
             for use in message.tool_uses():
-                await chat.add(NoticeLine(f"● {call_summary(use.name, dict(use.input))}"))
+                await chat.add(
+                    NoticeLine(f"● {call_summary(use.name, dict(use.input), cwd=self.app.rt.agent.context.cwd)}")
+                )
 
     # --- resume / fork ----------------------------------------------------------------------
 
