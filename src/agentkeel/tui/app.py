@@ -248,6 +248,8 @@ class KeelApp(App[int]):
         self.show_header()
 
     def show_header(self) -> None:
+        if not self.screen_stack or not self.query(HeaderBar):
+            return  # closing: the widgets are gone
         self.query_one(HeaderBar).show(
             self.rt.model.qualified, self.rt.permissions.mode, self.status, self.turn, self.rt.session_id
         )
@@ -255,13 +257,14 @@ class KeelApp(App[int]):
 
     def _tick(self) -> None:
         self._frame += 1
-        self.query_one(ChatLog).tick(self._frame)
+        for chat in self.query(ChatLog):  # none while closing
+            chat.tick(self._frame)
 
     def _poll_agents(self) -> None:
         from agentkeel.agents.background import BackgroundAgents
 
         agents = self.rt.agent.services.find(BackgroundAgents)
-        if agents is None:
+        if agents is None or not self.query(Sidebar):
             return
         rows = [
             (agent_id, "running" if not task.done() else ("cancelled" if task.cancelled() else "done"))
@@ -270,6 +273,8 @@ class KeelApp(App[int]):
         self.query_one(Sidebar).show_agents(rows)
 
     async def refresh_sessions(self) -> None:
+        if not self.query(Sidebar):
+            return  # closing
         entries = project_sessions(self.home, self.rt.agent.context.cwd)
         if not any(e.session_id == self.rt.session_id for e in entries):
             from agentkeel.tui.side import SessionEntry
