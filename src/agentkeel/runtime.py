@@ -568,14 +568,12 @@ def _fallback_model(name: str | None, info: ModelInfo, env: Mapping[str, str], w
 
 def _forked(source: Path, sessions: Path) -> Path:
     """A copy of a session's log under a new id: the conversation goes on there, the original stays."""
-    import shutil
+    from agentkeel.session.history import fork_file  # with a parent link and the checkpoints
 
-    target = sessions / f"{uuid.uuid4()}.jsonl"
     try:
-        shutil.copyfile(source, target)
+        return fork_file(source)
     except OSError as e:
         raise KeelError(f"cannot fork session {source.stem}: {e.strerror or e}") from None
-    return target
 
 
 def _writable(home_dir: Path, sessions: Path) -> None:

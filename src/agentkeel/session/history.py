@@ -26,18 +26,9 @@ from agentkeel.core.events import (
 )
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import ViewBuilder
-from agentkeel.session.checkpoints import (
-    UNKNOWN,
-    Checkpoint,
-    CheckpointError,
-    CheckpointRecorder,
-    ObjectStore,
-    RewindMarker,
-    SessionForked,
-    checkpoint_dir,
-    file_sha,
-)
+from agentkeel.session.checkpoints import Checkpoint, CheckpointRecorder, RewindMarker, SessionForked, checkpoint_dir
 from agentkeel.session.load import AmbiguousSession, find_session, load_session
+from agentkeel.session.objects import UNKNOWN, CheckpointError, ObjectStore, file_sha
 from agentkeel.session.store import SessionWriter, project_dir
 
 if TYPE_CHECKING:
@@ -273,9 +264,16 @@ def resolve_session(home: Path, cwd: Path, session_ref: str) -> Path:
 def fork_session(home: Path, cwd: Path, session_ref: str, at_turn: int | None = None) -> str:
     """A new session that holds ``session_ref``'s conversation before user turn ``at_turn`` (all of it
     when None), with a parent link; returns the new session id. The original is untouched."""
+    return fork_file(resolve_session(home, cwd, session_ref), at_turn).stem
+
+
+def fork_file(source: Path, at_turn: int | None = None) -> Path:
+    """The fork of one session file (``--fork-session`` uses it too): the events before user turn
+    ``at_turn`` (all when None) under a new id in the same folder, then a ``fork`` event naming the
+    parent; the parent's checkpoint objects are shared (hard links), so the fork can rewind past
+    the fork point."""
     import uuid
 
-    source = resolve_session(home, cwd, session_ref)
     events = load_session(source).events
     if at_turn is not None:
         events = events[: _pick(_turns(events), at_turn, "fork at").position]
@@ -289,7 +287,7 @@ def fork_session(home: Path, cwd: Path, session_ref: str, at_turn: int | None = 
     finally:
         writer.close()
     _link_objects(checkpoint_dir(source) / "objects", checkpoint_dir(target) / "objects")
-    return new_id
+    return target
 
 
 def _link_objects(src: Path, dst: Path) -> None:

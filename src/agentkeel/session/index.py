@@ -144,16 +144,20 @@ class SessionIndex:
         existed = self.path.exists()
         try:
             self.home.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise sqlite3.OperationalError(f"cannot create {self.home}: {e.strerror or e}") from None
+        try:
             db = _connect(self.path)
             db.execute("SELECT count(*) FROM sessions").fetchone()
-        except sqlite3.DatabaseError:  # not a database, or damaged: it is a cache, start it over
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        except sqlite3.OperationalError:
+            raise  # locked or not writable: the caller lists from the files
+        except sqlite3.DatabaseError:  # not a database, or damaged: it is only a cache, start it over
+            try:
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            except OSError as e:
+                raise sqlite3.OperationalError(f"cannot replace the damaged {self.path}: {e.strerror or e}") from None
             db = _connect(self.path)
-            existed = False
-        except OSError as e:
-            self.warning = f"the session index {self.path} cannot be written ({e.strerror or e}); listing from files"
-            db = _connect(Path(":memory:"))
             existed = False
         self.rebuilt = self.rebuilt or not existed
         return db
@@ -161,14 +165,19 @@ class SessionIndex:
     def list(self, cwd: Path | None = None, limit: int = 100) -> list[SessionRow]:
         """Sessions newest first (of one project when ``cwd`` is given), kept in step with the
         JSONL files, rebuilt when missing."""
+        project = encode_project(cwd.resolve()) if cwd is not None else None
         try:
             db = self._open()
-        except sqlite3.Error as e:
-            self.warning = f"the session index {self.path} is unusable ({e}); listing from files"
+            try:
+                self._sync(db, project)
+            except BaseException:
+                db.close()
+                raise
+        except sqlite3.Error as e:  # locked for too long, read-only, damaged mid-way: list from the files
+            self.warning = f"the session index {self.path} is unusable ({e}); listed from the session files"
             db = _connect(Path(":memory:"))
-        try:
-            project = encode_project(cwd.resolve()) if cwd is not None else None
             self._sync(db, project)
+        try:
             rows = db.execute(
                 "SELECT * FROM sessions WHERE ? IS NULL OR project = ? "
                 "ORDER BY last_activity DESC, mtime_ns DESC LIMIT ?",
@@ -179,7 +188,8 @@ class SessionIndex:
             db.close()
 
     def update(self, session_file: Path) -> None:
-        """Bring one session's row up to date (cheap: only the bytes appended since)."""
+        """Bring one session's row up to date (cheap: only the bytes appended since); raises
+        ``sqlite3.Error`` when the index cannot be written (the caller fails open)."""
         db = self._open()
         try:
             self._refresh(db, session_file, session_file.parent.name)
@@ -189,23 +199,36 @@ class SessionIndex:
     def _sync(self, db: sqlite3.Connection, project: str | None) -> None:
         root = self.home / "projects"
         dirs = [root / project] if project is not None else _subdirs(root)
+        known = {
+            r[0]: (r[1], r[2], r[3])
+            for r in db.execute(
+                "SELECT session_id, size, mtime_ns, path FROM sessions WHERE ? IS NULL OR project = ?",
+                (project, project),
+            )
+        }
         seen: set[str] = set()
-        for d in dirs:
-            for f in _session_files(d):
-                seen.add(f.stem)
-                self._refresh(db, f, d.name)
-        known = db.execute("SELECT session_id FROM sessions WHERE ? IS NULL OR project = ?", (project, project))
-        gone = [r[0] for r in known if r[0] not in seen]
-        if gone:
-            db.executemany("DELETE FROM sessions WHERE session_id = ?", [(g,) for g in gone])
+        db.execute("BEGIN")
+        try:
+            for d in dirs:
+                for f in _session_files(d):
+                    seen.add(f.stem)
+                    self._refresh(db, f, d.name, known.get(f.stem))
+            gone = [(g,) for g in known if g not in seen]
+            db.executemany("DELETE FROM sessions WHERE session_id = ?", gone)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
-    def _refresh(self, db: sqlite3.Connection, f: Path, project: str) -> None:
+    def _refresh(self, db: sqlite3.Connection, f: Path, project: str, seen: tuple[int, int, str] | None = None) -> None:
         try:
             st = f.stat()
         except OSError:
             return
         if not stat.S_ISREG(st.st_mode):
             return  # a FIFO named like a session: never opened
+        if seen is not None and seen == (st.st_size, st.st_mtime_ns, str(f)):
+            return  # unchanged since the index read it: not even a query
         row = db.execute(
             "SELECT size, mtime_ns, offset, fold, path FROM sessions WHERE session_id = ?", (f.stem,)
         ).fetchone()

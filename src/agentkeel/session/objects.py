@@ -1,0 +1,85 @@
+"""Content-addressed storage of file contents for checkpoints: ``objects/<sha256>``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+MAX_OBJECT = 32 * 1024 * 1024  # a file larger than this is not snapshotted (its checkpoint says so)
+UNKNOWN = ""  # a checkpoint's "before" that was not recorded (too large, unreadable)
+
+
+class CheckpointError(Exception):
+    """A checkpoint object is missing or does not hold what its name says; the message is one line."""
+
+
+class ObjectStore:
+    """Content-addressed blobs: ``objects/<sha256>``, written once (temp file + rename), never changed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "objects"
+
+    def path(self, sha: str) -> Path:
+        return self.root / sha
+
+    def put(self, data: bytes) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        target = self.root / sha
+        if target.exists():
+            return sha
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".obj-", dir=self.root)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            Path(tmp).replace(target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return sha
+
+    def snapshot(self, path: Path) -> str | None:
+        """Store ``path``'s content: its sha, None when it does not exist, UNKNOWN when it cannot be stored."""
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return UNKNOWN
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_OBJECT:
+            return UNKNOWN
+        try:
+            return self.put(path.read_bytes())
+        except OSError:
+            return UNKNOWN
+
+    def get(self, sha: str, for_path: str = "") -> bytes:
+        where = f" for {for_path}" if for_path else ""
+        try:
+            data = self.path(sha).read_bytes()
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint object {sha[:12]}{where} is missing ({self.root})") from None
+        except OSError as e:
+            raise CheckpointError(f"checkpoint object {sha[:12]}{where} is unreadable: {e.strerror or e}") from None
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise CheckpointError(f"checkpoint object {sha[:12]}{where} is corrupt (its content does not match)")
+        return data
+
+
+def file_sha(path: Path) -> str | None:
+    """The sha256 of a file's content now (None: absent; UNKNOWN: not a readable regular file)."""
+    try:
+        with path.open("rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return UNKNOWN
+            h = hashlib.sha256()
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+            return h.hexdigest()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return UNKNOWN

@@ -1,0 +1,223 @@
+"""The project tree as last seen, for diffing around a Bash call.
+
+Which files count: tracked and untracked files that are not ignored (``git ls-files -co
+--exclude-standard`` in a git work tree; a walk that skips VCS folders, ``node_modules`` and
+virtualenvs elsewhere). The first scan lists everything and stores every file's content once
+(so that a later Bash call that rewrites or deletes a file can be undone). Later scans are
+incremental: every known file and folder is ``lstat``'ed; only a folder whose mtime moved
+(an entry was created, deleted or renamed in it) is listed again, and only a file whose size
+or mtime moved is hashed.
+
+Limit: a file created in a folder that holds no listed file (only ignored ones) is not seen
+until a full listing; it is then not removed by a rewind (it is left, never lost).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentkeel.session.objects import UNKNOWN, ObjectStore
+
+MAX_TREE_FILES = 20_000  # a bigger tree is not diffed around Bash calls (a notice says so, once)
+MAX_TREE_BYTES = 256 * 1024 * 1024  # nor one whose files (the first Bash call stores them all) weigh more
+MAX_CHANGED_DIRS = 64  # more moved folders than this: list everything again
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".tox"})
+_GLOB_CHARS = frozenset("*?[]\\")
+
+Signature = tuple[int, int]  # (mtime_ns, size)
+
+
+@dataclass
+class TreeState:
+    root: Path
+    store: ObjectStore
+    files: dict[str, tuple[Signature, str | None]] = field(default_factory=dict)  # rel path -> (sig, sha)
+    dirs: dict[str, int] = field(default_factory=dict)  # rel folder ("" the root) -> mtime_ns
+    too_big: bool = False
+    synced: bool = False
+    git: bool = False
+
+    # --- listing ---------------------------------------------------------------------
+
+    def _full(self) -> list[str] | None:
+        self.git = (self.root / ".git").exists()
+        names = _git_files(self.root, []) if self.git else None
+        if names is None:
+            self.git = False
+            names = _walk_files(self.root, "")
+        if names is None or len(names) > MAX_TREE_FILES:
+            self.too_big = True
+            return None
+        self.dirs = {}
+        self._watch("", names)
+        return names
+
+    def _watch(self, base: str, names: list[str]) -> None:
+        """Remember the mtime of each folder that holds a listed file (and its parents)."""
+        wanted = {base}
+        for name in names:
+            parent = name.rpartition("/")[0]
+            while parent not in wanted and parent:
+                wanted.add(parent)
+                parent = parent.rpartition("/")[0]
+        for d in wanted:
+            if d not in self.dirs:
+                m = _mtime(self.root, d)
+                if m is not None:
+                    self.dirs[d] = m
+
+    def _names(self) -> list[str] | None:
+        """The files that count now: the known ones, corrected in the folders that moved."""
+        if not self.synced:
+            return self._full()
+        moved: list[str] = []
+        for d, m in list(self.dirs.items()):
+            now = _mtime(self.root, d)
+            if now != m:
+                moved.append(d)
+                if now is None:
+                    del self.dirs[d]
+                else:
+                    self.dirs[d] = now
+        names = set(self.files)
+        if not moved:
+            return list(names)
+        if len(moved) > MAX_CHANGED_DIRS or any(_GLOB_CHARS & set(d) for d in moved):
+            return self._full()
+        fresh = self._relist([d for d in moved if d in self.dirs])
+        if fresh is None:
+            return self._full()
+        gone = set(moved)
+        names = {n for n in names if n.rpartition("/")[0] not in gone} | set(fresh)
+        if len(names) > MAX_TREE_FILES:
+            self.too_big = True
+            return None
+        return list(names)
+
+    def _relist(self, moved: list[str]) -> list[str] | None:
+        """The files directly in each moved folder, and everything under folders new in them."""
+        new_dirs: list[str] = []
+        for d in moved:
+            try:
+                entries = list(os.scandir(self.root / d if d else self.root))
+            except OSError:
+                continue
+            for e in entries:
+                rel = f"{d}/{e.name}" if d else e.name
+                if e.name not in _SKIP_DIRS and rel not in self.dirs and e.is_dir(follow_symlinks=False):
+                    if _GLOB_CHARS & set(rel):
+                        return None
+                    new_dirs.append(rel)
+        if self.git:
+            specs = [f":(glob){d}/*" if d else ":(glob)*" for d in moved] + [f":(glob){d}/**" for d in new_dirs]
+            found = _git_files(self.root, specs) if specs else []
+        else:
+            found = []
+            for d in moved:
+                found += _walk_files(self.root, d, recurse=False) or []
+            for d in new_dirs:
+                found += _walk_files(self.root, d) or []
+        if found is None:
+            return None
+        for d in new_dirs:
+            m = _mtime(self.root, d)
+            if m is not None:
+                self.dirs[d] = m  # watched even when all it holds is ignored: it is not new next time
+        self._watch("", found)
+        return found
+
+    def _scan(self) -> dict[str, Signature] | None:
+        names = self._names()
+        if names is None:
+            return None
+        out: dict[str, Signature] = {}
+        base = str(self.root) + "/"
+        for rel in names:
+            try:
+                st = os.lstat(base + rel)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out[rel] = (st.st_mtime_ns, st.st_size)
+        return out
+
+    # --- before and after a Bash call ------------------------------------------------
+
+    def sync(self) -> None:
+        """Before a Bash call: bring the stored picture up to date (hash and store only what moved)."""
+        now = self._scan()
+        if now is None:
+            return
+        if not self.synced and sum(sig[1] for sig in now.values()) > MAX_TREE_BYTES:
+            self.too_big = True
+            return
+        files = self.files
+        for rel in [r for r in files if r not in now]:
+            del files[rel]
+        for rel, sig in now.items():
+            known = files.get(rel)
+            if known is None or known[0] != sig:
+                files[rel] = (sig, self.store.snapshot(self.root / rel))
+        self.synced = True
+
+    def diff(self) -> dict[str, str | None]:
+        """After a Bash call: the paths that changed since :meth:`sync`, with their content before."""
+        if not self.synced:
+            return {}
+        now = self._scan()
+        if now is None:
+            return {}
+        changed: dict[str, str | None] = {}
+        files = self.files
+        for rel in [r for r in files if r not in now]:
+            changed[str(self.root / rel)] = files.pop(rel)[1]
+        for rel, sig in now.items():
+            known = files.get(rel)
+            if known is not None and known[0] == sig:
+                continue
+            sha = self.store.snapshot(self.root / rel)
+            if known is not None and known[1] == sha and sha != UNKNOWN:
+                files[rel] = (sig, sha)  # touched, not changed
+                continue
+            changed[str(self.root / rel)] = known[1] if known is not None else None
+            files[rel] = (sig, sha)
+        return changed
+
+
+def _mtime(root: Path, d: str) -> int | None:
+    try:
+        st = os.lstat(f"{root}/{d}" if d else root)
+    except OSError:
+        return None
+    return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
+
+
+def _git_files(root: Path, specs: list[str]) -> list[str] | None:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z", "--", *specs],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return [n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
+
+
+def _walk_files(root: Path, start: str, *, recurse: bool = True) -> list[str] | None:
+    out: list[str] = []
+    top = root / start if start else root
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS] if recurse else []
+        rel = os.path.relpath(dirpath, root)
+        out.extend(f if rel == "." else f"{rel}/{f}" for f in filenames)
+        if len(out) > MAX_TREE_FILES:
+            return None
+    return out
