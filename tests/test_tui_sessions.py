@@ -45,6 +45,10 @@ async def test_fork_and_resume_switch_sessions(
         await wait_for(pilot, lambda: app.rt.session_id == original and _idle(app), what="the resume")
         assert [b.text for b in app.query(UserBlock)] == ["first question"]  # not the fork's prompt
         assert "Answer in the fork." not in screen_text(app)
+        await type_text(pilot, "/fork 0")  # a new session holding the turns before turn 0: none
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.rt.session_id not in (original, forked) and _idle(app), what="/fork 0")
+        assert list(app.query(UserBlock)) == []
 
 
 def test_theme_follows_the_terminal() -> None:

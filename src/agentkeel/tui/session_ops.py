@@ -30,10 +30,19 @@ class SessionOps:
     async def local_command(self, text: str) -> bool:
         """The commands the TUI handles itself (they change what is on screen); False for the rest."""
         name, _, args = text.strip().partition(" ")
-        if name == "/rewind":
+        words = args.split()
+        if name == "/rewind" and not words:
             await self.rewind_dialog()
-        elif name == "/fork":
+        elif name == "/rewind" and len(words) <= 2 and words[0].isdigit():
+            mode = words[1] if len(words) == 2 else "both"
+            if mode not in ("both", "code", "conversation"):
+                await self.app.show_notice("usage: /rewind [N [code|conversation|both]]", "error")
+            else:
+                await self.do_rewind(int(words[0]), mode)  # type: ignore[arg-type]
+        elif name == "/fork" and not words:
             await self.switch(self.app.rt.session_id, fork=True)
+        elif name == "/fork" and len(words) == 1 and words[0].isdigit():
+            await self.fork_at(int(words[0]))
         elif name == "/resume" and args.strip():
             await self.switch(args.strip(), fork=False)
         else:
@@ -123,8 +132,20 @@ class SessionOps:
         how = await app.choose(ChooserScreen(f"Rewind to before: {turn.text[:60]}", REWIND_MODES))
         if how is None:
             return
+        await self.do_rewind(turn.index, MODE_OF[how], turn.text)
+
+    async def do_rewind(self, index: int, mode: RewindMode, prompt: str | None = None) -> None:
+        """Rewind (code, conversation or both) to just before user turn ``index``; the chat is
+        redrawn from the conversation that is left, and the prompt of that turn is put back."""
+        from agentkeel.session import history
+
+        app = self.app
+        await app.drain()
+        if prompt is None:
+            turns = {t.index: t.text for t in history.user_turns(app.rt.session_path)}
+            prompt = turns.get(index, "")
         try:
-            result = await history.rewind(app.rt, turn.index, MODE_OF[how])
+            result = await history.rewind(app.rt, index, mode)
         except Exception as e:  # nothing was appended when it fails: the session goes on as it was
             await app.show_notice(f"rewind failed: {e}", "error")
             return
@@ -132,10 +153,24 @@ class SessionOps:
         chat = app.query_one(ChatLog)
         await chat.reset()
         await self.show_history()
-        await chat.add(NoticeLine(_rewound(result)))
+        await chat.add(NoticeLine(_rewound(index, mode, result)))
         if result.warning:
             await chat.add(NoticeLine(result.warning, "warning"))
-        app.focus_prompt(turn.text)
+        if mode != "code":
+            app.focus_prompt(prompt)
+
+    async def fork_at(self, index: int) -> None:
+        """``/fork N``: a new session holding the turns before N; the TUI continues in it."""
+        from agentkeel.session import history
+
+        app = self.app
+        await app.drain()
+        try:
+            new_id = history.fork_session(app.home, app.rt.agent.context.cwd, app.rt.session_id, at_turn=index)
+        except Exception as e:
+            await app.show_notice(f"fork failed: {e}", "error")
+            return
+        await self.switch(new_id, fork=False)
 
 
 def _turn_label(index: int, text: str, files: Any) -> str:
@@ -146,8 +181,10 @@ def _turn_label(index: int, text: str, files: Any) -> str:
     return label
 
 
-def _rewound(result: Any) -> str:
-    parts = [f"Rewound: conversation back {result.conversation_turns} turn(s)"]
+def _rewound(index: int, mode: str, result: Any) -> str:
+    parts = [f"Rewound ({mode}) to before turn {index}"]
+    if mode != "code":
+        parts.append(f"the conversation keeps {result.conversation_turns} turn(s)")
     if result.restored_files:
         parts.append("restored " + ", ".join(result.restored_files))
     if result.removed_files:
