@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentkeel.cli.tui import _theme
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.tui.app import KeelApp
 from agentkeel.tui.chat import UserBlock
-from agentkeel.tui.run import _theme
 from agentkeel.tui.side import SessionItem
 from tui_harness import make_options, screen_text, type_text, wait_for
 

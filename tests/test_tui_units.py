@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from agentkeel.cli.tui import wants_tui
 from agentkeel.fakellm.server import FakeLLMServer
-from agentkeel.tui import wants_tui
 from agentkeel.tui.diffs import diff_for_call, diff_stats
 from agentkeel.tui.files import History, fuzzy_rank, mention_at, project_files
 from agentkeel.tui.side import next_mode, todo_text

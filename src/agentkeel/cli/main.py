@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         from agentkeel.cli.headless import run_headless
 
         return run_headless(args, prompt)
-    from agentkeel.tui import load_tui, wants_tui
+    from agentkeel.cli.tui import load_tui, wants_tui
 
     if wants_tui(args.no_tui):
         run_tui = load_tui()

@@ -286,6 +286,7 @@ class KeelApp(App[int]):
 
     async def ask(self, call: ToolCall, decision: Decision) -> Answer:
         """The permission callback: the same four answers as the line mode."""
+        await self.drain()  # what led to the ask is on screen first (and the status is not overwritten)
         diff = diff_for_call(call.name, call.input, self.rt.agent.context.cwd)
         screen = permission_dialog(
             decision.reason,

@@ -1,14 +1,43 @@
-"""``keel`` on a terminal: the trust question (asked on the plain terminal, as the line mode
-does, before the screen is taken), then the full-screen app."""
+"""``keel`` on a terminal: whether the TUI starts (a terminal, not ``TERM=dumb``, not
+``--no-tui``, Textual importable), the trust question (asked on the plain terminal, as the line
+mode does, before the screen is taken), then the full-screen app (:mod:`agentkeel.tui`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from agentkeel.runtime import RuntimeOptions
+
+
+def wants_tui(no_tui: bool) -> bool:
+    """The TUI runs on a real terminal (stdin and stdout), unless ``--no-tui`` or ``TERM=dumb``."""
+    if no_tui or os.environ.get("TERM", "") in ("dumb", ""):
+        return False
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def load_tui() -> Callable[[argparse.Namespace, str], int] | None:
+    """The TUI's entry point, or None when Textual is missing or cannot be imported."""
+    from agentkeel.tui import textual_available
+
+    if not textual_available():
+        return None
+    try:
+        import textual.app  # noqa: F401  (a broken install fails here, not half-way into the screen)
+    except ImportError:
+        return None
+    return run_tui
 
 
 def _trusted(cwd: Path) -> bool | None:
@@ -57,16 +86,20 @@ def run_tui(args: argparse.Namespace, first_prompt: str) -> int:
         home.mkdir(parents=True, exist_ok=True)
     except OSError:
         pass
-    trust = _trusted(options_from_args(args).cwd)
+    try:
+        trust = _trusted(options_from_args(args).cwd)
+    except KeelError as e:
+        print(f"keel: {e}", file=sys.stderr)
+        return EXIT_USAGE
 
-    def make_options() -> object:
+    def make_options() -> RuntimeOptions:
         opts = options_from_args(args)
         if trust is False:
             opts.trust_project = False
         return opts
 
     try:
-        app = KeelApp(make_options, first_prompt=first_prompt, home=home, theme=_theme(dict(os.environ)))  # type: ignore[arg-type]
+        app = KeelApp(make_options, first_prompt=first_prompt, home=home, theme=_theme(dict(os.environ)))
     except KeelError as e:
         print(f"keel: {e}", file=sys.stderr)
         return EXIT_USAGE
