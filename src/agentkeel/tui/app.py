@@ -99,6 +99,7 @@ class KeelApp(App[int]):
         self.cost = 0.0
         self.todos: list[dict[str, Any]] = []
         self._diffs: dict[str, str] = {}
+        self.last_input = 0.0  # when a key last reached the prompt (a stream defers its re-render to typing)
         self._last_ctrl_c = -10.0
         self._last_escape = -10.0
         self._frame = 0

@@ -58,7 +58,9 @@ class AnswerBlock(Markdown):
     Markdown together (Textual's MarkdownStream coalesces further when rendering falls behind):
     the chat re-lays out at most a dozen times a second, so typing stays quick during a stream."""
 
-    FLUSH_S = 0.08
+    FLUSH_S = 0.2
+    TYPING_S = 0.15  # a key this recent defers a flush (the prompt's frame comes first) ...
+    MAX_DEFER_S = 0.6  # ... but the answer is never more than this far behind
     DEFAULT_CSS = """
     AnswerBlock { margin: 0 0 0 1; padding: 0; background: transparent; }
     """
@@ -71,6 +73,7 @@ class AnswerBlock(Markdown):
         self._backlog = ""
         self._flush_due = False
         self._finished = False
+        self._pending_since = 0.0
 
     async def _on_mount(self, event: Mount) -> None:  # type: ignore[override]
         await super()._on_mount(event)
@@ -82,6 +85,8 @@ class AnswerBlock(Markdown):
 
     async def write(self, fragment: str) -> None:
         self.text += fragment
+        if not self._backlog:
+            self._pending_since = time.monotonic()
         self._backlog += fragment
         self._schedule()
 
@@ -90,9 +95,15 @@ class AnswerBlock(Markdown):
             self._flush_due = True
             self.set_timer(self.FLUSH_S, self._flush)
 
-    async def _flush(self) -> None:
+    async def _flush(self, force: bool = False) -> None:
         self._flush_due = False
         if not self._backlog or not self._ready:
+            return
+        now = time.monotonic()
+        typing = now - getattr(self.app, "last_input", 0.0) < self.TYPING_S
+        if not force and typing and now - self._pending_since < self.MAX_DEFER_S:
+            self._flush_due = True
+            self.set_timer(self.TYPING_S, self._flush)
             return
         backlog, self._backlog = self._backlog, ""
         if self._stream is None:
@@ -103,7 +114,7 @@ class AnswerBlock(Markdown):
         if not self._ready:
             self._finished = True  # mounting completes it: the whole answer at once
             return
-        await self._flush()
+        await self._flush(force=True)
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None

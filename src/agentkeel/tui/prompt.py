@@ -4,6 +4,7 @@ walk the history at the first/last line; ``/`` completes commands from the sessi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +139,7 @@ class PromptInput(TextArea):
 
     async def _on_key(self, event: events.Key) -> None:
         key = event.key
+        self.app.last_input = time.monotonic()  # type: ignore[attr-defined]  # streaming defers to typing
         open_list = self.dropdown.display and bool(self.suggestions)
         handled = True
         if open_list and key == "enter" and self._typed_in_full():
