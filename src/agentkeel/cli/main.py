@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--coordinate", metavar="GOAL", help="plan GOAL into subtasks and run them in parallel subagents")
     _sdk_flags(p)
+    p.add_argument(
+        "--no-tui", action="store_true", help="on a terminal, use the line mode instead of the full-screen UI"
+    )
     p.add_argument("--cwd", help=argparse.SUPPRESS)
     p.add_argument("--verbose", action="store_true", help="log details to stderr")
     return p
@@ -207,6 +210,16 @@ def _run_mode(args: argparse.Namespace, prompt: str) -> int:
         from agentkeel.cli.headless import run_headless
 
         return run_headless(args, prompt)
+    from agentkeel.cli.tui import load_tui, wants_tui
+
+    if wants_tui(args.no_tui):
+        run_tui = load_tui()
+        if run_tui is not None:
+            return run_tui(args, prompt)
+        print(
+            "keel: the full-screen UI needs textual (pip install 'agentkeel[tui]'); using the line mode",
+            file=sys.stderr,
+        )
     from agentkeel.cli.interactive import run_interactive
 
     return run_interactive(args, prompt)

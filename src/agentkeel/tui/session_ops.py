@@ -1,0 +1,192 @@
+"""Session operations of the TUI: resume, fork and rewind (through the session package's API:
+``agentkeel.session.history``), and showing a resumed conversation. The engine is never touched
+directly: a resume or fork builds a new Runtime from the same options as the first one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentkeel.runtime import KeelError
+from agentkeel.tui.chat import AnswerBlock, ChatLog, NoticeLine, UserBlock, call_summary
+from agentkeel.tui.dialogs import Choice, ChooserScreen
+
+if TYPE_CHECKING:
+    from agentkeel.session.history import RewindMode
+    from agentkeel.tui.app import KeelApp
+
+REWIND_MODES = [
+    Choice("b", "Restore code and conversation"),
+    Choice("c", "Restore conversation only"),
+    Choice("o", "Restore code only"),
+]
+MODE_OF: dict[str, RewindMode] = {"b": "both", "c": "conversation", "o": "code"}
+TURN_KEYS = "123456789abcdefghijklmnopqrstuvwxyz"
+
+
+class SessionOps:
+    def __init__(self, app: KeelApp) -> None:
+        self.app = app
+
+    async def local_command(self, text: str) -> bool:
+        """The commands the TUI handles itself (they change what is on screen); False for the rest."""
+        name, _, args = text.strip().partition(" ")
+        words = args.split()
+        if name == "/rewind" and not words:
+            await self.rewind_dialog()
+        elif name == "/rewind" and len(words) <= 2 and words[0].isdigit():
+            mode = words[1] if len(words) == 2 else "both"
+            if mode not in ("both", "code", "conversation"):
+                await self.app.show_notice("usage: /rewind [N [code|conversation|both]]", "error")
+            else:
+                await self.do_rewind(int(words[0]), mode)  # type: ignore[arg-type]
+        elif name == "/fork" and not words:
+            await self.switch(self.app.rt.session_id, fork=True)
+        elif name == "/fork" and len(words) == 1 and words[0].isdigit():
+            await self.fork_at(int(words[0]))
+        elif name == "/resume" and args.strip():
+            await self.switch(args.strip(), fork=False)
+        else:
+            return False
+        return True
+
+    # --- showing a conversation -----------------------------------------------------------
+
+    async def show_history(self) -> None:
+        """The conversation so far (a resumed or rewound session), from the model's view."""
+        chat = self.app.query_one(ChatLog)
+        for message in self.app.rt.agent.messages:
+            text = message.text().strip()
+            if message.role == "user":
+                if text and not message.tool_results():
+                    await chat.add(UserBlock(text))
+                continue
+            if text:
+                await chat.add(AnswerBlock(text))
+            for use in message.tool_uses():
+                await chat.add(
+                    NoticeLine(f"● {call_summary(use.name, dict(use.input), cwd=self.app.rt.agent.context.cwd)}")
+                )
+
+    # --- resume / fork ----------------------------------------------------------------------
+
+    async def switch(self, session_ref: str, *, fork: bool) -> None:
+        app = self.app
+        if not fork and session_ref == app.rt.session_id:
+            return
+        old = app.rt
+        if fork:
+            await app.drain()
+        try:
+            new = app.build_runtime(resume=session_ref, fork=fork)
+        except KeelError as e:
+            await app.show_notice(f"keel: {e}", "error")
+            return
+        await old.aclose()
+        app.rt = new
+        app.attach_runtime()
+        app.turn, app.cost, app.context_tokens = 0, 0.0, 0
+        chat = app.query_one(ChatLog)
+        await chat.reset()
+        verb = "Forked" if fork else "Resumed"
+        await chat.add(NoticeLine(f"{verb} session {session_ref[:8]}: now in {new.session_id[:8]}"))
+        await self.show_history()
+        await app.refresh_sessions()
+        app.show_header()
+
+    async def session_menu(self, session_id: str) -> None:
+        current = session_id == self.app.rt.session_id
+        choices = [Choice("f", "Fork it (a copy under a new id)")]
+        if current:
+            choices.append(Choice("w", "Rewind to an earlier turn"))
+        else:
+            choices.insert(0, Choice("r", "Resume it"))
+        picked = await self.app.choose(ChooserScreen(f"Session {session_id[:8]}", choices))
+        if picked == "r":
+            await self.switch(session_id, fork=False)
+        elif picked == "f":
+            await self.switch(session_id, fork=True)
+        elif picked == "w":
+            await self.rewind_dialog()
+
+    # --- rewind -----------------------------------------------------------------------------
+
+    async def rewind_dialog(self) -> None:
+        from agentkeel.session import history
+
+        app = self.app
+        await app.drain()
+        try:
+            turns = history.user_turns(app.rt.session_path)
+        except Exception as e:  # a damaged log: say so, change nothing
+            await app.show_notice(f"cannot read this session's turns: {e}", "error")
+            return
+        if not turns:
+            await app.show_notice("nothing to rewind: no prompt in this session yet")
+            return
+        shown = turns[-len(TURN_KEYS) :]
+        choices = [Choice(TURN_KEYS[i], _turn_label(t.index, t.text, t.files_changed)) for i, t in enumerate(shown)]
+        picked = await app.choose(ChooserScreen("Rewind to just before which prompt?", choices))
+        if picked is None:
+            return
+        turn = shown[TURN_KEYS.index(picked)]
+        how = await app.choose(ChooserScreen(f"Rewind to before: {turn.text[:60]}", REWIND_MODES))
+        if how is None:
+            return
+        await self.do_rewind(turn.index, MODE_OF[how], turn.text)
+
+    async def do_rewind(self, index: int, mode: RewindMode, prompt: str | None = None) -> None:
+        """Rewind (code, conversation or both) to just before user turn ``index``; the chat is
+        redrawn from the conversation that is left, and the prompt of that turn is put back."""
+        from agentkeel.session import history
+
+        app = self.app
+        await app.drain()
+        if prompt is None:
+            turns = {t.index: t.text for t in history.user_turns(app.rt.session_path)}
+            prompt = turns.get(index, "")
+        try:
+            result = await history.rewind(app.rt, index, mode)
+        except Exception as e:  # nothing was appended when it fails: the session goes on as it was
+            await app.show_notice(f"rewind failed: {e}", "error")
+            return
+        await app.drain()
+        chat = app.query_one(ChatLog)
+        await chat.reset()
+        await self.show_history()
+        await chat.add(NoticeLine(_rewound(index, mode, result)))
+        if result.warning:
+            await chat.add(NoticeLine(result.warning, "warning"))
+        if mode != "code":
+            app.focus_prompt(prompt)
+
+    async def fork_at(self, index: int) -> None:
+        """``/fork N``: a new session holding the turns before N; the TUI continues in it."""
+        from agentkeel.session import history
+
+        app = self.app
+        await app.drain()
+        try:
+            new_id = history.fork_session(app.home, app.rt.agent.context.cwd, app.rt.session_id, at_turn=index)
+        except Exception as e:
+            await app.show_notice(f"fork failed: {e}", "error")
+            return
+        await self.switch(new_id, fork=False)
+
+
+def _turn_label(index: int, text: str, files: Any) -> str:
+    first = text.strip().replace("\n", " ")
+    label = f"#{index} {first[:60]}{'…' if len(first) > 60 else ''}"
+    if files:
+        label += f"  ({len(files)} file{'s' if len(files) != 1 else ''} changed)"
+    return label
+
+
+def _rewound(index: int, mode: str, result: Any) -> str:
+    parts = [f"Rewound ({mode}) to before turn {index}"]
+    if mode != "code":
+        parts.append(f"the conversation keeps {result.conversation_turns} turn(s)")
+    if result.restored_files:
+        parts.append("restored " + ", ".join(result.restored_files))
+    if result.removed_files:
+        parts.append("removed " + ", ".join(result.removed_files))
+    return "; ".join(parts)

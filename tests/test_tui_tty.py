@@ -1,0 +1,108 @@
+"""The TTY path: the real ``keel`` binary in a real terminal (tmux) starts the full-screen UI,
+streams an answer from the fake model, and exits on Ctrl-C twice; ``--no-tui`` keeps the line
+mode there, and without a terminal keel never starts the TUI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentkeel.fakellm.server import FakeLLMServer
+from conftest import KEEL, wire_env
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup installs it)"
+)
+
+
+class Tmux:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.socket = f"keel-tui-{uuid.uuid4().hex[:8]}"
+        self.env = env
+
+    def run(self, *args: str) -> str:
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+        return out.stdout
+
+    def start(self, command: str, cwd: Path) -> None:
+        self.run("new-session", "-d", "-x", "100", "-y", "30", "-c", str(cwd), command)
+        self.run("set-option", "-g", "remain-on-exit", "on")
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "0")
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        shown = ""
+        while time.monotonic() < deadline:
+            shown = self.screen()
+            if text in shown:
+                return shown
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared on the terminal:\n{shown}")
+
+    def dead(self) -> tuple[bool, str]:
+        state = self.run("display-message", "-p", "-t", "0", "#{pane_dead} #{pane_dead_status}").split()
+        return state[0] == "1", state[1] if len(state) > 1 else ""
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env, capture_output=True, timeout=10)
+
+
+@pytest.fixture
+def tmux_env(fake_llm: Callable[[Any], FakeLLMServer]) -> Iterator[Callable[[dict[str, Any]], Tmux]]:
+    made: list[Tmux] = []
+
+    def make(script: dict[str, Any]) -> Tmux:
+        server = fake_llm(script)
+        env = {**os.environ, **wire_env(server, "anthropic"), "TERM": "xterm-256color"}
+        env.pop("TMUX", None)
+        tmux = Tmux(env)
+        made.append(tmux)
+        return tmux
+
+    yield make
+    for tmux in made:
+        tmux.kill()
+
+
+def test_keel_on_a_terminal_starts_the_tui(project: Path, tmux_env: Callable[[dict[str, Any]], Tmux]) -> None:
+    tmux = tmux_env({"steps": ["Hello from the **full-screen** UI."]})
+    tmux.start(KEEL, project)
+    shown = tmux.wait_for("⏵⏵ default")  # the TUI's header, with the permission mode
+    assert "ctx" in shown  # the context/cost meter
+    tmux.run("send-keys", "-t", "0", "-l", "say hello")
+    tmux.run("send-keys", "-t", "0", "Enter")
+    tmux.wait_for("Hello from the full-screen UI.")
+    tmux.run("send-keys", "-t", "0", "C-c")
+    tmux.run("send-keys", "-t", "0", "C-c")
+    deadline = time.monotonic() + 20
+    while not tmux.dead()[0] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    dead, status = tmux.dead()
+    assert dead and status == "0"
+
+
+def test_no_tui_keeps_the_line_mode(project: Path, tmux_env: Callable[[dict[str, Any]], Tmux]) -> None:
+    tmux = tmux_env({"steps": ["line mode answer"]})
+    tmux.start(f"{KEEL} --no-tui", project)
+    shown = tmux.wait_for("/help for commands")
+    assert "⏵⏵" not in shown
+    tmux.run("send-keys", "-t", "0", "-l", "hi")
+    tmux.run("send-keys", "-t", "0", "Enter")
+    tmux.wait_for("line mode answer")
