@@ -106,3 +106,27 @@ def test_no_tui_keeps_the_line_mode(project: Path, tmux_env: Callable[[dict[str,
     tmux.run("send-keys", "-t", "0", "-l", "hi")
     tmux.run("send-keys", "-t", "0", "Enter")
     tmux.wait_for("line mode answer")
+
+
+def test_new_mcp_json_servers_are_asked_about_before_the_screen_starts(
+    project: Path, tmux_env: Callable[[dict[str, Any]], Tmux]
+) -> None:
+    """As the line mode: a trusted folder's new .mcp.json server is approved or rejected once,
+    on the plain terminal, and the answer is saved before the full-screen UI starts."""
+    import json
+    import sys
+
+    fixture = str(Path(__file__).parent / "mcp_fixtures" / "server.py")
+    servers = {"alpha": {"command": sys.executable, "args": [fixture, "stdio"]}}
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    tmux = tmux_env({"steps": ["unused"]})
+    subprocess.run([KEEL, "trust"], cwd=project, env=tmux.env, check=True, capture_output=True, timeout=60)
+    tmux.start(KEEL, project)
+    tmux.wait_for("New MCP server found in .mcp.json: alpha")
+    tmux.run("send-keys", "-t", "0", "-l", "n")
+    tmux.run("send-keys", "-t", "0", "Enter")
+    tmux.wait_for("⏵⏵ default")
+    local = json.loads((project / ".keel" / "settings.local.json").read_text())
+    assert local["disabledMcpjsonServers"] == ["alpha"]
+    tmux.run("send-keys", "-t", "0", "C-c")
+    tmux.run("send-keys", "-t", "0", "C-c")

@@ -34,7 +34,7 @@ def _threads_left() -> bool:
 
 
 def leave(code: int) -> NoReturn:
-    if _threads_left():
+    if _threads_left() or "textual" in sys.modules:  # the TUI restores the terminal in its teardown
         sys.exit(code)
     try:
         sys.stdout.flush()

@@ -62,6 +62,25 @@ def _trusted(cwd: Path) -> bool | None:
     return False
 
 
+def _approve_mcp_servers(cwd: Path) -> bool:
+    """The project's new .mcp.json servers, asked about on the plain terminal before the
+    screen starts, like the trust question (see ``cli.mcp.approve_new_servers``)."""
+    import asyncio
+
+    from agentkeel.cli.mcp import approve_new_servers
+
+    async def ask(question: str) -> str:
+        try:
+            return await asyncio.to_thread(input, question)
+        except EOFError:
+            return ""
+
+    ok = asyncio.run(approve_new_servers(cwd, ask, print))
+    if not ok:
+        print("keel: this session starts no MCP server of .mcp.json (answers not saved)")
+    return ok
+
+
 def _theme(env: dict[str, str]) -> str:
     """KEEL_THEME=light|dark, else the terminal's COLORFGBG (``15;0``: light text on dark)."""
     chosen = env.get("KEEL_THEME", "").lower()
@@ -92,10 +111,14 @@ def run_tui(args: argparse.Namespace, first_prompt: str) -> int:
         print(f"keel: {e}", file=sys.stderr)
         return EXIT_USAGE
 
+    mcp_ok = trust is False or _approve_mcp_servers(options_from_args(args).cwd)
+
     def make_options() -> RuntimeOptions:
         opts = options_from_args(args)
         if trust is False:
             opts.trust_project = False
+        elif not mcp_ok:
+            opts.skip_project_mcp = True
         return opts
 
     try:
