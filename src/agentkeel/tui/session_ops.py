@@ -4,15 +4,38 @@ directly: a resume or fork builds a new Runtime from the same options as the fir
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkeel.runtime import KeelError
 from agentkeel.tui.chat import AnswerBlock, ChatLog, NoticeLine, UserBlock, call_summary
 from agentkeel.tui.dialogs import Choice, ChooserScreen
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentkeel.runtime import Runtime
     from agentkeel.session.history import RewindMode
-    from agentkeel.tui.app import KeelApp
+
+
+class KeelApp(Protocol):
+    """What session operations need of the app (``tui.app.KeelApp``, which imports this module)."""
+
+    rt: Runtime
+    home: Path
+    turn: int
+    context_tokens: int
+    cost: float
+
+    def build_runtime(self, resume: str | None = None, fork: bool = False) -> Runtime: ...
+    def attach_runtime(self) -> None: ...
+    async def drain(self) -> None: ...
+    def focus_prompt(self, text: str = "") -> None: ...
+    async def refresh_sessions(self) -> None: ...
+    def show_header(self) -> None: ...
+    async def choose(self, screen: ChooserScreen) -> str | None: ...
+    def show_notice(self, text: str, level: str = "info") -> Any: ...
+    def query_one(self, selector: Any) -> Any: ...
+
 
 REWIND_MODES = [
     Choice("b", "Restore code and conversation"),
