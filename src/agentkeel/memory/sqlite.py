@@ -489,7 +489,10 @@ class _VectorCache:
         matrix = self.own if column == "own" else self.ctx
         if matrix is None or self.rids is None or self.live is None or not len(self.rids):
             return []
-        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        from agentkeel.memory.embed import one_blas_thread
+
+        with one_blas_thread():  # a worker thread per core spins on a loaded machine (see embed)
+            scores = matrix @ np.asarray(vector, dtype=np.float32)
         mask = self.live.copy()
         if project is not None and self.project is not None:
             mask &= self.project == self.projects.get(project, -1)
