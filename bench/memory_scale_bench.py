@@ -7,17 +7,23 @@ picked with a fixed seed (so word frequencies are natural, not a toy vocabulary)
 them tool observations with file paths; 200 sessions in 5 projects. Queries are 200 LoCoMo
 questions, half filtered to one project. Lexical index only (no embedder): embedding cost is
 a property of the embedder and is measured in locomo_bench.py.
+
+Besides wall-time percentiles, each row gives the CPU milliseconds per search of this process
+and (PostgreSQL) of the server backend that served it, read from /proc: on a loaded machine
+the wall time measures the neighbours, the CPU time what a search costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,11 +116,14 @@ def run(backend: str, size: int, tmp: Path, n_queries: int = 200, analyze: bool 
     rng = random.Random(1)
     queries = rng.sample(QUESTIONS, n_queries)
     latencies = []
+    server = _server_cpu(store)
+    cpu0, server0 = time.process_time(), server()
     for i, query in enumerate(queries):
         filters = {"project": f"proj{i % 5}"} if i % 2 else {}
         t0 = time.perf_counter()
         store.search(query, k=10, **filters)
         latencies.append((time.perf_counter() - t0) * 1000)
+    client_cpu, server_cpu = (time.process_time() - cpu0) * 1000 / n_queries, (server() - server0) / n_queries
     store.close()
     if server is not None:
         server.cleanup()
@@ -125,7 +134,26 @@ def run(backend: str, size: int, tmp: Path, n_queries: int = 200, analyze: bool 
         "ingest_records_per_s": round(size / ingest),
         "search_ms_p50": round(statistics.median(latencies), 2),
         "search_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
+        "cpu_ms_per_search": {"client": round(client_cpu, 2), "server": round(server_cpu, 2)},
+        "load_average": round(os.getloadavg()[0], 2),
     }
+
+
+def _server_cpu(store: object) -> Callable[[], float]:
+    """The CPU milliseconds the PostgreSQL backend serving ``store`` has used (0 for SQLite):
+    with the wall time, what a search costs whatever else the machine runs."""
+    db = getattr(store, "_db", None)
+    if db is None or not hasattr(db, "pgconn"):
+        return lambda: 0.0
+    pid = int(db.execute("SELECT pg_backend_pid()").fetchone()[0])
+    db.rollback()
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def used() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / tick
+
+    return used
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Record
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
+from agentkeel.memory.retrieval import TUNING
 from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
 from agentkeel.memory.store import StoreBase
 
@@ -46,6 +47,15 @@ _TSV = (
 )
 
 
+POSTINGS_VERSION = "2"  # 2: postings carry their entry's project and their impact (the BM25 term factor)
+IMPACT_DEPTH = 2000  # postings read per query term, best impact first
+RESCORE = 400  # best candidates given to the filters
+_IMPACT = (
+    "({a}.own * {own} + {a}.ctx * {ctx} + {a}.whn * {whn}) / ({a}.own * {own} + {a}.ctx * {ctx} + {a}.whn * {whn}"
+    " + 1.2 * (0.25 + 0.75 * s.len / {avgdl}))"
+)
+
+
 def rank_weights(fields: tuple[float, float, float]) -> str:
     """ts_rank's {D, C, B, A} weights from the store's (own text, context, date words) field weights."""
     own, ctx, when = (max(0.0, float(w)) for w in fields)
@@ -55,6 +65,8 @@ def rank_weights(fields: tuple[float, float, float]) -> str:
 
 class PostgresStore(StoreBase):
     dialect = POSTGRES
+    impact_depth = IMPACT_DEPTH  # postings read per query term (``_bm25``)
+    rescore = RESCORE  # best candidates given to the filters
 
     def __init__(self, dsn: str, embedder: Embedder | None = None, masker: Masker | None = None) -> None:
         try:
@@ -101,6 +113,7 @@ class PostgresStore(StoreBase):
                 CREATE TABLE IF NOT EXISTS keel_terms (
                     term TEXT NOT NULL, rid BIGINT NOT NULL,
                     own SMALLINT NOT NULL, ctx SMALLINT NOT NULL, whn SMALLINT NOT NULL, len INTEGER NOT NULL,
+                    project TEXT NOT NULL DEFAULT '', imp REAL NOT NULL DEFAULT 0,
                     PRIMARY KEY (term, rid)
                 );
                 CREATE INDEX IF NOT EXISTS keel_terms_rid ON keel_terms(rid);
@@ -108,13 +121,10 @@ class PostgresStore(StoreBase):
                 CREATE TABLE IF NOT EXISTS keel_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 """
             )
-            cur.execute("SELECT 1 FROM keel_meta WHERE key = 'postings'")
-            if cur.fetchone() is None:  # a store made before the postings table: index what it holds
-                cur.execute("SELECT rid FROM keel_search")
-                held = [int(r[0]) for r in cur.fetchall()]
-                _index_terms(cur, held)
-                _bump(cur, "docs", len(held))
-                cur.execute("INSERT INTO keel_meta VALUES ('postings', '1') ON CONFLICT (key) DO NOTHING")
+            cur.execute("SELECT value FROM keel_meta WHERE key = 'postings'")
+            version = cur.fetchone()
+            if version is None or version[0] != POSTINGS_VERSION:
+                _migrate_postings(cur, None if version is None else str(version[0]))
             if self.embedder is not None:
                 cur.execute("SELECT value FROM keel_meta WHERE key = 'embedder'")
                 row = cur.fetchone()
@@ -267,8 +277,6 @@ class PostgresStore(StoreBase):
         words = " ".join(terms)
         if not words.strip():
             return []
-        where, params = self._where(filters)
-        own, ctx, when = (float(w) for w in self.tuning.fields)
         with self._lock:
             stats = self._db.execute(
                 "WITH q AS (SELECT DISTINCT lexeme FROM"
@@ -286,19 +294,62 @@ class PostgresStore(StoreBase):
             rows: list[tuple[Any, ...]] = []
             for chosen in [informative, df] if informative and informative != df else [df]:
                 idf = [max(math.log((docs - n + 0.5) / (n + 0.5)), 1e-6) for n in chosen.values()]
-                rows = self._db.execute(
-                    "SELECT t.rid, SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + t.len * %s::float8))) AS score"
-                    " FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)"
-                    " JOIN keel_terms t ON t.term = q.term"
-                    " CROSS JOIN LATERAL (SELECT t.own * %s::float8 + t.ctx * %s::float8 + t.whn * %s::float8 AS tf) w"
-                    " JOIN keel_events e ON e.rid = t.rid"
-                    f" WHERE {where} GROUP BY t.rid ORDER BY score DESC, t.rid LIMIT %s",
-                    [0.75 / avgdl, list(chosen), idf, own, ctx, when, *params, limit],
-                ).fetchall()
+                rows = self._bm25(list(chosen), idf, filters, limit, avgdl, max(chosen.values()) > self.impact_depth)
                 if len(rows) >= limit:
                     break
             self._db.rollback()
         return [int(r[0]) for r in rows]
+
+    def _bm25(
+        self, terms: list[str], idf: list[float], filters: Filters, limit: int, avgdl: float, truncated: bool
+    ) -> list[tuple[Any, ...]]:
+        """The ``limit`` best entries by BM25. Each term's postings are read in impact order, and
+        only the first ``impact_depth`` of them (of the filter's project, when it names one), from
+        an index that holds their counts (no table access), so a term held by 50,000 entries
+        costs what one held by 2,000 does. An entry's score sums the postings read: a posting cut
+        off is one of a common word's weakest, so the top of the ranking is that of every posting
+        (the 100k bench measures how close). The ``rescore`` best are then filtered; should that
+        leave fewer than ``limit`` while a list was cut short, every posting is scored."""
+        where, params = self._where(filters)
+        own, ctx, when = (float(w) for w in self.tuning.fields)
+        exact = (
+            "SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + t.len * %s::float8))) AS score"
+            " FROM {source} JOIN keel_terms t ON {on}"
+            " CROSS JOIN LATERAL (SELECT t.own * %s::float8 + t.ctx * %s::float8 + t.whn * %s::float8 AS tf) w"
+            " JOIN keel_events e ON e.rid = t.rid"
+            f" WHERE {where} GROUP BY t.rid ORDER BY score DESC, t.rid LIMIT %s"
+        )
+        in_project = " AND p.project = %s" if filters.project is not None else ""
+        rows = self._db.execute(
+            "WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)),"
+            " c AS (SELECT p.rid, SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + p.len * %s::float8))) AS score"
+            " FROM q CROSS JOIN LATERAL (SELECT p.rid, p.own, p.ctx, p.whn, p.len FROM keel_terms p"
+            f" WHERE p.term = q.term{in_project} ORDER BY p.imp DESC LIMIT %s) p"
+            " CROSS JOIN LATERAL (SELECT p.own * %s::float8 + p.ctx * %s::float8 + p.whn * %s::float8 AS tf) w"
+            " GROUP BY p.rid ORDER BY score DESC LIMIT %s)"
+            f" SELECT c.rid, c.score FROM c JOIN keel_events e ON e.rid = c.rid WHERE {where}"
+            " ORDER BY c.score DESC, c.rid LIMIT %s",
+            [
+                terms,
+                idf,
+                0.75 / avgdl,
+                *([filters.project] if in_project else []),
+                self.impact_depth,
+                own,
+                ctx,
+                when,
+                self.rescore,
+                *params,
+                limit,
+            ],
+        ).fetchall()
+        if len(rows) < limit and truncated:
+            rows = self._db.execute(
+                "SELECT t.rid, "
+                + exact.format(source="unnest(%s::text[], %s::float8[]) AS q(term, idf)", on="t.term = q.term"),
+                [0.75 / avgdl, terms, idf, own, ctx, when, *params, limit],
+            ).fetchall()
+        return list(rows)
 
     def _totals(self) -> tuple[int, int]:
         """How many entries the word index holds, and their tokens (BM25's N and average length)."""
@@ -412,10 +463,11 @@ def _index_terms(cur: Any, rids: list[int], gone: bool = False) -> None:
         )
         after = sum(int(r[0]) for r in cur.fetchall())
         cur.execute(
-            "INSERT INTO keel_terms(term, rid, own, ctx, whn, len) SELECT u.lexeme, s.rid,"
-            " cardinality(array_positions(u.weights, 'A')), cardinality(array_positions(u.weights, 'C')),"
-            " cardinality(array_positions(u.weights, 'B')), s.len"
-            " FROM keel_search s, unnest(s.tsv) u WHERE s.rid = ANY(%s)",
+            "INSERT INTO keel_terms(term, rid, own, ctx, whn, len, project, imp)"
+            f" SELECT a.lexeme, s.rid, a.own, a.ctx, a.whn, s.len, e.project, {_impact(cur)}"
+            " FROM keel_search s JOIN keel_events e ON e.rid = s.rid CROSS JOIN LATERAL (SELECT u.lexeme,"
+            " cardinality(array_positions(u.weights, 'A')) AS own, cardinality(array_positions(u.weights, 'C')) AS ctx,"
+            " cardinality(array_positions(u.weights, 'B')) AS whn FROM unnest(s.tsv) u) a WHERE s.rid = ANY(%s)",
             (rids,),
         )
         cur.execute(
@@ -424,6 +476,46 @@ def _index_terms(cur: Any, rids: list[int], gone: bool = False) -> None:
             (rids,),
         )
     _bump(cur, "tokens", after - before)
+
+
+def _impact(cur: Any, counts: str = "a") -> str:
+    """The SQL of a posting's impact (over ``counts``: its field counts, ``s``: its entry), BM25's term
+    factor with the default field weights and the current average length: the order in which a
+    search reads a term's postings. Scores themselves are computed exactly (``_bm25``)."""
+    cur.execute("SELECT key, value FROM keel_meta WHERE key IN ('docs', 'tokens')")
+    found = {str(k): int(v) for k, v in cur.fetchall()}
+    docs, tokens = found.get("docs", 0), found.get("tokens", 0)
+    own, ctx, whn = (float(w) for w in TUNING.fields)
+    avgdl = tokens / docs if docs and tokens > 0 else 20.0
+    return _IMPACT.format(a=counts, own=own, ctx=ctx, whn=whn, avgdl=f"{avgdl:.6g}::float8")
+
+
+def _migrate_postings(cur: Any, version: str | None) -> None:
+    """Bring the postings to ``POSTINGS_VERSION``: a store made before the postings table gets
+    them from its tsvectors; one with version 1 postings gets their project and impact."""
+    cur.execute(
+        "ALTER TABLE keel_terms ADD COLUMN IF NOT EXISTS project TEXT NOT NULL DEFAULT '',"
+        " ADD COLUMN IF NOT EXISTS imp REAL NOT NULL DEFAULT 0"
+    )
+    if version is None:
+        cur.execute("SELECT rid FROM keel_search")
+        held = [int(r[0]) for r in cur.fetchall()]
+        _index_terms(cur, held)
+        _bump(cur, "docs", len(held))
+    else:
+        cur.execute(
+            f"UPDATE keel_terms t SET project = e.project, imp = {_impact(cur, 't')}"
+            " FROM keel_events e, keel_search s WHERE e.rid = t.rid AND s.rid = t.rid"
+        )
+    cur.execute(
+        "CREATE INDEX IF NOT EXISTS keel_terms_impact ON keel_terms(term, imp DESC) INCLUDE (rid, own, ctx, whn, len);"
+        " CREATE INDEX IF NOT EXISTS keel_terms_project_impact ON keel_terms(term, project, imp DESC)"
+        " INCLUDE (rid, own, ctx, whn, len)"
+    )
+    cur.execute(
+        "INSERT INTO keel_meta VALUES ('postings', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        (POSTINGS_VERSION,),
+    )
 
 
 def _bump(cur: Any, key: str, delta: int) -> None:

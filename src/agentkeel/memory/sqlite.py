@@ -306,10 +306,12 @@ class SQLiteStore(StoreBase):
         with self._lock:
             self._cache.refresh(self._db)
             allowed = None
-            if filters != Filters():
+            project = filters.project
+            if filters not in (Filters(), Filters(project=project)):  # a project alone is the cache's own filter
+                project = None
                 where, params = self._where(filters)
                 allowed = {int(r[0]) for r in self._db.execute(f"SELECT e.rid FROM events e WHERE {where}", params)}
-        return self._cache.nearest(vector, column, limit, allowed)
+        return self._cache.nearest(vector, column, limit, allowed, project)
 
     def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
         if not rids:
@@ -431,6 +433,8 @@ class _VectorCache:
         self.own: npt.NDArray[np.float32] | None = None
         self.ctx: npt.NDArray[np.float32] | None = None
         self.live: npt.NDArray[np.bool_] | None = None
+        self.projects: dict[str, int] = {}  # project -> its code in ``project``
+        self.project: npt.NDArray[np.int32] | None = None
 
     def refresh(self, db: sqlite3.Connection) -> None:
         import numpy as np
@@ -443,7 +447,7 @@ class _VectorCache:
         if current == self.ver:
             return
         changed = db.execute(
-            "SELECT v.rid, v.own, v.ctx, e.superseded_by IS NULL AND e.forgotten = 0"
+            "SELECT v.rid, v.own, v.ctx, e.superseded_by IS NULL AND e.forgotten = 0, e.project"
             " FROM vectors v JOIN events e ON e.rid = v.rid WHERE v.ver > ?",
             (self.ver,),
         ).fetchall()
@@ -461,10 +465,12 @@ class _VectorCache:
                 self.ctx = zeros.copy() if self.ctx is None else np.concatenate([self.ctx, zeros])
                 live = np.zeros(len(new), dtype=np.bool_)
                 self.live = live if self.live is None else np.concatenate([self.live, live])
+                codes = np.array([self.projects.setdefault(r[4], len(self.projects)) for r in new], dtype=np.int32)
+                self.project = codes if self.project is None else np.concatenate([self.project, codes])
                 for offset, r in enumerate(new):
                     self.index[int(r[0])] = start + offset
             if self.own is not None and self.ctx is not None and self.live is not None:
-                for rid, own, ctx, live_flag in changed:
+                for rid, own, ctx, live_flag, _ in changed:
                     i = self.index.get(int(rid))
                     if i is None:
                         continue
@@ -473,14 +479,23 @@ class _VectorCache:
                     self.live[i] = bool(live_flag) and own is not None
         self.ver = current
 
-    def nearest(self, vector: list[float], column: str, limit: int, allowed: set[int] | None) -> list[int]:
+    def nearest(
+        self, vector: list[float], column: str, limit: int, allowed: set[int] | None, project: str | None = None
+    ) -> list[int]:
+        """The ``limit`` live entries nearest ``vector``: among ``allowed`` rids, or of ``project``
+        (compared in the cache, not looked up: a search filtered by project alone is the usual one)."""
         import numpy as np
 
         matrix = self.own if column == "own" else self.ctx
         if matrix is None or self.rids is None or self.live is None or not len(self.rids):
             return []
-        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        from agentkeel.memory.embed import one_blas_thread
+
+        with one_blas_thread():  # a worker thread per core spins on a loaded machine (see embed)
+            scores = matrix @ np.asarray(vector, dtype=np.float32)
         mask = self.live.copy()
+        if project is not None and self.project is not None:
+            mask &= self.project == self.projects.get(project, -1)
         if allowed is not None:
             mask &= np.isin(self.rids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
         scores = np.where(mask, scores, -np.inf)
