@@ -128,3 +128,26 @@ def test_protected_entries_stay_read_only_around_and_inside_a_worktree(
     assert not (tree / ".keel" / "settings.json").exists()
     assert (tree / ".git").read_text() == gitfile  # the rest of the worktree is the command's to change
     assert not (tree / ".bashrc").exists()
+
+
+@pytest.mark.parametrize(
+    ("rule", "path"),
+    [
+        ("Edit(/secrets/**)", f"{WT}/secrets/key.txt"),
+        ("Edit(./config/prod.yaml)", f"{WT}/config/prod.yaml"),
+        ("Read(./.env)", f"{WT}/.env"),
+        ("Edit(**/*.pem)", f"{WT}/certs/a.pem"),
+    ],
+)
+def test_deny_rules_hold_inside_a_worktree_for_what_its_merge_would_write(project: Path, rule: str, path: str) -> None:
+    """A worktree is merged back into the project: a deny rule anchored at the project must deny
+    the same file written (or read) inside the worktree; the look-alike elsewhere stays allowed."""
+    tool = "Read" if rule.startswith("Read") else "Write"
+    e = PermissionEngine(cwd=str(project), mode="acceptEdits", home=str(project.parent / "home"))
+    e.add([rule], "deny", "settings", "project")
+    args: dict[str, Any] = {"file_path": str(project / path)}
+    if tool == "Write":
+        args["content"] = "y\n"
+    assert _decide(e, tool, **args) == "deny"
+    other = str(project / WT / "elsewhere" / "ok.txt")
+    assert _decide(e, "Write", file_path=other, content="y\n") == "allow"

@@ -73,7 +73,18 @@ class PathPattern:
 
     def matches(self, path: str, *, broad: bool = False) -> bool:
         """``broad`` (deny and ask rules) folds case, and a pattern that does not compile matches
-        everything (fail closed); otherwise (allow rules) it matches nothing."""
+        everything (fail closed); otherwise (allow rules) it matches nothing. A deny or ask rule
+        also matches a path inside an agent's worktree as the same path in the project the
+        worktree merges back into (``.keel/worktrees/<name>/secrets/a`` as ``secrets/a``)."""
+        if self._matches(path, broad):
+            return True
+        while broad and (mapped := outside_worktree(path)) is not None:
+            if self._matches(mapped, broad):
+                return True
+            path = mapped
+        return False
+
+    def _matches(self, path: str, broad: bool) -> bool:
         fold_case = broad
         rel = _relative(path, self.base)
         if rel is None:
@@ -225,6 +236,16 @@ def worktree_inside(parts: list[str]) -> int:
         if parts[i] == WORKTREES[0] and parts[i + 1] == WORKTREES[1]:
             return i + 3
     return 0
+
+
+def outside_worktree(path: str) -> str | None:
+    """The project path that an absolute path inside an agent's worktree stands for (what a
+    merge of the worktree writes), or None when the path is not inside one."""
+    parts = [p for p in path.split("/") if p]
+    start = worktree_inside([p.lower() for p in parts])
+    if not start:
+        return None
+    return "/" + "/".join(parts[: start - 3] + parts[start:])
 
 
 def protected(path: str, keel_home: str | None = None, home: str | None = None) -> str | None:
