@@ -73,3 +73,41 @@ async def test_light_theme_renders_light(
         await pilot.press("shift+tab")
         assert app.rt.permissions.mode == "acceptEdits"
         assert "accept edits" in screen_text(app)
+
+
+async def test_background_agents_are_listed_with_their_status(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    """A Task run in the background shows in the sidebar as running, then as done, while the
+    parent's turn has already ended (the screen stays usable)."""
+    task = {
+        "name": "Task",
+        "input": {"description": "long job", "prompt": "long job", "run_in_background": True},
+    }
+    slow = {"text": "background report", "delay_s": 1.5}  # the child and the parent race for these
+    server = fake_llm({"steps": [{"tool_calls": [task]}, slow, slow, "extra"]})
+    app = KeelApp(make_options(project, server, permission_mode="bypassPermissions"), home=tmp_path / "keelhome")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await type_text(pilot, "go")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "◐" in screen_text(app) and "running" in screen_text(app), what="running")
+        await wait_for(pilot, lambda: "● " in _agents_line(app) and "done" in _agents_line(app), 30, "done")
+
+
+def _agents_line(app: KeelApp) -> str:
+    text = screen_text(app)
+    return text[text.find("Background agents") :]
+
+
+async def test_ctrl_b_shows_the_sidebar_on_a_small_terminal(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    server = fake_llm({"steps": ["ok"]})
+    app = KeelApp(make_options(project, server), home=tmp_path / "keelhome")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.2)
+        assert "Background agents" not in screen_text(app)  # no room for it at 80 columns
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: "Background agents" in screen_text(app), what="the sidebar")
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: "Background agents" not in screen_text(app), what="the sidebar hidden")
