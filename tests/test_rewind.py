@@ -351,3 +351,24 @@ async def test_an_interrupted_bash_call_is_still_checkpointed(project: Path, fak
         assert result.removed_files == (str(made),) and not made.exists()
     finally:
         await rt.aclose()
+
+
+def test_a_file_created_within_the_folder_mtime_tick_is_still_seen(tmp_path: Path) -> None:
+    """A folder's mtime moves in clock ticks: a file created in the same tick as the last look
+    leaves it unchanged. Found by the property test (a rewind deleted sub/c.txt, the next Bash
+    call created it again, and the second rewind left it behind); here the coarse tick is made
+    certain by putting the folder's mtime back."""
+    from agentkeel.session.objects import ObjectStore
+    from agentkeel.session.tree import TreeState
+
+    root = tmp_path / "p"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.txt").write_text("x\n")
+    tree = TreeState(root, ObjectStore(tmp_path / "checkpoints"))
+    tree.sync()
+    (root / "sub" / "a.txt").unlink()  # a rewind, between two Bash calls
+    tree.sync()  # before the next Bash call
+    seen = (root / "sub").stat().st_mtime_ns
+    (root / "sub" / "b.txt").write_text("")  # the Bash call, within the same tick
+    os.utime(root / "sub", ns=(seen, seen))
+    assert tree.diff() == {str(root / "sub" / "b.txt"): None}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,10 @@ _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", 
 _GLOB_CHARS = frozenset("*?[]\\")
 
 Signature = tuple[int, int]  # (mtime_ns, size)
+# A folder's mtime moves in coarse steps (the kernel's clock tick): an entry created in the same
+# tick as the last look leaves the mtime as it was. A folder whose mtime is this close to the
+# last scan (or later) is listed again at the next one, as git treats "racily clean" entries.
+RACY_NS = 2_000_000_000
 
 
 @dataclass
@@ -46,6 +51,7 @@ class TreeState:
     too_big: bool = False
     synced: bool = False
     git: bool = False
+    scanned_ns: int = 0  # wall clock when the last scan began (see RACY_NS)
 
     # --- listing ---------------------------------------------------------------------
 
@@ -81,9 +87,10 @@ class TreeState:
         if not self.synced:
             return self._full()
         moved: list[str] = []
+        racy = self.scanned_ns - RACY_NS  # a folder changed this close to the last look may change again unseen
         for d, m in list(self.dirs.items()):
             now = _mtime(self.root, d)
-            if now != m:
+            if now != m or m >= racy:
                 moved.append(d)
                 if now is None:
                     del self.dirs[d]
@@ -137,7 +144,9 @@ class TreeState:
         return found
 
     def _scan(self) -> dict[str, Signature] | None:
+        started = time.time_ns()
         names = self._names()
+        self.scanned_ns = started
         if names is None:
             return None
         out: dict[str, Signature] = {}
@@ -159,6 +168,7 @@ class TreeState:
         if now is None:
             return
         files = self.files
+        racy = self.scanned_ns - RACY_NS
         if not self.synced:
             clean = _git_clean_blobs(self.root) if self.git else {}
             if sum(sig[1] for rel, sig in now.items() if rel not in clean) > MAX_TREE_BYTES:
@@ -171,7 +181,7 @@ class TreeState:
             del files[rel]
         for rel, sig in now.items():
             known = files.get(rel)
-            if known is None or known[0] != sig:
+            if known is None or known[0] != sig or sig[0] >= racy:
                 files[rel] = (sig, self.store.snapshot(self.root / rel))
         self.synced = True
 
@@ -186,6 +196,7 @@ class TreeState:
         """After a Bash call: the paths that changed since :meth:`sync`, with their content before."""
         if not self.synced:
             return {}
+        racy = self.scanned_ns - RACY_NS  # a file written this close to the last look is hashed again
         now = self._scan()
         if now is None:
             return {}
@@ -195,7 +206,7 @@ class TreeState:
             changed[str(self.root / rel)] = self._stored(rel, files.pop(rel)[1])
         for rel, sig in now.items():
             known = files.get(rel)
-            if known is not None and known[0] == sig:
+            if known is not None and known[0] == sig and sig[0] < racy:
                 continue
             before = self._stored(rel, known[1]) if known is not None else None
             sha = self.store.snapshot(self.root / rel)
