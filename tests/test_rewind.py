@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,8 +123,10 @@ def test_a_clean_repository_costs_no_copies_until_bash_changes_a_file(
     git's object store (through the work-tree filters) and restored by a rewind."""
     git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
     subprocess.run(["git", "init", "-q", str(project)], check=True)
+    old = time.time_ns() - 3600 * 10**9  # files last changed an hour ago, as in a real repository
     for i in range(40):
         (project / f"f{i:02}.txt").write_text(f"committed content {i}\n" * 50)
+        os.utime(project / f"f{i:02}.txt", ns=(old, old))
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
     (project / "f01.txt").write_text("edited before the session\n")  # modified: must be copied

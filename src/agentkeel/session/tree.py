@@ -181,7 +181,8 @@ class TreeState:
             del files[rel]
         for rel, sig in now.items():
             known = files.get(rel)
-            if known is None or known[0] != sig or sig[0] >= racy:
+            fresh = sig[0] >= racy and not (known is not None and (known[1] or "").startswith(GIT_REF))
+            if known is None or known[0] != sig or fresh:  # git's own answer needs no second look
                 files[rel] = (sig, self.store.snapshot(self.root / rel))
         self.synced = True
 
