@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeel import _childwatch
 from agentkeel._version import __version__
+from agentkeel.assembly import KeelError as KeelError  # re-exported: callers import it from here
+from agentkeel.assembly import fallback_model_id, forked, model_name, sandbox_for, writable
 from agentkeel.context.manager import ContextManager
 from agentkeel.core.events import EventBus, Notice, SessionEnded, SessionStarted, SinkFailed
 from agentkeel.core.extensions import Extension, Extensions
@@ -27,7 +29,7 @@ from agentkeel.extensions.builtins import REQUEST_VALIDATORS, SessionParts, defa
 from agentkeel.extensions.redaction import redact_event
 from agentkeel.mcpclient import McpSetup, mcp_extension
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
-from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model, untrusted_model_allowed
+from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
 from agentkeel.safety import AskRepeat
 from agentkeel.session.checkpoints import CheckpointRecorder
 from agentkeel.session.load import AmbiguousSession, LoadReport, find_session, list_sessions, load_session
@@ -74,10 +76,6 @@ def _memory_plugin(
         log.warning("memory disabled for this session: %s", exc, exc_info=True)
         warnings.append(f"memory is off for this session: {exc} (see `keel mem check`)")
         return None
-
-
-class KeelError(Exception):
-    """A problem the user can fix; the message is one line that says how."""
 
 
 def _retrust(store: TrustStore, cwd: Path) -> None:
@@ -204,7 +202,7 @@ class Runtime:
         env = dict(opts.env)
         home_dir = keel_home(env)
         sessions = project_dir(home_dir, cwd)
-        _writable(home_dir, sessions)
+        writable(home_dir, sessions)
         trust = project_trust(cwd, home_dir, opts.trust_project)
         loaded = read_settings(
             cwd, opts.home, home_dir, opts.settings_files, env, trusted=trust.trusted, sources=opts.setting_sources
@@ -212,7 +210,7 @@ class Runtime:
         settings = loaded.settings
         env = {**settings.env, **env} if settings.env else env
         try:
-            info = resolve_model(_model_name(opts, loaded, env, trust), env)
+            info = resolve_model(model_name(opts.model, loaded, env, trust), env)
             from agentkeel.providers.factory import make_provider
 
             provider = make_provider(info, env, transport=settings.provider.transport if settings.provider else None)
@@ -251,7 +249,7 @@ class Runtime:
         loaded.warnings.extend(engine.warnings)
         add_dirs = tuple(Path(d) for d in engine.additional_dirs)
         try:
-            sandbox = _sandbox(settings, cwd, opts.home, home_dir, add_dirs, engine, loaded.warnings)
+            sandbox = sandbox_for(settings, cwd, opts.home, home_dir, add_dirs, engine, loaded.warnings)
         except KeelError:
             lock.release()
             raise
@@ -300,7 +298,7 @@ class Runtime:
             trusted=trust.trusted,
             reliability=settings.reliability,
             context_window=info.context_window,
-            fallback_model=_fallback_model(opts.fallback_model or settings.fallbackModel, info, env, loaded.warnings),
+            fallback_model=fallback_model_id(opts.fallback_model or settings.fallbackModel, info, env, loaded.warnings),
         )
         builtins, warnings = default_extensions(parts, settings.disabled_hooks)
         loaded.warnings.extend(warnings + parts.notices)
@@ -439,12 +437,12 @@ class Runtime:
                 raise KeelError(str(e)) from None
             if found is None:
                 raise KeelError(f"no session '{ref}' for this project: see `keel sessions list`")
-            return _forked(found, sessions) if opts.fork_session else found, True
+            return forked(found, sessions) if opts.fork_session else found, True
         if opts.continue_session:
             existing = list_sessions(sessions)
             if not existing:
                 raise KeelError("no earlier session to continue in this directory: run without -c to start one")
-            return _forked(existing[0].path, sessions) if opts.fork_session else existing[0].path, True
+            return forked(existing[0].path, sessions) if opts.fork_session else existing[0].path, True
         if opts.session_id is not None:
             try:
                 chosen = str(uuid.UUID(opts.session_id))
@@ -521,92 +519,3 @@ class Runtime:
         finally:
             self.writer.close()
             self.lock.release()
-
-
-def _sandbox(
-    settings: Settings,
-    cwd: Path,
-    home: Path,
-    keel_home_dir: Path,
-    add_dirs: tuple[Path, ...],
-    engine: PermissionEngine,
-    warnings: list[str],
-) -> Any:
-    """The Bash sandbox (agentkeel.sandbox), imported only when settings mention it."""
-    if settings.sandbox is None:
-        return None
-    from agentkeel.sandbox import SandboxError, setup_sandbox
-
-    try:
-        return setup_sandbox(
-            settings.sandbox,
-            cwd=cwd,
-            home=home,
-            keel_home=keel_home_dir,
-            additional_dirs=add_dirs,
-            engine=engine,
-            warnings=warnings,
-        )
-    except SandboxError as e:
-        raise KeelError(str(e)) from None
-
-
-def _model_name(opts: RuntimeOptions, loaded: LoadedSettings, env: Mapping[str, str], trust: TrustState) -> str | None:
-    """The model to use. An untrusted project may only pick a catalog model of a provider the
-    user already configured: never a provider, a path (``scripted:...``) or a base URL."""
-    chosen = opts.model or env.get("KEEL_MODEL")
-    if chosen:
-        return chosen
-    name = loaded.settings.model
-    if not name or trust.trusted:
-        return name
-    source = next((layer for layer in reversed(loaded.layers) if "model" in layer.data), None)
-    if source is None or source.scope not in ("project", "local"):
-        return name
-    if untrusted_model_allowed(name, env):
-        return name
-    loaded.warnings.append(
-        f"{source.path}: model '{name}' ignored until you trust this folder (`keel trust`): an untrusted "
-        "project may only choose a catalog model of a provider you have configured"
-    )
-    return None
-
-
-def _fallback_model(name: str | None, info: ModelInfo, env: Mapping[str, str], warnings: list[str]) -> str:
-    """The fallback model's id for this session's provider, or "" (none, or one keel cannot use)."""
-    if not name:
-        return ""
-    try:
-        fallback = resolve_model(name, env)
-    except ModelConfigError as e:
-        warnings.append(f"fallback model ignored: {e}")
-        return ""
-    if fallback.provider != info.provider:
-        warnings.append(
-            f"fallback model '{name}' is a {fallback.provider} model and this session uses {info.provider}: ignored"
-        )
-        return ""
-    return fallback.model
-
-
-def _forked(source: Path, sessions: Path) -> Path:
-    """A copy of a session's log under a new id: the conversation goes on there, the original stays."""
-    from agentkeel.session.history import fork_file  # with a parent link and the checkpoints
-
-    try:
-        return fork_file(source)
-    except OSError as e:
-        raise KeelError(f"cannot fork session {source.stem}: {e.strerror or e}") from None
-
-
-def _writable(home_dir: Path, sessions: Path) -> None:
-    try:
-        sessions.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise KeelError(
-            f"cannot write to KEEL_HOME ({home_dir}): {e.strerror or e}; point KEEL_HOME at a writable folder"
-        ) from None
-    if not os.access(sessions, os.W_OK | os.X_OK):
-        raise KeelError(
-            f"cannot write to KEEL_HOME ({home_dir}): permission denied; point KEEL_HOME at a writable folder"
-        )

@@ -107,15 +107,12 @@ def scope_file(cwd: Path, scope: str) -> Path:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    from agentkeel.mcpclient.approval import read_object
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise _Usage(f"cannot read {path}: {e}; fix or remove the file first") from None
-    if not isinstance(data, dict):
-        raise _Usage(f"{path} is not a JSON object; fix it first")
-    return data
+        return read_object(path)
+    except OSError as e:
+        raise _Usage(str(e)) from None
 
 
 def _write(cwd: Path, path: Path, data: dict[str, Any]) -> None:

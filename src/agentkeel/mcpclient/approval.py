@@ -28,7 +28,15 @@ from typing import Any, Literal
 
 from agentkeel.mcpclient.config import Approval, ServerConfig, read_json, servers_in
 
-__all__ = ["APPROVAL_KEYS", "Choice", "ask_about_servers", "pending_servers", "record_choices", "reset_choices"]
+__all__ = [
+    "APPROVAL_KEYS",
+    "Choice",
+    "ask_about_servers",
+    "pending_servers",
+    "read_object",
+    "record_choices",
+    "reset_choices",
+]
 
 Choice = Literal["yes", "yes_all", "no"]
 APPROVAL_KEYS = ("enabledMcpjsonServers", "disabledMcpjsonServers", "enableAllProjectMcpServers")
@@ -50,13 +58,14 @@ def pending_servers(
     return [s for s in found if approval.status(s.name) == "pending"]
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_object(path: Path) -> dict[str, Any]:
+    """A JSON settings file as a dict ({} when absent); OSError with one line when unreadable."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise OSError(f"cannot read {path}: {e}; fix or remove it first") from None
+        raise OSError(f"cannot read {path}: {e}; fix or remove the file first") from None
     if not isinstance(data, dict):
         raise OSError(f"{path} is not a JSON object; fix or remove it first")
     return data
@@ -77,7 +86,7 @@ def _write(path: Path, data: Mapping[str, Any]) -> None:
 def record_choices(cwd: Path, choices: Mapping[str, Choice]) -> Path:
     """Write the answers to ``.keel/settings.local.json`` (other keys are kept as they are)."""
     path = local_settings(cwd)
-    data = _read(path)
+    data = read_object(path)
     enabled = [n for n in data.get("enabledMcpjsonServers", []) if isinstance(n, str)]
     disabled = [n for n in data.get("disabledMcpjsonServers", []) if isinstance(n, str)]
     for name, choice in choices.items():
@@ -99,7 +108,7 @@ def reset_choices(cwd: Path) -> list[Path]:
     """Forget every approval answer of this project (keel's and Claude Code's local settings)."""
     changed = []
     for path in (local_settings(cwd), cwd / ".claude" / "settings.local.json"):
-        data = _read(path) if path.is_file() else {}
+        data = read_object(path) if path.is_file() else {}
         if any(k in data for k in APPROVAL_KEYS):
             _write(path, {k: v for k, v in data.items() if k not in APPROVAL_KEYS})
             changed.append(path)
