@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -57,8 +58,29 @@ class Tmux:
         raise AssertionError(f"{text!r} never appeared on the terminal:\n{shown}")
 
     def dead(self) -> tuple[bool, str]:
-        state = self.run("display-message", "-p", "-t", "0", "#{pane_dead} #{pane_dead_status}").split()
+        """Whether the pane's process ended, and how: its exit status, or ``signal N``."""
+        fmt = "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}"
+        state = self.run("display-message", "-p", "-t", "0", fmt).split()
+        if len(state) > 1 and not state[1].isdigit():  # no status: a signal ended it
+            return state[0] == "1", f"signal {state[1]}"
         return state[0] == "1", state[1] if len(state) > 1 else ""
+
+    def wait_exit(self, timeout: float = 20.0) -> tuple[bool, str]:
+        """``dead()`` once the process has ended and tmux has reaped it.
+
+        tmux marks a pane dead when its terminal closes and learns the status when it reaps the
+        process. Built with libutempter (Debian's is), it sets SIGCHLD to SIG_DFL while a helper
+        removes the pane's utmp record, right when the terminal closes: a process that exits in
+        that window stays a zombie tmux never reaps, and the pane shows no status. A SIGCHLD sent
+        to the tmux server makes it reap, and the status it reads is the process's own."""
+        deadline = time.monotonic() + timeout
+        state = self.dead()
+        while not (state[0] and state[1]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            if state[0]:
+                os.kill(int(self.run("display-message", "-p", "#{pid}").strip()), signal.SIGCHLD)
+            state = self.dead()
+        return state
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env, capture_output=True, timeout=10)
@@ -91,11 +113,7 @@ def test_keel_on_a_terminal_starts_the_tui(project: Path, tmux_env: Callable[[di
     tmux.wait_for("Hello from the full-screen UI.")
     tmux.run("send-keys", "-t", "0", "C-c")
     tmux.run("send-keys", "-t", "0", "C-c")
-    deadline = time.monotonic() + 20
-    while not tmux.dead()[0] and time.monotonic() < deadline:
-        time.sleep(0.2)
-    dead, status = tmux.dead()
-    assert dead and status == "0"
+    assert tmux.wait_exit() == (True, "0")
 
 
 def test_no_tui_keeps_the_line_mode(project: Path, tmux_env: Callable[[dict[str, Any]], Tmux]) -> None:

@@ -10,7 +10,8 @@ here, from the last answer to the exit, for nothing a user can see.
 ``leave`` flushes stdout and stderr, runs the ``atexit`` handlers, and ends the process with
 ``os._exit``. It falls back to ``sys.exit`` (and its full teardown) whenever a thread other than the
 main one is still alive: a non-daemon thread may hold work that must finish (``sys.exit`` waits for
-it), so only a process with nothing left running takes the short way.
+it), so only a process with nothing left running takes the short way. The full-screen UI takes it too:
+Textual has restored the terminal when ``App.run`` returns.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _threads_left() -> bool:
 
 
 def leave(code: int) -> NoReturn:
-    if _threads_left() or "textual" in sys.modules:  # the TUI restores the terminal in its teardown
+    if _threads_left():
         sys.exit(code)
     try:
         sys.stdout.flush()
