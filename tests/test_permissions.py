@@ -187,7 +187,7 @@ def test_managed_rules_are_global_stages(tree: dict[str, Path]) -> None:
 
 
 def test_groups_channels_and_transactional_tools(tree: dict[str, Path]) -> None:
-    from dataclasses import replace
+    from agentkeel import replace
 
     e = engine(tree)
     e.groups = {"web": "deny"}

@@ -24,7 +24,7 @@ DOCUMENTED = {
     "Message", "TextBlock", "ImageBlock", "ThinkingBlock", "ToolUseBlock", "ToolResultBlock", "Usage",
     "ModelRequest", "ModelResponse", "ProviderError",
     "PermissionMode", "PermissionDecision", "PermissionAnswer",
-    "keel_home", "TrustStore",
+    "keel_home", "TrustStore", "replace",
 }  # fmt: skip
 
 

@@ -7,10 +7,10 @@ import asyncio
 import json
 import os
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agentkeel import replace
 from agentkeel.core.events import Event, Notice
 from agentkeel.core.extensions import Extension
 from agentkeel.core.provider import ModelRequest

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agentkeel import replace
 from agentkeel.core.events import Event, Notice
 from agentkeel.core.extensions import ToolCall
 from agentkeel.core.tools import ToolOutput

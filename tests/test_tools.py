@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from agentkeel import replace
 from agentkeel.core.events import Event, TodosUpdated
 from agentkeel.core.extensions import ToolCall
 from agentkeel.core.tools import (

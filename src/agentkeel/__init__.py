@@ -69,6 +69,7 @@ _EXPORTS: dict[str, str] = {
     "ToolUseBlock": "agentkeel.core.types",
     "ToolResultBlock": "agentkeel.core.types",
     "Usage": "agentkeel.core.types",
+    "replace": "agentkeel.core.types",
     # models
     "ModelRequest": "agentkeel.core.provider",
     "ModelResponse": "agentkeel.core.provider",
@@ -137,6 +138,7 @@ __all__ = [
     "__version__",
     "keel_home",
     "register_event_type",
+    "replace",
 ]
 
 
@@ -196,6 +198,7 @@ if TYPE_CHECKING:
         ToolResultBlock,
         ToolUseBlock,
         Usage,
+        replace,
     )
     from agentkeel.permissions import Answer as PermissionAnswer
     from agentkeel.permissions import Decision as PermissionDecision

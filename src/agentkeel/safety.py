@@ -10,8 +10,9 @@ import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 from agentkeel.core.events import Event, Notice
 from agentkeel.core.extensions import ToolCall, Verdict
@@ -39,8 +40,7 @@ def looks_like_html(text: str) -> bool:
     return head.startswith(("<!doctype html", "<html")) or len(re.findall(r"</?[a-z][a-z0-9]*[^>]*>", text[:5000])) > 20
 
 
-@dataclass
-class ResultGuard:
+class ResultGuard(msgspec.Struct):
     """An ``after_tool`` extension every result passes before the model or a transcript sees it."""
 
     html_allowed: frozenset[str] = frozenset({"Read", "Grep", "Glob", "LS", "Bash", "Edit", "Write", "MultiEdit"})
@@ -76,15 +76,13 @@ class ResultGuard:
 State = Literal["closed", "open", "half-open"]
 
 
-@dataclass
-class _Circuit:
+class _Circuit(msgspec.Struct):
     state: State = "closed"
     failures: int = 0
     opened_at: float = 0.0
 
 
-@dataclass
-class CircuitBreaker:
+class CircuitBreaker(msgspec.Struct):
     """Per external tool: ``threshold`` failures in a row open the circuit; calls are refused
     for ``cooldown_s``; then one trial call (half-open) closes or re-opens it."""
 
@@ -92,7 +90,7 @@ class CircuitBreaker:
     threshold: int = 3
     cooldown_s: float = 30.0
     clock: Callable[[], float] = time.monotonic
-    circuits: dict[str, _Circuit] = field(default_factory=dict)
+    circuits: dict[str, _Circuit] = msgspec.field(default_factory=dict)
 
     def _key(self, call: ToolCall) -> str | None:
         if call.tool is None or not call.tool.is_external:
@@ -143,15 +141,14 @@ class CircuitBreaker:
 AskRepeat = Callable[[ToolCall, int], Awaitable[bool]]
 
 
-@dataclass
-class LoopDetector:
+class LoopDetector(msgspec.Struct):
     """The same tool with the same input ``limit`` times within the last ``window`` calls:
     ask the user whether to go on (interactive) or stop the call with advice (headless)."""
 
     ask: AskRepeat | None = None
     limit: int = 3
     window: int = 10
-    recent: deque[str] = field(default_factory=lambda: deque(maxlen=10))
+    recent: deque[str] = msgspec.field(default_factory=lambda: deque(maxlen=10))
 
     def __post_init__(self) -> None:
         self.recent = deque(maxlen=self.window)

@@ -16,9 +16,10 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+import msgspec
 
 TRUSTED_FILES = (
     ".claude/settings.json",
@@ -33,8 +34,7 @@ PLUGIN_SEARCH_DIRS = 200  # folders looked at per parent, at most: trust is read
 Status = Literal["trusted", "untrusted", "changed", "nothing-to-trust"]
 
 
-@dataclass(frozen=True)
-class TrustState:
+class TrustState(msgspec.Struct, frozen=True):
     folder: Path
     status: Status
     files: tuple[str, ...]  # the project files that trust covers, as found now

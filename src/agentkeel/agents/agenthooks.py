@@ -14,9 +14,11 @@ the folder is trusted (``keel trust``), as the project's own settings hooks are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
+from msgspec.structs import replace
 
 from agentkeel.core.extensions import Extension, LifecyclePoint, LifecycleResult
 from agentkeel.core.tools import Services
@@ -28,11 +30,10 @@ if TYPE_CHECKING:
     from agentkeel.core.provider import Provider
 
 
-@dataclass
-class AgentHooks:
+class AgentHooks(msgspec.Struct):
     extension: Extension | None = None
     life: LifecyclePoint | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
     async def fire(self, event: str, fields: dict[str, Any], *, match: str | None = None) -> LifecycleResult:
         if self.life is None:

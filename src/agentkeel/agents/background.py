@@ -13,7 +13,8 @@ import asyncio
 import logging
 import os
 import uuid
-from dataclasses import dataclass, field
+
+import msgspec
 
 from agentkeel.agents.defs import AgentDef
 from agentkeel.agents.spawner import SubagentResult, SubagentSpawner
@@ -22,12 +23,11 @@ from agentkeel.core.events import Notice
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class BackgroundAgents:
+class BackgroundAgents(msgspec.Struct):
     """The session's background agents (a service)."""
 
-    tasks: dict[str, asyncio.Task[SubagentResult]] = field(default_factory=dict)
-    finished: list[SubagentResult] = field(default_factory=list)  # not yet told to the model
+    tasks: dict[str, asyncio.Task[SubagentResult]] = msgspec.field(default_factory=dict)
+    finished: list[SubagentResult] = msgspec.field(default_factory=list)  # not yet told to the model
     spawner: SubagentSpawner | None = None
     hurry: bool = False  # the session ends after an interrupt: stop them now, do not wait
 

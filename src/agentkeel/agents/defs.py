@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agentkeel.agents.frontmatter import FrontmatterError, flag, names, read, text
 
@@ -22,8 +23,7 @@ PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dont
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "TodoWrite")
 
 
-@dataclass(frozen=True)
-class AgentDef:
+class AgentDef(msgspec.Struct, frozen=True):
     name: str
     description: str
     prompt: str
@@ -33,7 +33,7 @@ class AgentDef:
     permission_mode: str | None = None
     max_turns: int | None = None
     skills: tuple[str, ...] = ()
-    hooks: dict[str, Any] = field(default_factory=dict)
+    hooks: dict[str, Any] = msgspec.field(default_factory=dict)
     isolation: str | None = None  # "worktree"
     background: bool = False
     source: str = "built-in"  # built-in | user | project | plugin:<name> | sdk
@@ -76,10 +76,9 @@ PLAN = AgentDef(
 BUILTIN_AGENTS = (GENERAL_PURPOSE, EXPLORE, PLAN)
 
 
-@dataclass
-class AgentCatalog:
-    agents: dict[str, AgentDef] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+class AgentCatalog(msgspec.Struct):
+    agents: dict[str, AgentDef] = msgspec.field(default_factory=dict)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     def add(self, agent: AgentDef) -> None:
         self.agents[agent.name] = agent

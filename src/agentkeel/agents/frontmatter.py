@@ -6,17 +6,17 @@ PyYAML is imported on first use only (never on the path of ``keel --version``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 
 class FrontmatterError(ValueError):
     """A definition file whose frontmatter cannot be read: the message names the file."""
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(msgspec.Struct, frozen=True):
     path: Path
     meta: dict[str, Any]
     body: str

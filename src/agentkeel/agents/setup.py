@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agentkeel.agents.defs import agent_from_mapping, load_agents
 from agentkeel.agents.spawner import SubagentSpawner, tool_name
@@ -36,12 +37,11 @@ from agentkeel.skills.session import SkillHost
 PATH_KEYS = ("file_path", "path", "notebook_path")
 
 
-@dataclass
-class PluginSet:
+class PluginSet(msgspec.Struct):
     """The session's plugins (a service: ``keel plugins list``, /status, the hooks loader)."""
 
     share_with_subagents = True
-    plugins: list[Plugin] = field(default_factory=list)
+    plugins: list[Plugin] = msgspec.field(default_factory=list)
 
 
 def attach(

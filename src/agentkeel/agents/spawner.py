@@ -20,10 +20,11 @@ import platform
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agentkeel.agents.agenthooks import AgentHooks, agent_hooks
 from agentkeel.agents.defs import AgentCatalog, AgentDef
@@ -41,8 +42,7 @@ MAX_RESULT_CHARS = 40_000
 MAX_STOP_CONTINUES = 3
 
 
-@dataclass
-class SubagentResult:
+class SubagentResult(msgspec.Struct):
     agent_id: str
     agent_type: str
     subtype: str
@@ -51,7 +51,7 @@ class SubagentResult:
     num_turns: int = 0
     cost_usd: float = 0.0
     duration_ms: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def is_error(self) -> bool:

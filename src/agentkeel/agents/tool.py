@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from agentkeel.agents.defs import AgentCatalog
 from agentkeel.agents.spawner import SubagentSpawner

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
+
+import msgspec
 
 Kind = Literal["builtin", "custom", "skill", "plugin", "mcp"]
 Handler = Callable[[Any, str], Awaitable[str]]  # (runtime, args) -> text to show
@@ -29,8 +30,7 @@ class CommandFailed(Exception):
     """A command that could not run; the message says why (one line for the user)."""
 
 
-@dataclass
-class Command:
+class Command(msgspec.Struct):
     name: str
     description: str
     kind: Kind = "builtin"
@@ -58,8 +58,7 @@ class Command:
         return self.handler
 
 
-@dataclass(frozen=True)
-class Routed:
+class Routed(msgspec.Struct, frozen=True):
     """What a line became: ``output`` (a command's text, no model call), ``prompt`` (text for
     the model: a plain message or an expanded command) or ``error``."""
 
@@ -68,14 +67,13 @@ class Routed:
     command: str = ""
 
 
-@dataclass
-class CommandRegistry:
+class CommandRegistry(msgspec.Struct):
     """The session's slash commands (a service)."""
 
     share_with_subagents = False
-    commands: dict[str, Command] = field(default_factory=dict)
-    aliases: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    commands: dict[str, Command] = msgspec.field(default_factory=dict)
+    aliases: dict[str, str] = msgspec.field(default_factory=dict)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     def register(self, command: Command, *, replace: bool = False) -> bool:
         """Add a command. A name already taken keeps its owner (built-ins first), unless ``replace``."""

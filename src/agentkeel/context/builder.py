@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import platform
 import time
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+
+import msgspec
 
 from agentkeel.context.instructions import Instructions, git_root, render
 from agentkeel.context.styles import OutputStyle
@@ -28,8 +29,7 @@ When you take a decision the rest of the work depends on, state it on its own li
 _PRIORITY = {"managed": 95, "user": 60, "project": 80, "local": 70, "rule": 50}
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(msgspec.Struct, frozen=True):
     id: str
     priority: int
     required: bool
@@ -41,8 +41,7 @@ class Section:
         return len(self.text) // 3 + 1
 
 
-@dataclass
-class PromptBuilder:
+class PromptBuilder(msgspec.Struct):
     cwd: Path
     model: str
     instructions: Instructions
@@ -50,7 +49,7 @@ class PromptBuilder:
     budget_tokens: int
     additional_dirs: tuple[Path, ...] = ()
     append: str | None = None
-    dropped: list[str] = field(default_factory=list)
+    dropped: list[str] = msgspec.field(default_factory=list)
     builds: int = 0
     # sources are re-checked (stat) at most this often; a session's own edits invalidate at once
     check_interval_s: float = 1.0

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from agentkeel.context.tokens import SUMMARY_MARK, Estimator
 from agentkeel.core.types import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, replace
@@ -36,8 +37,7 @@ class SummaryFailed(Exception):
     pass
 
 
-@dataclass
-class Plan:
+class Plan(msgspec.Struct):
     """What a compaction must achieve, in tokens of the conversation (system and tools excluded)."""
 
     target: int  # the messages after compaction must fit this
@@ -47,8 +47,7 @@ class Plan:
     timeout_s: float = 120.0
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     messages: list[Message]
     stage: str
     summary: str = ""

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 DIR_NAMES = ("AGENTS.md", "CLAUDE.md", "KEEL.md", ".claude/CLAUDE.md")
 LOCAL_NAMES = ("AGENTS.local.md", "CLAUDE.local.md", "KEEL.local.md")
 SIZE_WARNING = 40_000
@@ -26,8 +28,7 @@ _IMPORT = re.compile(r"(?<![\w`@])@((?:~/|/|\.{1,2}/)?[\w.\-/]+)")
 _FENCE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class InstructionFile:
+class InstructionFile(msgspec.Struct, frozen=True):
     path: Path
     text: str
     scope: str  # managed | user | project | local | nested | rule
@@ -125,8 +126,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(out + r"\Z")
 
 
-@dataclass
-class Rule:
+class Rule(msgspec.Struct):
     path: Path
     text: str
     globs: tuple[str, ...]

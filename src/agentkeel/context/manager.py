@@ -9,12 +9,13 @@ the log; PreCompact / PostCompact and InstructionsLoaded go through the lifecycl
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agentkeel.context.builder import PromptBuilder
 from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, Plan, compact
@@ -190,7 +191,7 @@ class ContextManager:
         system = self.builder.text()
         if self.loop_config is not None:
             self.loop_config.system = system
-        request = dataclasses.replace(request, system=system)
+        request = msgspec.structs.replace(request, system=system)
         tokens = self.tokens(request)
         limit = self.window.usable
         auto = self.settings.autoCompact and tokens >= self.window.threshold * limit

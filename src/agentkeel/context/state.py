@@ -9,8 +9,9 @@ is persisted), carried in each compaction event, and re-injected after every com
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from agentkeel.core.events import AssistantMessage, Event, TodosUpdated, ToolFinished, ToolResults, UserMessage
 from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
@@ -41,18 +42,17 @@ def _push(items: list[str], value: str, limit: int = _MAX_ITEMS) -> None:
     del items[:-limit]
 
 
-@dataclass
-class WorkingState:
+class WorkingState(msgspec.Struct):
     task: str = ""
-    files: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    decisions: list[str] = field(default_factory=list)
-    facts: list[str] = field(default_factory=list)
-    todos: list[dict[str, Any]] = field(default_factory=list)
+    files: list[str] = msgspec.field(default_factory=list)
+    changed: list[str] = msgspec.field(default_factory=list)
+    decisions: list[str] = msgspec.field(default_factory=list)
+    facts: list[str] = msgspec.field(default_factory=list)
+    todos: list[dict[str, Any]] = msgspec.field(default_factory=list)
     # active skills: name -> the skill's expanded text as the conversation got it (the Skill tool's
     # result, or a /name the user typed); re-injected after a compaction, which would drop it
-    skills: dict[str, str] = field(default_factory=dict)
-    _skill_calls: dict[str, str] = field(default_factory=dict)
+    skills: dict[str, str] = msgspec.field(default_factory=dict)
+    _skill_calls: dict[str, str] = msgspec.field(default_factory=dict)
 
     def _skill_used(self, text: str) -> None:
         m = _SKILL_NAME.match(text)

@@ -6,14 +6,14 @@ unless it keeps it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from agentkeel.context.instructions import frontmatter
 
 
-@dataclass(frozen=True)
-class OutputStyle:
+class OutputStyle(msgspec.Struct, frozen=True):
     name: str
     description: str
     text: str

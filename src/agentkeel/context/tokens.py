@@ -8,7 +8,6 @@ reported figure plus the estimate of what was appended since.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
@@ -78,11 +77,10 @@ class Estimator:
         return len(request.system) + self.tools_chars(request.tools) + self.messages_chars(request.messages)
 
 
-@dataclass
-class Breakdown:
+class Breakdown(msgspec.Struct):
     """Estimated tokens by source."""
 
-    parts: dict[str, int] = field(default_factory=dict)
+    parts: dict[str, int] = msgspec.field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -119,8 +117,7 @@ def breakdown(
     return Breakdown(parts)
 
 
-@dataclass
-class Window:
+class Window(msgspec.Struct):
     """The model's window, the reserve kept for its answer, and the thresholds."""
 
     size: int
@@ -143,13 +140,12 @@ class Window:
         return "safe"
 
 
-@dataclass
-class Accounting:
+class Accounting(msgspec.Struct):
     """What the session has used (reported), and how big the context is now."""
 
     estimator: Estimator
     window: Window
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = msgspec.field(default_factory=Usage)
     requests: int = 0
     last_reported: int = 0  # input tokens of the last request, as reported
     _sent_chars: int = 0  # characters of the request being answered
@@ -158,7 +154,7 @@ class Accounting:
     _sent_epoch: int = 0
     _reported_epoch: int = -1
     compactions: int = 0
-    cache_history: list[tuple[int, int]] = field(default_factory=list)  # (cache_read, total input) per request
+    cache_history: list[tuple[int, int]] = msgspec.field(default_factory=list)  # (cache_read, total input) per request
 
     def sent(self, request: ModelRequest) -> None:
         self._sent_chars = self.estimator.request_chars(request)

@@ -23,9 +23,10 @@ recover            fails open: a crashing handler is skipped and the error stand
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import msgspec
 
 from agentkeel.core.events import Event, Subscriber
 from agentkeel.core.provider import ModelRequest, ModelResponse, PromptTooLongError, ProviderError
@@ -35,8 +36,7 @@ Decision = Literal["allow", "ask", "deny"]
 _STRENGTH: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 
-@dataclass
-class ToolCall:
+class ToolCall(msgspec.Struct):
     id: str
     name: str
     input: dict[str, Any]
@@ -48,8 +48,7 @@ class ToolCall:
     approved_by: str = ""
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """A before-tool extension's answer. ``None`` instead of a Verdict means no opinion.
 
     Verdicts compose by strength, never by order: deny > ask > allow. ``ask`` is resolved by
@@ -66,22 +65,19 @@ class Verdict:
         return _STRENGTH[self.decision] > _STRENGTH[other.decision]
 
 
-@dataclass(frozen=True)
-class StopInfo:
+class StopInfo(msgspec.Struct, frozen=True):
     last_text: str
     num_turns: int
     continued: bool  # a previous on_stop already made the loop go on (stop_hook_active)
 
 
-@dataclass(frozen=True)
-class PromptInfo:
+class PromptInfo(msgspec.Struct, frozen=True):
     text: str
     first: bool  # the first prompt of this session (SessionStart context belongs with it)
     source: str = "startup"  # startup | resume | fork | clear | compact
 
 
-@dataclass(frozen=True)
-class PromptVerdict:
+class PromptVerdict(msgspec.Struct, frozen=True):
     """A prompt-submit answer: ``block`` (with its reason) stops the prompt before any request;
     ``context`` blocks are added to the user message, after the prompt text."""
 
@@ -106,8 +102,7 @@ HideTool = Callable[[Tool], bool]
 Lifecycle = Callable[[], Awaitable[None]]
 
 
-@dataclass
-class Extension:
+class Extension(msgspec.Struct):
     """A named bundle of loop handlers; leave a point None to not take part in it."""
 
     name: str
@@ -122,8 +117,8 @@ class Extension:
     recover: Recover | None = None  # session recovery, model fallback (at most MAX_RECOVERIES per request)
     resolve_ask: ResolveAsk | None = None
     hide_tool: HideTool | None = None
-    tools: list[Tool] = field(default_factory=list)  # registered with the session's tools
-    subscribers: list[Subscriber] = field(default_factory=list)  # attached to the event bus
+    tools: list[Tool] = msgspec.field(default_factory=list)  # registered with the session's tools
+    subscribers: list[Subscriber] = msgspec.field(default_factory=list)  # attached to the event bus
     start: Lifecycle | None = None  # awaited (with a timeout) before the first request
     start_timeout_s: float | None = None  # that timeout, when the extension owns one (MCP_TIMEOUT)
     close: Lifecycle | None = None  # awaited at the end of the session
@@ -131,11 +126,10 @@ class Extension:
     fail_closed: bool = False  # before_request/after_response: a crash ends the run
 
 
-@dataclass
-class Extensions:
+class Extensions(msgspec.Struct):
     """The ordered list of extensions the loop consults."""
 
-    items: list[Extension] = field(default_factory=list)
+    items: list[Extension] = msgspec.field(default_factory=list)
 
     def add(self, ext: Extension, *, before: str | None = None) -> None:
         if any(e.name == ext.name for e in self.items):
@@ -164,8 +158,7 @@ class Extensions:
         return next((e.resolve_ask for e in self.items if e.resolve_ask is not None), None)
 
 
-@dataclass(frozen=True)
-class LifecycleResult:
+class LifecycleResult(msgspec.Struct, frozen=True):
     """What a subsystem learns from firing a lifecycle event (PreCompact, SubagentStart, ...).
 
     ``blocked`` with ``reason``: a handler asked to stop what the event announces (a

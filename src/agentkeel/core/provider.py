@@ -9,14 +9,14 @@ itself, so a stream that breaks mid-way never yields a half message: the provide
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Literal, Protocol
+
+import msgspec
 
 from agentkeel.core.types import Message, ToolSpec, Usage
 
 
-@dataclass(frozen=True)
-class ModelRequest:
+class ModelRequest(msgspec.Struct, frozen=True):
     model: str  # the provider's own model id (no "provider:" prefix)
     system: str
     messages: list[Message]
@@ -26,17 +26,15 @@ class ModelRequest:
     temperature: float | None = None
 
 
-@dataclass(frozen=True)
-class TextChunk:
+class TextChunk(msgspec.Struct, frozen=True):
     text: str
     kind: Literal["text", "thinking"] = "text"
 
 
-@dataclass(frozen=True)
-class ModelResponse:
+class ModelResponse(msgspec.Struct, frozen=True):
     message: Message
     stop_reason: str | None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = msgspec.field(default_factory=Usage)
     model: str = ""
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
@@ -41,11 +40,10 @@ class ToolInputError(ToolError):
     """The model sent input that does not fit the tool's schema."""
 
 
-@dataclass
-class ToolOutput:
+class ToolOutput(msgspec.Struct):
     content: str | list[TextBlock | ImageBlock]
     is_error: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def text(self) -> str:
         if isinstance(self.content, str):
@@ -98,8 +96,7 @@ class Services:
         return self._items.values()
 
 
-@dataclass
-class Workdir:
+class Workdir(msgspec.Struct):
     """The session's live working directory: the one owner of "where the shell is".
 
     Bash moves it (a ``cd`` that persists between calls); the permission gate resolves
@@ -108,15 +105,14 @@ class Workdir:
     path: Path | None = None
 
 
-@dataclass
-class ToolContext:
+class ToolContext(msgspec.Struct):
     cwd: Path
     session_id: str
     services: Services
     emit: Callable[[Event], None]
     tool_use_id: str = ""
     additional_dirs: tuple[Path, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
     scratch_dir: Path | None = None  # where tools may spill large output
     hidden_path: Callable[[Path], bool] | None = None  # files a directory search must skip (denied reads)
 
@@ -124,8 +120,7 @@ class ToolContext:
 Runner = Callable[[Any, ToolContext], Awaitable[ToolOutput]]
 
 
-@dataclass(frozen=True, eq=False)
-class Tool:
+class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
     """A tool. ``load``, when set, returns the real tool on first use (its module, and pydantic,
     are imported then): a stand-in built from shipped data (name, description, schema, flags)
     whose ``input_model`` is None until then."""

@@ -15,7 +15,6 @@ starts with the event's messages (a summary, then the recent turns kept), and la
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -49,10 +48,9 @@ class Compaction(Event, frozen=True, kw_only=True, tag="compaction"):
 register_event_type(Compaction)
 
 
-@dataclass
-class View:
+class View(msgspec.Struct):
     messages: list[Message]
-    repairs: list[str] = field(default_factory=list)
+    repairs: list[str] = msgspec.field(default_factory=list)
 
 
 class ViewBuilder:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
@@ -29,8 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class SessionParts:
+class SessionParts(msgspec.Struct):
     """What the built-in extensions are made from."""
 
     bus: EventBus
@@ -41,14 +41,14 @@ class SessionParts:
     model: str
     ask_repeat: AskRepeat | None = None
     memory: MemoryPlugin | None = None
-    notices: list[str] = field(default_factory=list)  # warnings the runtime shows at start
+    notices: list[str] = msgspec.field(default_factory=list)  # warnings the runtime shows at start
     # for the hooks dispatcher
-    layers: list[SettingsLayer] = field(default_factory=list)  # every settings layer, with its scope
-    sdk_hooks: dict[str, Any] = field(default_factory=dict)  # RuntimeOptions.hooks
+    layers: list[SettingsLayer] = msgspec.field(default_factory=list)  # every settings layer, with its scope
+    sdk_hooks: dict[str, Any] = msgspec.field(default_factory=dict)  # RuntimeOptions.hooks
     session_id: str = ""
     transcript_path: Path | None = None
     cwd: Path | None = None
-    env: dict[str, str] = field(default_factory=dict)  # the session's environment (hooks run with it)
+    env: dict[str, str] = msgspec.field(default_factory=dict)  # the session's environment (hooks run with it)
     tool_env: dict[str, str] | None = None  # Bash's extra environment (CLAUDE_ENV_FILE lands here)
     services: Services | None = None  # the session's services (the shell's live cwd, for CwdChanged)
     home: Path | None = None
@@ -65,8 +65,7 @@ class SessionParts:
 Factory = Callable[[SessionParts], Extension | None]
 
 
-@dataclass(frozen=True)
-class Builtin:
+class Builtin(msgspec.Struct, frozen=True):
     name: str
     description: str
     factory: Factory

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict
 from agentkeel.core.tools import Services, ToolRegistry
@@ -34,8 +35,7 @@ __all__ = ["McpSetup", "ServerConfig", "mcp_extension", "mcp_pool"]
 _MENTION = re.compile(r"(?:(?<=\s)|^)@([A-Za-z0-9_-]+):(\S+)")
 
 
-@dataclass
-class McpSetup:
+class McpSetup(msgspec.Struct):
     """What the session's MCP servers are found from (the runtime fills it in)."""
 
     cwd: Path
@@ -44,10 +44,10 @@ class McpSetup:
     env: Mapping[str, str]
     trusted: bool
     layers: Iterable[tuple[str, str, Mapping[str, Any]]] = ()  # (path, scope, data) of each settings layer
-    cli: list[str] = field(default_factory=list)  # --mcp-config values
+    cli: list[str] = msgspec.field(default_factory=list)  # --mcp-config values
     strict: bool = False  # --strict-mcp-config
     project: bool = True  # False: no server of .mcp.json this session
-    services: Services = field(default_factory=Services)
+    services: Services = msgspec.field(default_factory=Services)
     warn: Callable[[str], None] = lambda _m: None  # a one-line warning shown at start
     notify: Callable[[str], None] = lambda _m: None  # a one-line warning shown now (later failures)
 

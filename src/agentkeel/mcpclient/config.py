@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import msgspec
 
 Transport = Literal["stdio", "http", "sse"]
 McpScope = Literal["user", "project", "local", "cli", "sdk"]
@@ -32,20 +33,19 @@ class McpConfigError(ValueError):
     """A server definition keel cannot use; the message is one line naming the server and key."""
 
 
-@dataclass(frozen=True)
-class ServerConfig:
+class ServerConfig(msgspec.Struct, frozen=True):
     name: str
     transport: Transport
     scope: McpScope
     source: str  # the file (or "--mcp-config") it came from
     command: str = ""
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = msgspec.field(default_factory=dict)
     url: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = msgspec.field(default_factory=dict)
     missing: tuple[str, ...] = ()  # ${VAR}s with no value and no default: the server cannot start
     tool_timeout_s: float | None = None  # "timeout" (ms): this server's MCP_TOOL_TIMEOUT
-    raw: Mapping[str, Any] = field(default_factory=dict)  # as written, before expansion
+    raw: Mapping[str, Any] = msgspec.field(default_factory=dict)  # as written, before expansion
 
     def describe(self) -> str:
         if self.transport == "stdio":
@@ -184,8 +184,7 @@ def cli_configs(values: Iterable[str], env: Mapping[str, str], errors: list[str]
     return out
 
 
-@dataclass(frozen=True)
-class Approval:
+class Approval(msgspec.Struct, frozen=True):
     """Claude Code's per-server approval of a project's ``.mcp.json`` servers."""
 
     enable_all: bool = False
@@ -216,8 +215,7 @@ class Approval:
         return cls(enable_all, frozenset(enabled), frozenset(disabled))
 
 
-@dataclass
-class Discovered:
+class Discovered(msgspec.Struct):
     servers: dict[str, ServerConfig]
     errors: list[str]
     skipped: list[str]  # one line each: a project server not loaded, and why

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from agentkeel.permissions.words import DYNAMIC
 
 
-@dataclass(frozen=True)
-class Globals:
+class Globals(msgspec.Struct, frozen=True):
     """The options a program takes before its subcommand (or, ``anywhere``, wherever they stand)."""
 
     values: frozenset[str]  # take a value: the next word, or ``--opt=value`` / ``-Xvalue``
@@ -340,8 +340,7 @@ def _positional(args: list[str]) -> list[str]:
     return [a for a in args if not a.startswith("-")]
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(msgspec.Struct, frozen=True):
     """A named effect and the operands it acts on (refspecs without ``+``/``:``, paths)."""
 
     name: str

@@ -14,10 +14,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
+
+import msgspec
 
 from agentkeel.permissions.grammar import source_problem, tree_problem, unescaped_blank
 from agentkeel.permissions.shellstate import DIR_COMMANDS, Dirs, change, in_this_shell, record_mkdir, safe_assignment
@@ -37,15 +38,14 @@ _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirec
 _SAFE_VARS = frozenset({"HOME", "PWD", "USER", "LOGNAME", "SHELL", "TMPDIR"})
 
 
-@dataclass
-class SimpleCommand:
+class SimpleCommand(msgspec.Struct):
     """One program invocation. ``argv`` items equal to :data:`DYNAMIC` (or containing it) are unknown."""
 
     argv: list[str]
-    assignments: list[tuple[str, str]] = field(default_factory=list)
-    wrappers: list[str] = field(default_factory=list)  # stripped wrappers, outermost first
-    privileged: list[str] = field(default_factory=list)  # sudo/doas prefixes (kept for allow matching)
-    globbed: list[str] = field(default_factory=list)  # literal arguments with unquoted glob characters
+    assignments: list[tuple[str, str]] = msgspec.field(default_factory=list)
+    wrappers: list[str] = msgspec.field(default_factory=list)  # stripped wrappers, outermost first
+    privileged: list[str] = msgspec.field(default_factory=list)  # sudo/doas prefixes (kept for allow matching)
+    globbed: list[str] = msgspec.field(default_factory=list)  # literal arguments with unquoted glob characters
     cwd: str = ""  # the directory it runs in, after literal ``cd``s earlier in the line
 
     @property
@@ -66,19 +66,17 @@ class SimpleCommand:
         return any(DYNAMIC in a for a in self.argv) or any(DYNAMIC in v for _, v in self.assignments)
 
 
-@dataclass(frozen=True)
-class Redirect:
+class Redirect(msgspec.Struct, frozen=True):
     op: str
     target: str  # DYNAMIC when unknown
     mode: Literal["read", "write"]
     cwd: str
 
 
-@dataclass
-class BashAnalysis:
-    commands: list[SimpleCommand] = field(default_factory=list)
-    redirects: list[Redirect] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+class BashAnalysis(msgspec.Struct):
+    commands: list[SimpleCommand] = msgspec.field(default_factory=list)
+    redirects: list[Redirect] = msgspec.field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
     cwd: str = ""  # where the shell is when the line is done (after its literal cd/pushd/popd)
 
     @property

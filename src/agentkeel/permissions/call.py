@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+
+import msgspec
 
 from agentkeel.core.tools import Tool
 from agentkeel.permissions.bash import BashAnalysis, analyse
@@ -14,8 +15,7 @@ from agentkeel.permissions.paths import candidates
 from agentkeel.permissions.rules import EDIT_TOOLS, READ_TOOLS, url_host
 
 
-@dataclass
-class Call:
+class Call(msgspec.Struct, dict=True):
     """One tool call being decided, with what the stages compute about it on demand."""
 
     name: str
@@ -24,7 +24,7 @@ class Call:
     cwd: str  # the project root: relative paths of file tools
     home: str
     shell_cwd: str = ""  # where the shell is: a Bash command starts here (default: cwd)
-    memo: dict[Any, Any] = field(default_factory=dict)  # facts the stages share (tree walks)
+    memo: dict[Any, Any] = msgspec.field(default_factory=dict)  # facts the stages share (tree walks)
 
     @property
     def read_only(self) -> bool:

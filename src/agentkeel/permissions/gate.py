@@ -12,9 +12,10 @@ import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+import msgspec
 
 from agentkeel.core.events import Event, PermissionDecided
 from agentkeel.core.extensions import ToolCall, Verdict
@@ -65,12 +66,11 @@ def _always_asks(decision: Decision) -> bool:
     return any(s.verdict == "ask" and s.strength == "always" for s in decision.trace)
 
 
-@dataclass
-class PermissionGate:
+class PermissionGate(msgspec.Struct):
     engine: PermissionEngine
     emit: Callable[[Event], None]
     ask: AskFn | None = None
-    request_hooks: list[RequestHook] = field(default_factory=list)  # the PermissionRequest extension point
+    request_hooks: list[RequestHook] = msgspec.field(default_factory=list)  # the PermissionRequest extension point
     project_settings: Path | None = None  # where "always for this project" is written
     on_project_rule: Callable[[], None] | None = None  # e.g. re-record project trust after writing
 

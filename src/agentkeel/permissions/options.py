@@ -9,13 +9,13 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from agentkeel.permissions.words import DYNAMIC
 
 
-@dataclass(frozen=True)
-class Cli:
+class Cli(msgspec.Struct, frozen=True):
     escalating: frozenset[str]  # options an allow rule must name: they run other code or read other config
     writes: frozenset[str] = frozenset()  # options whose value is a file or directory the program writes
     short_values: str = ""  # short letters that take a value (the rest of a cluster, or the next word)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:
     import pathspec
@@ -64,8 +65,7 @@ PROTECTED_HOME = (
 )
 
 
-@dataclass(frozen=True)
-class PathPattern:
+class PathPattern(msgspec.Struct, frozen=True, dict=True):
     """A compiled ``Read(...)``/``Edit(...)`` specifier: a gitignore pattern anchored at ``base``."""
 
     base: str

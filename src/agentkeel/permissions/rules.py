@@ -10,10 +10,11 @@ from __future__ import annotations
 import fnmatch
 import re
 import socket
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 from urllib.parse import urlsplit
+
+import msgspec
 
 from agentkeel.permissions.paths import PathPattern, compile_path_pattern
 
@@ -28,8 +29,7 @@ class RuleError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     text: str
     tool: str
     specifier: str | None

@@ -6,7 +6,7 @@ is reported as ``unknown`` and treated as dangerous by the callers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from agentkeel.permissions.words import DYNAMIC
 
@@ -29,15 +29,14 @@ _S_FLAGS = frozenset("gpiImM0123456789")
 _STD_STREAMS = frozenset({"/dev/stdout", "/dev/stderr", "/dev/stdin"})
 
 
-@dataclass
-class SedCall:
-    scripts: list[str] = field(default_factory=list)
-    script_files: list[str] = field(default_factory=list)
+class SedCall(msgspec.Struct):
+    scripts: list[str] = msgspec.field(default_factory=list)
+    script_files: list[str] = msgspec.field(default_factory=list)
     in_place: bool = False
     sandbox: bool = False
-    files: list[str] = field(default_factory=list)
-    writes: list[str] = field(default_factory=list)
-    reads: list[str] = field(default_factory=list)
+    files: list[str] = msgspec.field(default_factory=list)
+    writes: list[str] = msgspec.field(default_factory=list)
+    reads: list[str] = msgspec.field(default_factory=list)
     executes: bool = False
     unknown: bool = False
 

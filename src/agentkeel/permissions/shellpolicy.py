@@ -12,7 +12,8 @@ import glob
 import os
 import posixpath
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from agentkeel.permissions import actions, options, sed
 from agentkeel.permissions.bash import DYNAMIC, SimpleCommand
@@ -82,8 +83,7 @@ _LONG_TO_SHORT: dict[str, dict[str, str]] = {
 }
 
 
-@dataclass(frozen=True)
-class SafeCommand:
+class SafeCommand(msgspec.Struct, frozen=True):
     bad_flags: frozenset[str] = frozenset()
     paths: bool = True  # non-flag arguments are paths that must stay inside the working dirs
     max_paths: int | None = None

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from dataclasses import dataclass, field
+
+import msgspec
 
 from agentkeel.permissions.words import DYNAMIC
 
@@ -41,13 +42,12 @@ def safe_assignment(name: str, value: str) -> bool:
     return False
 
 
-@dataclass
-class Dirs:
+class Dirs(msgspec.Struct):
     """The working directory and pushd's stack (each Bash call starts a new shell: empty)."""
 
     cwd: str
-    stack: list[str] = field(default_factory=list)
-    made: set[str] = field(default_factory=set)  # directories mkdir creates earlier in the line
+    stack: list[str] = msgspec.field(default_factory=list)
+    made: set[str] = msgspec.field(default_factory=set)  # directories mkdir creates earlier in the line
 
     def copy(self) -> Dirs:
         return Dirs(self.cwd, list(self.stack), self.made)

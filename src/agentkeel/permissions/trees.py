@@ -13,7 +13,8 @@ import fnmatch
 import os
 import posixpath
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+
+import msgspec
 
 from agentkeel.permissions import options, targets
 from agentkeel.permissions.bash import SimpleCommand
@@ -24,8 +25,7 @@ from agentkeel.permissions.words import DYNAMIC
 WALK_LIMIT = 10_000  # entries looked at before a tree counts as too large to check (it then asks)
 
 
-@dataclass(frozen=True)
-class TreeRead:
+class TreeRead(msgspec.Struct, frozen=True):
     root: str  # as written (relative to the command's directory)
     follow: bool  # follows symlinks met inside the tree
     certain: bool = True  # reads every file (grep -r); False when filters decide (find -exec)
@@ -246,14 +246,13 @@ def listed_reads(cmd: SimpleCommand) -> bool:
 # --- the walk ----------------------------------------------------------------------------------
 
 
-@dataclass
-class WalkResult:
+class WalkResult(msgspec.Struct):
     denied: str | None = None  # a path a deny pattern covers
     denied_by: int = -1  # the index of that pattern
     outside: str | None = None  # "link -> target", the first followed symlink that leads out
     too_large: bool = False
     seen: int = 0
-    visited: set[str] = field(default_factory=set)
+    visited: set[str] = msgspec.field(default_factory=set)
 
 
 def walk(

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 DecisionKind = Literal["allow", "ask", "deny"]
 Verdict = Literal["allow", "ask", "deny", "continue"]
@@ -13,8 +14,7 @@ GroupVerdict = Literal["allow", "ask", "deny"]
 Strength = Literal["soft", "hard", "always"]
 
 
-@dataclass(frozen=True)
-class StageResult:
+class StageResult(msgspec.Struct, frozen=True):
     stage: str
     verdict: Verdict
     reason: str = ""
@@ -34,8 +34,7 @@ class StageResult:
         return out
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     decision: DecisionKind
     reason: str
     rule: str | None = None

@@ -20,19 +20,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 
-@dataclass(frozen=True)
-class Plugin:
+
+class Plugin(msgspec.Struct, frozen=True):
     name: str
     root: Path
     version: str = ""
     description: str = ""
     source: str = "plugin-dir"  # plugin-dir | marketplace:<name>
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def folder(self, key: str, default: str) -> Path:
         custom = self.manifest.get(key)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 # what keel answers to; anything else is a clear error (never a silent success)
 CLIENT_REQUESTS = (
@@ -88,8 +89,7 @@ def _rule(text: str) -> dict[str, Any]:
     return {"toolName": text}
 
 
-@dataclass(frozen=True)
-class PermissionAnswer:
+class PermissionAnswer(msgspec.Struct, frozen=True):
     allow: bool
     updated_input: dict[str, Any] | None = None
     message: str = ""
@@ -126,8 +126,7 @@ def mcp_message(server: str, message: dict[str, Any]) -> dict[str, Any]:
 # --- reading the client's initialize ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class HookRegistration:
+class HookRegistration(msgspec.Struct, frozen=True):
     event: str
     matcher: str | None
     callback_ids: tuple[str, ...]

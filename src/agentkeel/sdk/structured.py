@@ -8,10 +8,11 @@ the run as ``error_max_structured_output_retries``. ``jsonschema`` is imported o
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from typing import Any
+
+import msgspec
 
 from agentkeel.core.extensions import Extension, StopInfo
 from agentkeel.core.loop import RunResult
@@ -77,7 +78,7 @@ class StructuredOutput:
 
     async def _before_request(self, request: ModelRequest) -> ModelRequest:
         system = f"{request.system}\n\n{self._instruction}" if request.system else self._instruction
-        return dataclasses.replace(request, system=system)
+        return msgspec.structs.replace(request, system=system)
 
     async def _on_stop(self, info: StopInfo) -> str | None:
         value, why = problem(self.schema, info.last_text)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -154,18 +153,16 @@ class SettingsError(ValueError):
     """A settings file that cannot be used; the message names the file and the key."""
 
 
-@dataclass(frozen=True)
-class SettingsLayer:
+class SettingsLayer(msgspec.Struct, frozen=True):
     path: Path
     scope: Scope
     data: dict[str, Any]
 
 
-@dataclass
-class LoadedSettings:
+class LoadedSettings(msgspec.Struct):
     settings: Settings
     layers: list[SettingsLayer]
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
 
 def layer_paths(cwd: Path, home: Path, keel_home: Path) -> list[tuple[Path, Scope]]:

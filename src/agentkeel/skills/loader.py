@@ -10,16 +10,16 @@ until the skill is used (progressive disclosure).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from agentkeel.agents.frontmatter import FrontmatterError, flag, names, read, text
 
 MAX_SKILL_DEPTH = 4
 
 
-@dataclass(frozen=True)
-class Skill:
+class Skill(msgspec.Struct, frozen=True):
     name: str
     description: str
     body: str
@@ -48,13 +48,12 @@ class Skill:
         return f'<skill name="{self.name}">{self.description}{extra}</skill>'
 
 
-@dataclass
-class SkillCatalog:
+class SkillCatalog(msgspec.Struct):
     """The session's skills (a service shared with subagents)."""
 
     share_with_subagents = True
-    skills: dict[str, Skill] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    skills: dict[str, Skill] = msgspec.field(default_factory=dict)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     def add(self, skill: Skill) -> None:
         self.skills[skill.name] = skill

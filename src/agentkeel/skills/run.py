@@ -8,8 +8,10 @@ subagent (its ``agent`` type, general-purpose by default) and its report is the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from agentkeel.agents.gatecheck import check_call
 from agentkeel.core.extensions import LifecyclePoint
@@ -19,8 +21,7 @@ from agentkeel.skills.expand import expand
 from agentkeel.skills.loader import Skill, SkillCatalog
 
 
-@dataclass(frozen=True)
-class SkillRun:
+class SkillRun(msgspec.Struct, frozen=True):
     text: str
     is_error: bool = False
     forked_agent: str = ""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from agentkeel.core.loop import Agent
 
 
-@dataclass
-class SkillHost:
+class SkillHost(msgspec.Struct):
     agent: Agent
     active_tools: tuple[str, ...] | None = None  # allowed-tools of the inline skill now running
-    activated: set[str] = field(default_factory=set)  # path-activated skills already announced
+    activated: set[str] = msgspec.field(default_factory=set)  # path-activated skills already announced

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from agentkeel.core.extensions import ToolCall
 from agentkeel.core.tools import ToolOutput
@@ -12,13 +13,12 @@ from agentkeel.core.tools import ToolOutput
 DEFAULT_BUDGET = 30_000  # characters, as Claude Code's Bash output limit
 
 
-@dataclass
-class OutputBudget:
+class OutputBudget(msgspec.Struct):
     """An ``after_tool`` extension. Budgets per tool name; ``default`` for the rest."""
 
     spill_dir: Path
     default: int = DEFAULT_BUDGET
-    per_tool: dict[str, int] = field(default_factory=lambda: {"Read": 120_000})
+    per_tool: dict[str, int] = msgspec.field(default_factory=lambda: {"Read": 120_000})
 
     async def __call__(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         if not isinstance(output.content, str):

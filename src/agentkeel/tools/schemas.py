@@ -19,10 +19,11 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from agentkeel.core.tools import Tool, ToolContext, ToolOutput
 

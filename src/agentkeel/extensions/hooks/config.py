@@ -19,6 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from agentkeel.settings import SettingsLayer
 
 HandlerType = Literal["command", "http", "prompt", "agent", "python"]
@@ -101,8 +103,7 @@ class Handler:
         return text if len(text) <= 60 else text[:57] + "..."
 
 
-@dataclass(frozen=True)
-class HookSpec:
+class HookSpec(msgspec.Struct, frozen=True):
     event: str
     matcher: str
     handler: Handler
@@ -110,10 +111,9 @@ class HookSpec:
     scope: str  # user | project | local | cli | managed | sdk
 
 
-@dataclass
-class HookConfig:
-    hooks: list[HookSpec] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+class HookConfig(msgspec.Struct):
+    hooks: list[HookSpec] = msgspec.field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     def for_event(self, event: str) -> list[HookSpec]:
         return [h for h in self.hooks if h.event == event]
@@ -234,7 +234,7 @@ def _in_plugin(spec: HookSpec, root: str) -> HookSpec:
     if isinstance(command, tuple):
         command = tuple(_expand(a, root) for a in command)
     handler = replace(h, command=command, url=_expand(h.url, root), prompt=_expand(h.prompt, root), plugin_root=root)
-    return replace(spec, handler=handler)
+    return msgspec.structs.replace(spec, handler=handler)
 
 
 def plugin_hooks(dirs: Iterable[Path], *, project: Path | None = None, trusted: bool = True) -> HookConfig:

@@ -12,8 +12,9 @@ Several handlers' answers combine by strength: deny > ask > allow.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 from agentkeel.extensions.hooks.config import HookSpec
 from agentkeel.extensions.hooks.runners import Raw
@@ -23,8 +24,7 @@ _STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
 _PLAIN_CONTEXT = frozenset({"SessionStart", "UserPromptSubmit"})
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     spec: HookSpec
     raw: Raw
     duration_ms: int = 0
@@ -32,12 +32,12 @@ class Outcome:
     reason: str = ""
     permission: Permission | None = None  # PreToolUse's permissionDecision; PermissionRequest's behavior
     updated_input: dict[str, Any] | None = None
-    context: list[str] = field(default_factory=list)
+    context: list[str] = msgspec.field(default_factory=list)
     system_message: str = ""
     stop: bool = False  # "continue": false
     stop_reason: str = ""
     suppress: bool = False
-    watch_paths: list[str] = field(default_factory=list)
+    watch_paths: list[str] = msgspec.field(default_factory=list)
     error: str = ""  # a failure shown to the user (non-blocking unless the handler is failClosed)
 
     @property
@@ -137,8 +137,7 @@ def _apply_json(event: str, out: Outcome, data: dict[str, Any]) -> None:
             out.updated_input = behaviour["updatedInput"]
 
 
-@dataclass
-class Combined:
+class Combined(msgspec.Struct):
     """Every handler's answer for one event, folded."""
 
     outcomes: list[Outcome]

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from dataclasses import replace as dc_replace
 from typing import Any
 
 import msgspec
+from msgspec.structs import replace as dc_replace
 
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import Extension
@@ -30,8 +29,7 @@ SHRUNK = "[pruned to fit the context window: {n} characters]"
 _WRITES = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 
 
-@dataclass
-class PruneStats:
+class PruneStats(msgspec.Struct):
     duplicates: int = 0
     superseded: int = 0
     errors: int = 0
@@ -54,10 +52,9 @@ class PruneStats:
         return ", ".join(parts)
 
 
-@dataclass
-class _Edits:
-    results: dict[str, str] = field(default_factory=dict)  # tool_use_id -> new content
-    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool_use_id -> new input
+class _Edits(msgspec.Struct):
+    results: dict[str, str] = msgspec.field(default_factory=dict)  # tool_use_id -> new content
+    inputs: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)  # tool_use_id -> new input
 
 
 def protected_from(messages: list[Message], turns: int) -> int:

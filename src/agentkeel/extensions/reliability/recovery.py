@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace as dc_replace
+from msgspec.structs import replace as dc_replace
 
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import Extension

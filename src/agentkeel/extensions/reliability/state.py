@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from agentkeel.core.events import EventBus, Notice
 from agentkeel.settings import ReliabilitySettings
 
 
-@dataclass
-class ReliabilityState:
-    config: ReliabilitySettings = field(default_factory=ReliabilitySettings)
+class ReliabilityState(msgspec.Struct):
+    config: ReliabilitySettings = msgspec.field(default_factory=ReliabilitySettings)
     context_window: int = 0  # the model's window in tokens (0: unknown)
     last_input_tokens: int = 0  # the context the last response reported (input + cache)
     recovering: bool = False  # session recovery is repairing a failed request
@@ -22,7 +22,7 @@ class ReliabilityState:
     shrink: bool = False  # the provider said the prompt is too long: prune hard from now on
     fallback_model: str = ""  # the configured fallback model (the provider's model id)
     fallback_active: bool = False
-    todos: list[dict[str, Any]] = field(default_factory=list)
+    todos: list[dict[str, Any]] = msgspec.field(default_factory=list)
     _cancel: asyncio.Event | None = None
 
     def used_fraction(self) -> float:
