@@ -375,3 +375,53 @@ def test_a_file_created_within_the_folder_mtime_tick_is_still_seen(tmp_path: Pat
     (root / "sub" / "b.txt").write_text("")  # the Bash call, within the same tick
     os.utime(root / "sub", ns=(seen, seen))
     assert tree.diff() == {str(root / "sub" / "b.txt"): None}
+
+
+def test_git_asked_ahead_is_right_about_files_changed_since(tmp_path: Path) -> None:
+    """The first Bash call's git questions are asked ahead, while the first request waits
+    (``TreeState.prime``). A clean file changed after that look is not taken from git: its
+    before-content is what it held when the Bash call began; an untouched one still costs no copy."""
+    from agentkeel.session.objects import ObjectStore
+    from agentkeel.session.tree import GIT_REF, TreeState
+
+    root = tmp_path / "p"
+    root.mkdir()
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    old = time.time_ns() - 3600 * 10**9
+    for name in ("kept.txt", "later.txt"):
+        (root / name).write_text(f"committed {name}\n")
+        os.utime(root / name, ns=(old, old))
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
+    store = ObjectStore(tmp_path / "checkpoints")
+    tree = TreeState(root, store)
+    tree.prime()
+    assert tree.primed is not None and set(tree.primed) == {"kept.txt", "later.txt"}
+    (root / "later.txt").write_text("edited after the look\n")  # between the look and the Bash call
+    tree.sync()  # before the Bash call
+    assert (tree.files["kept.txt"][1] or "").startswith(GIT_REF)  # no copy
+    assert not (tree.files["later.txt"][1] or "").startswith(GIT_REF)
+    (root / "later.txt").write_text("written by Bash\n")
+    (root / "kept.txt").write_text("written by Bash too\n")
+    changed = tree.diff()
+    assert store.get(changed[str(root / "later.txt")] or "") == b"edited after the look\n"
+    assert store.get(changed[str(root / "kept.txt")] or "") == b"committed kept.txt\n"
+
+
+def test_a_file_written_just_before_the_look_ahead_is_not_taken_from_git(tmp_path: Path) -> None:
+    """git's answer about a file written within RACY_NS of the question is not used: the same
+    mtime tick could hide a later write."""
+    from agentkeel.session.objects import ObjectStore
+    from agentkeel.session.tree import TreeState
+
+    root = tmp_path / "p"
+    root.mkdir()
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "fresh.txt").write_text("just committed\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
+    tree = TreeState(root, ObjectStore(tmp_path / "checkpoints"))
+    tree.prime()
+    assert tree.primed == {}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentkeel.core.events import Event, Notice, RunFinished, SessionEnded
+from agentkeel.core.events import Event, Notice, RequestStarted, RunFinished, SessionEnded
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.tools import ToolOutput
 from agentkeel.session.events import Checkpoint
@@ -59,12 +59,30 @@ class CheckpointRecorder:
         self.tree = TreeState(cwd, self.store)
         self._pending: dict[str, _Pending] = {}
         self._noticed = False
+        self._priming = False
         self._tree_lock = threading.Lock()  # subagents share these handlers: Bash calls may overlap
 
     def extension(self) -> Extension:
         return Extension(
-            "checkpoints", before_tool=self._before, after_tool=self._after, subscribers=[self._index_on_end]
+            "checkpoints",
+            before_tool=self._before,
+            after_tool=self._after,
+            subscribers=[self._index_on_end, self._prime_on_first_request],
         )
+
+    def _prime_on_first_request(self, event: Event) -> None:
+        """While the first request waits for the model, a thread asks git what the first Bash
+        call's checkpoint needs (``TreeState.prime``); nothing waits for it but that call."""
+        if isinstance(event, RequestStarted) and not self._priming:
+            self._priming = True
+            threading.Thread(target=self._prime, name="keel-checkpoint-prime", daemon=True).start()
+
+    def _prime(self) -> None:
+        try:
+            with self._tree_lock:
+                self.tree.prime()
+        except Exception:  # fail open: the first sync asks git itself
+            log.debug("checkpoint look-ahead failed", exc_info=True)
 
     def _index_on_end(self, event: Event) -> None:
         """Keep the session index in step: a run's end updates this session's row (fail open)."""

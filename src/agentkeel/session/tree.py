@@ -52,6 +52,7 @@ class TreeState:
     synced: bool = False
     git: bool = False
     scanned_ns: int = 0  # wall clock when the last scan began (see RACY_NS)
+    primed: dict[str, tuple[Signature, str]] | None = None  # git's clean files, asked ahead (prime)
 
     # --- listing ---------------------------------------------------------------------
 
@@ -162,6 +163,27 @@ class TreeState:
 
     # --- before and after a Bash call ------------------------------------------------
 
+    def prime(self) -> None:
+        """Ask git ahead of the first Bash call (keel calls this on a thread when the session
+        starts) which tracked files it can give back: the two git commands of the first sync,
+        off the session's path. Nothing is stored. An answer counts only for a file whose mtime
+        is older than RACY_NS before the question, and whose size and mtime the first sync finds
+        unchanged: anything written since, or close to it, is looked at again."""
+        if self.synced or self.primed is not None or not (self.root / ".git").exists():
+            return
+        racy = time.time_ns() - RACY_NS
+        clean = _git_clean_blobs(self.root)
+        base = str(self.root) + "/"
+        primed: dict[str, tuple[Signature, str]] = {}
+        for rel, oid in clean.items():
+            try:
+                st = os.lstat(base + rel)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_mtime_ns < racy:
+                primed[rel] = ((st.st_mtime_ns, st.st_size), oid)
+        self.primed = primed
+
     def sync(self) -> None:
         """Before a Bash call: bring the stored picture up to date (hash and store only what moved)."""
         now = self._scan()
@@ -170,7 +192,11 @@ class TreeState:
         files = self.files
         racy = self.scanned_ns - RACY_NS
         if not self.synced:
-            clean = _git_clean_blobs(self.root) if self.git else {}
+            if self.primed is not None and self.git:
+                clean = {rel: oid for rel, (sig, oid) in self.primed.items() if now.get(rel) == sig}
+            else:
+                clean = _git_clean_blobs(self.root) if self.git else {}
+            self.primed = None
             if sum(sig[1] for rel, sig in now.items() if rel not in clean) > MAX_TREE_BYTES:
                 self.too_big = True
                 return
