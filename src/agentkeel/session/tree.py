@@ -12,7 +12,8 @@ In a git work tree the first scan copies only what git cannot give back: untrack
 tracked files that differ from the index (``git diff-files``). A clean tracked file is
 remembered by its index blob (``git:<oid>``) and copied into the store, through the
 work-tree filters (``git cat-file --filters``), only if a Bash call changes it. So the first
-Bash call of a session in a clean repository stores next to nothing.
+Bash call of a session in a clean repository stores next to nothing. The two git commands behind
+that answer run ahead, on a thread, while the session's first request waits (:meth:`prime`).
 
 Limit: a file created in a folder that holds no listed file (only ignored ones) is not seen
 until a full listing; it is then not removed by a rewind (it is left, never lost).
