@@ -15,19 +15,22 @@ import os
 import re
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from msgspec import Meta, Struct
 
 from agentkeel.core.events import CwdChanged
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput, Workdir
-from agentkeel.sandbox.service import Sandbox
 from agentkeel.tools.procs import describe, sweep_steps, tagged
 from agentkeel.tools.shellrun import Capture, ShellRun, Watchdog
+
+if TYPE_CHECKING:
+    from agentkeel.sandbox.service import Sandbox
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -207,7 +210,10 @@ def shell_cwd(ctx: ToolContext) -> Path:
 def _sandbox_for(ctx: ToolContext, args: BashInput) -> Sandbox | None:
     """The session's sandbox when this command runs in it: not when settings turned it off, the
     command is in ``sandbox.excludedCommands``, or it asked to run outside where that is allowed."""
-    sandbox = ctx.services.find(Sandbox)
+    service = sys.modules.get("agentkeel.sandbox.service")
+    if service is None:  # no session of this process made a sandbox: the package was never loaded
+        return None
+    sandbox: Sandbox | None = ctx.services.find(service.Sandbox)
     if sandbox is None:
         return None
     wanted = {"dangerouslyDisableSandbox": args.dangerouslyDisableSandbox}
