@@ -10,8 +10,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Literal, TypeVar
+
+import msgspec
 
 from agentkeel.core.events import (
     AssistantMessage,
@@ -51,8 +52,7 @@ MAX_RECOVERIES = 3  # repaired re-sends of one request (session recovery, model 
 Subtype = Literal["success", "error_max_turns", "error_max_budget_usd", "error_during_execution", "interrupted"]
 
 
-@dataclass
-class LoopConfig:
+class LoopConfig(msgspec.Struct):
     model: str
     system: str = ""
     max_tokens: int = 8192
@@ -60,12 +60,11 @@ class LoopConfig:
     max_budget_usd: float | None = None
     thinking_budget: int | None = None
     default_tool_timeout_s: float = 600.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
     cost: Callable[[Usage], float] = lambda _usage: 0.0
 
 
-@dataclass
-class RunResult:
+class RunResult(msgspec.Struct):
     subtype: Subtype
     result: str
     num_turns: int

@@ -19,9 +19,10 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agentkeel.core.events import Event, Notice, RequestStarted, RunFinished, SessionEnded
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
@@ -40,8 +41,7 @@ def checkpoint_dir(session_file: Path) -> Path:
     return session_file.parent / session_file.stem / "checkpoints"
 
 
-@dataclass
-class _Pending:
+class _Pending(msgspec.Struct):
     tool: str
     paths: dict[str, str | None]  # path -> content before (sha / None / UNKNOWN)
     task: asyncio.Task[Any] | None = None  # the task that gated the call: done means the call is over

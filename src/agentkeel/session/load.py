@@ -7,21 +7,21 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+
+import msgspec
 
 from agentkeel.core.events import Event, UserMessage, event_from_dict
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import messages_from_events
 
 
-@dataclass
-class LoadReport:
+class LoadReport(msgspec.Struct):
     path: Path
     entries: int = 0
-    skipped: list[str] = field(default_factory=list)
-    repairs: list[str] = field(default_factory=list)
+    skipped: list[str] = msgspec.field(default_factory=list)
+    repairs: list[str] = msgspec.field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -36,8 +36,7 @@ class LoadReport:
         return f"session {self.path.name}: " + ", ".join(parts) + " (the file itself is unchanged)"
 
 
-@dataclass
-class LoadedSession:
+class LoadedSession(msgspec.Struct):
     session_id: str
     events: list[Event]
     messages: list[Message]
@@ -165,8 +164,7 @@ def load_session(path: Path) -> LoadedSession:
     )
 
 
-@dataclass
-class SessionInfo:
+class SessionInfo(msgspec.Struct):
     id: str
     path: Path
     modified: datetime

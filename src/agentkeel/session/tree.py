@@ -25,8 +25,9 @@ import os
 import stat
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from agentkeel.session.objects import UNKNOWN, ObjectStore
 
@@ -43,12 +44,11 @@ Signature = tuple[int, int]  # (mtime_ns, size)
 RACY_NS = 2_000_000_000
 
 
-@dataclass
-class TreeState:
+class TreeState(msgspec.Struct):
     root: Path
     store: ObjectStore
-    files: dict[str, tuple[Signature, str | None]] = field(default_factory=dict)  # rel path -> (sig, sha)
-    dirs: dict[str, int] = field(default_factory=dict)  # rel folder ("" the root) -> mtime_ns
+    files: dict[str, tuple[Signature, str | None]] = msgspec.field(default_factory=dict)  # rel path -> (sig, sha)
+    dirs: dict[str, int] = msgspec.field(default_factory=dict)  # rel folder ("" the root) -> mtime_ns
     too_big: bool = False
     synced: bool = False
     git: bool = False

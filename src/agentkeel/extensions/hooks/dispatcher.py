@@ -16,9 +16,10 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import msgspec
 
 from agentkeel.core.events import Event, Notice, register_event_type
 from agentkeel.core.extensions import ToolCall
@@ -61,8 +62,7 @@ class HookRan(Event, frozen=True, kw_only=True, tag="hook"):
     runs: list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class ChildAgent:
+class ChildAgent(msgspec.Struct, frozen=True):
     """The child agent whose tool call is being hooked (set by SubagentStart in its context)."""
 
     agent_id: str
@@ -73,8 +73,7 @@ class ChildAgent:
 CHILD: contextvars.ContextVar[ChildAgent | None] = contextvars.ContextVar("keel_hook_child", default=None)
 
 
-@dataclass
-class HookContext:
+class HookContext(msgspec.Struct):
     """What the dispatcher needs from the session."""
 
     session_id: str
@@ -82,11 +81,11 @@ class HookContext:
     project_dir: Path
     emit: Callable[[Event], None]
     mode: Callable[[], str] = lambda: "default"
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    env: Mapping[str, str] = msgspec.field(default_factory=lambda: dict(os.environ))
     env_file: Path | None = None
     provider: Provider | None = None
     model: str = ""
-    home: str = field(default_factory=lambda: str(Path.home()))
+    home: str = msgspec.field(default_factory=lambda: str(Path.home()))
 
 
 class HookDispatcher:

@@ -18,8 +18,9 @@ import re
 import shutil
 import signal
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from agentkeel.extensions.hooks.config import Handler
 
@@ -28,8 +29,7 @@ _GRACE_S = 0.5  # after a command exits, how long a child may keep its pipes ope
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
-@dataclass(frozen=True)
-class Raw:
+class Raw(msgspec.Struct, frozen=True):
     exit_code: int | None = 0  # None: the handler did not finish (see error)
     stdout: str = ""
     stderr: str = ""
