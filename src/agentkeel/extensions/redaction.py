@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from agentkeel.core.events import Event, OpaqueEvent, event_data
 from agentkeel.core.types import from_data
 from agentkeel.redact import redact
@@ -26,7 +28,19 @@ _EVENT_KEEP = frozenset({"type", "uuid", "timestamp", "session_id", "tool_use_id
 
 
 def redact_event(event: Event) -> Event:
-    """The event with every secret masked, or the same object when there was none."""
+    """The event with every secret masked, or the same object when there was none.
+
+    Most events hold no secret, and their texts were mostly seen before (a tool result at the
+    result guard, the kept messages of a compaction in the events that first carried them):
+    ``_clean`` reads the typed event in place and answers from redaction's memo, without turning
+    the event into plain data. Only an event it cannot vouch for is converted and masked."""
+    if not isinstance(event, OpaqueEvent) and _clean(event, _EVENT_KEEP):
+        return event
+    return _masked(event)
+
+
+def _masked(event: Event) -> Event:
+    """The exact path: the event as stored data, every string outside the kept keys masked."""
     data = event_data(event)
     changed = [False]
     out = {k: (v if k in _EVENT_KEEP else _walk(v, changed, frozenset())) for k, v in data.items()}
@@ -49,3 +63,64 @@ def _walk(value: Any, changed: list[bool], keep: frozenset[str]) -> Any:
         kept = _KEEP.get(str(value.get("type")), frozenset()) if "type" in value else frozenset()
         return {k: (v if k in kept else _walk(v, changed, frozenset())) for k, v in value.items()}
     return value
+
+
+_SCALARS = (int, float, bool, type(None))
+_NOTHING: frozenset[str] = frozenset()
+_ABSENT = object()
+
+
+def _clean(value: Any, kept: frozenset[str] | None = None) -> bool:
+    """Whether ``_walk`` would leave every string of value (a Struct read as ``to_data`` stores it)
+    as it is. ``kept``: the keys left alone at this level (None: as the stored ``type`` says). It
+    reads the strings ``_walk`` reads, and answers False, for the exact path to decide, on anything
+    whose stored form it does not know (an enum, a date, bytes, an unset field)."""
+    if isinstance(value, str):
+        return not value or redact(value) == value
+    if isinstance(value, msgspec.Struct):
+        known = _known_clean(value) if kept is None else None
+        if known:
+            return True
+        config = value.__struct_config__
+        names, keys = value.__struct_fields__, value.__struct_encode_fields__
+        if kept is None:
+            kind = config.tag if config.tag_field == "type" else _ABSENT
+            if "type" in keys:
+                kind = getattr(value, names[keys.index("type")])
+            kept = _KEEP.get(str(kind), _NOTHING) if kind is not _ABSENT else _NOTHING
+        if config.tag_field is not None and config.tag_field not in kept and not _clean(config.tag):
+            return False
+        clean = all(key in kept or _clean(getattr(value, name)) for name, key in zip(names, keys, strict=True))
+        if clean and known is not None:
+            _remember_clean(value)
+        return clean
+    if isinstance(value, list | tuple):
+        return all(_clean(v) for v in value)
+    if isinstance(value, dict):
+        kept = _KEEP.get(str(value.get("type")), _NOTHING) if "type" in value else _NOTHING
+        return all(k in kept or _clean(v) for k, v in value.items())
+    return isinstance(value, _SCALARS)
+
+
+# Content blocks found clean, by value (a hashable Struct: a text block, a tool result of text): a
+# compaction event carries the kept messages again, and their blocks are checked once, not each time.
+_CLEAN_STRUCTS: dict[msgspec.Struct, None] = {}
+_MAX_CLEAN_STRUCTS = 1024
+
+
+def _known_clean(value: msgspec.Struct) -> bool | None:
+    """True when an equal Struct was found clean; False when not yet; None when it cannot be kept
+    (not hashable: it holds a list or a dict)."""
+    try:
+        return value in _CLEAN_STRUCTS
+    except TypeError:
+        return None
+
+
+def _remember_clean(value: msgspec.Struct) -> None:
+    _CLEAN_STRUCTS[value] = None
+    while len(_CLEAN_STRUCTS) > _MAX_CLEAN_STRUCTS:
+        try:  # the oldest goes; another thread (a subagent's bus) may have taken it first
+            del _CLEAN_STRUCTS[next(iter(_CLEAN_STRUCTS))]
+        except (KeyError, RuntimeError, StopIteration):
+            break
