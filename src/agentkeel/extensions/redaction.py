@@ -57,8 +57,9 @@ def _walk(value: Any, changed: list[bool], keep: frozenset[str]) -> Any:
         if masked != value:
             changed[0] = True
         return masked
-    if isinstance(value, list):
-        return [_walk(v, changed, frozenset()) for v in value]
+    if isinstance(value, list | tuple):  # a tuple in a dict[str, Any] stays one in the stored form
+        walked = [_walk(v, changed, frozenset()) for v in value]
+        return walked if isinstance(value, list) else tuple(walked)
     if isinstance(value, dict):
         kept = _KEEP.get(str(value.get("type")), frozenset()) if "type" in value else frozenset()
         return {k: (v if k in kept else _walk(v, changed, frozenset())) for k, v in value.items()}

@@ -1,0 +1,188 @@
+"""The per-turn shortcuts say what the long way says: events redacted in place agree with the
+stored-form walk, the session writer's fast encoder writes what ``json.dumps`` wrote, and the
+secret scanner compiles only what a text needs. (How much they save is bench/long_session_bench.py's.)"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from agentkeel._secret_rules import DATA, RuleSet
+from agentkeel.core.events import (
+    AssistantMessage,
+    Event,
+    Notice,
+    OpaqueEvent,
+    RequestStarted,
+    ToolFinished,
+    ToolResults,
+    UserMessage,
+    event_data,
+)
+from agentkeel.core.types import ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from agentkeel.core.view import Compaction
+from agentkeel.extensions.redaction import _masked, redact_event
+from agentkeel.redact import redact_obj
+from agentkeel.session.store import SessionWriter
+
+KEY = "sk-ant-api03-" + "FAKEfake0000" * 3  # an obviously fake Anthropic-shaped key
+CURL = "curl -u admin:FAKEpass0000word https://example.invalid/"
+
+
+def _events() -> list[Event]:
+    clean = TextBlock(text="nothing to hide in this text")
+    return [
+        UserMessage(message=Message.user(f"use {KEY} please")),
+        UserMessage(message=Message.user("a plain prompt")),
+        AssistantMessage(  # thinking and its signature travel unchanged, secret or not
+            message=Message(role="assistant", content=[ThinkingBlock(thinking=KEY, signature=KEY), clean])
+        ),
+        AssistantMessage(
+            message=Message(
+                role="assistant",
+                content=[ToolUseBlock(id=KEY, name="Bash", input={"command": CURL, "n": 3, "ok": True, "x": None})],
+            )
+        ),
+        ToolResults(
+            message=Message(
+                role="user",
+                content=[
+                    ToolResultBlock(
+                        tool_use_id="t1", content=[TextBlock(text=f"found {KEY}"), ImageBlock(media_type=KEY, data=KEY)]
+                    )
+                ],
+            )
+        ),
+        ToolResults(message=Message(role="user", content=[ToolResultBlock(tool_use_id=KEY, content="clean output")])),
+        ToolFinished(
+            tool_use_id="t2",
+            name="Bash",
+            is_error=False,
+            duration_ms=5,
+            summary="ok",
+            input={"command": "ls"},
+            metadata={"img": {"type": "image", "data": KEY}, "deep": [{"type": "text", "data": KEY}], "f": 1.5},
+        ),
+        ToolFinished(tool_use_id="t3", name="Read", is_error=False, duration_ms=1, metadata={"tags": ("a", KEY)}),
+        Compaction(
+            messages=[Message(role="user", content=[clean, ToolResultBlock(tool_use_id="t4", content=CURL)])],
+            summary="a summary",
+            state={"files": ["/a", "/b"], "task": "fix it"},
+        ),
+        Compaction(messages=[Message(role="user", content=[clean])], state={"facts": [KEY]}),
+        Notice(level="warning", message=f"leaked {KEY}"),
+        RequestStarted(turn=1, model="m", message_count=2),
+        OpaqueEvent(data={"type": "plugin_thing", "payload": {"token": KEY}}),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_events())))
+def test_an_event_redacted_in_place_is_what_the_stored_form_walk_makes_it(index: int) -> None:
+    event = _events()[index]
+    fast, exact = redact_event(event), _masked(event)
+    assert fast == exact
+    assert (fast is event) == (exact is event)
+    assert KEY not in json.dumps(fast_data := _stored(fast)) or _only_kept(fast_data)
+
+
+def _stored(event: Event) -> dict[str, Any]:
+    return event_data(event)
+
+
+def _only_kept(data: dict[str, Any]) -> bool:
+    """The key survives only where it must travel unchanged (thinking, image data, ids)."""
+    text = json.dumps(data)
+    for kept in ('"thinking": "' + KEY, '"signature": "' + KEY, '"data": "' + KEY, '"id": "' + KEY):
+        text = text.replace(kept, "")
+    text = text.replace('"media_type": "' + KEY, "").replace('"tool_use_id": "' + KEY, "")
+    return KEY not in text
+
+
+def test_a_compaction_does_not_read_the_blocks_it_carries_again() -> None:
+    """The kept messages' blocks were checked when they were first logged: a compaction carrying
+    them costs a lookup per block (counted in function calls), and a block that differs (a secret
+    added) is still read and masked."""
+    blocks = [ToolResultBlock(tool_use_id=f"t{i}", content=f"output {i}\n" * 50) for i in range(60)]
+    for block in blocks:
+        redact_event(ToolResults(message=Message(role="user", content=[block])))
+    carried = Compaction(messages=[Message(role="user", content=[b]) for b in blocks])
+    fresh = Compaction(
+        messages=[
+            Message(role="user", content=[ToolResultBlock(tool_use_id=f"n{i}", content=f"new {i}\n" * 50)])
+            for i in range(60)
+        ]
+    )
+    assert redact_event(carried) is carried
+    assert _calls(lambda: redact_event(carried)) * 3 < _calls(lambda: redact_event(fresh))
+    leaked = Compaction(messages=[Message(role="user", content=[*blocks[:3], TextBlock(text=KEY)])])
+    masked = redact_event(leaked)
+    assert isinstance(masked, Compaction) and KEY not in json.dumps(_stored(masked))
+
+
+def _calls(fn: Any) -> int:
+    count = [0]
+
+    def profile(frame: FrameType, what: str, arg: Any) -> None:
+        if what in ("call", "c_call"):
+            count[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return count[0]
+
+
+def test_the_session_writer_writes_what_json_dumps_wrote(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    writer = SessionWriter(path, "sid")
+    events: list[Event] = [
+        UserMessage(message=Message.user('quotes " and \\ backslash, é, 😀, \u2028, \x00 \x1f \x7f, tab\there')),
+        ToolFinished(
+            tool_use_id="t", name="X", is_error=False, duration_ms=1, metadata={"n": 10**30, "f": 0.1, "k": [1, 2]}
+        ),
+        AssistantMessage(message=Message(role="assistant", content=[TextBlock(text="x")]), cost_usd=1e-7),
+        AssistantMessage(message=Message(role="assistant", content=[TextBlock(text="y")]), cost_usd=math.nan),
+    ]
+    for event in events:
+        writer(event)
+    writer.close()
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == len(events)
+    parent = None
+    for line, event in zip(lines[:3], events[:3], strict=True):
+        entry = {"uuid": event.uuid, "parentUuid": parent, "sessionId": "sid", **event_data(event)}
+        assert json.loads(line) == entry
+        if event is not events[2]:  # 1e-07 is written 1e-7: the same number
+            assert line == json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode()
+        parent = event.uuid
+    assert json.loads(lines[3])["cost_usd"] is None  # NaN, which JSON has not: null, and the line stays JSON
+
+
+def test_the_secret_scanner_compiles_only_what_a_text_needs() -> None:
+    """All 28 keyword scans compiled at once cost 20-35 ms on the way to the first request; each
+    is compiled on the first text that may hold one of its words."""
+    rules = RuleSet(json.loads(DATA.read_text(encoding="utf-8")))
+    assert rules._scans == {}
+    assert rules.findings("go") == [] and len(rules._scans) <= 1
+    token = "ghp_" + "FAKEfake0000" * 3
+    assert [f[2] for f in rules.findings(f"token: {token}")] == ["github-pat"]
+    before = len(rules._scans)
+    rules.findings("".join(chr(c) for c in range(32, 127)) * 3)  # every first character, no word
+    assert len(rules._scans) == before  # no word's first two characters: nothing more compiled
+
+
+def test_a_secret_in_a_tuple_is_masked_too() -> None:
+    """A tool's metadata may hold a tuple: the stored form keeps it one, and it is written as a
+    JSON array like a list. Its strings are masked as a list's are (they were not)."""
+    event = ToolFinished(tool_use_id="t", name="X", is_error=False, duration_ms=1, metadata={"tags": ("a", KEY)})
+    masked = redact_event(event)
+    assert isinstance(masked, ToolFinished) and KEY not in json.dumps(_stored(masked))
+    assert KEY not in json.dumps(redact_obj({"facts": ("a", (KEY,))}))
