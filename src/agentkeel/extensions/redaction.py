@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from agentkeel.core.events import Event, OpaqueEvent, event_data
-from agentkeel.core.types import from_data
+from agentkeel.core.types import Message, from_data
 from agentkeel.redact import redact
 
 # block type -> keys whose values must travel unchanged
@@ -78,23 +78,17 @@ def _clean(value: Any, kept: frozenset[str] | None = None) -> bool:
     whose stored form it does not know (an enum, a date, bytes, an unset field)."""
     if isinstance(value, str):
         return not value or redact(value) == value
-    if isinstance(value, msgspec.Struct):
-        known = _known_clean(value) if kept is None else None
-        if known:
+    if isinstance(value, Message):  # a compaction carries the kept messages again
+        key = _message_key(value)
+        if key is not None and key in _CLEAN_STRUCTS:
             return True
-        config = value.__struct_config__
-        names, keys = value.__struct_fields__, value.__struct_encode_fields__
-        if kept is None:
-            kind = config.tag if config.tag_field == "type" else _ABSENT
-            if "type" in keys:
-                kind = getattr(value, names[keys.index("type")])
-            kept = _KEEP.get(str(kind), _NOTHING) if kind is not _ABSENT else _NOTHING
-        if config.tag_field is not None and config.tag_field not in kept and not _clean(config.tag):
+        if not _clean_struct(value, kept):
             return False
-        clean = all(key in kept or _clean(getattr(value, name)) for name, key in zip(names, keys, strict=True))
-        if clean and known is not None:
-            _remember_clean(value)
-        return clean
+        if key is not None:
+            _remember(_CLEAN_STRUCTS, key, None)
+        return True
+    if isinstance(value, msgspec.Struct):
+        return _clean_struct(value, kept)
     if isinstance(value, list | tuple):
         return all(_clean(v) for v in value)
     if isinstance(value, dict):
@@ -103,10 +97,47 @@ def _clean(value: Any, kept: frozenset[str] | None = None) -> bool:
     return isinstance(value, _SCALARS)
 
 
-# Content blocks found clean, by value (a hashable Struct: a text block, a tool result of text): a
-# compaction event carries the kept messages again, and their blocks are checked once, not each time.
-_CLEAN_STRUCTS: dict[msgspec.Struct, None] = {}
+def _clean_struct(value: msgspec.Struct, kept: frozenset[str] | None) -> bool:
+    """``_clean`` of a Struct: its fields under their stored names, its tag where it is stored."""
+    known = _known_clean(value) if kept is None else None
+    if known:
+        return True
+    config = value.__struct_config__
+    names, keys = value.__struct_fields__, value.__struct_encode_fields__
+    if kept is None:
+        kind = config.tag if config.tag_field == "type" else _ABSENT
+        if "type" in keys:
+            kind = getattr(value, names[keys.index("type")])
+        kept = _KEEP.get(str(kind), _NOTHING) if kind is not _ABSENT else _NOTHING
+    if config.tag_field is not None and config.tag_field not in kept and not _clean(config.tag):
+        return False
+    clean = all(key in kept or _clean(getattr(value, name)) for name, key in zip(names, keys, strict=True))
+    if clean and known is not None:
+        _remember(_CLEAN_STRUCTS, value, None)
+    return clean
+
+
+# Content blocks and messages found clean, by value (a hashable Struct: a text block, a tool result
+# of text; a message as its role and its blocks): a compaction event carries the kept messages
+# again, and they are checked once, not at each compaction. By value, so nothing changed since can
+# pass for what was checked: an equal message is as clean as the one seen.
+_CLEAN_STRUCTS: dict[Any, None] = {}
 _MAX_CLEAN_STRUCTS = 1024
+
+
+def _message_key(message: Message) -> Any:
+    """A message by value: its role and blocks, or (a block holding a dict: a tool call's input)
+    its JSON, which is its stored form; None if it has none."""
+    try:
+        key = (message.role, tuple(message.content))
+        hash(key)
+        return key
+    except TypeError:
+        pass
+    try:
+        return msgspec.json.encode(message)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _known_clean(value: msgspec.Struct) -> bool | None:
@@ -118,10 +149,10 @@ def _known_clean(value: msgspec.Struct) -> bool | None:
         return None
 
 
-def _remember_clean(value: msgspec.Struct) -> None:
-    _CLEAN_STRUCTS[value] = None
-    while len(_CLEAN_STRUCTS) > _MAX_CLEAN_STRUCTS:
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    memo[key] = value
+    while len(memo) > _MAX_CLEAN_STRUCTS:
         try:  # the oldest goes; another thread (a subagent's bus) may have taken it first
-            del _CLEAN_STRUCTS[next(iter(_CLEAN_STRUCTS))]
+            del memo[next(iter(memo))]
         except (KeyError, RuntimeError, StopIteration):
             break
