@@ -186,3 +186,57 @@ def test_a_secret_in_a_tuple_is_masked_too() -> None:
     masked = redact_event(event)
     assert isinstance(masked, ToolFinished) and KEY not in json.dumps(_stored(masked))
     assert KEY not in json.dumps(redact_obj({"facts": ("a", (KEY,))}))
+
+
+def test_the_session_index_folds_a_log_as_parsing_every_entry_did(tmp_path: Path) -> None:
+    """The index reads only type and timestamp of the entries it does not fold (tool results,
+    compactions): the row it makes is the one parsing every entry made, damage included."""
+    from agentkeel.core.events import RunFinished, SessionStarted
+    from agentkeel.core.types import Usage
+    from agentkeel.session.events import RewindMarker, SessionForked
+    from agentkeel.session.index import _Fold, _fold_lines
+    from agentkeel.session.load import LoadReport, parse_lines
+
+    path = tmp_path / "s.jsonl"
+    writer = SessionWriter(path, "sid")
+    first = UserMessage(message=Message.user("first prompt\nwith a second line"))
+    for event in [
+        SessionStarted(session_id="sid", cwd="/work/p", model="m", timestamp="2026-01-01T00:00:00.000Z"),
+        SessionForked(parent_id="parent-1"),
+        first,
+        AssistantMessage(message=Message(role="assistant", content=[TextBlock(text="a")]), cost_usd=0.25),
+        ToolResults(message=Message(role="user", content=[ToolResultBlock(tool_use_id="t", content="x" * 5000)])),
+        Compaction(messages=[Message.user("kept")], timestamp="2027-06-01T00:00:00.000Z"),
+        RunFinished(
+            subtype="success",
+            is_error=False,
+            result="a",
+            num_turns=1,
+            duration_ms=1,
+            usage=Usage(),
+            total_cost_usd=0.25,
+        ),
+        UserMessage(message=Message.user("second")),
+        RewindMarker(messages=[], turn_index=1, target_uuid="nope"),
+        OpaqueEvent(data={"type": "custom-title", "customTitle": "  My title  "}),
+        OpaqueEvent(data={"type": "someone-elses", "timestamp": "2028-01-01T00:00:00.000Z"}),
+    ]:
+        writer(event)
+    writer.close()
+    damage = [
+        b'{"type": "tool_results", "timestamp": 5}',  # a timestamp that is not text
+        b'{"timestamp": "2029-01-01T00:00:00.000Z"}',  # no type
+        b"[1, 2]",
+        b"not json at all",
+        b'{"type": "notice", "timestamp": "2026-02-01T00:00:00.000Z", "message": "\x00x"}',
+        b'{"type": "summary", "summary": "A summary title", "timestamp": "2026-03-01T00:00:00.000Z"}',
+    ]
+    data = path.read_bytes() + b"\n".join(damage) + b"\n"
+    parsed = _Fold()
+    for event in parse_lines(data, LoadReport(path)):
+        parsed.add(event)
+    read = _Fold()
+    _fold_lines(read, data, LoadReport(path))
+    assert read.data() == parsed.data()
+    assert read.title == "A summary title" and read.parent == "parent-1" and read.cost == 0.25
+    assert read.last == "2028-01-01T00:00:00.000Z"
