@@ -24,6 +24,7 @@ from typing import Any
 
 DATA = Path(__file__).with_name("gitleaks_rules.json")
 Span = tuple[int, int, str]
+_SHORT = 2048  # a text this short is looked at for its words' first two characters before a scan compiles
 
 
 def ascii_lower(text: str) -> str:
@@ -177,15 +178,18 @@ class RuleSet:
         return found
 
     def _scans_for(self, low: str) -> list[re.Pattern[str]]:
-        """The scans whose first character low holds (a scan not compiled yet: whose word might begin
-        there, by its first two characters; every word has two)."""
+        """The scans whose first character low holds. A scan not compiled yet is compiled for a short
+        text (a prompt, a command) only when one of its words might begin there, by their first two
+        characters (every word has two): looking for each pair costs a pass over the text, cheap on
+        a short one, more than the scan itself on a long one, which compiles what it needs."""
         out: list[re.Pattern[str]] = []
+        short = len(low) < _SHORT
         for c, tails in self._by_first.items():
             if c not in low:
                 continue
             scan = self._scans.get(c)
             if scan is None:
-                if not any(pair in low for pair in self._pairs[c]):
+                if short and not any(pair in low for pair in self._pairs[c]):
                     continue
                 scan = self._scans[c] = re.compile(re.escape(c) + _trie(tails))
             out.append(scan)
