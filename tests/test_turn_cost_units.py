@@ -240,3 +240,28 @@ def test_the_session_index_folds_a_log_as_parsing_every_entry_did(tmp_path: Path
     assert read.data() == parsed.data()
     assert read.title == "A summary title" and read.parent == "parent-1" and read.cost == 0.25
     assert read.last == "2028-01-01T00:00:00.000Z"
+
+
+def test_instructions_place_a_file_by_its_real_path(tmp_path: Path) -> None:
+    """Folders' resolutions are remembered across reads; a file that is a symlink is still
+    resolved whole, and a path through a symlinked folder lands where the folder points."""
+    from agentkeel.context.instructions import Instructions
+
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "lib").mkdir()
+    (repo / "lib" / "AGENTS.md").write_text("lib rules")
+    outside.mkdir()
+    (outside / "AGENTS.md").write_text("outside rules")
+    (outside / "x.py").write_text("x")
+    (repo / "link.py").symlink_to(outside / "x.py")
+    (repo / "away").symlink_to(outside)
+    (repo / "lib" / "a.py").write_text("a")
+    got = Instructions.load(repo, tmp_path / "home", tmp_path / "keel", {"KEEL_MANAGED_INSTRUCTIONS": "/none"})
+    assert got.relative(repo / "lib" / "a.py") == "lib/a.py"
+    assert got.relative(repo / "lib" / "b.py") == "lib/b.py"  # the same folder, not there yet
+    assert got.relative(repo / "link.py") is None  # a symlink out of the project
+    assert got.relative(repo / "away" / "x.py") is None  # through a folder that points out
+    assert got.relative(repo / "lib" / ".." / "lib" / "a.py") == "lib/a.py"
+    assert [f.text for f in got.touched(repo / "away" / "x.py")] == []
+    assert [f.text for f in got.touched(repo / "lib" / "a.py")] == ["lib rules"]

@@ -152,6 +152,7 @@ class Instructions:
     loaded_dirs: set[Path] = field(default_factory=set)
     _seen: set[Path] = field(default_factory=set)
     _root_real: tuple[Path, Path] | None = field(default=None, init=False, repr=False, compare=False)
+    _folders: dict[Path, Path] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.root = git_root(self.cwd) or self.cwd
@@ -281,9 +282,22 @@ class Instructions:
 
     def relative(self, path: Path) -> str | None:
         try:
-            return path.resolve().relative_to(self._real_root()).as_posix()
+            return self._resolved(path).relative_to(self._real_root()).as_posix()
         except (ValueError, OSError):
             return None
+
+    def _resolved(self, path: Path) -> Path:
+        """``path.resolve()``, with its folder's resolution remembered: resolving costs a system call
+        per component, and a session reads file after file in the same few folders. The file itself
+        is still looked at (a symlink is resolved whole)."""
+        if not path.is_absolute() or path.name in ("", ".", "..") or path.is_symlink():
+            return path.resolve()
+        folder = self._folders.get(path.parent)
+        if folder is None:
+            if len(self._folders) > 4096:
+                self._folders.clear()
+            folder = self._folders[path.parent] = path.parent.resolve()
+        return folder / path.name
 
     def _real_root(self) -> Path:
         """The root with its symlinks resolved, resolved once per root (a path's resolve is a
