@@ -265,3 +265,16 @@ def test_instructions_place_a_file_by_its_real_path(tmp_path: Path) -> None:
     assert got.relative(repo / "lib" / ".." / "lib" / "a.py") == "lib/a.py"
     assert [f.text for f in got.touched(repo / "away" / "x.py")] == []
     assert [f.text for f in got.touched(repo / "lib" / "a.py")] == ["lib rules"]
+
+
+@pytest.mark.parametrize("start", [1, 7, 2047, 2048, 2049, 65_530, 70_000])
+def test_numbered_lines_read_as_they_did(start: int) -> None:
+    """Line numbers are made once and joined in one pass; a long line still goes the long way."""
+    from agentkeel.tools.files import numbered
+
+    lines = ["", "def f():", "\treturn 1", "é😀", "x" * 2000]
+    assert numbered(lines, start) == "\n".join(f"{i:6}\t{line}" for i, line in enumerate(lines, start))
+    long = [*lines, "y" * 2001]
+    expected = [*lines, "y" * 2000 + "… [line truncated]"]
+    assert numbered(long, start) == "\n".join(f"{i:6}\t{line}" for i, line in enumerate(expected, start))
+    assert numbered([], start) == ""
