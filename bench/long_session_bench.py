@@ -10,7 +10,9 @@ per-turn figure of the long run would be a multiple of the short one's.
 Per length: ``ms_per_turn`` (the run's duration over its turns, startup and the first tool
 call's imports included), ``median_turn_ms`` (the median gap between two requests, from the
 session log's timestamps: a turn in steady state) and ``cpu_ms_per_turn`` (CPU of the keel
-process over its turns). Medians over the runs, with min-max.
+process over its turns). Medians over the runs, with min-max, and the 1-minute load average seen
+before and after each length (``load_average``). The steady turn's CPU, startup taken out:
+(cpu_1000 x 1001 - cpu_200 x 201) / 800.
 
     python bench/long_session_bench.py [--turns 50 200 1000] [--runs 3] [--json bench/results/long_session.json]
 """
@@ -91,6 +93,7 @@ def main() -> None:
     ap.add_argument("--json", default="bench/results/long_session.json")
     args = ap.parse_args()
     report: dict[str, object] = {"runs": args.runs, "python": sys.version.split()[0], "cpus": os.cpu_count()}
+    load = [os.getloadavg()[0]]  # other processes' load: the wall columns measure it as much as keel
     for turns in args.turns:
         runs = [run_once(turns) for _ in range(args.runs)]
         report[f"turns_{turns}"] = {
@@ -98,6 +101,8 @@ def main() -> None:
             for k in runs[0]
             if (v := [r[k] for r in runs])
         }
+        load.append(os.getloadavg()[0])
+    report["load_average"] = {"min": round(min(load), 1), "max": round(max(load), 1)}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

@@ -293,4 +293,6 @@ def redact_obj(value: Any) -> Any:
         return {k: redact_obj(v) for k, v in value.items()}
     if isinstance(value, list):
         return [redact_obj(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact_obj(v) for v in value)
     return value

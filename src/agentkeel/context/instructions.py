@@ -151,6 +151,8 @@ class Instructions:
     injected_rules: set[Path] = field(default_factory=set)
     loaded_dirs: set[Path] = field(default_factory=set)
     _seen: set[Path] = field(default_factory=set)
+    _root_real: tuple[Path, Path] | None = field(default=None, init=False, repr=False, compare=False)
+    _folders: dict[Path, Path] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.root = git_root(self.cwd) or self.cwd
@@ -280,9 +282,29 @@ class Instructions:
 
     def relative(self, path: Path) -> str | None:
         try:
-            return path.resolve().relative_to(self.root.resolve()).as_posix()
+            return self._resolved(path).relative_to(self._real_root()).as_posix()
         except (ValueError, OSError):
             return None
+
+    def _resolved(self, path: Path) -> Path:
+        """``path.resolve()``, with its folder's resolution remembered: resolving costs a system call
+        per component, and a session reads file after file in the same few folders. The file itself
+        is still looked at (a symlink is resolved whole)."""
+        if not path.is_absolute() or path.name in ("", ".", "..") or path.is_symlink():
+            return path.resolve()
+        folder = self._folders.get(path.parent)
+        if folder is None:
+            if len(self._folders) > 4096:
+                self._folders.clear()
+            folder = self._folders[path.parent] = path.parent.resolve()
+        return folder / path.name
+
+    def _real_root(self) -> Path:
+        """The root with its symlinks resolved, resolved once per root (a path's resolve is a
+        system call per component, and every file read asks)."""
+        if self._root_real is None or self._root_real[0] != self.root:
+            self._root_real = (self.root, self.root.resolve())
+        return self._root_real[1]
 
     def touched(self, path: Path) -> list[InstructionFile]:
         """A file was read or edited: load the instruction files of the directories between the
@@ -308,6 +330,8 @@ class Instructions:
         """The nested instructions and path rules that apply to these files (re-injected after a
         compaction: the tool results that carried them may be gone)."""
         out: list[InstructionFile] = [f for f in self.files if f.scope == "nested"]
+        if not self.rules:
+            return out  # no path rule to match: the files' paths need not be resolved
         rels = [r for p in paths if (r := self.relative(Path(p))) is not None]
         for rule in self.rules:
             if any(rule.matches(r) for r in rels):

@@ -40,6 +40,7 @@ class Estimator:
         self.chars_per_token = _FAMILY_CHARS.get(self.family, _DEFAULT_CHARS)
         self.samples = 0
         self._memo: dict[int, tuple[Message, int]] = {}
+        self._tools_memo: dict[tuple[str, str], tuple[object, int]] = {}
 
     def calibrate(self, chars: int, reported_tokens: int) -> None:
         """One measured pair. The ratio moves towards it (an average that favours recent figures)
@@ -65,13 +66,29 @@ class Estimator:
         return n
 
     def messages_chars(self, messages: list[Message]) -> int:
-        return sum(self.message_chars(m) for m in messages)
+        """``message_chars`` summed; the memo is read here, one lookup a message (the view's
+        messages are mostly the ones measured at the last request)."""
+        memo, total = self._memo, 0
+        for m in messages:
+            hit = memo.get(id(m))
+            total += hit[1] if hit is not None and hit[0] is m else self.message_chars(m)
+        return total
 
     def messages_tokens(self, messages: list[Message]) -> int:
         return self.tokens(self.messages_chars(messages))
 
     def tools_chars(self, tools: list[ToolSpec]) -> int:
-        return sum(len(_ENCODER.encode(t)) for t in tools)
+        """The tools' encoded size. A tool's spec is made anew for each request, of the same name,
+        description and schema objects: measured once per (name, description, schema)."""
+        total = 0
+        for t in tools:
+            hit = self._tools_memo.get((t.name, t.description))
+            if hit is None or hit[0] is not t.input_schema:
+                if len(self._tools_memo) > 1024:
+                    self._tools_memo.clear()
+                hit = self._tools_memo[(t.name, t.description)] = (t.input_schema, len(_ENCODER.encode(t)))
+            total += hit[1]
+        return total
 
     def request_chars(self, request: ModelRequest) -> int:
         return len(request.system) + self.tools_chars(request.tools) + self.messages_chars(request.messages)

@@ -490,7 +490,10 @@ class Agent:
             self._inflight = None
 
     def _visible_tools(self) -> list[Tool]:
-        return self.tools.visible(self.ext.hides)
+        hiders = [e.hide_tool for e in self.ext if e.hide_tool is not None]  # (``Extensions.hides``, asked once)
+        if not hiders:
+            return self.tools.visible()
+        return self.tools.visible(lambda tool: any(hide(tool) for hide in hiders))
 
     def _tool_names(self) -> str:
         return ", ".join(t.name for t in self.tools.list())

@@ -84,7 +84,17 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+_NUMBERS: tuple[str, ...] = ()  # "     1\t", "     2\t"...: the first lines' numbers, made once (replaced whole)
+
+
 def numbered(lines: list[str], start: int) -> str:
+    global _NUMBERS
+    end = start + len(lines)
+    if start >= 1 and end <= 1 << 16 and (not lines or max(map(len, lines)) <= MAX_LINE_CHARS):  # none to cut
+        numbers = _NUMBERS
+        if len(numbers) < end - 1:
+            numbers = _NUMBERS = tuple(f"{i:6}\t" for i in range(1, max(end, 2048)))
+        return "\n".join(map(str.__add__, numbers[start - 1 : end - 1], lines))
     out = []
     for i, line in enumerate(lines, start):
         if len(line) > MAX_LINE_CHARS:

@@ -178,6 +178,18 @@ class LineWindow:
         raws = data[pos:last].split(b"\n", want)
         if len(raws) > want:
             raws.pop()  # past the window
+        if raws and max(map(len, raws)) <= MAX_LINE_CHARS:  # no line cut: decoded as one text
+            end = pos + sum(map(len, raws)) + len(raws)
+            block = data[pos : end - 1].decode("utf-8", "replace")  # a newline ends any bad sequence
+            texts = block.split("\n")
+            if "\r" in block:
+                texts = [t[:-1] if t.endswith("\r") else t for t in texts]
+            cost = sum(map(len, texts)) + 64 * len(texts)
+            if cost < self._room:  # the budget is not reached inside these lines
+                self.lines += texts
+                self._room -= cost
+                self.newlines += len(texts)
+                return end
         for raw in raws:
             pos += len(raw) + 1
             text = raw[:LINE_KEEP].decode("utf-8", "replace")
