@@ -27,8 +27,7 @@ class ScriptedProvider:
 
     def __init__(self, script: Script | str | Path) -> None:
         self.cursor = ScriptCursor(script if isinstance(script, Script) else Script.load(script))
-        self._sized: list[tuple[Message, int]] = []  # the last request's messages and their JSON lengths
-        self._chars = 0  # their sum
+        self._sized: dict[int, tuple[Message, int]] = {}  # the last request's messages by id: JSON lengths
 
     @property
     def requests(self) -> list[ModelRequest]:
@@ -78,20 +77,19 @@ class ScriptedProvider:
 
     def _request_chars(self, messages: list[Message]) -> int:
         """``len(json.dumps([to_data(m) for m in messages]))``, serialising only the messages the
-        last request did not have: a session appends, so a long one would otherwise make this fake
-        model's bookkeeping, not the harness, the cost that grows. The last request's messages are
-        taken as kept when its first and last still stand where they stood (constant time: a view
-        that changed in the middle keeps both ends only by a coincidence a fake model can afford)."""
-        sized, kept = self._sized, 0
-        if sized and len(sized) <= len(messages) and messages[0] is sized[0][0]:
-            kept = len(sized) if messages[len(sized) - 1] is sized[-1][0] else 0
-        if kept == 0:
-            self._sized, self._chars = [], 0
-        for m in messages[kept:]:
-            n = len(json.dumps(to_data(m)))
-            self._sized.append((m, n))
-            self._chars += n
-        return 2 + self._chars + 2 * max(0, len(messages) - 1)
+        last request did not have (by identity: messages are immutable, and a session appends or,
+        after a compaction, keeps some of the same objects), so that this fake model's bookkeeping
+        is not a cost that grows with the session."""
+        known = self._sized
+        seen: dict[int, tuple[Message, int]] = {}
+        chars = 0
+        for m in messages:
+            hit = known.get(id(m))
+            n = hit[1] if hit is not None and hit[0] is m else len(json.dumps(to_data(m)))
+            seen[id(m)] = (m, n)
+            chars += n
+        self._sized = seen
+        return 2 + chars + 2 * max(0, len(messages) - 1)
 
     async def aclose(self) -> None:
         return None
