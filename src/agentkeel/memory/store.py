@@ -38,6 +38,7 @@ from agentkeel.memory.retrieval import (  # noqa: F401  (query_terms, rrf, TUNIN
     STOPWORDS,
     TUNING,
     Tuning,
+    _Background,
     _contexts,
     query_terms,
     rrf,
@@ -482,9 +483,16 @@ class StoreBase:
         own and its neighbours' mean vector). ``vector`` is the query's, when already known."""
         lists: dict[str, Sequence[int]] = {}
         terms = query_terms(query)
+        embedding: _Background[list[float] | None] | None = None
+        if vector is None and terms and self.embedder is not None and query.strip():
+            # the query's vector is computed on another thread while the word index is searched
+            # (both release the GIL: numpy's matrix products, SQLite's and psycopg's calls)
+            embedding = _Background(lambda: self._embed_query(query))
         if terms:
             lists["lexical"] = self._lexical(terms, flt, CANDIDATES)
-        if vector is None:
+        if embedding is not None:
+            vector = embedding.result()
+        elif vector is None:
             vector = self._embed_query(query)
         if vector is not None:
             lists["vector"] = self._vector(vector, "own", flt, CANDIDATES)
