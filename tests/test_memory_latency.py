@@ -46,9 +46,11 @@ def rec(rid: str, text: str, session: str, **kw: Any) -> dict[str, Any]:
     }
 
 
-def test_a_common_word_counts_in_an_entrys_own_text_not_in_its_neighbours(store: MemoryStore) -> None:
+def test_a_common_word_counts_in_an_entrys_own_text_not_in_its_neighbours(tmp_path: Path) -> None:
     """A word held by more than ``Tuning.common`` of the entries (here 6 of 16) ranks an entry that
-    says it above one whose neighbours say it many times (before: the neighbours' repetitions won)."""
+    says it above one whose neighbours say it many times (before: the neighbours' repetitions won).
+    SQLite only: PostgreSQL reads each word's postings in an impact order that counts the context."""
+    store = open_store(tmp_path / "mem.db", embedder="none")
     store.add_many(
         [rec(f"n{i}", "zeta zeta zeta zeta", "s") for i in (1, 2)]
         + [rec("x", "plain words", "s")]
@@ -62,6 +64,7 @@ def test_a_common_word_counts_in_an_entrys_own_text_not_in_its_neighbours(store:
     # a rare word still counts in the session context: the entry after it is found by it
     store.add_many([rec("r1", "the quasar was bright", "v"), rec("r2", "yes indeed", "v")])
     assert "r2" in [h.id for h in store.search("quasar", k=5)]
+    store.close()
 
 
 def test_lessons_come_from_this_project_first_then_anyone(store: MemoryStore) -> None:

@@ -273,7 +273,11 @@ class PostgresStore(StoreBase):
         self._db.rollback()
 
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
-        """BM25 as FTS5 computes it (see the module doc), over the postings of the query's terms."""
+        """BM25 as FTS5 computes it (see the module doc), over the postings of the query's terms.
+
+        ``Tuning.common`` (SQLite matches a common word outside the session context only) is not
+        applied: each word's postings are read in an impact order that counts the context, and
+        that cut already bounds what a common word costs here."""
         words = " ".join(terms)
         if not words.strip():
             return []
@@ -294,25 +298,14 @@ class PostgresStore(StoreBase):
             rows: list[tuple[Any, ...]] = []
             for chosen in [informative, df] if informative and informative != df else [df]:
                 idf = [max(math.log((docs - n + 0.5) / (n + 0.5)), 1e-6) for n in chosen.values()]
-                # a common term counts in an entry's own text and date words only (``Tuning.common``)
-                common = [n > self.tuning.common * docs for n in chosen.values()]
-                rows = self._bm25(
-                    list(chosen), idf, common, filters, limit, avgdl, max(chosen.values()) > self.impact_depth
-                )
+                rows = self._bm25(list(chosen), idf, filters, limit, avgdl, max(chosen.values()) > self.impact_depth)
                 if len(rows) >= limit:
                     break
             self._db.rollback()
         return [int(r[0]) for r in rows]
 
     def _bm25(
-        self,
-        terms: list[str],
-        idf: list[float],
-        common: list[bool],
-        filters: Filters,
-        limit: int,
-        avgdl: float,
-        truncated: bool,
+        self, terms: list[str], idf: list[float], filters: Filters, limit: int, avgdl: float, truncated: bool
     ) -> list[tuple[Any, ...]]:
         """The ``limit`` best entries by BM25. Each term's postings are read in impact order, and
         only the first ``impact_depth`` of them (of the filter's project, when it names one), from
@@ -323,32 +316,31 @@ class PostgresStore(StoreBase):
         leave fewer than ``limit`` while a list was cut short, every posting is scored."""
         where, params = self._where(filters)
         own, ctx, when = (float(w) for w in self.tuning.fields)
-        context = [0.0 if c else ctx for c in common]  # each term's session-context weight
         exact = (
             "SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + t.len * %s::float8))) AS score"
             " FROM {source} JOIN keel_terms t ON {on}"
-            " CROSS JOIN LATERAL (SELECT t.own * %s::float8 + t.ctx * q.cw + t.whn * %s::float8 AS tf) w"
+            " CROSS JOIN LATERAL (SELECT t.own * %s::float8 + t.ctx * %s::float8 + t.whn * %s::float8 AS tf) w"
             " JOIN keel_events e ON e.rid = t.rid"
             f" WHERE {where} GROUP BY t.rid ORDER BY score DESC, t.rid LIMIT %s"
         )
         in_project = " AND p.project = %s" if filters.project is not None else ""
         rows = self._db.execute(
-            "WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[], %s::float8[]) AS q(term, idf, cw)),"
+            "WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)),"
             " c AS (SELECT p.rid, SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + p.len * %s::float8))) AS score"
             " FROM q CROSS JOIN LATERAL (SELECT p.rid, p.own, p.ctx, p.whn, p.len FROM keel_terms p"
             f" WHERE p.term = q.term{in_project} ORDER BY p.imp DESC LIMIT %s) p"
-            " CROSS JOIN LATERAL (SELECT p.own * %s::float8 + p.ctx * q.cw + p.whn * %s::float8 AS tf) w"
+            " CROSS JOIN LATERAL (SELECT p.own * %s::float8 + p.ctx * %s::float8 + p.whn * %s::float8 AS tf) w"
             " GROUP BY p.rid ORDER BY score DESC LIMIT %s)"
             f" SELECT c.rid, c.score FROM c JOIN keel_events e ON e.rid = c.rid WHERE {where}"
             " ORDER BY c.score DESC, c.rid LIMIT %s",
             [
                 terms,
                 idf,
-                context,
                 0.75 / avgdl,
                 *([filters.project] if in_project else []),
                 self.impact_depth,
                 own,
+                ctx,
                 when,
                 self.rescore,
                 *params,
@@ -358,10 +350,8 @@ class PostgresStore(StoreBase):
         if len(rows) < limit and truncated:
             rows = self._db.execute(
                 "SELECT t.rid, "
-                + exact.format(
-                    source="unnest(%s::text[], %s::float8[], %s::float8[]) AS q(term, idf, cw)", on="t.term = q.term"
-                ),
-                [0.75 / avgdl, terms, idf, context, own, when, *params, limit],
+                + exact.format(source="unnest(%s::text[], %s::float8[]) AS q(term, idf)", on="t.term = q.term"),
+                [0.75 / avgdl, terms, idf, own, ctx, when, *params, limit],
             ).fetchall()
         return list(rows)
 
