@@ -1,6 +1,7 @@
 """Cross-validated LoCoMo retrieval: are keel's search constants fitted to the data they are scored on?
 
-    python bench/locomo_cv.py [--backend sqlite|postgres] [--embedder minilm|none] [--grid full|quick|defaults]
+    python bench/locomo_cv.py [--backend sqlite|postgres] [--embedder minilm|none]
+                              [--grid full|quick|defaults|feedback|common]
 
 Records and questions are those of ``bench/locomo_bench.py`` (every dialog turn a record,
 each category 1-4 question searched inside its conversation). Every candidate setting of the
@@ -79,6 +80,8 @@ def grid(size: str) -> list[Tuning]:
     """The settings tried: every combination of these values (no setting names a conversation)."""
     if size == "defaults":
         return [TUNING]
+    if size == "common":  # when a query term counts as common (matched outside the session context only)
+        return [replace(TUNING, common=c) for c in (0.05, 0.1, 0.15, 0.2, 0.3, 1.0)]
     quick = size == "quick"
     ks = [5.0, 60.0] if quick else [2.0, 5.0, 10.0, 20.0, 60.0]
     mixes = [(0.55, 0.30, 0.15), (0.4, 0.4, 0.2), (0.7, 0.2, 0.1)]
@@ -102,11 +105,11 @@ def score_grid(
 ) -> dict[Tuning, list[tuple[bool, bool]]]:
     """(hit@5, hit@10) of every question under every setting, through the store's own fusion."""
     out: dict[Tuning, list[tuple[bool, bool]]] = {t: [] for t in settings}
-    by_fields: dict[tuple[float, float, float], list[Tuning]] = {}
+    by_lexical: dict[tuple[tuple[float, float, float], float], list[Tuning]] = {}
     for t in settings:
-        by_fields.setdefault(t.fields, []).append(t)
-    for fields, group in by_fields.items():
-        store.tuning = replace(TUNING, fields=fields)
+        by_lexical.setdefault((t.fields, t.common), []).append(t)
+    for (fields, common), group in by_lexical.items():
+        store.tuning = replace(TUNING, fields=fields, common=common)
         for (project, question, evidence), vector in zip(questions, vectors, strict=True):
             lists = store.candidates(question, Filters.build(project=project), vector=vector)
             for t in group:
@@ -209,9 +212,10 @@ def main() -> None:
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument(
         "--grid",
-        choices=["full", "quick", "defaults", "feedback"],
+        choices=["full", "quick", "defaults", "feedback", "common"],
         default="full",
-        help="quick: 12 settings; defaults: only them; feedback: the query-vector feedback experiment (SQLite)",
+        help="quick: 12 settings; defaults: only them; feedback: the query-vector feedback experiment (SQLite);"
+        " common: the share of entries above which a query term is common (Tuning.common)",
     )
     parser.add_argument("--data", default=str(DATA))
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))

@@ -2,7 +2,7 @@
 first search of a process.
 
     python bench/memory_pending_bench.py [--pending 0,1000,10000] [--queries 200] [--rounds 3]
-                                         [--src DIR] [--label NAME] [--base FILE]
+                                         [--src DIR [--src DIR2]] [--label NAME] [--base FILE]
 
 A base store holds the 2,760 LoCoMo dialog turns with MiniLM vectors. For each pending count,
 a copy of it gets that many more entries indexed lexically only (what a session captures:
@@ -14,15 +14,20 @@ search that waits on the backlog embeds pending entries first).
 The first search of a fresh process is measured apart, five times in new interpreters: open
 (which loads MiniLM's weights), first search (loads the vector cache, embeds the query),
 second search. ``--src`` runs the same against another checkout (e.g. before a change);
-``--base`` keeps the embedded base store in a file, so that runs share it (it takes minutes).
+given twice, the two checkouts are measured interleaved (each pending count for one, then
+for the other, each in its own process), so that both see the same machine load. ``--base``
+keeps the embedded base store in a file, so that runs share it (it takes minutes).
 
 The first-prompt injection is ``MemoryPlugin.prompt_context`` on a new plugin (a new session)
 for each of the first 100 queries, after its start check has finished: MEMORY.md, the recent
 session summaries, the lexical search and the lessons, as a session's first prompt gets them.
 
 On a shared machine wall time measures the other processes too. Every row therefore also
-gives the CPU time of the measuring thread (``time.thread_time``: what the search itself
-computed, which a busy neighbour barely changes), the load average before and after, and
+gives CPU time (for a search the process's, ``time.process_time``, since a search embeds its
+query on a second thread while it reads the word index; for the injection the measuring
+thread's, ``time.thread_time``, as the session's background threads would otherwise count):
+what the search itself computed, which a busy neighbour barely changes; the load average
+before and after, and
 each figure as the median over ``--rounds`` passes with the best pass beside it; a quiet
 re-run should confirm the CPU figures and bring the wall figures down to them.
 """
@@ -132,10 +137,10 @@ def percentiles(rounds: list[list[tuple[float, float]]]) -> dict[str, float]:
     return out
 
 
-def timed(call: Any) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.thread_time()
+def timed(call: Any, clock: Any = time.thread_time) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), clock()
     call()
-    return (time.perf_counter() - wall) * 1000, (time.thread_time() - cpu) * 1000
+    return (time.perf_counter() - wall) * 1000, (clock() - cpu) * 1000
 
 
 def load_average() -> float:
@@ -190,7 +195,8 @@ def measure(base: Path, work: Path, pending: list[dict[str, Any]], queries: list
     embedder.texts = 0
     load_before = load_average()
     rounds_ms = [
-        [timed(lambda q=query: store.search(q, k=10, project="bench")) for query in queries] for _ in range(rounds)
+        [timed(lambda q=query: store.search(q, k=10, project="bench"), time.process_time) for query in queries]
+        for _ in range(rounds)
     ]
     store.close()
     texts = embedder.texts - rounds * len(queries)
@@ -238,34 +244,71 @@ def fresh_process(src: Path, path: Path, embedder: str, runs: int = 5) -> dict[s
     }
 
 
+def child(args: argparse.Namespace) -> None:
+    """One (checkout, pending count) measurement, in this process, printed as one JSON line."""
+    sys.path.insert(0, str(Path(args.src[0]).resolve()))
+    records, questions = locomo()
+    queries = random.Random(1).sample(questions, args.queries)
+    turns = [str(r["text"]).split(": ", 1)[-1] for r in records]
+    n = int(args.pending)
+    row = measure(Path(args.base), Path(args.work), pending_records(turns, n), queries, args.rounds)
+    print(json.dumps(row), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pending", default="0,1000,10000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3, help="passes over the queries (median and best reported)")
-    parser.add_argument("--src", default=str(ROOT / "src"), help="the agentkeel source tree to measure")
+    parser.add_argument("--src", action="append", help="the agentkeel source tree to measure (twice: two, interleaved)")
     parser.add_argument("--label", default="memory_pending")
     parser.add_argument("--base", default=None, help="reuse (or create) the embedded base store here")
+    parser.add_argument("--work", default=None, help=argparse.SUPPRESS)  # a child's working copy
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    src = Path(args.src).resolve()
-    sys.path.insert(0, str(src))
-    records, questions = locomo()
-    queries = random.Random(1).sample(questions, args.queries)
-    turns = [str(r["text"]).split(": ", 1)[-1] for r in records]
-    results: dict[str, Any] = {"src": str(src), "cpus": os.cpu_count(), "searches": [], "fresh_process": []}
+    args.src = args.src or [str(ROOT / "src")]
+    if args.child:
+        child(args)
+        return
+    srcs = [Path(s).resolve() for s in args.src]
+    sys.path.insert(0, str(srcs[0]))
+    records, _ = locomo()
+    results: dict[str, Any] = {
+        "src": [str(s) for s in srcs],
+        "cpus": os.cpu_count(),
+        "searches": [],
+        "fresh_process": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(args.base) if args.base else Path(tmp) / "base.db"
         ingest = build_base(base, records) if not base.exists() else None
         results["base"] = {"entries": len(records), "embedded_ingest_s": ingest and round(ingest, 1)}
         print(json.dumps(results["base"]), flush=True)
-        for n in (int(x) for x in args.pending.split(",")):
-            row = measure(base, Path(tmp) / "work.db", pending_records(turns, n), queries, args.rounds)
-            print(json.dumps(row), flush=True)
-            results["searches"].append(row)
-        for embedder in ("minilm", "none"):
-            row = fresh_process(src, Path(tmp) / "work.db", embedder)
-            print(json.dumps(row), flush=True)
-            results["fresh_process"].append(row)
+        for n in args.pending.split(","):
+            for src in srcs:
+                command = [sys.executable, __file__, "--child", "--src", str(src), "--pending", n, "--base", str(base)]
+                work = [
+                    "--work",
+                    str(Path(tmp) / "work.db"),
+                    "--queries",
+                    str(args.queries),
+                    "--rounds",
+                    str(args.rounds),
+                ]
+                out = subprocess.run(
+                    [*command, *work],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                row = {"src": str(src), **json.loads(out.stdout.strip().splitlines()[-1])}
+                print(json.dumps(row), flush=True)
+                results["searches"].append(row)
+        for src in srcs:
+            for embedder in ("minilm", "none"):
+                row = {"src": str(src), **fresh_process(src, Path(tmp) / "work.db", embedder)}
+                print(json.dumps(row), flush=True)
+                results["fresh_process"].append(row)
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.label}.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -252,12 +252,15 @@ def _recoveries(runs: Sequence[Entry]) -> list[tuple[Entry, Entry]]:
 
 
 def lessons_for(store: MemoryStore, task: str, project: str | None = None, k: int = 3) -> list[Any]:
-    """Lessons from similar tasks (this project's first, then anyone's)."""
-    hits = store.search(task, k=k, type="lesson", project=project) if project else []
-    if len(hits) < k:
-        seen = {h.id for h in hits}
-        hits += [h for h in store.search(task, k=k, type="lesson") if h.id not in seen][: k - len(hits)]
-    return hits
+    """Lessons from similar tasks: this project's first, then anyone's, from one search of every
+    project's lessons (each search scans the word index once; the first prompt makes this one)."""
+    hits = store.search(task, k=LESSON_POOL, type="lesson")
+    if project:
+        hits = [h for h in hits if h.project == project] + [h for h in hits if h.project != project]
+    return hits[:k]
+
+
+LESSON_POOL = 30  # the best lessons of every project that this project's are picked from first
 
 
 # -- per-agent-type MEMORY.md ----------------------------------------------------------------------

@@ -273,7 +273,11 @@ class PostgresStore(StoreBase):
         self._db.rollback()
 
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
-        """BM25 as FTS5 computes it (see the module doc), over the postings of the query's terms."""
+        """BM25 as FTS5 computes it (see the module doc), over the postings of the query's terms.
+
+        ``Tuning.common`` (SQLite matches a common word outside the session context only) is not
+        applied: each word's postings are read in an impact order that counts the context, and
+        that cut already bounds what a common word costs here."""
         words = " ".join(terms)
         if not words.strip():
             return []

@@ -4,23 +4,29 @@ terms, weighted reciprocal rank fusion, and each entry's session context."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
 
+T = TypeVar("T")
 CONTEXT_SPAN = 2
 CANDIDATES = 100
 
 
 @dataclass(frozen=True)
 class Tuning:
-    """The retrieval constants: reciprocal rank fusion's k, the weight of each ranked list, and
-    the lexical weights of an entry's own text, its session context and its date words."""
+    """The retrieval constants: reciprocal rank fusion's k, the weight of each ranked list, the
+    lexical weights of an entry's own text, its session context and its date words, and the
+    share of entries above which a query term counts as common: it is then matched in an
+    entry's own text and date words only, not in its session context (1.0: never)."""
 
     rrf_k: float = 5.0
     lexical: float = 0.55
     vector: float = 0.30
     context: float = 0.15
     fields: tuple[float, float, float] = (1.0, 0.4, 2.0)
+    common: float = 0.15
 
 
 TUNING = Tuning()
@@ -80,3 +86,26 @@ def _mean(vectors: list[list[float]]) -> list[float] | None:
     norm = float(np.linalg.norm(total)) or 1.0
     result: list[float] = (total / norm).tolist()
     return result
+
+
+class _Background(Generic[T]):
+    """A call run on its own thread; ``result()`` waits for it and returns or raises what it did."""
+
+    def __init__(self, call: Callable[[], T]) -> None:
+        self._call = call
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="keel-memory-query", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)

@@ -261,31 +261,64 @@ class SQLiteStore(StoreBase):
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
         """BM25 over the FTS index, joined with the filters.
 
-        Terms found in more than half of all entries are left out of the MATCH: FTS5's bm25
-        clamps their idf to 1e-6, so they add nothing to any score, yet matching them makes
-        SQLite score most of the store (100k bench: p50 80 -> 62 ms, top-10 unchanged for
-        99.95 % of results). Should the rest match fewer than ``limit`` entries, every term is
-        used after all.
+        SQLite scores every entry the MATCH finds before it sorts, so the work is the number of
+        entries matched, and the session context (the text of four neighbours) makes common
+        words match most of the store. Hence, by each term's document frequency:
+
+        - a term in more than half of all entries is left out of the MATCH: FTS5's bm25 clamps
+          its idf to 1e-6, so it adds nothing to any score (100k bench: p50 80 -> 62 ms, top-10
+          unchanged for 99.95 % of results);
+        - a term in more than ``Tuning.common`` of them matches the entry's own text and date
+          words only, not its session context (an idf of at most ~1.7 on a 0.4-weight field):
+          fewer entries to score, and chosen by cross-validation for its recall
+          (``bench/locomo_cv.py --grid common``).
+
+        Should that match fewer than ``limit`` entries while a term was left out, the terms left
+        out are added back (still matched outside the session context); should it still match
+        fewer, the list is filled up with what every term matches anywhere (the context too). A
+        search filtered by type or session that no live entry passes scans nothing.
         """
         where, params = self._where(filters)
         weights = ", ".join(f"{float(w):g}" for w in self.tuning.fields)  # own text, session context, date words
+        sql = (
+            f"SELECT e.rid FROM fts JOIN events e ON e.rid = fts.rowid WHERE fts MATCH ? AND {where}"
+            f" ORDER BY bm25(fts, {weights}) LIMIT ?"
+        )
         with self._lock:
-            informative = self._informative(terms)
-            for chosen in [informative, terms] if informative != terms else [terms]:
-                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in chosen)
-                rows = self._db.execute(
-                    f"SELECT e.rid FROM fts JOIN events e ON e.rid = fts.rowid WHERE fts MATCH ? AND {where}"
-                    f" ORDER BY bm25(fts, {weights}) LIMIT ?",
-                    [match, *params, limit],
-                ).fetchall()
+            if (filters.types or filters.session) and not self._db.execute(
+                f"SELECT 1 FROM events e WHERE {where} LIMIT 1", params
+            ).fetchone():
+                return []
+            every = " OR ".join(_quoted(t) for t in terms)
+            tries = list(dict.fromkeys(self._matches(terms)))
+            for match in tries:
+                rows = self._db.execute(sql, [match, *params, limit]).fetchall()
                 if len(rows) >= limit:
                     break
-        return [int(r[0]) for r in rows]
+            found = [int(r[0]) for r in rows]
+            if len(found) < limit and every not in tries:  # then what matched only in the context
+                seen = set(found)
+                more = self._db.execute(sql, [every, *params, limit]).fetchall()
+                found += [int(r[0]) for r in more if int(r[0]) not in seen][: limit - len(found)]
+        return found
 
-    def _informative(self, terms: list[str]) -> list[str]:
-        """The query terms minus those in more than half of the entries (see ``_lexical``)."""
-        if len(terms) < 2:
-            return terms
+    def _matches(self, terms: list[str]) -> list[str]:
+        """The FTS5 queries to try for ``terms``, in order (see ``_lexical``)."""
+        frequencies, total = self._frequencies(terms)
+        if frequencies is None:
+            return [" OR ".join(_quoted(t) for t in terms)]
+        common = self.tuning.common * total
+
+        def match(chosen: list[tuple[str, int]]) -> str:
+            return " OR ".join(f"{{text whn}} : {_quoted(t)}" if n > common else _quoted(t) for t, n in chosen)
+
+        every = list(zip(terms, frequencies, strict=True))
+        informative = [(t, n) for t, n in every if n * 2 <= total]
+        return [match(informative), match(every)] if informative else [match(every)]
+
+    def _frequencies(self, terms: list[str]) -> tuple[list[int] | None, int]:
+        """How many entries hold each term (by its porter stem), and how many entries there are;
+        None when the tokenizer splits a term differently (then every term is used as is)."""
         self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.keel_vocab USING fts5vocab(main, fts, 'row')")
         self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.keel_stem USING fts5(x, tokenize='porter unicode61')")
         self._db.execute(
@@ -294,13 +327,12 @@ class SQLiteStore(StoreBase):
         self._db.execute("DELETE FROM temp.keel_stem")
         self._db.execute("INSERT INTO temp.keel_stem(x) VALUES (?)", (" ".join(terms),))
         stems = [r[0] for r in self._db.execute('SELECT term FROM temp.keel_stem_v ORDER BY "offset"')]
-        if len(stems) != len(terms):  # the tokenizer split a term differently: keep them all
-            return terms
+        if len(stems) != len(terms):
+            return None, 0
         total = int(self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM events").fetchone()[0])
         marks = ",".join("?" * len(stems))
         df = dict(self._db.execute(f"SELECT term, doc FROM temp.keel_vocab WHERE term IN ({marks})", stems).fetchall())
-        kept = [t for t, stem in zip(terms, stems, strict=True) if df.get(stem, 0) * 2 <= total]
-        return kept or terms
+        return [int(df.get(stem, 0)) for stem in stems], total
 
     def _vector(self, vector: list[float], column: str, filters: Filters, limit: int) -> list[int]:
         with self._lock:
@@ -402,6 +434,10 @@ class SQLiteStore(StoreBase):
     forget = _guarded(_forget)
     stats = _guarded(_stats)
     rebuild_index = _guarded(_rebuild_index)
+
+
+def _quoted(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
 
 
 def _blob(vector: list[float]) -> bytes:

@@ -9,9 +9,12 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
 1. Lexical: BM25 over three fields: the entry's own text (weight 1), its context (the
    text of up to two entries before and after it in the same session, weight 0.4), and
    the words of its date (``8 May 2023 Monday``, weight 2), so a question whose words sit
-   in the turn before the answer still finds the answer, and "in May 2023" finds May.
+   in the turn before the answer still finds the answer, and "in May 2023" finds May. On
+   SQLite a word held by more than ``Tuning.common`` of the entries counts in the entry's
+   own text and date only (``SQLiteStore._lexical``).
 2. Vectors, when an embedder is configured: cosine against the entry's own vector and
-   against the mean of its neighbours' vectors.
+   against the mean of its neighbours' vectors (the query is embedded on a second thread
+   while step 1 reads the word index).
 3. Weighted reciprocal rank fusion of those lists, then optional recency decay and the
    filters (project, session, type, time, file).
 
@@ -38,6 +41,7 @@ from agentkeel.memory.retrieval import (  # noqa: F401  (query_terms, rrf, TUNIN
     STOPWORDS,
     TUNING,
     Tuning,
+    _Background,
     _contexts,
     query_terms,
     rrf,
@@ -482,9 +486,16 @@ class StoreBase:
         own and its neighbours' mean vector). ``vector`` is the query's, when already known."""
         lists: dict[str, Sequence[int]] = {}
         terms = query_terms(query)
+        embedding: _Background[list[float] | None] | None = None
+        if vector is None and terms and self.embedder is not None and query.strip():
+            # the query's vector is computed on another thread while the word index is searched
+            # (both release the GIL: numpy's matrix products, SQLite's and psycopg's calls)
+            embedding = _Background(lambda: self._embed_query(query))
         if terms:
             lists["lexical"] = self._lexical(terms, flt, CANDIDATES)
-        if vector is None:
+        if embedding is not None:
+            vector = embedding.result()
+        elif vector is None:
             vector = self._embed_query(query)
         if vector is not None:
             lists["vector"] = self._vector(vector, "own", flt, CANDIDATES)
