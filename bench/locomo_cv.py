@@ -29,9 +29,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import asdict, replace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))

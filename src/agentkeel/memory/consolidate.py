@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agentkeel.memory.model import Entry, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
@@ -83,16 +84,15 @@ def summarise_session(
     return str(record["id"])
 
 
-@dataclass
-class Lesson:
+class Lesson(msgspec.Struct):
     """A reflexion lesson after a task (seed 004 17-A)."""
 
     task_type: str
     success: bool
     score: float
     lessons: list[str]
-    strengths: list[str] = field(default_factory=list)
-    weaknesses: list[str] = field(default_factory=list)
+    strengths: list[str] = msgspec.field(default_factory=list)
+    weaknesses: list[str] = msgspec.field(default_factory=list)
     task: str = ""
 
     def text(self) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+import msgspec
 
 EventType = Literal["user_prompt", "assistant_response", "tool_observation", "session_summary", "lesson", "fact"]
 EVENT_TYPES: tuple[str, ...] = (
@@ -27,8 +28,7 @@ class RecordError(ValueError):
 _STORED_KEYS = ("id", "type", "project", "session", "timestamp", "text", "metadata")
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(msgspec.Struct, frozen=True):
     """One memory event, as it goes into the log. ``id`` is kept exactly as given."""
 
     id: str
@@ -37,7 +37,7 @@ class Record:
     project: str = ""
     session: str = ""
     timestamp: str = ""  # ISO 8601
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def ts(self) -> float:
@@ -74,8 +74,7 @@ class Record:
         return {key: getattr(self, key) for key in _STORED_KEYS}
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(msgspec.Struct, frozen=True):
     """Layer 1 of progressive disclosure: an id and a one-line summary (tens of tokens)."""
 
     id: str
@@ -105,8 +104,7 @@ class Hit:
         }
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """Layer 3: the full stored entry (already masked)."""
 
     id: str

@@ -6,16 +6,16 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
+
+import msgspec
 
 T = TypeVar("T")
 CONTEXT_SPAN = 2
 CANDIDATES = 100
 
 
-@dataclass(frozen=True)
-class Tuning:
+class Tuning(msgspec.Struct, frozen=True):
     """The retrieval constants: reciprocal rank fusion's k, the weight of each ranked list, the
     lexical weights of an entry's own text, its session context and its date words, and the
     share of entries above which a query term counts as common: it is then matched in an

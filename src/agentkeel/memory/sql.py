@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from agentkeel.memory.model import Entry, Record, dumps, parse_time
 from agentkeel.memory.privacy import Masker
 
 
-@dataclass(frozen=True)
-class Filters:
+class Filters(msgspec.Struct, frozen=True):
     project: str | None = None
     session: str | None = None
     types: tuple[str, ...] = ()
@@ -73,8 +73,7 @@ def row_of(r: Sequence[Any]) -> Row:
     )
 
 
-@dataclass(frozen=True)
-class Dialect:
+class Dialect(msgspec.Struct, frozen=True):
     """How one SQL backend spells the filter clauses (values are always bound parameters)."""
 
     table: str  # the events table
@@ -120,8 +119,7 @@ def _when(value: str | float | None) -> float | None:
     return parse_time(value)
 
 
-@dataclass
-class Row:
+class Row(msgspec.Struct):
     """A stored entry as the backends hand it back (text already masked on write)."""
 
     rid: int
