@@ -250,7 +250,7 @@ def test_an_interrupt_does_not_wait_for_background_agents(project: Path, fake_ll
     import time
 
     from agentkeel.session.load import load_session
-    from conftest import KEEL
+    from conftest import KEEL, descendants, wait_until
 
     claude_project(project)
     sleep = {"tool_calls": [{"name": "Bash", "input": {"command": "sleep 30"}}]}
@@ -265,10 +265,8 @@ def test_an_interrupt_does_not_wait_for_background_agents(project: Path, fake_ll
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while len(server.cursor.requests) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
+    # the parent and the child are each in their `sleep 30`
+    wait_until(lambda: [a for _, a in descendants(proc.pid)].count(["sleep", "30"]) == 2, what="both Bash calls")
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
