@@ -78,6 +78,7 @@ def _signature(results: dict[str, Result]) -> list[tuple[str, str, str]]:
     return sorted((r.id, r.status, r.result) for r in results.values())
 
 
+@pytest.mark.timeout(900)  # its batch is allowed 600 s
 def test_a_100_task_batch_on_the_local_backend(
     tmp_path: Path, project: Path, keel: Callable[..., KeelRun], fake_llm: Callable[[Any], FakeLLMServer]
 ) -> None:
@@ -286,6 +287,7 @@ def test_a_partial_last_line_is_cut_before_appending(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="Ray local cluster test runs on Linux")
+@pytest.mark.timeout(2400)  # its own bounds: 300 s for a worker, 900 s for each batch
 def test_the_same_batch_on_a_local_ray_cluster_with_a_worker_killed(
     tmp_path: Path, project: Path, keel: Callable[..., KeelRun], fake_llm: Callable[[Any], FakeLLMServer]
 ) -> None:

@@ -177,6 +177,7 @@ def test_stdio_http_sse_and_published_servers_through_keel(
     assert last["toolu_002_0"] == ("late tool ran", False)
 
 
+@pytest.mark.timeout(600)
 def test_hang_crash_and_huge_output_are_contained(
     fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun], tmp_path: Path
 ) -> None:
