@@ -54,7 +54,7 @@ def _home(project: Path) -> Path:
 
 def test_the_concurrency_limit_holds(project: Path, fake_llm: Start, keel: Keel) -> None:
     claude_project(project)
-    slow = {"text": "done", "delay_s": 0.5}
+    slow = {"text": "done", "delay_s": 1.5}  # long enough for the second to start while the first runs
     server = fake_llm([{"tool_calls": [_task(f"job {i}") for i in range(4)]}, slow, slow, slow, slow, "ok"])
     env = {**wire_env(server, "anthropic"), "KEEL_SUBAGENT_CONCURRENCY": "2"}
     assert keel("-p", "go", env=env).code == 0

@@ -84,7 +84,8 @@ async def test_background_agents_are_listed_with_their_status(
         "name": "Task",
         "input": {"description": "long job", "prompt": "long job", "run_in_background": True},
     }
-    slow = {"text": "background report", "delay_s": 1.5}  # the child and the parent race for these
+    slow = {"text": "background report", "delay_s": 5}  # the child and the parent race for these; the
+    # child runs long enough for the sidebar to be seen showing it running, however loaded the machine
     server = fake_llm({"steps": [{"tool_calls": [task]}, slow, slow, "extra"]})
     app = KeelApp(make_options(project, server, permission_mode="bypassPermissions"), home=tmp_path / "keelhome")
     async with app.run_test(size=(140, 40)) as pilot:
