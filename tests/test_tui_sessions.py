@@ -92,7 +92,7 @@ async def test_background_agents_are_listed_with_their_status(
         await type_text(pilot, "go")
         await pilot.press("enter")
         await wait_for(pilot, lambda: "◐" in screen_text(app) and "running" in screen_text(app), what="running")
-        await wait_for(pilot, lambda: "● " in _agents_line(app) and "done" in _agents_line(app), 30, "done")
+        await wait_for(pilot, lambda: "● " in _agents_line(app) and "done" in _agents_line(app), 60, "done")
 
 
 def _agents_line(app: KeelApp) -> str:
