@@ -64,15 +64,13 @@ async def test_light_theme_renders_light(
     server = fake_llm({"steps": ["ok"]})
     app = KeelApp(make_options(project, server), home=tmp_path / "keelhome", theme="textual-light")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.2)
-        assert app.screen.styles.background.brightness > 0.5
+        await wait_for(pilot, lambda: app.screen.styles.background.brightness > 0.5, what="the light theme")
         await pilot.press("ctrl+t")
-        await pilot.pause(0.2)
-        assert app.screen.styles.background.brightness < 0.5
-        assert "⏵⏵ default" in screen_text(app)
+        await wait_for(pilot, lambda: app.screen.styles.background.brightness < 0.5, what="the dark theme")
+        await wait_for(pilot, lambda: "⏵⏵ default" in screen_text(app), what="the mode line")
         await pilot.press("shift+tab")
         assert app.rt.permissions.mode == "acceptEdits"
-        assert "accept edits" in screen_text(app)
+        await wait_for(pilot, lambda: "accept edits" in screen_text(app), what="the new mode shown")
 
 
 async def test_background_agents_are_listed_with_their_status(
