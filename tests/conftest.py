@@ -13,11 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
 
 KEEL = str(Path(sys.executable).parent / "keel")
+
+# Property tests check what is computed, never how fast: no per-example deadline (200 ms by default,
+# which a loaded machine overshoots: DeadlineExceeded, then Flaky when the rerun is quick) and no
+# health check on the speed of generating examples.
+settings.register_profile("keel", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("keel")
 
 # No real model is ever reachable from tests: provider env vars are scrubbed.
 SCRUB = (
