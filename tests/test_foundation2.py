@@ -278,10 +278,10 @@ def test_a_fifo_in_the_sessions_folder_never_hangs(project: Path, keel: Callable
     fifo = path.with_name("00000000-fifo.jsonl")
     os.mkfifo(fifo)
     os.utime(fifo, (time.time() + 100, time.time() + 100))  # the newest "session"
-    listed = keel("sessions", "list", timeout=20)
+    listed = keel("sessions", "list", timeout=60)
     assert listed.code == 0 and path.stem in listed.stdout and "fifo" not in listed.stdout
-    assert keel("-c", "-p", "again", "--model", f"scripted:{script}", timeout=20).code == 0
-    assert keel("-r", "00000000-fifo", "-p", "x", "--model", f"scripted:{script}", timeout=20).code == 2
+    assert keel("-c", "-p", "again", "--model", f"scripted:{script}", timeout=60).code == 0
+    assert keel("-r", "00000000-fifo", "-p", "x", "--model", f"scripted:{script}", timeout=60).code == 2
 
 
 async def test_repeated_tool_use_ids_each_get_their_result(project: Path) -> None:
