@@ -106,6 +106,7 @@ def test_an_idle_session_embeds_what_is_pending_in_a_low_priority_thread(
     assert hits[0].id == "e42"
 
 
+@pytest.mark.timeout(600)
 def test_a_new_turn_stops_the_pass_between_two_batches(project: Path, tmp_path: Path, endpoint: FakeLLMServer) -> None:
     keel_home = tmp_path / "keelhome"
     db = keel_home / "memory" / "memory.db"
@@ -129,7 +130,9 @@ def test_a_new_turn_stops_the_pass_between_two_batches(project: Path, tmp_path: 
     assert _wait(lambda: _pending(db) == 4000 + 1 - settled)  # + the prompt just captured
 
     bus.emit(_finished())  # idle again: it carries on
-    assert _wait(lambda: _pending(db) == 0)
+    assert _wait(lambda: _pending(db) < 4000 + 1 - settled)
+    # to the end: thousands of entries at the lowest priority take minutes on a loaded machine
+    assert _wait(lambda: _pending(db) == 0, 420)
     plugin.close()
 
 
