@@ -6,17 +6,25 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
 
 KEEL = str(Path(sys.executable).parent / "keel")
+
+# Property tests check what is computed, never how fast: no per-example deadline (200 ms by default,
+# which a loaded machine overshoots: DeadlineExceeded, then Flaky when the rerun is quick) and no
+# health check on the speed of generating examples.
+settings.register_profile("keel", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("keel")
 
 # No real model is ever reachable from tests: provider env vars are scrubbed.
 SCRUB = (
@@ -122,3 +130,42 @@ def keel(project: Path) -> Callable[..., KeelRun]:
 
 def session_files(keel_home: Path) -> list[Path]:
     return sorted((keel_home / "projects").glob("*/*.jsonl"))
+
+
+def descendants(pid: int) -> list[tuple[int, list[str]]]:
+    """The live processes below ``pid`` (children, their children...), each with its argv; a zombie
+    (empty argv) or a process that ends mid-scan is left out."""
+    parents: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        parents[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    below: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - below
+        below |= frontier
+    found = []
+    for p in sorted(below):
+        try:
+            argv = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if argv:
+            found.append((p, [a.decode(errors="replace") for a in argv]))
+    return found
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 60.0, what: str = "the condition") -> Any:
+    """Poll ``condition`` until it is truthy and return its value; fail after ``timeout`` seconds
+    (a bound on a hang, not an expectation of speed)."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
+    return value

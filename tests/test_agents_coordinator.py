@@ -32,7 +32,7 @@ def test_a_five_task_graph_runs_in_order_with_parallelism(
     project: Path, tmp_path: Path, fake_llm: Start, keel: Keel
 ) -> None:
     claude_project(project)
-    slow = {"text": "report", "delay_s": 0.6}
+    slow = {"text": "report", "delay_s": 2}  # long enough for a level's tasks all to start on a loaded machine
     server = fake_llm(["```json\n" + json.dumps(PLAN) + "\n```", slow, slow, slow, slow, slow])
     run = keel("-p", "/coordinate build the app", env=wire_env(server, "anthropic"), timeout=120)
     assert run.code == 0, run.stderr
@@ -140,7 +140,7 @@ def test_headless_coordinate_runs_a_five_task_graph_with_stream_json(
     }
     conversations = [{"match": "Break the following goal", "steps": ["```json\n" + json.dumps(plan) + "\n```"]}]
     for n in "ABCDE":
-        conversations.append({"match": f"TASK-{n}", "steps": [{"text": f"report {n.lower()}", "delay_s": 0.8}]})
+        conversations.append({"match": f"TASK-{n}", "steps": [{"text": f"report {n.lower()}", "delay_s": 2}]})
     server = fake_llm({"conversations": conversations})
     run = keel(
         "-p",

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +27,7 @@ from agents_fixtures import (
     tool_names,
     tool_results,
 )
-from conftest import KEEL, KeelRun, session_files, wire_env
+from conftest import KEEL, KeelRun, descendants, session_files, wait_until, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -253,17 +252,15 @@ def test_interrupting_the_parent_leaves_every_transcript_valid(project: Path, tm
         stdin=subprocess.DEVNULL,
     )
     home = tmp_path / "keelhome"
-    deadline = time.monotonic() + 30
 
     def running() -> bool:  # both children have logged their Bash call (and so are in it)
         logs = child_transcripts(home)
         return len(logs) == 2 and all("sleep 30" in log.read_text() for log in logs)
 
-    while not running() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+    wait_until(running, what="both children's transcripts")
+    wait_until(lambda: [a for _, a in descendants(proc.pid)].count(["sleep", "30"]) == 2, what="both Bash calls")
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
     logs = [*session_files(home), *child_transcripts(home)]
     assert len(logs) == 3
@@ -273,5 +270,5 @@ def test_interrupting_the_parent_leaves_every_transcript_valid(project: Path, tm
         uses = {b.id for m in loaded.messages for b in m.tool_uses()}
         answered = {b.tool_use_id for m in loaded.messages for b in m.content if type(b).__name__ == "ToolResultBlock"}
         assert uses and uses == answered, log
-    assert sorted(m["status"] for m in metas(home)) == ["interrupted", "interrupted"]
+    assert sorted(m["status"] for m in metas(home)) == ["interrupted", "interrupted"], err.decode()
     assert sessions_dir(home).is_dir()

@@ -98,7 +98,7 @@ def test_a_worktree_that_cannot_be_made_is_one_line(
 def _interactive(repo: Path, server: FakeLLMServer, answer: str) -> str:
     """Write a file in a `keel -w feat` session (approving the ask), exit, answer the end question."""
     env = {**os.environ, **wire_env(server, "anthropic"), "TERM": "dumb"}
-    child = pexpect.spawn(KEEL, ["-w", "feat"], cwd=str(repo), env=env, encoding="utf-8", timeout=30)
+    child = pexpect.spawn(KEEL, ["-w", "feat"], cwd=str(repo), env=env, encoding="utf-8", timeout=60)
     try:
         child.expect("> ")
         child.sendline("write it")

@@ -51,7 +51,7 @@ def test_twenty_step_session(
     last = requests[-1]["body"]["messages"]
     results = _tool_results(last, wire)
     assert any("ok" in r for r in results)  # python3 test_calc.py printed ok
-    assert any("tick 1" in r for r in results)  # BashOutput of the background job
+    assert any("tick 1\ntick 2\ntick 3" in r for r in results)  # BashOutput of the background job
     assert any('"ok": true' in r or '"ok":true' in r for r in results)  # WebFetch of the health endpoint
     assert f"still in {project.parent}" in results  # `cd ..` in one Bash call persisted into the next
 

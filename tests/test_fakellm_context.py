@@ -16,7 +16,7 @@ from agentkeel.providers._errors import from_response
 def post(server: FakeLLMServer, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
     req = urllib.request.Request(server.url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()

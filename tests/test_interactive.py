@@ -32,7 +32,7 @@ def test_repl_streams_asks_interrupts_and_exits(
         }
     )
     env = {**os.environ, **wire_env(server, "anthropic"), "TERM": "dumb"}
-    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=20, dimensions=(40, 200))
+    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=60, dimensions=(40, 200))
     try:
         child.expect("/help for commands")
         child.expect("> ")
@@ -50,7 +50,10 @@ def test_repl_streams_asks_interrupts_and_exits(
         child.expect("Deny rules")
         child.expect("> ")
         child.sendline("slow question")
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60  # the slow request has reached the model: the turn is running
+        while len(server.cursor.requests) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(server.cursor.requests) == 3
         child.sendintr()  # Ctrl-C interrupts the running turn
         child.expect(r"\[interrupted\]")
         child.expect("> ")
@@ -76,7 +79,7 @@ def test_untrusted_folder_prompts_once_and_always_for_project_persists(
         {"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "npm --version"}}]}, "ran it", "bye"]}
     )
     env = {**os.environ, **wire_env(server, "anthropic"), "TERM": "dumb"}
-    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=20, dimensions=(40, 200))
+    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=60, dimensions=(40, 200))
     try:
         child.expect(r"Trust .*\? \[y/N\]")
         child.sendline("y")
@@ -93,7 +96,7 @@ def test_untrusted_folder_prompts_once_and_always_for_project_persists(
     local = json.loads((project / ".keel" / "settings.local.json").read_text())
     assert local["permissions"]["allow"] == ["Bash(npm --version)"]
     # keel's own write to settings.local.json re-recorded trust: the next start does not ask again
-    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=20, dimensions=(40, 200))
+    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=60, dimensions=(40, 200))
     try:
         index = child.expect([r"Trust .*\? \[y/N\]", "/help for commands"])
         assert index == 1

@@ -15,6 +15,7 @@ from agentkeel.core.events import (
     Event,
     EventBus,
     Interrupted,
+    RequestStarted,
     StreamRetry,
     ToolFinished,
     ToolStarted,
@@ -157,7 +158,7 @@ async def test_interrupt_during_tools_leaves_valid_transcript(tmp_path: Path) ->
     while not any(isinstance(e, ToolStarted) for e in events):
         await asyncio.sleep(0.01)
     agent.interrupt()
-    result = await asyncio.wait_for(task, 10)
+    result = await asyncio.wait_for(task, 30)
     assert result.subtype == "interrupted"
     assert any(isinstance(e, Interrupted) and e.during == "tools" for e in events)
     results = agent.messages[-1].tool_results()
@@ -166,12 +167,42 @@ async def test_interrupt_during_tools_leaves_valid_transcript(tmp_path: Path) ->
     assert repair_messages(agent.messages).repairs == []
 
 
+async def test_an_interrupt_waits_for_every_parallel_tool_to_stop(tmp_path: Path) -> None:
+    """The run ends once each call of the interrupted batch has stopped, not at the first one to stop
+    (a subagent still stopping was cut off by the shutdown that followed, its transcript left open)."""
+    stopped: list[str] = []
+
+    async def run(args: _SlowInput, ctx: ToolContext) -> ToolOutput:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            if args.label == "slow":
+                await asyncio.shield(asyncio.sleep(0.3))  # its cleanup takes a while
+            stopped.append(args.label)
+            raise
+        return ToolOutput("never")
+
+    tool = Tool("Stopper", "test tool", _SlowInput, run, read_only=True)
+    calls = [{"name": "Stopper", "input": {"label": "quick"}}, {"name": "Stopper", "input": {"label": "slow"}}]
+    agent, events = make_agent([{"tool_calls": calls}, "never"], tmp_path, tools=[tool])
+    task = asyncio.create_task(agent.run("go"))
+    while sum(isinstance(e, ToolStarted) for e in events) < 2:
+        await asyncio.sleep(0.01)
+    agent.interrupt()
+    result = await asyncio.wait_for(task, 30)
+    assert result.subtype == "interrupted"
+    assert sorted(stopped) == ["quick", "slow"]  # both had stopped when the run ended
+    results = agent.messages[-1].tool_results()
+    assert [r.content for r in results] == [INTERRUPTED_RESULT, INTERRUPTED_RESULT]
+
+
 async def test_interrupt_during_request(tmp_path: Path) -> None:
     agent, events = make_agent([{"text": "slow", "delay_s": 30}], tmp_path)
     task = asyncio.create_task(agent.run("go"))
-    await asyncio.sleep(0.05)
+    while not any(isinstance(e, RequestStarted) for e in events):  # the slow request is in flight
+        await asyncio.sleep(0.01)
     agent.interrupt()
-    result = await asyncio.wait_for(task, 5)
+    result = await asyncio.wait_for(task, 30)
     assert result.subtype == "interrupted"
     assert [m.role for m in agent.messages] == ["user"]
     assert any(isinstance(e, Interrupted) and e.during == "request" for e in events)

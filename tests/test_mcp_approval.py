@@ -42,7 +42,7 @@ def test_interactive_asks_per_new_server_and_remembers(
     assert keel("trust").code == 0
     server = fake_llm({"steps": ["hello", "again"]})
     env = {**os.environ, **wire_env(server, "anthropic"), "TERM": "dumb"}
-    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=60, dimensions=(40, 200))
     try:
         child.expect(r"New MCP server found in \.mcp\.json: alpha")
         child.expect(r"\[n\] no: ")
@@ -69,7 +69,7 @@ def test_interactive_asks_per_new_server_and_remembers(
     # answered once: the next interactive session asks nothing and goes straight to the prompt
     server = fake_llm({"steps": ["second session"]})
     env = {**os.environ, **wire_env(server, "anthropic"), "TERM": "dumb"}
-    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=60, dimensions=(40, 200))
     try:
         index = child.expect(["New MCP server found", "/help for commands"])
         assert index == 1, "asked again about a server already answered"

@@ -91,7 +91,7 @@ def _pids(path: Path) -> list[int]:
     return [int(x) for x in path.read_text().split()] if path.exists() else []
 
 
-def _wait_dead(pids: list[int], within: float = 15) -> list[int]:
+def _wait_dead(pids: list[int], within: float = 60) -> list[int]:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
         time.sleep(0.1)
@@ -177,6 +177,7 @@ def test_stdio_http_sse_and_published_servers_through_keel(
     assert last["toolu_002_0"] == ("late tool ran", False)
 
 
+@pytest.mark.timeout(600)
 def test_hang_crash_and_huge_output_are_contained(
     fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun], tmp_path: Path
 ) -> None:
@@ -229,7 +230,7 @@ def test_hang_crash_and_huge_output_are_contained(
     # no server outlives keel: hang, crash (twice: it was restarted) and big
     started = _pids(pids)
     assert len(started) == 4
-    assert _wait_dead(started, within=5) == []
+    assert _wait_dead(started) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -267,7 +268,7 @@ def test_no_server_survives_a_signal(
             proc.kill()
             proc.wait()
     assert code == (130 if sig == signal.SIGINT else 143)
-    assert _wait_dead(started, within=5) == []
+    assert _wait_dead(started) == []
 
 
 def test_no_server_survives_keel_being_killed(
@@ -299,4 +300,4 @@ def test_no_server_survives_keel_being_killed(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert _wait_dead([pid], within=10) == []
+    assert _wait_dead([pid]) == []

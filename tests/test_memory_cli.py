@@ -308,12 +308,14 @@ def test_web_dashboard_serves_live_search_and_sessions_without_secrets(
         line = proc.stdout.readline()
         assert line.startswith("keel memory dashboard on http://127.0.0.1:"), line
         url = line.split()[-1].rstrip("/")
-        with httpx.Client(base_url=url, timeout=10) as http:
-            for _ in range(50):  # uvicorn is up a moment after the socket is bound
+        with httpx.Client(base_url=url, timeout=30) as http:
+            deadline = time.monotonic() + 60
+            while True:  # uvicorn is up a moment after the socket is bound
                 try:
                     page = http.get("/")
                     break
                 except httpx.ConnectError:
+                    assert time.monotonic() < deadline, "the dashboard never answered"
                     time.sleep(0.1)
             assert page.status_code == 200 and "keel memory" in page.text
             hits = http.get("/api/search", params={"q": "billing deploy"}).json()
@@ -350,7 +352,7 @@ def test_web_dashboard_serves_live_search_and_sessions_without_secrets(
         assert FAKE_KEY not in everything and "deployed billing v2" in everything
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=30)
     assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
 
 

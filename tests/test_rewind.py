@@ -343,7 +343,7 @@ async def test_an_interrupted_bash_call_is_still_checkpointed(project: Path, fak
     rt = Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
     try:
         run = asyncio.ensure_future(rt.run("start the long job"))
-        for _ in range(300):  # the command has written its file
+        for _ in range(1200):  # the command has written its file (up to a minute on a loaded machine)
             if made.exists():
                 break
             await asyncio.sleep(0.05)

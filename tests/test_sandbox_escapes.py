@@ -156,7 +156,7 @@ def test_a_background_child_does_not_outlive_the_command(bash: SandboxedBash, co
     out = bash(command)
     _denied(out)
     assert "stopped when it ended" in out.content
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # bounds a hang; it is gone at once
     while _alive(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(marker)
@@ -224,12 +224,17 @@ def test_a_missing_protected_dir_stays_covered_while_another_sandboxed_command_e
         sid = first.metadata["background_id"]
 
         async def collect_first() -> None:
-            await asyncio.sleep(0.8)  # the first has ended: reading it lets the session stop tracking it
-            await bash_output.run(bash_output.parse({"bash_id": sid}), bash.ctx)
+            # once the first has ended, reading it lets the session stop tracking it; the second goes on
+            # to write only then, however slowly the first ran
+            deadline = time.monotonic() + 60
+            read = bash_output.parse({"bash_id": sid})
+            while (await bash_output.run(read, bash.ctx)).metadata["status"] == "running":
+                assert time.monotonic() < deadline, "the first command never ended"
+                await asyncio.sleep(0.05)
+            (proj / "collected").touch()
 
-        second, _ = await asyncio.gather(
-            bash.run("sleep 1.5; mkdir -p .claude && echo '{}' > .claude/settings.json"), collect_first()
-        )
+        write = "until [ -e collected ]; do sleep 0.05; done; mkdir -p .claude && echo '{}' > .claude/settings.json"
+        second, _ = await asyncio.gather(bash.run(write), collect_first())
         after = await bash.run("ls -a .claude")
         await bash.services.get(ShellState).aclose()
         return second, after

@@ -160,7 +160,7 @@ def test_permissions_hooks_and_tools_as_python_callables(transport: str, fake_ll
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_client_two_queries_interrupt_and_partial_messages(transport: str, fake_llm: Start, project: Path) -> None:
-    server = fake_llm({"steps": ["One.", {"text": "never", "delay_s": 8}, "Three."]})
+    server = fake_llm({"steps": ["One.", {"text": "never", "delay_s": 60}, "Three."]})
     opts = KeelAgentOptions(
         cwd=project,
         env=wire_env(server, "anthropic"),
@@ -214,7 +214,7 @@ def test_sdk_import_is_lazy(keel: Callable[..., KeelRun]) -> None:
 
 
 def test_disconnect_interrupts_a_query_still_running(fake_llm: Start, project: Path, tmp_path: Path) -> None:
-    server = fake_llm({"steps": [{"text": "slow", "delay_s": 15}]})
+    server = fake_llm({"steps": [{"text": "slow", "delay_s": 60}]})
 
     async def run() -> None:
         client = KeelSDKClient(KeelAgentOptions(cwd=project, env=wire_env(server, "anthropic")))
@@ -222,7 +222,7 @@ def test_disconnect_interrupts_a_query_still_running(fake_llm: Start, project: P
         await client.query("go")
         while not server.cursor.requests:
             await asyncio.sleep(0.05)
-        await asyncio.wait_for(client.disconnect(), 10)  # waiting out the 15 s reply would time out here
+        await asyncio.wait_for(client.disconnect(), 30)  # waiting out the 60 s reply would time out here
 
     asyncio.run(run())
     (log,) = session_files(tmp_path / "keelhome")

@@ -82,7 +82,7 @@ def test_one_shot_query_writes_a_file(fake_llm: Start, project: Path) -> None:
 
 
 def test_client_session_two_queries_and_an_interrupt(fake_llm: Start, project: Path) -> None:
-    server = fake_llm({"steps": ["First answer.", {"text": "never seen", "delay_s": 8}, "Third answer."]})
+    server = fake_llm({"steps": ["First answer.", {"text": "never seen", "delay_s": 60}, "Third answer."]})
 
     async def run() -> tuple[list[Any], list[Any], list[Any]]:
         async with ClaudeSDKClient(options(server, project, include_partial_messages=True)) as client:

@@ -66,7 +66,7 @@ def shot(driver: Any, name: str) -> None:
         driver.save_screenshot(str(Path(target) / f"serve-{name}.png"))
 
 
-def wait(driver: Any, check: Callable[[Any], Any], timeout: float = 20) -> Any:
+def wait(driver: Any, check: Callable[[Any], Any], timeout: float = 60) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout, poll_frequency=0.05).until(check)

@@ -210,11 +210,11 @@ def test_interrupting_keel_during_a_fifo_read(project: Path, tmp_path: Path) -> 
     try:
         home = Path(os.environ["KEEL_HOME"])
         deadline = time.monotonic() + HARD_TIMEOUT_S
-        while time.monotonic() < deadline and not any('"tool_use"' in f.read_text() for f in session_files(home)):
+        # the Read has answered (the old one stayed stuck in open()) and the next request is in flight
+        while time.monotonic() < deadline and not any("FIFO" in f.read_text() for f in session_files(home)):
             time.sleep(0.05)
-        time.sleep(0.3)  # the old Read is stuck in open() by now; the new one has answered
         keel.send_signal(signal.SIGINT)
-        out, err = keel.communicate(timeout=20)
+        out, err = keel.communicate(timeout=HARD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pytest.fail("keel ignored SIGINT during a FIFO Read")
     finally:

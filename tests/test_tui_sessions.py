@@ -64,15 +64,13 @@ async def test_light_theme_renders_light(
     server = fake_llm({"steps": ["ok"]})
     app = KeelApp(make_options(project, server), home=tmp_path / "keelhome", theme="textual-light")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.2)
-        assert app.screen.styles.background.brightness > 0.5
+        await wait_for(pilot, lambda: app.screen.styles.background.brightness > 0.5, what="the light theme")
         await pilot.press("ctrl+t")
-        await pilot.pause(0.2)
-        assert app.screen.styles.background.brightness < 0.5
-        assert "⏵⏵ default" in screen_text(app)
+        await wait_for(pilot, lambda: app.screen.styles.background.brightness < 0.5, what="the dark theme")
+        await wait_for(pilot, lambda: "⏵⏵ default" in screen_text(app), what="the mode line")
         await pilot.press("shift+tab")
         assert app.rt.permissions.mode == "acceptEdits"
-        assert "accept edits" in screen_text(app)
+        await wait_for(pilot, lambda: "accept edits" in screen_text(app), what="the new mode shown")
 
 
 async def test_background_agents_are_listed_with_their_status(
@@ -84,14 +82,15 @@ async def test_background_agents_are_listed_with_their_status(
         "name": "Task",
         "input": {"description": "long job", "prompt": "long job", "run_in_background": True},
     }
-    slow = {"text": "background report", "delay_s": 1.5}  # the child and the parent race for these
+    slow = {"text": "background report", "delay_s": 5}  # the child and the parent race for these; the
+    # child runs long enough for the sidebar to be seen showing it running, however loaded the machine
     server = fake_llm({"steps": [{"tool_calls": [task]}, slow, slow, "extra"]})
     app = KeelApp(make_options(project, server, permission_mode="bypassPermissions"), home=tmp_path / "keelhome")
     async with app.run_test(size=(140, 40)) as pilot:
         await type_text(pilot, "go")
         await pilot.press("enter")
         await wait_for(pilot, lambda: "◐" in screen_text(app) and "running" in screen_text(app), what="running")
-        await wait_for(pilot, lambda: "● " in _agents_line(app) and "done" in _agents_line(app), 30, "done")
+        await wait_for(pilot, lambda: "● " in _agents_line(app) and "done" in _agents_line(app), 60, "done")
 
 
 def _agents_line(app: KeelApp) -> str:

@@ -47,7 +47,7 @@ class Tmux:
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", "0")
 
-    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout
         shown = ""
         while time.monotonic() < deadline:
@@ -65,7 +65,7 @@ class Tmux:
             return state[0] == "1", f"signal {state[1]}"
         return state[0] == "1", state[1] if len(state) > 1 else ""
 
-    def wait_exit(self, timeout: float = 20.0) -> tuple[bool, str]:
+    def wait_exit(self, timeout: float = 60.0) -> tuple[bool, str]:
         """``dead()`` once the process has ended and tmux has reaped it.
 
         tmux marks a pane dead when its terminal closes and learns the status when it reaps the

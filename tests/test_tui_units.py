@@ -124,7 +124,7 @@ def test_without_textual_keel_says_so_and_uses_the_line_mode(project: Path, tmp_
     )
     pythonpath = os.pathsep.join(p for p in (str(blocker), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "TERM": "xterm", "PYTHONPATH": pythonpath, "ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key"}
-    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=20, dimensions=(30, 120))
+    child = pexpect.spawn(KEEL, cwd=str(project), env=env, encoding="utf-8", timeout=60, dimensions=(30, 120))
     try:
         child.expect("needs textual")
         child.expect("/help for commands")

@@ -189,13 +189,13 @@ async def test_a_200_that_carries_an_error_is_classified(wire: str, fake_llm: Ca
 async def test_a_stall_after_the_headers_hits_the_read_timeout(
     wire: str, fake_llm: Callable[[Any], FakeLLMServer]
 ) -> None:
-    server = fake_llm({"steps": [{"text": "never ends", "stall_after": 3, "stall_s": 10}]})
+    server = fake_llm({"steps": [{"text": "never ends", "stall_after": 3, "stall_s": 120}]})
     started = time.monotonic()
     with pytest.raises(ProviderError) as err:
         await collect(wire_provider(wire, server.url, timeout_s=0.3))
     assert err.value.kind == "timeout" and err.value.retryable
     assert "within 0.3 s" in str(err.value) and "API_TIMEOUT_MS" in str(err.value)
-    assert time.monotonic() - started < 5  # the timeout ended it, not the server
+    assert time.monotonic() - started < 60  # the timeout ended it, not the server (a loaded machine: loose)
 
 
 @pytest.mark.parametrize("wire", ["anthropic", "openai"])

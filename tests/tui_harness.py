@@ -36,7 +36,7 @@ def screen_text(app: Any) -> str:
     return "\n".join(strip.text.rstrip() for strip in strips)
 
 
-async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
+async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         await pilot.pause(0.05)

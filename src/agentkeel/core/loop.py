@@ -341,7 +341,16 @@ class Agent:
             done.add(block.tool_use_id)
             self._append(ToolResults(message=Message(role="user", content=[block])))
 
-        await asyncio.gather(*(one(call, verdict) for call, verdict in gated))
+        calls = [asyncio.ensure_future(one(call, verdict)) for call, verdict in gated]
+        try:
+            await asyncio.gather(*calls)
+        finally:  # gather ends at the first call to fail or stop: an interrupt waits for each to stop
+            left = [c for c in calls if not c.done()]
+            for c in left:
+                if not c.cancelling():
+                    c.cancel()
+            if left:
+                await asyncio.wait(left)
 
     def _batches(self, uses: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:
         """Consecutive concurrency-safe calls run together; every other call runs alone, in order."""

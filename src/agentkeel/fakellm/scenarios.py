@@ -59,12 +59,19 @@ def twenty_step_session(project: Path, fetch_url: str) -> dict[str, Any]:
                 new_string="    return a + b\n\n\ndef sub(a, b):\n    return a - b\n",
             ),
         ),
-        step("Checking the tree.", call("Bash", command="ls && cd .. && pwd")),
-        step("Back where I was.", call("Bash", command="echo still in $(pwd); cd " + str(project))),
         step(
             "A background job.",
-            call("Bash", command="for i in 1 2 3; do echo tick $i; done; sleep 30", run_in_background=True),
+            call(
+                "Bash",
+                command="for i in 1 2 3; do echo tick $i; done; : > .ticked; sleep 30",
+                run_in_background=True,
+            ),
         ),
+        # waits for the job's ticks, so that BashOutput has them however slowly the job started
+        step(
+            "Checking the tree.", call("Bash", command="until [ -e .ticked ]; do sleep 0.05; done; ls && cd .. && pwd")
+        ),
+        step("Back where I was.", call("Bash", command="echo still in $(pwd); cd " + str(project))),
         step("Reading its output.", call("BashOutput", bash_id="bash_1")),
         step("Stopping it.", call("KillShell", shell_id="bash_1")),
         step("Checking the docs.", call("WebFetch", url=fetch_url, prompt="is the server healthy?")),
