@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from agentkeel import _childwatch
+from agentkeel import _childwatch, _lazy
 from agentkeel._version import __version__
 from agentkeel.assembly import KeelError as KeelError  # re-exported: callers import it from here
 from agentkeel.assembly import fallback_model_id, forked, model_name, sandbox_for, writable
@@ -43,6 +43,18 @@ if TYPE_CHECKING:
     from agentkeel.memory.plugin import MemoryPlugin
 
 log = logging.getLogger(__name__)
+
+# What the first tool call needs and the first request does not: imported on a thread while the
+# first request waits for the model (agentkeel._lazy), so a real model's answer time hides it.
+FIRST_CALL_MODULES = (
+    "agentkeel.permissions.shellpolicy",  # the permission engine's shell analysis
+    "agentkeel.permissions.targets",
+    "agentkeel.permissions.trees",
+    "tree_sitter",
+    "tree_sitter_bash",
+    "agentkeel.core.inputs",  # keel's tool inputs
+    "agentkeel.tools.shell",  # Bash
+)
 
 
 def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
@@ -249,6 +261,7 @@ class Runtime:
             channel=opts.channel,
         )
         loaded.warnings.extend(engine.warnings)
+        _lazy.warm_later(*FIRST_CALL_MODULES)
         add_dirs = tuple(Path(d) for d in engine.additional_dirs)
         try:
             sandbox = sandbox_for(settings, cwd, opts.home, home_dir, add_dirs, engine, loaded.warnings)

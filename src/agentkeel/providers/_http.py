@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from agentkeel._lazy import warm_now
 from agentkeel._version import __version__
 from agentkeel.core.provider import ProviderError
 from agentkeel.providers._body import encode_json as encode_json
@@ -161,6 +162,7 @@ class HttpSession:
         )
         try:
             response = await client.send(request, stream=True)
+            warm_now()  # the model is answering: import what the first tool call needs meanwhile
         except httpx.TimeoutException as e:
             if isinstance(e, httpx.ConnectTimeout):
                 raise unreachable(target.endpoint, "connection timed out") from None
@@ -192,6 +194,7 @@ class HttpSession:
         sent = {"user-agent": USER_AGENT, "content-type": "application/json", "accept": "application/json", **headers}
         try:
             response = await pool.post(target.url, sent, body, target.timeout_s)
+            warm_now()
         except _conn.ConnectTimedOut:
             raise unreachable(target.endpoint, "connection timed out") from None
         except _conn.ConnectFailed as e:
