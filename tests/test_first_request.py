@@ -121,3 +121,47 @@ def test_warming_imports_once_on_a_thread_and_a_missing_module_is_left_to_fail_w
     assert "keel_no_such_module" not in sys.modules
     _lazy.warm_now()  # nothing left to warm: no second thread
     assert not [t for t in threading.enumerate() if t.name == "keel-warm-imports" and t.ident not in before]
+
+
+async def _calls_per_request(session: Any, target: Any, rounds: int = 6) -> float:
+    """Python function calls made by one request and its answer (after a first one that sets up)."""
+    body = b'{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
+    headers = {"x-api-key": "sk-ant-test-not-a-real-key", "anthropic-version": "2023-06-01"}
+    counted = [0]
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            counted[0] += 1
+
+    for i in range(rounds + 1):
+        if i == 1:
+            sys.setprofile(count)
+        async for _ in session.post_sse(target, headers, body):
+            pass
+    sys.setprofile(None)
+    return counted[0] / rounds
+
+
+async def test_a_request_skips_httpx_client_layer_unless_a_proxy_or_url_credentials_need_it(fake_llm: Any) -> None:
+    """The default path hands the request to httpx's transport with headers, URL and timeouts built
+    once; the bytes sent are what httpx's client sends (its default headers included). With
+    credentials in the URL the client is used (it adds the basic auth), and costs more per request."""
+    from agentkeel.providers._http import HttpSession, Target
+
+    server = fake_llm({"steps": ["a"] * 20})
+    host = server.url.split("://", 1)[1]
+    plain, with_auth = f"http://{host}", f"http://user:pw@{host}"
+    costs, sent = [], []
+    for base in (plain, with_auth):
+        session = HttpSession(base)
+        target = Target(url=f"{base}/v1/messages", endpoint=base, model="m", key_hint="ANTHROPIC_API_KEY", timeout_s=30)
+        try:
+            costs.append(await _calls_per_request(session, target))
+        finally:
+            await session.aclose()
+        sent.append(dict(server.cursor.requests[-1]["headers"]))
+    assert "authorization" in {k.lower() for k in sent[1]} and "authorization" not in {k.lower() for k in sent[0]}
+    assert {k.lower(): v for k, v in sent[0].items()} == {
+        k.lower(): v for k, v in sent[1].items() if k.lower() != "authorization"
+    }
+    assert costs[0] < 0.9 * costs[1], costs  # measured 0.86; with the client on both paths, 1.02

@@ -104,6 +104,14 @@ class TlsContext:
 _PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
+def _client_needed(base_url: str, environ: Mapping[str, str]) -> bool:
+    """Whether httpx's client has work to do for this endpoint: proxies (the environment's, or the
+    system's on macOS and Windows) or credentials in the URL (basic auth)."""
+    if sys.platform in ("darwin", "win32") or "@" in base_url.split("://", 1)[-1].split("/", 1)[0]:
+        return True
+    return any(environ.get(name, "").strip() for name in _PROXY_VARIABLES)
+
+
 def wants_httpx(environ: Mapping[str, str]) -> bool:
     """httpx unless ``KEEL_HTTP_CLIENT=lean`` asks for keel's own client, and then still httpx where
     the lean client would not do what httpx does: proxies (from the environment, or the system's
@@ -114,13 +122,24 @@ def wants_httpx(environ: Mapping[str, str]) -> bool:
 
 
 class HttpSession:
-    """Owns the connection pool of one provider (one session). ``aclose`` ends it."""
+    """Owns the connection pool of one provider (one session). ``aclose`` ends it.
+
+    On httpx, a request goes straight to the client's transport (``AsyncHTTPTransport``, the pool
+    the client itself would use) unless the client has work to do: a proxy from the environment (or
+    the system's, on macOS and Windows) or credentials in the URL. What the client adds per request
+    besides (cookie jar upkeep, auth and redirect loops, header merging and URL parsing per call) is
+    nothing keel uses and was about a quarter of a request's CPU; the headers, URL and timeouts are
+    built once per target instead (the bytes on the wire are the client's: its default headers,
+    ``tests/test_first_request.py`` compares)."""
 
     def __init__(self, base_url: str) -> None:
         self._client: httpx.AsyncClient | None = None
+        self._direct: httpx.AsyncHTTPTransport | None = None
         self._httpx: Any = None
+        self._base_url = base_url
         self._tls = TlsContext(base_url, os.environ)
         self._pool: _conn.Pool | None = None
+        self._prepared: dict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = {}
         if not wants_httpx(os.environ):
             from agentkeel.providers import _conn
 
@@ -135,14 +154,33 @@ class HttpSession:
             except (OSError, ValueError) as e:
                 raise ProviderError("connection", f"cannot load the CA certificates for TLS: {e}") from None
             with without_unused():  # the transport imports httpcore
+                # a client given its transport takes no proxies from the environment: only without them
+                if not _client_needed(self._base_url, os.environ):
+                    self._direct = httpx.AsyncHTTPTransport(verify=tls, trust_env=True)
                 self._client = httpx.AsyncClient(
                     timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
                     headers={"user-agent": USER_AGENT},
                     verify=tls,
                     trust_env=True,
                     follow_redirects=False,
+                    transport=self._direct,
                 )
         return self._client
+
+    def _prepare(self, client: httpx.AsyncClient, target: Target, headers: dict[str, str]) -> tuple[Any, Any, Any]:
+        """The URL, headers and timeouts of a request to ``target``, built once: what
+        ``client.build_request`` would build on each call."""
+        key = (target.url, target.timeout_s, *headers.items())
+        found = self._prepared.get(key)
+        if found is None:
+            httpx = self._httpx
+            merged = httpx.Headers(client.headers)  # the client's defaults (Accept-Encoding, Connection...)
+            merged.update({"content-type": "application/json", "accept": "application/json", **headers})
+            timeout = httpx.Timeout(target.timeout_s, connect=min(CONNECT_TIMEOUT_S, target.timeout_s))
+            if len(self._prepared) > 32:  # a host that changes its headers per request: no unbounded memo
+                self._prepared.clear()
+            found = self._prepared[key] = (httpx.URL(target.url), merged, {"timeout": timeout.as_dict()})
+        return found
 
     async def post_sse(self, target: Target, headers: dict[str, str], body: bytes) -> AsyncGenerator[SSEEvent, None]:
         """POST ``body`` and yield the server-sent events of the answer. An error status, a transport
@@ -154,14 +192,14 @@ class HttpSession:
             return
         client = self._get(target.timeout_s)
         httpx = self._httpx
-        request = client.build_request(
-            "POST",
-            target.url,
-            content=body,
-            headers={"content-type": "application/json", "accept": "application/json", **headers},
-        )
+        url, sent, extensions = self._prepare(client, target, headers)
+        request = httpx.Request("POST", url, content=body, headers=sent, extensions=extensions)
         try:
-            response = await client.send(request, stream=True)
+            if self._direct is not None:
+                response = await self._direct.handle_async_request(request)
+                response.request = request
+            else:
+                response = await client.send(request, stream=True)
             warm_now()  # the model is answering: import what the first tool call needs meanwhile
         except httpx.TimeoutException as e:
             if isinstance(e, httpx.ConnectTimeout):
