@@ -31,7 +31,6 @@ from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Tool, ToolOutput
 from agentkeel.plugins.loader import Plugin, find_plugins
 from agentkeel.skills.loader import Skill, SkillCatalog, load_skills
-from agentkeel.skills.run import skill_tool
 from agentkeel.skills.session import SkillHost
 
 PATH_KEYS = ("file_path", "path", "notebook_path")
@@ -88,6 +87,8 @@ def attach(
     for tool in task_tools(catalog):
         agent.tools.register(tool)
     if skills.for_model():
+        from agentkeel.skills.run import skill_tool  # the Skill tool (and skill expansion): only with skills
+
         agent.tools.register(skill_tool(skills))
     agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
     agent.bus.subscribe(_on_session_end(agent))
