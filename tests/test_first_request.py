@@ -58,6 +58,7 @@ UNASKED = (
     "agentkeel.skills.run",
     "agentkeel.skills.expand",
     "agentkeel.extensions.hooks.prompt",
+    "agentkeel.session.load",  # resuming (-r, -c)
 )
 
 

@@ -33,7 +33,6 @@ from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, Reque
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
 from agentkeel.safety import AskRepeat
 from agentkeel.session.checkpoints import CheckpointRecorder
-from agentkeel.session.load import AmbiguousSession, LoadReport, find_session, list_sessions, load_session
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
 from agentkeel.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
 from agentkeel.tools import builtin_tools
@@ -41,6 +40,7 @@ from agentkeel.trust import TrustState, TrustStore, untrusted_notice
 
 if TYPE_CHECKING:
     from agentkeel.memory.plugin import MemoryPlugin
+    from agentkeel.session.load import LoadReport  # session.load: only to resume (-r, -c)
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,11 @@ class Runtime:
         except OSError as e:
             raise KeelError(f"cannot lock session {session_path}: {e.strerror or e}") from None
         try:
-            loaded_session = load_session(session_path) if prior else None
+            loaded_session = None
+            if prior:  # session.load: only to resume (-r, -c)
+                from agentkeel.session.load import load_session
+
+                loaded_session = load_session(session_path)
             writer = SessionWriter(
                 session_path, session_id, parent_uuid=loaded_session.last_uuid if loaded_session else None
             )
@@ -442,6 +446,8 @@ class Runtime:
 
     @staticmethod
     def _pick_session(sessions: Path, opts: RuntimeOptions) -> tuple[Path, bool]:
+        if opts.resume is not None or opts.continue_session:
+            from agentkeel.session.load import AmbiguousSession, find_session, list_sessions
         if opts.resume is not None:
             ref = opts.resume.strip()
             if not ref:
