@@ -59,6 +59,7 @@ UNASKED = (
     "agentkeel.skills.expand",
     "agentkeel.extensions.hooks.prompt",
     "agentkeel.session.load",  # resuming (-r, -c)
+    "agentkeel.providers._errors",  # a provider failure
 )
 
 

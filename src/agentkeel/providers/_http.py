@@ -24,17 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from agentkeel._lazy import warm_now
+from agentkeel._lazy import lazy_module, warm_now
 from agentkeel._version import __version__
 from agentkeel.core.provider import ProviderError
 from agentkeel.providers._body import encode_json as encode_json
-from agentkeel.providers._errors import (
-    from_response,
-    from_stream_error,
-    one_line,
-    timed_out,
-    unreachable,
-)
 from agentkeel.providers._sse import SSEDecoder, SSEEvent
 from agentkeel.providers.endpoints import CONNECT_TIMEOUT_S
 
@@ -43,7 +36,12 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from agentkeel.providers import _conn  # the lean client: imported when KEEL_HTTP_CLIENT=lean asks for it
+    from agentkeel.providers import (
+        _conn,  # the lean client: imported when KEEL_HTTP_CLIENT=lean asks for it
+        _errors,
+    )
+else:  # what a failure is reported with: loaded at the first failure (agentkeel._lazy)
+    _errors = lazy_module("agentkeel.providers._errors", globals(), "_errors")
 
 USER_AGENT = f"agentkeel/{__version__}"
 WHOLE_BODY = "keel.whole-body"  # the event a 200 JSON answer (a server that ignored stream: true) arrives as
@@ -203,12 +201,12 @@ class HttpSession:
             warm_now()  # the model is answering: import what the first tool call needs meanwhile
         except httpx.TimeoutException as e:
             if isinstance(e, httpx.ConnectTimeout):
-                raise unreachable(target.endpoint, "connection timed out") from None
-            raise timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
+                raise _errors.unreachable(target.endpoint, "connection timed out") from None
+            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
         except httpx.ConnectError as e:
-            raise unreachable(target.endpoint, _detail(e)) from None
+            raise _errors.unreachable(target.endpoint, _detail(e)) from None
         except httpx.ProxyError as e:
-            raise unreachable(target.endpoint, f"proxy: {_detail(e)}") from None
+            raise _errors.unreachable(target.endpoint, f"proxy: {_detail(e)}") from None
         except httpx.TransportError as e:  # closed or reset before any answer (a stale keep-alive connection...)
             raise ProviderError("connection", f"{target.endpoint} closed the connection: {_detail(e)}") from None
         try:
@@ -216,7 +214,7 @@ class HttpSession:
                 async for event in events:
                     yield event
         except httpx.TimeoutException:
-            raise timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
+            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
         except (httpx.TransportError, httpx.DecodingError) as e:
             raise ProviderError(
                 "stream_broken", f"the response stream from {target.endpoint} broke: {_detail(e)}"
@@ -234,32 +232,32 @@ class HttpSession:
             response = await pool.post(target.url, sent, body, target.timeout_s)
             warm_now()
         except _conn.ConnectTimedOut:
-            raise unreachable(target.endpoint, "connection timed out") from None
+            raise _errors.unreachable(target.endpoint, "connection timed out") from None
         except _conn.ConnectFailed as e:
-            raise unreachable(target.endpoint, one_line(str(e), 160)) from None
+            raise _errors.unreachable(target.endpoint, _errors.one_line(str(e), 160)) from None
         except _conn.AnswerTimedOut:
-            raise timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
+            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
         except _conn.NoAnswer as e:
             raise ProviderError(
-                "connection", f"{target.endpoint} closed the connection: {one_line(str(e), 160)}"
+                "connection", f"{target.endpoint} closed the connection: {_errors.one_line(str(e), 160)}"
             ) from None
         except _conn.BodyBroken as e:
             raise ProviderError(
-                "stream_broken", f"{target.endpoint} sent a malformed answer: {one_line(str(e), 160)}"
+                "stream_broken", f"{target.endpoint} sent a malformed answer: {_errors.one_line(str(e), 160)}"
             ) from None
         except (OSError, ValueError) as e:  # the CA bundle; a header with a line break
             raise ProviderError(
-                "connection", f"cannot send the request to {target.endpoint}: {one_line(str(e), 160)}"
+                "connection", f"cannot send the request to {target.endpoint}: {_errors.one_line(str(e), 160)}"
             ) from None
         try:
             async with aclosing(self._events(response, target)) as events:
                 async for event in events:
                     yield event
         except _conn.BodyTimedOut:
-            raise timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
+            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
         except _conn.HttpError as e:
             raise ProviderError(
-                "stream_broken", f"the response stream from {target.endpoint} broke: {one_line(str(e), 160)}"
+                "stream_broken", f"the response stream from {target.endpoint} broke: {_errors.one_line(str(e), 160)}"
             ) from None
         finally:
             await response.aclose()
@@ -269,7 +267,7 @@ class HttpSession:
     ) -> AsyncGenerator[SSEEvent, None]:
         if response.status_code >= 300:
             raw = await response.aread()
-            raise from_response(
+            raise _errors.from_response(
                 response.status_code,
                 raw,
                 response.headers,
@@ -341,10 +339,10 @@ def _whole_body(raw: bytes, target: Target) -> SSEEvent:
         payload = json.loads(text)
     except ValueError:
         raise ProviderError(
-            "stream_broken", f"{target.endpoint} answered with malformed JSON: {one_line(text, 120)}"
+            "stream_broken", f"{target.endpoint} answered with malformed JSON: {_errors.one_line(text, 120)}"
         ) from None
     if isinstance(payload, dict) and payload.get("error") is not None:
-        raise from_stream_error(payload, endpoint=target.endpoint)
+        raise _errors.from_stream_error(payload, endpoint=target.endpoint)
     return SSEEvent(WHOLE_BODY, text)
 
 
@@ -353,7 +351,7 @@ def _detail(exc: BaseException) -> str:
     cause = exc.__cause__ or exc.__context__
     if cause is not None and str(cause) and str(cause) not in text:
         text = f"{text}: {cause}"
-    return one_line(text, 160)
+    return _errors.one_line(text, 160)
 
 
 def parse_data(event: SSEEvent, endpoint: str) -> Any:
@@ -361,5 +359,5 @@ def parse_data(event: SSEEvent, endpoint: str) -> Any:
         return json.loads(event.data)
     except ValueError:
         raise ProviderError(
-            "stream_broken", f"{endpoint} sent an event that is not JSON: {one_line(event.data, 120)}"
+            "stream_broken", f"{endpoint} sent an event that is not JSON: {_errors.one_line(event.data, 120)}"
         ) from None
