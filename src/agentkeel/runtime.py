@@ -54,6 +54,7 @@ FIRST_CALL_MODULES = (
     "tree_sitter_bash",
     "agentkeel.core.inputs",  # keel's tool inputs
     "agentkeel.tools.shell",  # Bash
+    "concurrent.futures.thread",  # asyncio.to_thread's pool (the first checkpoint's git calls)
 )
 
 
