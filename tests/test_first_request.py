@@ -60,6 +60,7 @@ UNASKED = (
     "agentkeel.extensions.hooks.prompt",
     "agentkeel.session.load",  # resuming (-r, -c)
     "agentkeel.providers._errors",  # a provider failure
+    "agentkeel.agents.background",  # a background agent
 )
 
 
