@@ -49,6 +49,7 @@ BANDS: list[tuple[str, tuple[str, ...]]] = [
         "leaf",
         (
             "agentkeel._version",
+            "agentkeel._lazy",
             "agentkeel._assignment",
             "agentkeel._secret_rules",
             "agentkeel._gitleaks_vendor",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from agentkeel import _childwatch
+from agentkeel import _childwatch, _lazy
 from agentkeel._version import __version__
 from agentkeel.assembly import KeelError as KeelError  # re-exported: callers import it from here
 from agentkeel.assembly import fallback_model_id, forked, model_name, sandbox_for, writable
@@ -33,7 +33,6 @@ from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, Reque
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
 from agentkeel.safety import AskRepeat
 from agentkeel.session.checkpoints import CheckpointRecorder
-from agentkeel.session.load import AmbiguousSession, LoadReport, find_session, list_sessions, load_session
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
 from agentkeel.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
 from agentkeel.tools import builtin_tools
@@ -41,8 +40,22 @@ from agentkeel.trust import TrustState, TrustStore, untrusted_notice
 
 if TYPE_CHECKING:
     from agentkeel.memory.plugin import MemoryPlugin
+    from agentkeel.session.load import LoadReport  # session.load: only to resume (-r, -c)
 
 log = logging.getLogger(__name__)
+
+# What the first tool call needs and the first request does not: imported on a thread while the
+# first request waits for the model (agentkeel._lazy), so a real model's answer time hides it.
+FIRST_CALL_MODULES = (
+    "agentkeel.permissions.shellpolicy",  # the permission engine's shell analysis
+    "agentkeel.permissions.targets",
+    "agentkeel.permissions.trees",
+    "tree_sitter",
+    "tree_sitter_bash",
+    "agentkeel.core.inputs",  # keel's tool inputs
+    "agentkeel.tools.shell",  # Bash
+    "concurrent.futures.thread",  # asyncio.to_thread's pool (the first checkpoint's git calls)
+)
 
 
 def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
@@ -229,7 +242,11 @@ class Runtime:
         except OSError as e:
             raise KeelError(f"cannot lock session {session_path}: {e.strerror or e}") from None
         try:
-            loaded_session = load_session(session_path) if prior else None
+            loaded_session = None
+            if prior:  # session.load: only to resume (-r, -c)
+                from agentkeel.session.load import load_session
+
+                loaded_session = load_session(session_path)
             writer = SessionWriter(
                 session_path, session_id, parent_uuid=loaded_session.last_uuid if loaded_session else None
             )
@@ -249,6 +266,7 @@ class Runtime:
             channel=opts.channel,
         )
         loaded.warnings.extend(engine.warnings)
+        _lazy.warm_later(*FIRST_CALL_MODULES)
         add_dirs = tuple(Path(d) for d in engine.additional_dirs)
         try:
             sandbox = sandbox_for(settings, cwd, opts.home, home_dir, add_dirs, engine, loaded.warnings)
@@ -429,6 +447,8 @@ class Runtime:
 
     @staticmethod
     def _pick_session(sessions: Path, opts: RuntimeOptions) -> tuple[Path, bool]:
+        if opts.resume is not None or opts.continue_session:
+            from agentkeel.session.load import AmbiguousSession, find_session, list_sessions
         if opts.resume is not None:
             ref = opts.resume.strip()
             if not ref:

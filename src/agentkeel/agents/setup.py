@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -31,10 +32,19 @@ from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Tool, ToolOutput
 from agentkeel.plugins.loader import Plugin, find_plugins
 from agentkeel.skills.loader import Skill, SkillCatalog, load_skills
-from agentkeel.skills.run import skill_tool
 from agentkeel.skills.session import SkillHost
 
+if TYPE_CHECKING:
+    from agentkeel.agents.background import BackgroundAgents
+
 PATH_KEYS = ("file_path", "path", "notebook_path")
+
+
+def _background(agent: Agent) -> BackgroundAgents | None:
+    """The session's background agents, if any was started (none can be while their module was
+    never imported: the first prompt does not import it to find that out)."""
+    module = sys.modules.get("agentkeel.agents.background")
+    return None if module is None else agent.services.find(module.BackgroundAgents)
 
 
 class PluginSet(msgspec.Struct):
@@ -88,6 +98,8 @@ def attach(
     for tool in task_tools(catalog):
         agent.tools.register(tool)
     if skills.for_model():
+        from agentkeel.skills.run import skill_tool  # the Skill tool (and skill expansion): only with skills
+
         agent.tools.register(skill_tool(skills))
     agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
     agent.bus.subscribe(_on_session_end(agent))
@@ -108,9 +120,7 @@ def _on_session_end(agent: Agent) -> Callable[[Event], None]:
 
     def watch(event: Event) -> None:
         if isinstance(event, SessionEnded) and event.reason != "exit":
-            from agentkeel.agents.background import BackgroundAgents
-
-            background = agent.services.find(BackgroundAgents)
+            background = _background(agent)
             if background is not None:
                 background.hurry = True
 
@@ -127,18 +137,20 @@ def agents_extension(agent: Agent, skills: SkillCatalog, *, wait_background: boo
 
     async def on_prompt(info: PromptInfo) -> PromptVerdict | None:
         host.active_tools = None  # an inline skill's allowed-tools last until the next prompt
-        from agentkeel.agents.background import BackgroundAgents, finished_context
-
-        background = agent.services.find(BackgroundAgents)
+        background = _background(agent)
         done = background.take_finished() if background is not None else []
-        return PromptVerdict(context=(finished_context(done),)) if done else None
+        if not done:
+            return None
+        from agentkeel.agents.background import finished_context
+
+        return PromptVerdict(context=(finished_context(done),))
 
     async def on_stop(info: StopInfo) -> str | None:
-        from agentkeel.agents.background import BackgroundAgents, finished_context
-
-        background = agent.services.find(BackgroundAgents)
+        background = _background(agent)
         if background is None:
             return None
+        from agentkeel.agents.background import finished_context
+
         while not background.finished and wait_background and not agent.interrupted:
             pending = [t for t in background.tasks.values() if not t.done()]
             if not pending:

@@ -9,10 +9,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentkeel import KeelError, Runtime, RuntimeOptions
-from agentkeel.protocol.control import ControlError, load_json_arg, sdk_servers
-from agentkeel.sdk.structured import SchemaError, StructuredOutput
+
+if TYPE_CHECKING:
+    from agentkeel.sdk.structured import StructuredOutput
+
+# protocol/ and sdk/structured load only when --mcp-config or --json-schema asks for them
 
 _ALL_SOURCES = {"user", "project", "local"}
 
@@ -55,6 +59,8 @@ def apply_sdk_flags(args: argparse.Namespace, opts: RuntimeOptions) -> None:
         plugin_dirs.append(path.resolve())
     opts.plugin_dirs = tuple(plugin_dirs)
     args.sdk_mcp_servers = []
+    if args.mcp_config:
+        from agentkeel.protocol.control import ControlError, load_json_arg, sdk_servers
     for value in args.mcp_config:
         try:
             sdk, rest = sdk_servers(load_json_arg(value, "--mcp-config"))
@@ -86,6 +92,9 @@ def _settings_file(value: str) -> Path:
 def structured_output(args: argparse.Namespace) -> StructuredOutput | None:
     if args.json_schema is None:
         return None
+    from agentkeel.protocol.control import ControlError, load_json_arg
+    from agentkeel.sdk.structured import SchemaError, StructuredOutput
+
     try:
         return StructuredOutput(load_json_arg(args.json_schema, "--json-schema"))
     except (ControlError, SchemaError) as e:

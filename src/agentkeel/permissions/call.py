@@ -5,14 +5,16 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from agentkeel.core.tools import Tool
-from agentkeel.permissions.bash import BashAnalysis, analyse
 from agentkeel.permissions.paths import candidates
 from agentkeel.permissions.rules import EDIT_TOOLS, READ_TOOLS, url_host
+
+if TYPE_CHECKING:
+    from agentkeel.permissions.bash import BashAnalysis
 
 
 class Call(msgspec.Struct, dict=True):
@@ -61,6 +63,8 @@ class Call(msgspec.Struct, dict=True):
     def bash(self) -> BashAnalysis | None:
         if self.name != "Bash":
             return None
+        from agentkeel.permissions.bash import BashAnalysis, analyse  # the shell analysis: at the first Bash call
+
         command = self.input.get("command")
         if not isinstance(command, str):
             return BashAnalysis(problems=["the command is not a string"])

@@ -32,10 +32,10 @@ import posixpath
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agentkeel._lazy import lazy_module
 from agentkeel.core.tools import Tool
-from agentkeel.permissions import shellpolicy as sp
 from agentkeel.permissions.call import Call
 from agentkeel.permissions.paths import candidates, inside, protected
 from agentkeel.permissions.rules import (
@@ -52,6 +52,11 @@ from agentkeel.permissions.shellcheck import ShellChecks
 from agentkeel.permissions.verdicts import Decision, GroupVerdict, StageResult, Verdict
 from agentkeel.permissions.words import DYNAMIC
 from agentkeel.settings import PermissionMode
+
+if TYPE_CHECKING:
+    from agentkeel.permissions import shellpolicy as sp
+else:  # the shell analysis loads at the first Bash decision (agentkeel._lazy)
+    sp = lazy_module("agentkeel.permissions.shellpolicy", globals(), "sp")
 
 __all__ = ["Decision", "PermissionEngine", "StageResult", "rule_root"]  # Decision, StageResult: from .verdicts
 

@@ -7,20 +7,28 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING, Any
 
-from agentkeel.permissions import shellpolicy as sp
-from agentkeel.permissions import targets, trees
-from agentkeel.permissions.bash import DYNAMIC, Redirect, SimpleCommand
+from agentkeel._lazy import lazy_module
 from agentkeel.permissions.call import Call
 from agentkeel.permissions.paths import PathPattern, candidates, inside
 from agentkeel.permissions.rules import Rule, path_pattern
 from agentkeel.permissions.verdicts import StageResult, Strength, strongest
+from agentkeel.permissions.words import DYNAMIC
 
+# The shell analysis loads at the first Bash decision (or ahead, while the first request waits:
+# agentkeel._lazy), not before the first request.
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from agentkeel.core.tools import Tool
+    from agentkeel.permissions import shellpolicy as sp
+    from agentkeel.permissions import targets, trees
+    from agentkeel.permissions.bash import Redirect, SimpleCommand
     from agentkeel.permissions.rules import RuleKind
     from agentkeel.permissions.verdicts import Decision
+else:
+    sp = lazy_module("agentkeel.permissions.shellpolicy", globals(), "sp")
+    targets = lazy_module("agentkeel.permissions.targets", globals(), "targets")
+    trees = lazy_module("agentkeel.permissions.trees", globals(), "trees")
 
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
 

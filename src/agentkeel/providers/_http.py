@@ -24,16 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from agentkeel._lazy import lazy_module, warm_now
 from agentkeel._version import __version__
 from agentkeel.core.provider import ProviderError
 from agentkeel.providers._body import encode_json as encode_json
-from agentkeel.providers._errors import (
-    from_response,
-    from_stream_error,
-    one_line,
-    timed_out,
-    unreachable,
-)
 from agentkeel.providers._sse import SSEDecoder, SSEEvent
 from agentkeel.providers.endpoints import CONNECT_TIMEOUT_S
 
@@ -42,7 +36,12 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from agentkeel.providers import _conn  # the lean client: imported when KEEL_HTTP_CLIENT=lean asks for it
+    from agentkeel.providers import (
+        _conn,  # the lean client: imported when KEEL_HTTP_CLIENT=lean asks for it
+        _errors,
+    )
+else:  # what a failure is reported with: loaded at the first failure (agentkeel._lazy)
+    _errors = lazy_module("agentkeel.providers._errors", globals(), "_errors")
 
 USER_AGENT = f"agentkeel/{__version__}"
 WHOLE_BODY = "keel.whole-body"  # the event a 200 JSON answer (a server that ignored stream: true) arrives as
@@ -103,6 +102,14 @@ class TlsContext:
 _PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
+def _client_needed(base_url: str, environ: Mapping[str, str]) -> bool:
+    """Whether httpx's client has work to do for this endpoint: proxies (the environment's, or the
+    system's on macOS and Windows) or credentials in the URL (basic auth)."""
+    if sys.platform in ("darwin", "win32") or "@" in base_url.split("://", 1)[-1].split("/", 1)[0]:
+        return True
+    return any(environ.get(name, "").strip() for name in _PROXY_VARIABLES)
+
+
 def wants_httpx(environ: Mapping[str, str]) -> bool:
     """httpx unless ``KEEL_HTTP_CLIENT=lean`` asks for keel's own client, and then still httpx where
     the lean client would not do what httpx does: proxies (from the environment, or the system's
@@ -113,13 +120,24 @@ def wants_httpx(environ: Mapping[str, str]) -> bool:
 
 
 class HttpSession:
-    """Owns the connection pool of one provider (one session). ``aclose`` ends it."""
+    """Owns the connection pool of one provider (one session). ``aclose`` ends it.
+
+    On httpx, a request goes straight to the client's transport (``AsyncHTTPTransport``, the pool
+    the client itself would use) unless the client has work to do: a proxy from the environment (or
+    the system's, on macOS and Windows) or credentials in the URL. What the client adds per request
+    besides (cookie jar upkeep, auth and redirect loops, header merging and URL parsing per call) is
+    nothing keel uses and was about a quarter of a request's CPU; the headers, URL and timeouts are
+    built once per target instead (the bytes on the wire are the client's: its default headers,
+    ``tests/test_first_request.py`` compares)."""
 
     def __init__(self, base_url: str) -> None:
         self._client: httpx.AsyncClient | None = None
+        self._direct: httpx.AsyncHTTPTransport | None = None
         self._httpx: Any = None
+        self._base_url = base_url
         self._tls = TlsContext(base_url, os.environ)
         self._pool: _conn.Pool | None = None
+        self._prepared: dict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = {}
         if not wants_httpx(os.environ):
             from agentkeel.providers import _conn
 
@@ -134,14 +152,33 @@ class HttpSession:
             except (OSError, ValueError) as e:
                 raise ProviderError("connection", f"cannot load the CA certificates for TLS: {e}") from None
             with without_unused():  # the transport imports httpcore
+                # a client given its transport takes no proxies from the environment: only without them
+                if not _client_needed(self._base_url, os.environ):
+                    self._direct = httpx.AsyncHTTPTransport(verify=tls, trust_env=True)
                 self._client = httpx.AsyncClient(
                     timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
                     headers={"user-agent": USER_AGENT},
                     verify=tls,
                     trust_env=True,
                     follow_redirects=False,
+                    transport=self._direct,
                 )
         return self._client
+
+    def _prepare(self, client: httpx.AsyncClient, target: Target, headers: dict[str, str]) -> tuple[Any, Any, Any]:
+        """The URL, headers and timeouts of a request to ``target``, built once: what
+        ``client.build_request`` would build on each call."""
+        key = (target.url, target.timeout_s, *headers.items())
+        found = self._prepared.get(key)
+        if found is None:
+            httpx = self._httpx
+            merged = httpx.Headers(client.headers)  # the client's defaults (Accept-Encoding, Connection...)
+            merged.update({"content-type": "application/json", "accept": "application/json", **headers})
+            timeout = httpx.Timeout(target.timeout_s, connect=min(CONNECT_TIMEOUT_S, target.timeout_s))
+            if len(self._prepared) > 32:  # a host that changes its headers per request: no unbounded memo
+                self._prepared.clear()
+            found = self._prepared[key] = (httpx.URL(target.url), merged, {"timeout": timeout.as_dict()})
+        return found
 
     async def post_sse(self, target: Target, headers: dict[str, str], body: bytes) -> AsyncGenerator[SSEEvent, None]:
         """POST ``body`` and yield the server-sent events of the answer. An error status, a transport
@@ -153,22 +190,23 @@ class HttpSession:
             return
         client = self._get(target.timeout_s)
         httpx = self._httpx
-        request = client.build_request(
-            "POST",
-            target.url,
-            content=body,
-            headers={"content-type": "application/json", "accept": "application/json", **headers},
-        )
+        url, sent, extensions = self._prepare(client, target, headers)
+        request = httpx.Request("POST", url, content=body, headers=sent, extensions=extensions)
         try:
-            response = await client.send(request, stream=True)
+            if self._direct is not None:
+                response = await self._direct.handle_async_request(request)
+                response.request = request
+            else:
+                response = await client.send(request, stream=True)
+            warm_now()  # the model is answering: import what the first tool call needs meanwhile
         except httpx.TimeoutException as e:
             if isinstance(e, httpx.ConnectTimeout):
-                raise unreachable(target.endpoint, "connection timed out") from None
-            raise timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
+                raise _errors.unreachable(target.endpoint, "connection timed out") from None
+            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
         except httpx.ConnectError as e:
-            raise unreachable(target.endpoint, _detail(e)) from None
+            raise _errors.unreachable(target.endpoint, _detail(e)) from None
         except httpx.ProxyError as e:
-            raise unreachable(target.endpoint, f"proxy: {_detail(e)}") from None
+            raise _errors.unreachable(target.endpoint, f"proxy: {_detail(e)}") from None
         except httpx.TransportError as e:  # closed or reset before any answer (a stale keep-alive connection...)
             raise ProviderError("connection", f"{target.endpoint} closed the connection: {_detail(e)}") from None
         try:
@@ -176,7 +214,7 @@ class HttpSession:
                 async for event in events:
                     yield event
         except httpx.TimeoutException:
-            raise timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
+            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
         except (httpx.TransportError, httpx.DecodingError) as e:
             raise ProviderError(
                 "stream_broken", f"the response stream from {target.endpoint} broke: {_detail(e)}"
@@ -192,33 +230,34 @@ class HttpSession:
         sent = {"user-agent": USER_AGENT, "content-type": "application/json", "accept": "application/json", **headers}
         try:
             response = await pool.post(target.url, sent, body, target.timeout_s)
+            warm_now()
         except _conn.ConnectTimedOut:
-            raise unreachable(target.endpoint, "connection timed out") from None
+            raise _errors.unreachable(target.endpoint, "connection timed out") from None
         except _conn.ConnectFailed as e:
-            raise unreachable(target.endpoint, one_line(str(e), 160)) from None
+            raise _errors.unreachable(target.endpoint, _errors.one_line(str(e), 160)) from None
         except _conn.AnswerTimedOut:
-            raise timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
+            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
         except _conn.NoAnswer as e:
             raise ProviderError(
-                "connection", f"{target.endpoint} closed the connection: {one_line(str(e), 160)}"
+                "connection", f"{target.endpoint} closed the connection: {_errors.one_line(str(e), 160)}"
             ) from None
         except _conn.BodyBroken as e:
             raise ProviderError(
-                "stream_broken", f"{target.endpoint} sent a malformed answer: {one_line(str(e), 160)}"
+                "stream_broken", f"{target.endpoint} sent a malformed answer: {_errors.one_line(str(e), 160)}"
             ) from None
         except (OSError, ValueError) as e:  # the CA bundle; a header with a line break
             raise ProviderError(
-                "connection", f"cannot send the request to {target.endpoint}: {one_line(str(e), 160)}"
+                "connection", f"cannot send the request to {target.endpoint}: {_errors.one_line(str(e), 160)}"
             ) from None
         try:
             async with aclosing(self._events(response, target)) as events:
                 async for event in events:
                     yield event
         except _conn.BodyTimedOut:
-            raise timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
+            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
         except _conn.HttpError as e:
             raise ProviderError(
-                "stream_broken", f"the response stream from {target.endpoint} broke: {one_line(str(e), 160)}"
+                "stream_broken", f"the response stream from {target.endpoint} broke: {_errors.one_line(str(e), 160)}"
             ) from None
         finally:
             await response.aclose()
@@ -228,7 +267,7 @@ class HttpSession:
     ) -> AsyncGenerator[SSEEvent, None]:
         if response.status_code >= 300:
             raw = await response.aread()
-            raise from_response(
+            raise _errors.from_response(
                 response.status_code,
                 raw,
                 response.headers,
@@ -300,10 +339,10 @@ def _whole_body(raw: bytes, target: Target) -> SSEEvent:
         payload = json.loads(text)
     except ValueError:
         raise ProviderError(
-            "stream_broken", f"{target.endpoint} answered with malformed JSON: {one_line(text, 120)}"
+            "stream_broken", f"{target.endpoint} answered with malformed JSON: {_errors.one_line(text, 120)}"
         ) from None
     if isinstance(payload, dict) and payload.get("error") is not None:
-        raise from_stream_error(payload, endpoint=target.endpoint)
+        raise _errors.from_stream_error(payload, endpoint=target.endpoint)
     return SSEEvent(WHOLE_BODY, text)
 
 
@@ -312,7 +351,7 @@ def _detail(exc: BaseException) -> str:
     cause = exc.__cause__ or exc.__context__
     if cause is not None and str(cause) and str(cause) not in text:
         text = f"{text}: {cause}"
-    return one_line(text, 160)
+    return _errors.one_line(text, 160)
 
 
 def parse_data(event: SSEEvent, endpoint: str) -> Any:
@@ -320,5 +359,5 @@ def parse_data(event: SSEEvent, endpoint: str) -> Any:
         return json.loads(event.data)
     except ValueError:
         raise ProviderError(
-            "stream_broken", f"{endpoint} sent an event that is not JSON: {one_line(event.data, 120)}"
+            "stream_broken", f"{endpoint} sent an event that is not JSON: {_errors.one_line(event.data, 120)}"
         ) from None

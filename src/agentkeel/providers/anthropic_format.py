@@ -20,7 +20,6 @@ from agentkeel.core.types import (
     Usage,
 )
 from agentkeel.providers._body import BodyCache, encode_json, json_array, spliced
-from agentkeel.providers._errors import from_stream_error
 
 _CACHE = {"type": "ephemeral"}
 
@@ -193,6 +192,8 @@ class MessageStream:
             return []
         kind = kind or data.get("type")
         if kind == "error":
+            from agentkeel.providers._errors import from_stream_error  # a failure: loaded then
+
             raise from_stream_error(data, endpoint=self.endpoint)
         if kind == "message_start":
             message = data.get("message") or {}

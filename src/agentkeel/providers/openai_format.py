@@ -23,7 +23,6 @@ from agentkeel.core.types import (
     Usage,
 )
 from agentkeel.providers._body import BodyCache, encode_json, json_array, spliced
-from agentkeel.providers._errors import from_stream_error
 
 STOP_REASONS = {
     "stop": "end_turn",
@@ -162,6 +161,8 @@ class ChunkAccumulator(msgspec.Struct):
         if not isinstance(chunk, dict):
             return []
         if chunk.get("error") is not None:  # an error chunk mid-stream (OpenRouter, vLLM, LiteLLM...)
+            from agentkeel.providers._errors import from_stream_error  # a failure: loaded then
+
             raise from_stream_error(chunk, endpoint=self.endpoint)
         self.model = str(chunk.get("model") or "") or self.model
         if isinstance(chunk.get("usage"), dict):

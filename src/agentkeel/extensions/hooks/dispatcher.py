@@ -27,7 +27,6 @@ from agentkeel.core.provider import Provider
 from agentkeel.extensions.hooks.config import HookConfig, HookSpec
 from agentkeel.extensions.hooks.matchers import condition_holds, matches
 from agentkeel.extensions.hooks.output import Combined, Outcome, interpret
-from agentkeel.extensions.hooks.prompt import run_prompt
 from agentkeel.extensions.hooks.runners import Raw, payload_bytes, run_command, run_http, run_python
 from agentkeel.extensions.hooks.watch import Watcher
 
@@ -257,6 +256,8 @@ class HookDispatcher:
                 if handler.type == "prompt":
                     if self.ctx.provider is None:
                         return Raw(None, error="has no model to ask in this session")
+                    from agentkeel.extensions.hooks.prompt import run_prompt  # prompt hooks only
+
                     return await run_prompt(handler, payload, self.ctx.provider, self.ctx.model)
                 if handler.type == "agent":
                     if self.ctx.provider is None:
