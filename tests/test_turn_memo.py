@@ -138,3 +138,58 @@ def test_a_request_at_turn_400_costs_what_one_at_turn_20_did() -> None:
         check(messages[: 2 * n + 1])
     late = _calls(lambda: check(messages[:801]))
     assert late < early * 1.5, (early, late)
+
+
+class Watched:
+    """A provider whose stream says when it is closed (its ``finally`` ran)."""
+
+    name = "watched"
+
+    def __init__(self, steps: list[Any]) -> None:
+        from agentkeel.fakellm.script import Script
+        from agentkeel.providers.scripted import ScriptedProvider
+
+        self.inner = ScriptedProvider(Script.from_data({"steps": steps}))
+        self.open = 0
+
+    async def stream(self, request: ModelRequest) -> Any:
+        self.open += 1
+        try:
+            async for chunk in self.inner.stream(request):
+                yield chunk
+        finally:
+            self.open -= 1
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_response_stream_is_closed_before_its_message_is_applied(tmp_path: Any) -> None:
+    """The loop closes the provider's stream (and the retry layer's) itself once the final response
+    is in, rather than leaving it to the garbage collector's callback on a later turn of the loop."""
+    from agentkeel.core.events import AssistantMessage
+    from agentkeel.core.loop import Agent, LoopConfig
+    from agentkeel.core.tools import Services, ToolContext, ToolRegistry
+    from agentkeel.tools import builtin_tools
+
+    provider = Watched([{"text": "look", "tool_calls": [{"name": "LS", "input": {"path": str(tmp_path)}}]}, "done"])
+    bus = EventBus()
+    open_at_message: list[int] = []
+    bus.subscribe(lambda e: open_at_message.append(provider.open) if isinstance(e, AssistantMessage) else None)
+    ctx = ToolContext(cwd=tmp_path, session_id="t", services=Services(), emit=bus.emit)
+    agent = Agent(provider, ToolRegistry(builtin_tools()), LoopConfig(model="scripted"), bus=bus, context=ctx)
+    result = await agent.run("go")
+    assert result.subtype == "success"
+    assert open_at_message == [0, 0]
+
+
+def test_event_ids_are_version_4_uuids_written_as_uuid_writes_them() -> None:
+    import uuid
+
+    from agentkeel.core.events import new_id
+
+    ids = [new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from typing import Literal, TypeVar
 
 import msgspec
@@ -271,11 +272,15 @@ class Agent:
         return response
 
     async def _stream(self, request: ModelRequest) -> ModelResponse:
-        async for chunk in stream_with_retry(self.provider, request, self.config.retry, self.bus.emit):
-            if isinstance(chunk, TextChunk):
-                self.bus.emit(TextDelta(text=chunk.text) if chunk.kind == "text" else ThinkingDelta(text=chunk.text))
-            else:
-                return chunk
+        # closed here, not left to the garbage collector (a callback and a wake-up of the loop per request)
+        async with aclosing(stream_with_retry(self.provider, request, self.config.retry, self.bus.emit)) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, TextChunk):
+                    self.bus.emit(
+                        TextDelta(text=chunk.text) if chunk.kind == "text" else ThinkingDelta(text=chunk.text)
+                    )
+                else:
+                    return chunk
         raise ProviderError("stream_broken", "the response ended without a final message")
 
     async def _contained(self, name: str, fail_closed: bool, awaitable: Awaitable[T], fallback: T) -> T:
