@@ -57,6 +57,11 @@ class Seen:
 
     def keep(self, messages: list[Message], shared: int, upto: int) -> None:
         """Remember ``messages[:upto]`` (the first ``shared`` of them already are)."""
+        shared = min(shared, upto)
+        if shared == len(self._messages):  # the usual case: what was remembered, and what came since
+            self._messages += messages[shared:upto]
+            self._contents += [list(m.content) for m in messages[shared:upto]]
+            return
         self._messages = messages[:upto]
         self._contents = self._contents[:shared] + [list(m.content) for m in messages[shared:upto]]
 
