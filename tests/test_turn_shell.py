@@ -63,3 +63,37 @@ async def test_an_earlier_calls_report_is_not_taken_for_this_one(tmp_path: Path,
     assert out.metadata["exit_code"] == -9  # killed by SIGKILL
     assert workdir.path == tmp_path / "other", "the stale report of call 1 moved the session back"
     await t.ctx.services.get(ShellState).aclose()
+
+
+def test_the_watchdog_takes_every_line_without_waking_for_each(tmp_path: Path) -> None:
+    """It sleeps until keel's end hangs up, and empties the pipe once a second meanwhile: a session's
+    registrations (here 100 kB, more than a pipe holds) are never refused, and at the hang-up it sweeps
+    the session: a process tagged with it and left running dies."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from agentkeel.tools import procs
+
+    session = "turnwatch" + str(os.getpid())
+    victim = subprocess.Popen(
+        ["sleep", "60"], env={**os.environ, procs.TAG_VAR: f"{session}:1"}, start_new_session=True
+    )
+    r, w = os.pipe()
+    dog = subprocess.Popen([sys.executable, "-I", "-S", procs.__file__, session], stdin=r)
+    os.close(r)
+    os.set_blocking(w, False)
+    line = b"+%d\n-%d\n" % (victim.pid, victim.pid)
+    sent = 0
+    deadline = time.monotonic() + 30
+    while sent < 100_000:
+        try:
+            sent += os.write(w, line * 100)
+        except BlockingIOError:  # full: wait for the watchdog's next collection, within its second
+            assert time.monotonic() < deadline, "the watchdog stopped emptying its pipe"
+            time.sleep(0.05)
+    os.write(w, b"+%d\n" % victim.pid)
+    os.close(w)  # keel "exits"
+    assert dog.wait(timeout=30) == 0
+    assert victim.wait(timeout=10) != 0  # killed by the sweep
