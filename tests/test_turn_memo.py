@@ -193,3 +193,37 @@ def test_event_ids_are_version_4_uuids_written_as_uuid_writes_them() -> None:
     for text in ids:
         parsed = uuid.UUID(text)
         assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+async def test_which_tools_are_shown_is_asked_once_per_request(tmp_path: Any) -> None:
+    """The context point builds the request to measure it, then the loop builds it to send it: the
+    tools shown are decided once for both (a hiding extension is asked once per tool and request)."""
+    from agentkeel.core.extensions import Extensions
+    from agentkeel.core.loop import Agent, LoopConfig
+    from agentkeel.core.tools import Services, ToolContext, ToolRegistry
+    from agentkeel.fakellm.script import Script
+    from agentkeel.providers.scripted import ScriptedProvider
+    from agentkeel.tools import builtin_tools
+
+    asked: list[str] = []
+    seen: list[list[str]] = []
+
+    def hide(tool: Any) -> bool:
+        asked.append(tool.name)
+        return tool.name == "Write"
+
+    async def fit(request: ModelRequest, error: Any) -> None:
+        seen.append([t.name for t in request.tools])
+        return None
+
+    exts = Extensions([Extension("hider", hide_tool=hide), Extension("measure", fit_context=fit)])
+    ls = {"name": "LS", "input": {"path": str(tmp_path)}}
+    provider = ScriptedProvider(Script.from_data({"steps": [{"tool_calls": [ls]}, {"tool_calls": [ls]}, "done"]}))
+    ctx = ToolContext(cwd=tmp_path, session_id="t", services=Services(), emit=lambda e: None)
+    registry = ToolRegistry(builtin_tools())
+    agent = Agent(provider, registry, LoopConfig(model="scripted"), extensions=exts, context=ctx)
+    result = await agent.run("go")
+    assert result.subtype == "success"
+    tools = len(registry.list())
+    assert len(asked) == 3 * tools, "asked more than once per tool and request"
+    assert len(seen) == 3 and all("Write" not in names and "LS" in names for names in seen)
