@@ -55,6 +55,8 @@ class ContextManager:
     # the session's loop config: its system prompt is kept up to date before each request (a
     # before_request extension of the host that changes the prompt still has the last word)
     loop_config: LoopConfig | None = None
+    # the task the memory context was last found for, and that context (see ``carry``)
+    _memory_carried: tuple[str, str] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.estimator = Estimator(self.model)
@@ -218,10 +220,7 @@ class ContextManager:
         the nested instructions and path rules of the files in play."""
         extra = [self.state.render(), self.state.render_skills()]
         if self.memory_context is not None and self.state.task:
-            try:
-                extra.append(self.memory_context(self.state.task) or "")
-            except Exception:  # memory fails open
-                log.exception("memory context for the carry-over failed")
+            extra.append(self._memory_for(self.state.task))
         applies = self.instructions.for_files([*self.state.changed, *self.state.files])
         if applies:
             extra.append(
@@ -229,6 +228,21 @@ class ContextManager:
                 + "\n\n".join(render(f) for f in applies)
             )
         return [x for x in extra if x]
+
+    def _memory_for(self, task: str) -> str:
+        """The memory context for the task, searched once per task: it is about earlier sessions
+        (the memory layer leaves this session's own records out), and a long task compacts again and
+        again, each time with a search that would find the same."""
+        if self._memory_carried is not None and self._memory_carried[0] == task:
+            return self._memory_carried[1]
+        assert self.memory_context is not None
+        try:
+            found = self.memory_context(task) or ""
+        except Exception:  # memory fails open (and is asked again next time)
+            log.exception("memory context for the carry-over failed")
+            return ""
+        self._memory_carried = (task, found)
+        return found
 
     async def compact_messages(self, request: ModelRequest, trigger: str, instructions: str = "") -> Compaction | None:
         point = self.services.find(LifecyclePoint) or LifecyclePoint()

@@ -10,7 +10,7 @@ The message list sent to the model is a view computed from the persisted events
 from __future__ import annotations
 
 import logging
-import uuid as _uuid
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
@@ -27,7 +27,13 @@ def _now() -> str:
 
 
 def new_id() -> str:
-    return str(_uuid.uuid4())
+    """A random (version 4) UUID, written as ``str(uuid.uuid4())`` writes it, without building the
+    ``UUID`` object (a third of the time; every event takes one)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    x = raw.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from typing import Literal, TypeVar
 
 import msgspec
@@ -120,6 +121,7 @@ class Agent:
         self.usage = Usage()
         self.cost_usd = 0.0
         self._inflight: asyncio.Future[object] | None = None
+        self._shown: list[Tool] | None = None  # the tools shown, while one request is being made
         self._interrupted = False
 
     @property
@@ -206,7 +208,7 @@ class Agent:
             model=self.config.model,
             system=self.config.system,
             messages=self.messages,
-            tools=[t.spec() for t in self._visible_tools()],
+            tools=[t.spec() for t in (self._visible_tools() if self._shown is None else self._shown)],
             max_tokens=self.config.max_tokens,
             thinking_budget=self.config.thinking_budget,
         )
@@ -215,8 +217,12 @@ class Agent:
         """One model request. The context point may compact first; when the provider refuses the
         request as too long it compacts once more and the request is rebuilt and sent again. What
         compaction cannot fix (and every other failure) goes to the ``recover`` extensions."""
-        await self._fit(None)
-        request = await self._prepared()
+        self._shown = self._visible_tools()  # asked once for the request's builds
+        try:
+            await self._fit(None)
+            request = await self._prepared()
+        finally:
+            self._shown = None
         self.bus.emit(RequestStarted(turn=turn + 1, model=request.model, message_count=len(request.messages)))
         attempt = 0
         compacted = False
@@ -271,11 +277,13 @@ class Agent:
         return response
 
     async def _stream(self, request: ModelRequest) -> ModelResponse:
-        async for chunk in stream_with_retry(self.provider, request, self.config.retry, self.bus.emit):
-            if isinstance(chunk, TextChunk):
-                self.bus.emit(TextDelta(text=chunk.text) if chunk.kind == "text" else ThinkingDelta(text=chunk.text))
-            else:
-                return chunk
+        # closed here, not left to the garbage collector (a callback and a wake-up of the loop per request)
+        async with aclosing(stream_with_retry(self.provider, request, self.config.retry, self.bus.emit)) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, TextChunk):
+                    self.bus.emit((TextDelta if chunk.kind == "text" else ThinkingDelta)(text=chunk.text))
+                else:
+                    return chunk
         raise ProviderError("stream_broken", "the response ended without a final message")
 
     async def _contained(self, name: str, fail_closed: bool, awaitable: Awaitable[T], fallback: T) -> T:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 import msgspec
 
@@ -30,7 +30,7 @@ async def stream_with_retry(
     request: ModelRequest,
     policy: RetryPolicy,
     emit: Callable[[Event], None],
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncGenerator[StreamChunk, None]:
     """Yield chunks of one response; on a retryable failure emit StreamRetry and start over.
 
     Chunks already yielded from a failed attempt are superseded: a reader that shows
@@ -39,10 +39,16 @@ async def stream_with_retry(
     attempt = 0
     while True:
         try:
-            async for chunk in provider.stream(request):
-                yield chunk
-                if isinstance(chunk, ModelResponse):
-                    return
+            chunks = provider.stream(request)
+            try:
+                async for chunk in chunks:
+                    yield chunk
+                    if isinstance(chunk, ModelResponse):
+                        return
+            finally:  # the provider's stream ends with this one, not when the garbage collector gets to it
+                close = getattr(chunks, "aclose", None)
+                if close is not None:
+                    await close()
             raise ProviderError("stream_broken", "the response ended without a final message")
         except ProviderError as err:
             attempt += 1

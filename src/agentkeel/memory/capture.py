@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import sqlite3
 import threading
 import time
@@ -41,6 +40,7 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
 BATCH = 64
+WINDOW_S = 0.05  # a batch gathers the records put this long after its first
 CONTEXT_TAG = "<memory-context"  # injected context is not captured back as a prompt
 DEFAULT_EXCLUDED = frozenset({"TodoWrite", "MemorySearch", "MemoryTimeline", "MemoryGet"})
 OUTBOX_SCHEMA = (
@@ -75,9 +75,16 @@ class Outbox:
     spending their attempts: they are indexed once the store is repaired.
     """
 
-    def __init__(self, path: Path, store: MemoryStore | Callable[[], MemoryStore], retry_base_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        path: Path,
+        store: MemoryStore | Callable[[], MemoryStore],
+        retry_base_s: float = 0.5,
+        window_s: float = WINDOW_S,
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.window_s = window_s
         self._store = store if isinstance(store, MemoryStore) else None
         self._factory = None if isinstance(store, MemoryStore) else store
         self.retry_base_s = retry_base_s
@@ -98,7 +105,11 @@ class Outbox:
             self.damaged = MemoryDamaged(path, problems[0])
         self._lock = threading.Lock()
         self._drain_lock = threading.Lock()
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        # records put and not yet taken by the writer; ``_wake`` guards it and the two flags
+        self._queued: list[dict[str, Any]] = []
+        self._wake = threading.Condition(threading.Lock())
+        self._urgent = False  # flush() or close() waits: write what is queued without the window
+        self._closing = False
         self._thread: threading.Thread | None = None
         self._idle = threading.Event()
         self._idle.set()
@@ -132,8 +143,13 @@ class Outbox:
         if self.damaged is not None:
             self.dropped += 1
             return
-        self._idle.clear()
-        self._queue.put(record)
+        with self._wake:
+            self._idle.clear()
+            self._queued.append(record)
+            # the writer is woken by a batch's first record (it then waits out the window) or a full
+            # batch, not by every record: a turn's records cost an append, not a thread switch each
+            if len(self._queued) == 1 or len(self._queued) >= BATCH:
+                self._wake.notify()
         self._ensure_thread()
 
     def put_durable(self, records: Iterable[dict[str, Any]]) -> list[str]:
@@ -194,7 +210,17 @@ class Outbox:
                     return done
                 continue
             with self._using():
-                self._db.executemany("DELETE FROM outbox WHERE seq = ?", [(r[0],) for r in rows])
+                # one commit, not synced: a delete lost to a crash only indexes the rows again, and
+                # the store skips the ids it holds (``add_many``)
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._db.executemany("DELETE FROM outbox WHERE seq = ?", [(r[0],) for r in rows])
+                    self._db.execute("COMMIT")
+                finally:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    self._db.execute("PRAGMA synchronous=FULL")
             done += len(rows)
 
     def _failed(self, rows: list[tuple[Any, ...]], error: str) -> None:
@@ -232,23 +258,27 @@ class Outbox:
             self._thread = threading.Thread(target=self._run, name="keel-memory-outbox", daemon=True)
             self._thread.start()
 
-    def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
+    def _take(self) -> list[dict[str, Any]] | None:
+        """The next batch: wait for a first record, then up to ``window_s`` for more (less when a
+        batch is full or someone waits); None once closing with nothing left."""
+        with self._wake:
+            while not self._queued and not self._closing:
+                self._wake.wait()
+            if not self._queued:
                 self._idle.set()
-                return
-            batch = [first]
-            deadline = time.monotonic() + 0.05
-            while len(batch) < BATCH:
-                try:
-                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
+                return None
+            deadline = time.monotonic() + self.window_s
+            while len(self._queued) < BATCH and not (self._urgent or self._closing):
+                left = deadline - time.monotonic()
+                if left <= 0:
                     break
-                if item is None:
-                    self._queue.put(None)
-                    break
-                batch.append(item)
+                self._wake.wait(left)
+            batch, self._queued = self._queued, []
+            self._urgent = False
+            return batch
+
+    def _run(self) -> None:
+        while (batch := self._take()) is not None:
             try:
                 self.put_durable(batch)
             except MemoryDamaged as exc:
@@ -256,8 +286,9 @@ class Outbox:
                 log.warning("memory capture stopped: %s", exc)
             except Exception:
                 log.exception("memory capture could not write its outbox %s", self.path)
-            if self._queue.empty():
-                self._idle.set()  # acknowledged; indexing below may take longer and may be cut short
+            with self._wake:
+                if not self._queued:
+                    self._idle.set()  # acknowledged; indexing below may take longer and may be cut short
             try:
                 self.drain()
             except Exception:
@@ -266,13 +297,18 @@ class Outbox:
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until everything queued is acknowledged (on disk); indexing may still be running."""
         if self._thread is not None and self._thread.is_alive():
+            with self._wake:
+                self._urgent = True
+                self._wake.notify()
             return self._idle.wait(timeout)
         return True
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the writer after it has indexed what it holds (within timeout); pending rows stay durable."""
         if self._thread is not None and self._thread.is_alive():
-            self._queue.put(None)
+            with self._wake:
+                self._closing = True
+                self._wake.notify()
             self._thread.join(timeout)
             if self._thread.is_alive():
                 return  # still indexing: the daemon thread dies with the process; the outbox keeps the rows

@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -30,6 +30,9 @@ from agentkeel.core.tools import ToolOutput
 from agentkeel.session.events import Checkpoint
 from agentkeel.session.objects import UNKNOWN, ObjectStore, file_sha
 from agentkeel.session.tree import MAX_TREE_BYTES, MAX_TREE_FILES, TreeState
+
+if TYPE_CHECKING:
+    from agentkeel.session.index import SessionIndex
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,8 @@ class CheckpointRecorder:
         self._noticed = False
         self._priming = False
         self._tree_lock = threading.Lock()  # subagents share these handlers: Bash calls may overlap
+        self._index: SessionIndex | None = None  # the session index, its connection kept between runs
+        self._index_lock = threading.Lock()
 
     def extension(self) -> Extension:
         return Extension(
@@ -85,15 +90,19 @@ class CheckpointRecorder:
             log.debug("checkpoint look-ahead failed", exc_info=True)
 
     def _index_on_end(self, event: Event) -> None:
-        """Keep the session index in step: a run's end updates this session's row (fail open)."""
+        """Keep the session index in step: a run's end updates this session's row (fail open). One
+        connection serves the session's updates, closed at its end."""
         if not isinstance(event, RunFinished | SessionEnded):
             return
         from agentkeel.session.index import SessionIndex, home_of
 
-        try:
-            SessionIndex(home_of(self.session_file)).update(self.session_file)
-        except Exception:
-            log.debug("session index not updated", exc_info=True)
+        with self._index_lock:
+            if self._index is None:
+                self._index = SessionIndex(home_of(self.session_file))
+            try:
+                self._index.update(self.session_file, keep=isinstance(event, RunFinished))
+            except Exception:
+                log.debug("session index not updated", exc_info=True)
 
     async def _before(self, call: ToolCall) -> Verdict | None:
         self.flush(stale_only=True)  # a call interrupted before its after_tool: record what it did

@@ -118,9 +118,11 @@ class _Fold:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=10, isolation_level=None)
+    db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
+    # Not synced: the index is a cache of the session files, rebuilt from them when it is missing or
+    # damaged (``SessionIndex._open``); an fsync at each update and close only slowed a session's end.
+    db.execute("PRAGMA synchronous=OFF")
     db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
     row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
     if row is None or row[0] != SCHEMA_VERSION:
@@ -139,6 +141,7 @@ class SessionIndex:
         self.path = home / "sessions.db"
         self.rebuilt = False  # this instance found the database missing or damaged and rebuilt it
         self.warning: str | None = None  # the index could not be written: listing read the files
+        self._kept: sqlite3.Connection | None = None  # a running session's connection (``update(keep=True)``)
 
     def _open(self) -> sqlite3.Connection:
         existed = self.path.exists()
@@ -187,13 +190,26 @@ class SessionIndex:
         finally:
             db.close()
 
-    def update(self, session_file: Path) -> None:
+    def update(self, session_file: Path, *, keep: bool = False) -> None:
         """Bring one session's row up to date (cheap: only the bytes appended since); raises
-        ``sqlite3.Error`` when the index cannot be written (the caller fails open)."""
-        db = self._open()
+        ``sqlite3.Error`` when the index cannot be written (the caller fails open). With ``keep``,
+        the connection stays open for the next update (a running session updates at each run's
+        end; ``close`` at its end), so only the last one pays the close (SQLite's checkpoint)."""
+        db = self._kept or self._open()
+        self._kept = None
         try:
             self._refresh(db, session_file, session_file.parent.name)
-        finally:
+        except BaseException:
+            db.close()
+            raise
+        if keep:
+            self._kept = db
+        else:
+            db.close()
+
+    def close(self) -> None:
+        db, self._kept = self._kept, None
+        if db is not None:
             db.close()
 
     def _sync(self, db: sqlite3.Connection, project: str | None) -> None:

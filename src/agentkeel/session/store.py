@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkeel.core.events import Event, event_data
+from agentkeel.core.events import Event, OpaqueEvent, event_data
 
 
 def keel_home(env: dict[str, str] | None = None) -> Path:
@@ -144,13 +144,7 @@ class SessionWriter:
     def __call__(self, event: Event) -> None:
         if not event.persist or self._fd < 0 or self.failure is not None:
             return
-        entry: dict[str, Any] = {
-            "uuid": event.uuid,
-            "parentUuid": self.last_uuid,
-            "sessionId": self.session_id,
-            **event_data(event),
-        }
-        data = _encode(entry) + b"\n"
+        data = _entry(event, self.last_uuid, self.session_id) + b"\n"
         if self._needs_newline:
             data = b"\n" + data
             self._needs_newline = False
@@ -171,6 +165,29 @@ class SessionWriter:
                 pass
             os.close(self._fd)
             self._fd = -1
+
+
+def _entry(event: Event, parent: str | None, session: str) -> bytes:
+    """The log line of an event: ``{"uuid", "parentUuid", "sessionId", **event_data(event)}`` encoded
+    by ``_encode``. A typed event is encoded straight from its Struct (no plain-data copy of it
+    first: a compaction's kept messages, a tool result's text), which writes ``"type"``, its uuid,
+    then the rest; the uuid moves to the front with the two fields the log adds, byte for byte the
+    line the plain-data way writes."""
+    import msgspec  # loaded with the events already
+
+    tag = event.__struct_config__.tag
+    if isinstance(tag, str) and event.__struct_config__.tag_field == "type" and not isinstance(event, OpaqueEvent):
+        try:
+            body = msgspec.json.encode(event)
+        except (TypeError, ValueError, OverflowError):
+            body = b""  # the plain-data way encodes it (or raises) as it did
+        encode = msgspec.json.encode
+        kind = b'"type":' + encode(tag) + b","
+        head = b"{" + kind + b'"uuid":' + encode(event.uuid) + b","
+        if body.startswith(head):
+            front = encode({"uuid": event.uuid, "parentUuid": parent, "sessionId": session})
+            return front[:-1] + b"," + kind + body[len(head) :]
+    return _encode({"uuid": event.uuid, "parentUuid": parent, "sessionId": session, **event_data(event)})
 
 
 def _encode(entry: dict[str, Any]) -> bytes:

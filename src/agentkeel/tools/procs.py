@@ -175,10 +175,34 @@ def sweep_steps(tag: str, groups: Iterable[int], *, prefix: bool, grace: float) 
             return
 
 
+def _read_until_eof(fd: int) -> bytes:
+    """All keel writes to the pipe, once it closes its end. Woken by that hang-up, not by each line
+    (a line per Bash call: a wake-up of this process each time, on the machine keel runs on); what is
+    in the pipe is collected once a second, long before 64 kB of lines could fill it."""
+    import select  # a module of the interpreter's own, as os is
+
+    os.set_blocking(fd, False)
+    poller = select.poll()
+    poller.register(fd, 0)  # no event asked for: a hang-up (and an error) is always reported
+    chunks: list[bytes] = []
+    while True:
+        poller.poll(1000)
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                break  # nothing more for now, and keel's end is still open
+            except OSError:
+                return b"".join(chunks)
+            if not data:
+                return b"".join(chunks)  # EOF: every writer closed
+            chunks.append(data)
+
+
 def watchdog(session: str) -> None:
     """Wait for EOF on stdin, then sweep the session. No signal handlers: the watchdog runs in a process
     group of its own, so a Ctrl-C or a hang-up at keel's terminal does not reach it."""
-    data = sys.stdin.buffer.read()  # returns at EOF: keel has exited or was killed
+    data = _read_until_eof(sys.stdin.fileno())  # keel has exited or was killed
     groups: set[int] = set()
     for line in data.split(b"\n"):
         sign, number = line[:1], line[1:]

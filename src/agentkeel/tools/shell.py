@@ -122,22 +122,49 @@ class ShellState:
         self.sandboxes: set[Sandbox] = set()  # the sandboxes its shells ran in (their mount points go last)
         self._next = 1
         self._calls = 0
+        # the files foreground shells report their final directory in: one per call in flight, reused
+        # (the shell truncates it), so a call creates and removes no file; removed at the session's end
+        self._cwd_files: list[Path] = []
+        self._cwd_free: list[Path] = []
 
     def new_id(self) -> str:
         sid = f"bash_{self._next}"
         self._next += 1
         return sid
 
+    def cwd_file(self, sandbox: Sandbox | None) -> Path:
+        """A file for a shell to report its final directory in (``spawn``); give it back with ``cwd_done``."""
+        if sandbox is not None:  # the sandbox's own temp dir, a file per call
+            fd, name = tempfile.mkstemp(prefix="keel-cwd-", dir=sandbox.tmpdir)
+            os.close(fd)
+            return Path(name)
+        if self._cwd_free:
+            return self._cwd_free.pop()
+        fd, name = tempfile.mkstemp(prefix="keel-cwd-")
+        os.close(fd)
+        self._cwd_files.append(Path(name))
+        return self._cwd_files[-1]
+
+    def cwd_done(self, path: Path) -> None:
+        if path in self._cwd_files:
+            self._cwd_free.append(path)
+        else:
+            path.unlink(missing_ok=True)
+
     async def spawn(
         self, ctx: ToolContext, command: str, cwd_file: Path | None, sandbox: Sandbox | None = None
     ) -> ShellRun:
-        """Start ``command``; with ``cwd_file``, the shell writes its final directory there. With
-        ``sandbox``, it runs inside it (``agentkeel.sandbox``)."""
+        """Start ``command``; with ``cwd_file``, the shell writes the call's number and its final
+        directory there (``read_cwd``). With ``sandbox``, it runs inside it (``agentkeel.sandbox``)."""
         self.watchdog.ensure()  # before the first shell: keel may die while it starts
         self._calls += 1
         cwd = shell_cwd(ctx)
-        # inside the trap's single quotes: the path double-quoted (a temp dir may hold a blank)
-        on_exit = "" if cwd_file is None else f"pwd -P >| {_dquote(str(cwd_file))} 2>/dev/null"
+        # inside the trap's single quotes: the path double-quoted (a temp dir may hold a blank). The
+        # number tells this call's report from an earlier call's left in a reused file (a shell killed
+        # before its trap ran writes nothing).
+        on_exit = (
+            "" if cwd_file is None else f"{{ echo {self._calls}; pwd -P; }} >| {_dquote(str(cwd_file))} 2>/dev/null"
+        )
         script = command if cwd_file is None else f"trap '{on_exit}' EXIT\n{command}"
         argv, env = [_shell(), "-c", script], shell_env(ctx)
         if sandbox is None:
@@ -195,11 +222,22 @@ class ShellState:
                 self.done(run)
         for sandbox in self.sandboxes:
             sandbox.release()  # nothing runs in it any more: the empty mount points it made can go
+        for path in self._cwd_files:
+            path.unlink(missing_ok=True)
+        self._cwd_files.clear()
+        self._cwd_free.clear()
         self.watchdog.close()
 
 
+_SHELLS: dict[str | None, str] = {}  # PATH -> the shell found on it
+
+
 def _shell() -> str:
-    return shutil.which("bash") or "/bin/sh"
+    path = os.environ.get("PATH")
+    found = _SHELLS.get(path)
+    if found is None or not os.access(found, os.X_OK):  # gone since: look again
+        found = _SHELLS[path] = shutil.which("bash") or "/bin/sh"
+    return found
 
 
 def shell_cwd(ctx: ToolContext) -> Path:
@@ -234,14 +272,15 @@ def _dquote(s: str) -> str:
     return '"' + re.sub(r'([\\"$`])', r"\\\1", s) + '"'
 
 
-def _update_cwd(ctx: ToolContext, cwd_file: Path) -> None:
+def _update_cwd(ctx: ToolContext, state: ShellState, run: ShellRun, cwd_file: Path) -> None:
     try:
-        text = cwd_file.read_text().strip()
+        call, _, text = cwd_file.read_text().partition("\n")
     except OSError:
         return
     finally:
-        cwd_file.unlink(missing_ok=True)
-    if not text or not Path(text).is_dir():
+        state.cwd_done(cwd_file)
+    text = text.strip()
+    if call != run.tag.rpartition(":")[2] or not text or not Path(text).is_dir():  # not this call's report
         return
     workdir = ctx.services.get(Workdir)
     before = workdir.path or ctx.cwd
@@ -263,13 +302,11 @@ async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
             f"Command running in background with ID: {sid}. Read its output with BashOutput.",
             metadata={"command": args.command, "background_id": sid, "sandboxed": sandbox is not None},
         )
-    fd, name = tempfile.mkstemp(prefix="keel-cwd-", dir=sandbox.tmpdir if sandbox is not None else None)
-    os.close(fd)
-    cwd_file = Path(name)
+    cwd_file = state.cwd_file(sandbox)
     try:
         run = await state.spawn(ctx, args.command, cwd_file, sandbox)
     except BaseException:
-        cwd_file.unlink(missing_ok=True)
+        state.cwd_done(cwd_file)
         raise
     timeout_ms = args.timeout or DEFAULT_TIMEOUT_MS
     started = time.monotonic()
@@ -280,7 +317,7 @@ async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         timed_out = True
         await state.kill(run)
     except asyncio.CancelledError:
-        cwd_file.unlink(missing_ok=True)
+        state.cwd_done(cwd_file)
         await asyncio.shield(state.kill(run))
         raise
     moved: BackgroundShell | None = None
@@ -288,7 +325,7 @@ async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         state.done(run)
     else:  # the shell exited, what it started in the background did not: hand that to the model
         moved = state.background(run, args.command)
-    _update_cwd(ctx, cwd_file)
+    _update_cwd(ctx, state, run, cwd_file)
     output = run.capture.text()
     if moved is not None:
         moved.delivered = len(output)

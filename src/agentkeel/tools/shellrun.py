@@ -188,6 +188,7 @@ class Watchdog:
         self._fd: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._tried = False
+        self._later: list[bytes] = []  # unregistrations, sent with the next registration
         self._release: weakref.finalize[[int, subprocess.Popen[bytes]], Watchdog] | None = None
 
     def ensure(self) -> None:
@@ -219,10 +220,14 @@ class Watchdog:
         return self._fd is not None and self._proc is not None and self._proc.poll() is None
 
     def register(self, pgid: int) -> None:
-        self._send(b"+%d\n" % pgid)
+        later, self._later = self._later, []
+        self._send(b"".join(later) + b"+%d\n" % pgid)
 
     def unregister(self, pgid: int) -> None:
-        self._send(b"-%d\n" % pgid)
+        # Not urgent, so it waits for the next registration (one write, one wake-up of the watchdog
+        # per call): a group the watchdog still counts is signalled only while a process tagged with
+        # the session is in it (``procs.sweep_steps``), so an ended group whose number was reused is safe.
+        self._later.append(b"-%d\n" % pgid)
 
     def _send(self, line: bytes) -> None:
         if self._fd is None:

@@ -363,14 +363,13 @@ class HooksExtension:
         child = self._allowed.pop(call.id, None)  # a child agent's call: its ToolStarted is on its own bus
         if started is None and child is not None and CHILD.get() is not None:
             started = child
-        if started is not None:  # it ran (a denied call has no ToolStarted)
+        event = "PostToolUseFailure" if output.is_error else "PostToolUse"
+        if started is not None and self.d.has(event):  # it ran (a denied call has no ToolStarted), and a hook waits
             fields: dict[str, Any] = {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}
             duration = int((time.monotonic() - started) * 1000)
             if output.is_error:
-                event = "PostToolUseFailure"
                 fields.update(error=output.text(), is_interrupt=False, duration_ms=duration)
             else:
-                event = "PostToolUse"
                 fields.update(tool_response=tool_response(call.name, call.input, output), duration_ms=duration)
             fields["tool_metadata"] = tool_metadata(output)  # keel's addition: the tool's own facts
             result = await self.d.fire(event, fields, match=call.name, call=call, cwd=call.cwd)

@@ -7,6 +7,8 @@ run (or, resumed, end it again at every prompt).
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from msgspec.structs import replace as dc_replace
 
 from agentkeel.core.events import EventBus
@@ -26,6 +28,46 @@ from agentkeel.extensions.reliability.state import ReliabilityState, notice
 
 EMPTY_PLACEHOLDER = "[empty message]"
 _THINKING = (ThinkingBlock, RedactedThinkingBlock)
+_content = attrgetter("content")
+
+
+class Seen:
+    """The leading messages a request shares with what a check saw before, so that it walks only
+    what is new: a request repeats the last one's messages and adds a few.
+
+    Shared means equal, block for block, to a copy taken when they were checked (compared in C:
+    the same objects answer at once), so a message whose content list was changed in place since
+    is not shared and is checked again. A compaction or pruning that rewrote the front shares
+    nothing: everything is checked, once.
+    """
+
+    __slots__ = ("_contents", "_messages")
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._contents: list[list[ContentBlock]] = []
+
+    def shared(self, messages: list[Message]) -> int:
+        """How many leading messages of ``messages`` are the ones remembered, unchanged."""
+        k = len(self._messages)
+        if not k or len(messages) < k:
+            return 0
+        head = messages[:k]
+        return k if head == self._messages and list(map(_content, head)) == self._contents else 0
+
+    def keep(self, messages: list[Message], shared: int, upto: int) -> None:
+        """Remember ``messages[:upto]`` (the first ``shared`` of them already are)."""
+        shared = min(shared, upto)
+        if shared == len(self._messages):  # the usual case: what was remembered, and what came since
+            self._messages += messages[shared:upto]
+            self._contents += [list(m.content) for m in messages[shared:upto]]
+            return
+        self._messages = messages[:upto]
+        self._contents = self._contents[:shared] + [list(m.content) for m in messages[shared:upto]]
+
+
+def _has_thinking(msg: Message) -> bool:
+    return msg.role == "assistant" and any(isinstance(b, _THINKING) for b in msg.content)
 
 
 # --- thinking blocks ---------------------------------------------------------------------
@@ -75,10 +117,20 @@ def thinking_validator(bus: EventBus, state: ReliabilityState) -> Extension:
     thinking off (or after the provider refused them) carries none; a tool loop whose assistant
     turn has no thinking block continues with thinking off for that request."""
 
+    seen = Seen()  # leading messages known to hold no thinking block
+
     async def before_request(request: ModelRequest) -> ModelRequest:
-        messages, moved = order_thinking(request.messages)
+        known = seen.shared(request.messages)
+        clean = known + next(
+            (i for i, m in enumerate(request.messages[known:]) if _has_thinking(m)), len(request.messages) - known
+        )
+        seen.keep(request.messages, known, clean)
+        if clean == len(request.messages):  # no thinking block anywhere: nothing to move or leave out
+            messages, moved = request.messages, 0
+        else:
+            messages, moved = order_thinking(request.messages)
         if request.thinking_budget is None or state.strip_thinking:
-            messages, removed = strip_thinking(messages)
+            messages, removed = strip_thinking(messages) if clean < len(messages) else (messages, 0)
             if removed and state.strip_thinking:
                 notice(bus, "thinking-block-validator", f"{removed} thinking block(s) left out of the request")
             return dc_replace(request, messages=messages) if (moved or removed) else request
@@ -126,10 +178,18 @@ def empty_sanitizer(bus: EventBus, state: ReliabilityState) -> Extension:
     tool call, or a hand-edited transcript. Fix: empty text blocks are left out of the request; a
     message left with nothing says ``[empty message]``."""
 
+    seen = Seen()  # leading messages known to need no fix (as any message but the last)
+
     async def before_request(request: ModelRequest) -> ModelRequest:
-        messages, fixed = sanitize_empty(request.messages)
+        known = min(seen.shared(request.messages), max(len(request.messages) - 1, 0))  # the last: its own rule
+        tail, fixed = sanitize_empty(request.messages[known:])  # the tail's last is the request's last
+        clean = known + next(
+            (i for i, (a, b) in enumerate(zip(tail, request.messages[known:], strict=True)) if a is not b), len(tail)
+        )
+        seen.keep(request.messages, known, min(clean, max(len(request.messages) - 1, 0)))
         if not fixed:
             return request
+        messages = request.messages[:known] + tail
         notice(bus, "empty-message-sanitizer", f"{fixed} empty content block(s) fixed in the request")
         return dc_replace(request, messages=messages)
 
@@ -139,13 +199,17 @@ def empty_sanitizer(bus: EventBus, state: ReliabilityState) -> Extension:
 # --- tool pairing ------------------------------------------------------------------------
 
 
-def paired(messages: list[Message]) -> bool:
+def paired(messages: list[Message], start: int = 0) -> bool:
     """Roles alternate from a user message, no message is empty, and each assistant message's
-    tool_uses are answered, each exactly once, by the results of the next message (and only there)."""
+    tool_uses are answered, each exactly once, by the results of the next message (and only there).
+
+    ``start``: ``messages[:start]`` are known to be paired (every tool_use answered); only the
+    rest is walked."""
     if not messages or messages[0].role != "user":
         return False
     wanted: list[str] = []
-    for i, msg in enumerate(messages):
+    for i in range(start, len(messages)):
+        msg = messages[i]
         if not msg.content or (i and msg.role == messages[i - 1].role):
             return False
         if msg.role == "assistant":
@@ -167,9 +231,14 @@ def pairing_validator(bus: EventBus, state: ReliabilityState) -> Extension:
     pairing again. Fix: it runs after them and re-pairs the request: a dangling tool_use gets a
     "result missing" error result, an orphan tool_result is dropped, roles alternate."""
 
+    seen = Seen()  # leading messages known to be paired
+
     async def before_request(request: ModelRequest) -> ModelRequest:
-        if paired(request.messages):
-            return request  # the usual case, checked in one pass without building anything
+        known = seen.shared(request.messages)
+        if paired(request.messages, known):
+            seen.keep(request.messages, known, len(request.messages))
+            return request  # the usual case, checked in one pass over what is new, without building anything
+        seen.keep(request.messages, 0, 0)
         view = repair_messages(list(request.messages))
         if not view.repairs and view.messages == request.messages:
             return request
