@@ -335,7 +335,8 @@ class PostgresStore(StoreBase):
         one held by 2,000 does. An entry's score sums the postings read: a posting cut off is
         one of a common word's weakest, so the top of the ranking is that of every posting (the
         100k bench measures how close). The ``rescore`` best are then filtered; should that
-        leave fewer than ``limit`` while a list was cut short, every posting is scored."""
+        leave fewer than ``limit`` while a list was cut short, every posting is scored. Equal
+        scores (to float4: FTS5 sums in another order, a last-bit difference) rank by entry, as on SQLite."""
         where, params = self._where(filters)
         own, ctx, when = (float(w) for w in self.tuning.fields)
         tf = "p.own * %s::float8 + CASE WHEN q.narrow THEN 0 ELSE p.ctx * %s::float8 END + p.whn * %s::float8"
@@ -350,7 +351,7 @@ class PostgresStore(StoreBase):
             f" WHERE p.term = q.term AND {matched}{in_project} ORDER BY p.imp DESC LIMIT %s) p"
             " GROUP BY p.rid ORDER BY score DESC LIMIT %s)"
             f" SELECT c.rid, c.score FROM c JOIN keel_events e ON e.rid = c.rid WHERE {where}"
-            " ORDER BY c.score DESC, c.rid LIMIT %s",
+            " ORDER BY c.score::float4 DESC, c.rid LIMIT %s",
             [
                 *weights,
                 terms,
@@ -365,9 +366,9 @@ class PostgresStore(StoreBase):
         ).fetchall()
         if len(rows) < limit and truncated:
             rows = self._db.execute(
-                f"SELECT p.rid, {score} AS score FROM {q} JOIN keel_terms p ON p.term = q.term AND {matched}"
-                f" JOIN keel_events e ON e.rid = p.rid WHERE {where}"
-                " GROUP BY p.rid ORDER BY score DESC, p.rid LIMIT %s",
+                f"SELECT rid, score FROM (SELECT p.rid, {score} AS score FROM {q} JOIN keel_terms p"
+                f" ON p.term = q.term AND {matched} JOIN keel_events e ON e.rid = p.rid WHERE {where} GROUP BY p.rid) x"
+                " ORDER BY score::float4 DESC, rid LIMIT %s",
                 [*weights, terms, idf, narrow, *params, limit],
             ).fetchall()
         return list(rows)
