@@ -5,8 +5,8 @@
 Both stores get the records of ``bench/locomo_bench.py`` (no embedder: the lexical list only);
 each category 1-4 question's lexical list (``_lexical``, the 100 candidates a search fuses) is
 read from SQLite and from PostgreSQL. Reported: the mean overlap of the two lists' top 100 and
-top 10, how many questions have the same top 10 in the same order, and each list's own
-recall_any@5/@10 (the evidence among its first 5/10).
+top 10, how many questions have the same top 10 in the same order and the same whole list,
+and each list's own recall_any@5/@10 (the evidence among its first 5/10).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def main() -> None:
         "overlap@100": overlap(100),
         "overlap@10": overlap(10),
         "same_top10_order": sum(x[:10] == y[:10] for x, y in zip(a, b, strict=True)),
+        "same_list": sum(x == y for x, y in zip(a, b, strict=True)),
         "sqlite_lexical_recall@5/@10": [recall(a, questions, 5), recall(a, questions, 10)],
         "postgres_lexical_recall@5/@10": [recall(b, questions, 5), recall(b, questions, 10)],
     }
