@@ -95,35 +95,42 @@ def records(n: int, seed: int = 7) -> list[dict[str, object]]:
     return out
 
 
-def run(backend: str, size: int, tmp: Path, n_queries: int = 200, analyze: bool = False) -> dict[str, object]:
+def run(
+    backend: str, size: int, tmp: Path, n_queries: int = 200, analyze: bool = False, keep: Path | None = None
+) -> dict[str, object]:
+    """One backend at one size; with ``keep`` (PostgreSQL), the server's data directory there is
+    kept, and a store already holding ``size`` entries is searched without being built again."""
     server = None
     if backend == "postgres":
         import pgserver  # type: ignore[import-untyped]
 
-        server = pgserver.get_server(tmp / f"pg{size}", cleanup_mode="stop")
+        (keep or tmp).mkdir(parents=True, exist_ok=True)
+        server = pgserver.get_server((keep or tmp) / f"pg{size}", cleanup_mode="stop")
         target = server.get_uri()
     else:
         target = str(tmp / f"scale{size}.db")
     store = open_store(target, embedder="none")
-    data = records(size)
-    started = time.perf_counter()
-    for i in range(0, size, 500):
-        store.add_many(data[i : i + 500])
-    ingest = time.perf_counter() - started
+    ingest: float | None = None
+    if store.stats()["entries"] != size:
+        data = records(size)
+        started = time.perf_counter()
+        for i in range(0, size, 500):
+            store.add_many(data[i : i + 500])
+        ingest = time.perf_counter() - started
     if analyze and backend == "postgres":  # what autovacuum does on a live server, done now
         store._db.execute("ANALYZE")  # type: ignore[attr-defined]
         store._db.commit()  # type: ignore[attr-defined]
     rng = random.Random(1)
     queries = rng.sample(QUESTIONS, n_queries)
     latencies = []
-    server = _server_cpu(store)
-    cpu0, server0 = time.process_time(), server()
+    server_cpu_ms = _server_cpu(store)
+    cpu0, server0 = time.process_time(), server_cpu_ms()
     for i, query in enumerate(queries):
         filters = {"project": f"proj{i % 5}"} if i % 2 else {}
         t0 = time.perf_counter()
         store.search(query, k=10, **filters)
         latencies.append((time.perf_counter() - t0) * 1000)
-    client_cpu, server_cpu = (time.process_time() - cpu0) * 1000 / n_queries, (server() - server0) / n_queries
+    client_cpu, server_cpu = (time.process_time() - cpu0) * 1000 / n_queries, (server_cpu_ms() - server0) / n_queries
     store.close()
     if server is not None:
         server.cleanup()
@@ -131,7 +138,7 @@ def run(backend: str, size: int, tmp: Path, n_queries: int = 200, analyze: bool 
     return {
         "backend": backend,
         "records": size,
-        "ingest_records_per_s": round(size / ingest),
+        "ingest_records_per_s": round(size / ingest) if ingest else "(store reused)",
         "search_ms_p50": round(statistics.median(latencies), 2),
         "search_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
         "cpu_ms_per_search": {"client": round(client_cpu, 2), "server": round(server_cpu, 2)},
@@ -162,13 +169,16 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--analyze", action="store_true", help="PostgreSQL: ANALYZE after the ingest")
+    parser.add_argument("--keep", help="PostgreSQL: keep the server's data under this directory and reuse it")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "memory_scale.json"))
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in args.backends.split(","):
             for size in (int(s) for s in args.sizes.split(",")):
-                result = run(backend, size, Path(tmp), args.queries, args.analyze)
+                result = run(
+                    backend, size, Path(tmp), args.queries, args.analyze, Path(args.keep) if args.keep else None
+                )
                 print(json.dumps(result))
                 results.append(result)
     out = Path(args.out)

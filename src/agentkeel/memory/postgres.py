@@ -1,14 +1,15 @@
 """The team memory store: PostgreSQL with full-text search and pgvector, same Protocol as SQLite.
 
-Lexical search is BM25 computed the way SQLite's FTS5 computes it (idf, k1 = 1.2, b = 0.75,
-the per-field weights of ``Tuning.fields`` on the term frequencies), over a postings table
-(``keel_terms``: term, entry, its count in the own text, the session context and the date
-words, the entry's length) and each term's entry count (``keel_df``), both derived from a
-weighted ``tsvector`` (own text A, date words B, session context C).
-``ts_rank`` has no idf, and scoring every match of an OR-query made a 100k-entry search take
-half a second; with postings, terms found in more than half of the entries (idf 0 under
-BM25) are left out as SQLite leaves them out, and only the postings of the others are read.
-The entry count and token total BM25 needs are kept in ``keel_meta``.
+Lexical search ranks as SQLite's does: BM25 computed the way FTS5 computes it (idf, k1 = 1.2,
+b = 0.75, the per-field weights of ``Tuning.fields`` on the term frequencies) over the same
+words, cut by FTS5's own tokenizer (``pg_terms``), with the same rules for common words
+(``_lexical``). The words are kept in a postings table (``keel_terms``: term, entry, its count
+in the own text, the session context and the date words, the entry's length) with each term's
+entry count (``keel_df``: anywhere, and in the own text or date words). ``ts_rank`` has no
+idf, and scoring every match of an OR-query made a 100k-entry search take half a second; with
+postings, terms found in more than half of the entries (idf 0 under BM25) are left out as
+SQLite leaves them out, and only the postings of the others are read. The entry count and
+token total BM25 needs are kept in ``keel_meta``.
 
 Vectors live in pgvector columns with HNSW indexes (cosine); a filtered search (one project,
 one session...) scans its entries exactly, since HNSW would find the nearest entries of the
@@ -26,6 +27,7 @@ from typing import Any
 
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Record
+from agentkeel.memory.pg_terms import impact, tokenizer
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.retrieval import TUNING
 from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
@@ -40,20 +42,11 @@ POSTGRES = Dialect(
     list_param=True,
     contains="strpos(e.files, %s) > 0",
 )
-_TSV = (
-    "setweight(to_tsvector('english', coalesce(s.text, '')), 'A') || "
-    "setweight(to_tsvector('simple', coalesce(s.whn, '')), 'B') || "
-    "setweight(to_tsvector('english', coalesce(s.ctx, '')), 'C')"
-)
-
-
-POSTINGS_VERSION = "2"  # 2: postings carry their entry's project and their impact (the BM25 term factor)
+# 2: postings carry their entry's project and their impact (the BM25 term factor);
+# 3: FTS5's words (``pg_terms``) instead of a tsvector's, and each term's count outside the context
+POSTINGS_VERSION = "3"
 IMPACT_DEPTH = 2000  # postings read per query term, best impact first
 RESCORE = 400  # best candidates given to the filters
-_IMPACT = (
-    "({a}.own * {own} + {a}.ctx * {ctx} + {a}.whn * {whn}) / ({a}.own * {own} + {a}.ctx * {ctx} + {a}.whn * {whn}"
-    " + 1.2 * (0.25 + 0.75 * s.len / {avgdl}))"
-)
 
 
 def rank_weights(fields: tuple[float, float, float]) -> str:
@@ -106,9 +99,8 @@ class PostgresStore(StoreBase):
                 CREATE INDEX IF NOT EXISTS keel_events_type_ts ON keel_events(type, ts);
                 CREATE TABLE IF NOT EXISTS keel_search (
                     rid BIGINT PRIMARY KEY REFERENCES keel_events(rid) ON DELETE CASCADE,
-                    text TEXT, ctx TEXT, whn TEXT, tsv TSVECTOR
+                    text TEXT, ctx TEXT, whn TEXT
                 );
-                CREATE INDEX IF NOT EXISTS keel_search_tsv ON keel_search USING GIN (tsv);
                 ALTER TABLE keel_search ADD COLUMN IF NOT EXISTS len INTEGER NOT NULL DEFAULT 0;
                 CREATE TABLE IF NOT EXISTS keel_terms (
                     term TEXT NOT NULL, rid BIGINT NOT NULL,
@@ -118,6 +110,7 @@ class PostgresStore(StoreBase):
                 );
                 CREATE INDEX IF NOT EXISTS keel_terms_rid ON keel_terms(rid);
                 CREATE TABLE IF NOT EXISTS keel_df (term TEXT PRIMARY KEY, df BIGINT NOT NULL);
+                ALTER TABLE keel_df ADD COLUMN IF NOT EXISTS dfo BIGINT NOT NULL DEFAULT 0;
                 CREATE TABLE IF NOT EXISTS keel_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 """
             )
@@ -172,9 +165,8 @@ class PostgresStore(StoreBase):
                 assert row is not None
                 rids.append(int(row[0]))
             cur.executemany(
-                "INSERT INTO keel_search(rid, text, ctx, whn, tsv) VALUES (%s, %s, '', %s,"
-                " setweight(to_tsvector('english', %s), 'A') || setweight(to_tsvector('simple', %s), 'B'))",
-                [(rid, r.text, when, r.text, when) for rid, (r, when, _) in zip(rids, prepared, strict=True)],
+                "INSERT INTO keel_search(rid, text, ctx, whn) VALUES (%s, %s, '', %s)",
+                [(rid, r.text, when) for rid, (r, when, _) in zip(rids, prepared, strict=True)],
             )
             # an entry of a session gets its postings with its context, just after (``_set_contexts``)
             _index_terms(cur, [rid for rid, (r, _, _) in zip(rids, prepared, strict=True) if not r.session])
@@ -232,7 +224,6 @@ class PostgresStore(StoreBase):
         rids = [rid for rid, _, _ in contexts]
         with self._db.cursor() as cur:
             cur.executemany("UPDATE keel_search SET ctx = %s WHERE rid = %s", [(c, rid) for rid, c, _ in contexts])
-            cur.execute(f"UPDATE keel_search s SET tsv = {_TSV} WHERE s.rid = ANY(%s)", (rids,))
             _index_terms(cur, rids)
             vectors = [(_vec(v), rid) for rid, _, v in contexts if v is not None]
             if vectors:
@@ -273,75 +264,101 @@ class PostgresStore(StoreBase):
         self._db.rollback()
 
     def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
-        """BM25 as FTS5 computes it (see the module doc), over the postings of the query's terms.
-
-        ``Tuning.common`` (SQLite matches a common word outside the session context only) is not
-        applied: each word's postings are read in an impact order that counts the context, and
-        that cut already bounds what a common word costs here."""
-        words = " ".join(terms)
-        if not words.strip():
+        """BM25 as FTS5 computes it (see the module doc), over the postings of the query's terms,
+        with SQLite's rules (``SQLiteStore._lexical``): a term in more than half of the entries
+        is left out while the others find ``limit`` entries; a term in more than
+        ``Tuning.common`` of them is matched in an entry's own text and date words only (its
+        context weight is 0 and its idf is that of its entries outside the context), and what
+        the query's words match in the session context alone comes after, to fill the list.
+        A word FTS5 reads as several tokens (``foo_bar``) makes the query a plain one, as on
+        SQLite. Postings are still read in an impact order that counts the context (``_bm25``)."""
+        split = tokenizer().stems(terms)
+        flat = [t for tokens in split for t in tokens]  # a repeated stem counts twice, as in FTS5's OR-query
+        if not flat:
             return []
         with self._lock:
+            if (filters.types or filters.session) and not self._fetch_one_live(filters):
+                self._db.rollback()
+                return []
             stats = self._db.execute(
-                "WITH q AS (SELECT DISTINCT lexeme FROM"
-                " unnest(to_tsvector('english', %s) || to_tsvector('simple', %s)))"
-                " SELECT q.lexeme, d.df FROM q JOIN keel_df d ON d.term = q.lexeme",
-                (words, words),
+                "SELECT term, df, dfo FROM keel_df WHERE term = ANY(%s) AND df > 0", (sorted(set(flat)),)
             ).fetchall()
             docs, tokens = self._totals()
-            df = {str(term): int(n) for term, n in stats if n}
-            if not df or not docs:
+            held = {str(t): (int(df), int(dfo)) for t, df, dfo in stats}
+            every = [(t, *held[t]) for t in flat if t in held]
+            if not every or not docs:
                 self._db.rollback()
                 return []
             avgdl = max(tokens / docs, 1e-9)
-            informative = {t: n for t, n in df.items() if n * 2 <= docs}
+            plain = any(len(tokens) != 1 for tokens in split)
+            common = float("inf") if plain else self.tuning.common * docs
+
+            def bm25(chosen: list[tuple[str, int, int]], rule: bool) -> list[tuple[Any, ...]]:
+                narrow = [rule and df > common for _, df, _ in chosen]
+                idf = [_idf(docs, dfo if n else df) for (_, df, dfo), n in zip(chosen, narrow, strict=True)]
+                deep = max(df for _, df, _ in chosen) > self.impact_depth
+                return self._bm25([t for t, _, _ in chosen], idf, narrow, filters, limit, avgdl, deep)
+
+            informative = every if plain else [x for x in every if x[1] * 2 <= docs]
             rows: list[tuple[Any, ...]] = []
-            for chosen in [informative, df] if informative and informative != df else [df]:
-                idf = [max(math.log((docs - n + 0.5) / (n + 0.5)), 1e-6) for n in chosen.values()]
-                rows = self._bm25(list(chosen), idf, filters, limit, avgdl, max(chosen.values()) > self.impact_depth)
+            for chosen in [informative, every] if informative and informative != every else [every]:
+                rows = bm25(chosen, True)
                 if len(rows) >= limit:
                     break
+            found = [int(r[0]) for r in rows]
+            if len(found) < limit and any(df > common for _, df, _ in every):  # then what matched in the context only
+                seen = set(found)
+                found += [r for r in (int(x[0]) for x in bm25(every, False)) if r not in seen][: limit - len(found)]
             self._db.rollback()
-        return [int(r[0]) for r in rows]
+        return found
+
+    def _fetch_one_live(self, filters: Filters) -> bool:
+        """Whether a live entry passes ``filters`` (a search no entry can pass reads no postings)."""
+        where, params = self._where(filters)
+        return self._db.execute(f"SELECT 1 FROM keel_events e WHERE {where} LIMIT 1", params).fetchone() is not None
 
     def _bm25(
-        self, terms: list[str], idf: list[float], filters: Filters, limit: int, avgdl: float, truncated: bool
+        self,
+        terms: list[str],
+        idf: list[float],
+        narrow: list[bool],
+        filters: Filters,
+        limit: int,
+        avgdl: float,
+        truncated: bool,
     ) -> list[tuple[Any, ...]]:
-        """The ``limit`` best entries by BM25. Each term's postings are read in impact order, and
-        only the first ``impact_depth`` of them (of the filter's project, when it names one), from
-        an index that holds their counts (no table access), so a term held by 50,000 entries
-        costs what one held by 2,000 does. An entry's score sums the postings read: a posting cut
-        off is one of a common word's weakest, so the top of the ranking is that of every posting
-        (the 100k bench measures how close). The ``rescore`` best are then filtered; should that
-        leave fewer than ``limit`` while a list was cut short, every posting is scored."""
+        """The ``limit`` best entries by BM25 (a ``narrow`` term counts outside the context only,
+        and an entry holding it only there is not matched by it). Each term's postings are read
+        in impact order (the default field weights, the context counted), and only the first
+        ``impact_depth`` of them (of the filter's project, when it names one), from an index
+        that holds their counts (no table access), so a term held by 50,000 entries costs what
+        one held by 2,000 does. An entry's score sums the postings read: a posting cut off is
+        one of a common word's weakest, so the top of the ranking is that of every posting (the
+        100k bench measures how close). The ``rescore`` best are then filtered; should that
+        leave fewer than ``limit`` while a list was cut short, every posting is scored. Equal
+        scores (to float4: FTS5 sums in another order, a last-bit difference) rank by entry, as on SQLite."""
         where, params = self._where(filters)
         own, ctx, when = (float(w) for w in self.tuning.fields)
-        exact = (
-            "SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + t.len * %s::float8))) AS score"
-            " FROM {source} JOIN keel_terms t ON {on}"
-            " CROSS JOIN LATERAL (SELECT t.own * %s::float8 + t.ctx * %s::float8 + t.whn * %s::float8 AS tf) w"
-            " JOIN keel_events e ON e.rid = t.rid"
-            f" WHERE {where} GROUP BY t.rid ORDER BY score DESC, t.rid LIMIT %s"
-        )
+        tf = "p.own * %s::float8 + CASE WHEN q.narrow THEN 0 ELSE p.ctx * %s::float8 END + p.whn * %s::float8"
+        score = f"SUM(q.idf * ({tf}) * 2.2 / (({tf}) + 1.2 * (0.25 + p.len * %s::float8)))"
+        weights = [own, ctx, when, own, ctx, when, 0.75 / avgdl]
+        matched = "(NOT q.narrow OR p.own + p.whn > 0)"
+        q = "unnest(%s::text[], %s::float8[], %s::bool[]) AS q(term, idf, narrow)"
         in_project = " AND p.project = %s" if filters.project is not None else ""
         rows = self._db.execute(
-            "WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)),"
-            " c AS (SELECT p.rid, SUM(q.idf * w.tf * 2.2 / (w.tf + 1.2 * (0.25 + p.len * %s::float8))) AS score"
-            " FROM q CROSS JOIN LATERAL (SELECT p.rid, p.own, p.ctx, p.whn, p.len FROM keel_terms p"
-            f" WHERE p.term = q.term{in_project} ORDER BY p.imp DESC LIMIT %s) p"
-            " CROSS JOIN LATERAL (SELECT p.own * %s::float8 + p.ctx * %s::float8 + p.whn * %s::float8 AS tf) w"
+            f"WITH c AS (SELECT p.rid, {score} AS score FROM {q} CROSS JOIN LATERAL"
+            " (SELECT p.rid, p.own, p.ctx, p.whn, p.len FROM keel_terms p"
+            f" WHERE p.term = q.term AND {matched}{in_project} ORDER BY p.imp DESC LIMIT %s) p"
             " GROUP BY p.rid ORDER BY score DESC LIMIT %s)"
             f" SELECT c.rid, c.score FROM c JOIN keel_events e ON e.rid = c.rid WHERE {where}"
-            " ORDER BY c.score DESC, c.rid LIMIT %s",
+            " ORDER BY c.score::float4 DESC, c.rid LIMIT %s",
             [
+                *weights,
                 terms,
                 idf,
-                0.75 / avgdl,
+                narrow,
                 *([filters.project] if in_project else []),
                 self.impact_depth,
-                own,
-                ctx,
-                when,
                 self.rescore,
                 *params,
                 limit,
@@ -349,9 +366,10 @@ class PostgresStore(StoreBase):
         ).fetchall()
         if len(rows) < limit and truncated:
             rows = self._db.execute(
-                "SELECT t.rid, "
-                + exact.format(source="unnest(%s::text[], %s::float8[]) AS q(term, idf)", on="t.term = q.term"),
-                [0.75 / avgdl, terms, idf, own, ctx, when, *params, limit],
+                f"SELECT rid, score FROM (SELECT p.rid, {score} AS score FROM {q} JOIN keel_terms p"
+                f" ON p.term = q.term AND {matched} JOIN keel_events e ON e.rid = p.rid WHERE {where} GROUP BY p.rid) x"
+                " ORDER BY score::float4 DESC, rid LIMIT %s",
+                [*weights, terms, idf, narrow, *params, limit],
             ).fetchall()
         return list(rows)
 
@@ -444,73 +462,82 @@ class PostgresStore(StoreBase):
         }
 
 
+def _idf(docs: int, n: int) -> float:
+    """FTS5's idf: log((N - n + 0.5) / (n + 0.5)), at least 1e-6."""
+    return max(math.log((docs - n + 0.5) / (n + 0.5)), 1e-6)
+
+
 def _index_terms(cur: Any, rids: list[int], gone: bool = False) -> None:
-    """Rewrite the postings of some entries from their tsvector (after an insert, a context
-    change, or before a forget), keeping the token total BM25's average length needs."""
+    """Rewrite the postings of some entries from their words (after an insert, a context change,
+    or before a forget), keeping the token total BM25's average length needs."""
     if not rids:
         return
     cur.execute("SELECT pg_advisory_xact_lock(727275)")  # one postings writer at a time: df rows never deadlock
     cur.execute("SELECT COALESCE(SUM(len), 0) FROM keel_search WHERE rid = ANY(%s)", (rids,))
     before = int(cur.fetchone()[0])
     cur.execute(
-        "UPDATE keel_df d SET df = d.df - o.n FROM (SELECT term, count(*) AS n FROM keel_terms"
-        " WHERE rid = ANY(%s) GROUP BY term) o WHERE d.term = o.term",
+        "UPDATE keel_df d SET df = d.df - o.n, dfo = d.dfo - o.o FROM (SELECT term, count(*) AS n,"
+        " count(*) FILTER (WHERE own + whn > 0) AS o FROM keel_terms WHERE rid = ANY(%s) GROUP BY term) o"
+        " WHERE d.term = o.term",
         (rids,),
     )
     cur.execute("DELETE FROM keel_terms WHERE rid = ANY(%s)", (rids,))
     after = 0
     if not gone:
         cur.execute(
-            "UPDATE keel_search s SET len = (SELECT COALESCE(SUM(cardinality(u.positions)), 0) FROM unnest(s.tsv) u)"
-            " WHERE s.rid = ANY(%s) RETURNING len",
+            "SELECT s.rid, coalesce(s.text, ''), coalesce(s.ctx, ''), coalesce(s.whn, ''), e.project"
+            " FROM keel_search s JOIN keel_events e ON e.rid = s.rid WHERE s.rid = ANY(%s)",
             (rids,),
         )
-        after = sum(int(r[0]) for r in cur.fetchall())
+        found = cur.fetchall()
+        lengths, postings = tokenizer().postings([(int(r[0]), r[1], r[2], r[3]) for r in found])
+        project = {int(r[0]): str(r[4]) for r in found}
+        after = sum(lengths.values())
         cur.execute(
-            "INSERT INTO keel_terms(term, rid, own, ctx, whn, len, project, imp)"
-            f" SELECT a.lexeme, s.rid, a.own, a.ctx, a.whn, s.len, e.project, {_impact(cur)}"
-            " FROM keel_search s JOIN keel_events e ON e.rid = s.rid CROSS JOIN LATERAL (SELECT u.lexeme,"
-            " cardinality(array_positions(u.weights, 'A')) AS own, cardinality(array_positions(u.weights, 'C')) AS ctx,"
-            " cardinality(array_positions(u.weights, 'B')) AS whn FROM unnest(s.tsv) u) a WHERE s.rid = ANY(%s)",
-            (rids,),
+            "UPDATE keel_search s SET len = v.len FROM unnest(%s::bigint[], %s::int[]) AS v(rid, len)"
+            " WHERE s.rid = v.rid",
+            (list(lengths), list(lengths.values())),
         )
+        avgdl = _avgdl(cur)
+        with cur.copy("COPY keel_terms(term, rid, own, ctx, whn, len, project, imp) FROM STDIN") as copy:
+            for term, rid, own, ctx, whn in postings:
+                imp = impact(own, ctx, whn, lengths[rid], TUNING.fields, avgdl)
+                copy.write_row((term, rid, own, ctx, whn, lengths[rid], project[rid], imp))
         cur.execute(
-            "INSERT INTO keel_df(term, df) SELECT term, count(*) FROM keel_terms WHERE rid = ANY(%s) GROUP BY term"
-            " ON CONFLICT (term) DO UPDATE SET df = keel_df.df + EXCLUDED.df",
+            "INSERT INTO keel_df(term, df, dfo) SELECT term, count(*), count(*) FILTER (WHERE own + whn > 0)"
+            " FROM keel_terms WHERE rid = ANY(%s) GROUP BY term"
+            " ON CONFLICT (term) DO UPDATE SET df = keel_df.df + EXCLUDED.df, dfo = keel_df.dfo + EXCLUDED.dfo",
             (rids,),
         )
     _bump(cur, "tokens", after - before)
 
 
-def _impact(cur: Any, counts: str = "a") -> str:
-    """The SQL of a posting's impact (over ``counts``: its field counts, ``s``: its entry), BM25's term
-    factor with the default field weights and the current average length: the order in which a
-    search reads a term's postings. Scores themselves are computed exactly (``_bm25``)."""
+def _avgdl(cur: Any) -> float:
+    """The entries' mean length in tokens (20 in an empty store): the impact order's, at the
+    time a posting is written (scores use the current one)."""
     cur.execute("SELECT key, value FROM keel_meta WHERE key IN ('docs', 'tokens')")
     found = {str(k): int(v) for k, v in cur.fetchall()}
     docs, tokens = found.get("docs", 0), found.get("tokens", 0)
-    own, ctx, whn = (float(w) for w in TUNING.fields)
-    avgdl = tokens / docs if docs and tokens > 0 else 20.0
-    return _IMPACT.format(a=counts, own=own, ctx=ctx, whn=whn, avgdl=f"{avgdl:.6g}::float8")
+    return tokens / docs if docs and tokens > 0 else 20.0
 
 
 def _migrate_postings(cur: Any, version: str | None) -> None:
-    """Bring the postings to ``POSTINGS_VERSION``: a store made before the postings table gets
-    them from its tsvectors; one with version 1 postings gets their project and impact."""
+    """Bring the postings to ``POSTINGS_VERSION``: every entry's words are indexed again from its
+    stored text, context and date words (a store made before the postings, or with a
+    tsvector's words), in batches, the impact indexes made once at the end."""
     cur.execute(
         "ALTER TABLE keel_terms ADD COLUMN IF NOT EXISTS project TEXT NOT NULL DEFAULT '',"
-        " ADD COLUMN IF NOT EXISTS imp REAL NOT NULL DEFAULT 0"
+        " ADD COLUMN IF NOT EXISTS imp REAL NOT NULL DEFAULT 0;"
+        " DROP INDEX IF EXISTS keel_terms_impact; DROP INDEX IF EXISTS keel_terms_project_impact;"
+        " DROP INDEX IF EXISTS keel_search_tsv; ALTER TABLE keel_search DROP COLUMN IF EXISTS tsv;"
+        " TRUNCATE keel_terms, keel_df; UPDATE keel_search SET len = 0 WHERE len <> 0;"
+        " DELETE FROM keel_meta WHERE key IN ('docs', 'tokens')"
     )
-    if version is None:
-        cur.execute("SELECT rid FROM keel_search")
-        held = [int(r[0]) for r in cur.fetchall()]
-        _index_terms(cur, held)
-        _bump(cur, "docs", len(held))
-    else:
-        cur.execute(
-            f"UPDATE keel_terms t SET project = e.project, imp = {_impact(cur, 't')}"
-            " FROM keel_events e, keel_search s WHERE e.rid = t.rid AND s.rid = t.rid"
-        )
+    cur.execute("SELECT rid FROM keel_search ORDER BY rid")
+    held = [int(r[0]) for r in cur.fetchall()]
+    _bump(cur, "docs", len(held))
+    for start in range(0, len(held), 2000):
+        _index_terms(cur, held[start : start + 2000])
     cur.execute(
         "CREATE INDEX IF NOT EXISTS keel_terms_impact ON keel_terms(term, imp DESC) INCLUDE (rid, own, ctx, whn, len);"
         " CREATE INDEX IF NOT EXISTS keel_terms_project_impact ON keel_terms(term, project, imp DESC)"

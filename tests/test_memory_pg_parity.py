@@ -1,0 +1,143 @@
+"""PostgreSQL ranks words as SQLite does: the same words (FTS5's tokenizer), the common-word rule
+(a word held by many entries counts in an entry's own text, not its session context), and the
+same lexical list for the same records; the term counts stay true through edits and forgets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentkeel.memory import open_store
+from agentkeel.memory.postgres import PostgresStore
+from agentkeel.memory.retrieval import query_terms
+from agentkeel.memory.sql import Filters
+from agentkeel.memory.sqlite import SQLiteStore
+from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
+
+
+def rec(rid: str, text: str, session: str, day: str = "2024-05-08", **kw: Any) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "type": "fact",
+        "project": "p",
+        "session": session,
+        "timestamp": f"{day}T10:00:00Z",
+        "text": text,
+        **kw,
+    }
+
+
+# The records of the SQLite test of the common-word rule (test_memory_latency): "zeta" is held by
+# 6 of 16 entries; x's neighbours say it sixteen times, y says it once in a long note.
+COMMON = (
+    [rec(f"n{i}", "zeta zeta zeta zeta", "s") for i in (1, 2)]
+    + [rec("x", "plain words", "s")]
+    + [rec(f"n{i}", "zeta zeta zeta zeta", "s") for i in (3, 4)]
+    + [rec("y", "a long note " + " ".join(f"word{i}" for i in range(60)) + " zeta", "t")]
+    + [rec(f"f{i}", f"filler {i}", f"u{i}") for i in range(10)]
+)
+
+# Words the two backends' own full-text configurations cut differently: stopwords PostgreSQL's
+# `english` drops ("more", "being", "through") count in FTS5; a month in the text and in the
+# date words is one term; "running" and "runs" share a stem; a repeated stem counts twice.
+TEXTS = [
+    "Caroline: I went to the support group again, more than once, through January",
+    "Melanie: running is being more fun than painting these days",
+    "Caroline: the adoption agency called about the interviews in January",
+    "Melanie: we went camping with the kids and roasted marshmallows by the lake",
+    "Caroline: I keep running every morning before work, it clears my head",
+    "Melanie: my pottery class is on Mondays and it runs through the summer",
+    "Caroline: the parade in June was the best day, so many people and so much colour",
+    "Melanie: I painted a lake sunrise last year and still love it",
+    "Caroline: transgender support group meeting tonight, nervous but excited",
+    "Melanie: the kids loved the museum trip, dinosaurs were the highlight",
+]
+QUERIES = [
+    "When did Caroline go to the support group?",
+    "What is Melanie running through?",
+    "What happened in January?",
+    "more than once, being through",
+    "running runs",
+    "Mondays lake sunrise",
+    "What did Melanie paint?",
+    "May 2024 Wednesday",
+    "foo_bar support",
+]
+
+
+def corpus() -> list[dict[str, Any]]:
+    out = []
+    for i in range(60):  # every text six times, in sessions of five, on different days
+        text = TEXTS[i % len(TEXTS)] + f" note {i}" * (i % 4)
+        out.append(rec(f"r{i}", text, f"s{i // 5}", day=f"2024-{1 + i % 12:02d}-{1 + i % 27:02d}"))
+    return out
+
+
+@pytest.fixture
+def pair(tmp_path: Path, pg_root: Path) -> Iterator[tuple[SQLiteStore, PostgresStore]]:  # noqa: F811
+    sqlite, postgres = SQLiteStore(tmp_path / "mem.db"), PostgresStore(postgres_dsn(pg_root))
+    yield sqlite, postgres
+    sqlite.close()
+    postgres.close()
+
+
+def lexical(store: SQLiteStore | PostgresStore, query: str, **filters: Any) -> list[str]:
+    ids = {int(r[0]): str(r[1]) for r in store._fetch(f"SELECT rid, id FROM {store.dialect.table}", ())}
+    return [ids[r] for r in store._lexical(query_terms(query), Filters.build(**filters), 100)]
+
+
+def test_a_common_word_does_not_score_through_the_session_context(pg_root: Path) -> None:  # noqa: F811
+    """On PostgreSQL as on SQLite: y, which says the common word once, ranks above x, whose
+    neighbours say it sixteen times (before: x came first here); a rare word still counts in
+    the session context."""
+    store = open_store(postgres_dsn(pg_root), embedder="none")
+    store.add_many(COMMON)
+    ids = [h.id for h in store.search("zeta", k=10)]
+    assert "y" in ids
+    assert "x" not in ids or ids.index("y") < ids.index("x")
+    store.add_many([rec("r1", "the quasar was bright", "v"), rec("r2", "yes indeed", "v")])
+    assert "r2" in [h.id for h in store.search("quasar", k=5)]
+    store.close()
+
+
+def test_the_same_records_give_the_same_lexical_list_on_both_backends(
+    pair: tuple[SQLiteStore, PostgresStore],
+) -> None:
+    sqlite, postgres = pair
+    for store in pair:
+        store.add_many(COMMON)
+        store.add_many(corpus())
+    assert lexical(postgres, "zeta") == lexical(sqlite, "zeta")
+    for query in QUERIES:
+        for filters in ({}, {"session": "s3"}, {"type": "lesson"}, {"project": "p"}):
+            assert lexical(postgres, query, **filters) == lexical(sqlite, query, **filters), (query, filters)
+    # an edited context and a forgotten entry change both alike
+    for store in pair:
+        store.forget(["r7", "r12", "n2"])
+        store.add_many([rec("late", "Melanie: the lake again, running in January", "s3", day="2024-03-09")])
+    for query in QUERIES:
+        assert lexical(postgres, query) == lexical(sqlite, query), query
+
+
+def test_term_counts_stay_true_through_edits_and_forgets(pg_root: Path) -> None:  # noqa: F811
+    store = PostgresStore(postgres_dsn(pg_root))
+    store.add_many(corpus())
+    store.add_many([rec("x1", "Caroline: another support group note", "s2"), rec("x2", "and a lake one", "s9")])
+    store.forget(["r3", "r4", "x1"])
+    wrong = store._fetch(
+        "SELECT count(*) FROM keel_df d FULL JOIN (SELECT term, count(*) AS n,"
+        " count(*) FILTER (WHERE own + whn > 0) AS o FROM keel_terms GROUP BY term) t ON t.term = d.term"
+        " WHERE coalesce(d.df, 0) <> coalesce(t.n, 0) OR coalesce(d.dfo, 0) <> coalesce(t.o, 0)",
+        (),
+    )
+    assert wrong == [(0,)]
+    totals = store._fetch(
+        "SELECT (SELECT value FROM keel_meta WHERE key = 'tokens')::bigint, (SELECT sum(len) FROM keel_search),"
+        " (SELECT value FROM keel_meta WHERE key = 'docs')::bigint, (SELECT count(*) FROM keel_search)",
+        (),
+    )
+    assert totals[0][0] == totals[0][1] and totals[0][2] == totals[0][3] == 59
+    store.close()
