@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from agentkeel.memory.postgres import POSTINGS_VERSION, PostgresStore
+from agentkeel.memory.retrieval import TUNING
 from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
@@ -61,6 +63,7 @@ def test_reading_each_terms_best_postings_ranks_like_reading_them_all(dsn: str) 
     cut.impact_depth, cut.rescore = 200, 150
     every = PostgresStore(dsn)
     every.impact_depth = every.rescore = 10**9
+    cut.tuning = every.tuning = replace(TUNING, rerank=0)  # the lexical ranking itself, not the reranker's
     held = [int(r[0]) for r in cut._fetch("SELECT df FROM keel_df", ())]
     assert sum(df > cut.impact_depth for df in held) >= 5  # the lists of the common words are cut short
     for query in QUERIES:
