@@ -74,8 +74,8 @@ _WINDOW = 8  # words: how close query words must sit to count as together
 
 
 def stem(word: str) -> str:
-    """A crude stem shared by query and entry: the first five letters of a longer word."""
-    return word[:5] if len(word) > 5 else word
+    """A crude stem shared by query and entry: its first five letters."""
+    return word[:5]
 
 
 def _words(text: str) -> list[str]:
@@ -104,9 +104,18 @@ def features(
     sizes = {name: max(1, len(lists.get(name, ()))) for name in LISTS}
     position = {rid: i for i, rid in enumerate(pool, start=1)}
     top = max((fused.get(rid, 0.0) for rid in pool), default=0.0) or 1.0
-    tokens = {rid: _words(texts.get(rid, "")) for rid in pool}
-    stems = {rid: [stem(w) for w in words] for rid, words in tokens.items()}
-    held = {rid: set(s) for rid, s in stems.items()}
+    wanted = set(terms)
+    parsed: dict[int, tuple[list[str], set[str]]] = {}
+
+    def words_of(rid: int) -> tuple[list[str], set[str]]:
+        """An entry's words and their stems (``stem(w)`` is ``w[:5]``), parsed once per search."""
+        got = parsed.get(rid)
+        if got is None:
+            words = _words(texts.get(rid, ""))
+            got = parsed[rid] = (words, {w[:5] for w in words})
+        return got
+
+    held = {rid: words_of(rid)[1] for rid in pool}
     df = {t: sum(t in held[rid] for rid in pool) for t in terms}
     idf = {t: math.log(1.0 + len(pool) / (1.0 + df[t])) for t in terms}
     idf_total = sum(idf.values()) or 1.0
@@ -122,7 +131,7 @@ def features(
         other = rid + step
         if not terms or other not in texts or sessions.get(other) != sessions.get(rid):
             return 0.0
-        have = {stem(w) for w in _words(texts[other])}
+        have = words_of(other)[1]
         return sum(idf[t] for t in terms if t in have) / idf_total
 
     mass: dict[tuple[str, str] | None, float] = {}
@@ -142,12 +151,13 @@ def features(
         row.append(len(matched) / len(terms) if terms else 0.0)
         row.append(sum(idf[t] for t in matched) / idf_total if terms else 0.0)
         row.append(1.0 if terms and len(matched) == len(terms) else 0.0)
-        row.append(_proximity(stems[rid], set(terms)) / len(terms) if len(terms) > 1 else 0.0)
-        words = set(tokens[rid])
+        tokens = parsed[rid][0]
+        row.append(_proximity(tokens, wanted) / len(terms) if len(terms) > 1 and len(matched) > 1 else 0.0)
+        words = set(tokens)
         row.append(len(capitalised & words) / len(capitalised) if capitalised else 0.0)
         row.append(len(numbers & words) / len(numbers) if numbers else 0.0)
         row.append(1.0 if asks_when and (_TIME_WORDS & words or any(w.isdigit() for w in words)) else 0.0)
-        row.append(math.log1p(len(tokens[rid])) / 5.0)
+        row.append(math.log1p(len(tokens)) / 5.0)
         row += [neighbour(rid, -1), neighbour(rid, 1)]
         row.append(1.0 if "?" in texts.get(rid, "") else 0.0)
         before, after = beside(rid, -1), beside(rid, 1)
@@ -165,10 +175,10 @@ def features(
     return rows
 
 
-def _proximity(stems: list[str], terms: set[str]) -> int:
+def _proximity(words: list[str], terms: set[str]) -> int:
     """The most distinct query terms found within any ``_WINDOW`` consecutive words (0 or >= 2)."""
     best = 0
-    hits = [(i, s) for i, s in enumerate(stems) if s in terms]
+    hits = [(i, w[:5]) for i, w in enumerate(words) if w[:5] in terms]
     for start, (i, _) in enumerate(hits):
         seen = {s for j, s in hits[start:] if j - i < _WINDOW}
         best = max(best, len(seen))

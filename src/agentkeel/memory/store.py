@@ -17,6 +17,9 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
    while step 1 reads the word index).
 3. Weighted reciprocal rank fusion of those lists, then optional recency decay and the
    filters (project, session, type, time, file).
+4. A learned reordering of the fused first ``Tuning.rerank`` entries (``memory.rerank``: a
+   linear model over the lists' ranks and the entries' own and session neighbours' words;
+   weights trained offline, no model call), before the recency decay; the same on both backends.
 
 The constants (``Tuning``: the fusion's k and list weights, the three lexical field weights)
 are chosen by cross-validation on LoCoMo dev conversations (``bench/locomo_cv.py``: tuned on
