@@ -31,34 +31,34 @@ LISTS = ("lexical", "vector", "context")
 # each feature's weight: trained on all five dev conversations, their turns with and without the
 # speaker label together (keel's own entries have none), pool 30, L2 1e-4: bench/locomo_rerank.py --mixed
 TRAINED = {
-    "lexical_rank": 0.7676,
-    "lexical_log_rank": 0.9002,
-    "vector_rank": 0.051,
-    "vector_log_rank": 0.8679,
-    "context_rank": 0.0609,
-    "context_log_rank": 0.2562,
-    "fused": 0.9492,
-    "fused_log_rank": 0.5115,
-    "coverage": 0.012,
-    "idf_coverage": 2.6076,
-    "all_terms": 0.0012,
-    "proximity": 0.0213,
-    "capitalised": -0.9195,
-    "numbers": 1.59,
-    "when_time": 2.5959,
-    "length": 4.5674,
-    "previous_fused": -0.6505,
-    "next_fused": 1.0796,
-    "question": -0.62,
-    "previous_coverage": -2.2034,
-    "previous_question_coverage": 4.8465,
-    "next_coverage": -0.793,
-    "second_previous_coverage": 1.0881,
-    "previous_vector_rank": 2.1529,
-    "previous_lexical_rank": 1.3146,
-    "session_share": 3.4663,
-    "when_lexical": 1.5953,
-    "when_vector": 0.3546,
+    "lexical_rank": 0.7643,
+    "lexical_log_rank": 0.8926,
+    "vector_rank": 0.0527,
+    "vector_log_rank": 0.8642,
+    "context_rank": 0.0612,
+    "context_log_rank": 0.2569,
+    "fused": 0.9473,
+    "fused_log_rank": 0.5142,
+    "coverage": 0.0584,
+    "idf_coverage": 2.5994,
+    "all_terms": -0.0107,
+    "proximity": 0.0049,
+    "capitalised": -0.9227,
+    "numbers": 1.5896,
+    "when_time": 2.6034,
+    "length": 4.5619,
+    "previous_fused": -0.6529,
+    "next_fused": 1.0808,
+    "question": -0.6209,
+    "previous_coverage": -2.2071,
+    "previous_question_coverage": 4.8498,
+    "next_coverage": -0.7953,
+    "second_previous_coverage": 1.0995,
+    "previous_vector_rank": 2.1574,
+    "previous_lexical_rank": 1.318,
+    "session_share": 3.4623,
+    "when_lexical": 1.6353,
+    "when_vector": 0.3425,
 }
 FEATURES = tuple(TRAINED)
 WEIGHTS: tuple[float, ...] = tuple(TRAINED.values())
@@ -72,6 +72,7 @@ _TIME_WORDS = frozenset(
     "october november december monday tuesday wednesday thursday friday saturday sunday".split()
 )
 _WINDOW = 8  # words: how close query words must sit to count as together
+_CHARS = 400  # of an entry's text read for its words (a long tool output costs no more than a dialog turn)
 
 
 def stem(word: str) -> str:
@@ -112,7 +113,7 @@ def features(
         """An entry's words and their stems (``stem(w)`` is ``w[:5]``), parsed once per search."""
         got = parsed.get(rid)
         if got is None:
-            words = _words(texts.get(rid, ""))
+            words = _words(texts.get(rid, "")[:_CHARS])
             got = parsed[rid] = (words, {w[:5] for w in words})
         return got
 
