@@ -89,6 +89,7 @@ def test_a_narrow_filter_still_finds_its_entries(dsn: str) -> None:
 def test_a_store_with_the_previous_postings_is_brought_up_to_date(dsn: str) -> None:
     before = PostgresStore(dsn)
     before.impact_depth = before.rescore = 10**9
+    before.tuning = replace(TUNING, rerank=0)  # the lexical ranking itself, not the reranker's
     expected = {q: ranked(before, q, project="a") for q in QUERIES}
     before._db.execute(
         "DROP INDEX keel_terms_impact; DROP INDEX keel_terms_project_impact;"
@@ -98,6 +99,7 @@ def test_a_store_with_the_previous_postings_is_brought_up_to_date(dsn: str) -> N
     before._db.commit()
     before.close()
     after = PostgresStore(dsn)
+    after.tuning = before.tuning
     assert after._fetch("SELECT value FROM keel_meta WHERE key = 'postings'", ()) == [(POSTINGS_VERSION,)]
     assert after._fetch("SELECT COUNT(*) FROM keel_terms WHERE imp <= 0 OR project = ''", ()) == [(0,)]
     after.impact_depth, after.rescore = 200, 150  # the impact order, read through the new indexes
