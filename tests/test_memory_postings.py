@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from agentkeel.memory.postgres import POSTINGS_VERSION, PostgresStore
+from agentkeel.memory.retrieval import TUNING
 from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
@@ -61,6 +63,7 @@ def test_reading_each_terms_best_postings_ranks_like_reading_them_all(dsn: str) 
     cut.impact_depth, cut.rescore = 200, 150
     every = PostgresStore(dsn)
     every.impact_depth = every.rescore = 10**9
+    cut.tuning = every.tuning = replace(TUNING, rerank=0)  # the lexical ranking itself, not the reranker's
     held = [int(r[0]) for r in cut._fetch("SELECT df FROM keel_df", ())]
     assert sum(df > cut.impact_depth for df in held) >= 5  # the lists of the common words are cut short
     for query in QUERIES:
@@ -86,6 +89,7 @@ def test_a_narrow_filter_still_finds_its_entries(dsn: str) -> None:
 def test_a_store_with_the_previous_postings_is_brought_up_to_date(dsn: str) -> None:
     before = PostgresStore(dsn)
     before.impact_depth = before.rescore = 10**9
+    before.tuning = replace(TUNING, rerank=0)  # the lexical ranking itself, not the reranker's
     expected = {q: ranked(before, q, project="a") for q in QUERIES}
     before._db.execute(
         "DROP INDEX keel_terms_impact; DROP INDEX keel_terms_project_impact;"
@@ -95,6 +99,7 @@ def test_a_store_with_the_previous_postings_is_brought_up_to_date(dsn: str) -> N
     before._db.commit()
     before.close()
     after = PostgresStore(dsn)
+    after.tuning = before.tuning
     assert after._fetch("SELECT value FROM keel_meta WHERE key = 'postings'", ()) == [(POSTINGS_VERSION,)]
     assert after._fetch("SELECT COUNT(*) FROM keel_terms WHERE imp <= 0 OR project = ''", ()) == [(0,)]
     after.impact_depth, after.rescore = 200, 150  # the impact order, read through the new indexes

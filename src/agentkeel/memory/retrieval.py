@@ -19,7 +19,8 @@ class Tuning(msgspec.Struct, frozen=True):
     """The retrieval constants: reciprocal rank fusion's k, the weight of each ranked list, the
     lexical weights of an entry's own text, its session context and its date words, and the
     share of entries above which a query term counts as common: it is then matched in an
-    entry's own text and date words only, not in its session context (1.0: never)."""
+    entry's own text and date words only, not in its session context (1.0: never); and how
+    many of the fused first entries the learned reranker (``memory.rerank``) reorders (0: none)."""
 
     rrf_k: float = 5.0
     lexical: float = 0.55
@@ -27,6 +28,7 @@ class Tuning(msgspec.Struct, frozen=True):
     context: float = 0.15
     fields: tuple[float, float, float] = (1.0, 0.4, 2.0)
     common: float = 0.15
+    rerank: int = 30
 
 
 TUNING = Tuning()

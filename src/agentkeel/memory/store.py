@@ -17,6 +17,9 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
    while step 1 reads the word index).
 3. Weighted reciprocal rank fusion of those lists, then optional recency decay and the
    filters (project, session, type, time, file).
+4. A learned reordering of the fused first ``Tuning.rerank`` entries (``memory.rerank``: a
+   linear model over the lists' ranks and the entries' own and session neighbours' words;
+   weights trained offline, no model call), before the recency decay; the same on both backends.
 
 The constants (``Tuning``: the fusion's k and list weights, the three lexical field weights)
 are chosen by cross-validation on LoCoMo dev conversations (``bench/locomo_cv.py``: tuned on
@@ -464,19 +467,27 @@ class StoreBase:
     ) -> list[Hit]:
         """Layer 1: the k best entries as ids + one-line summaries, within budget_tokens if given."""
         flt = Filters.build(**filters)
-        scores = self.fuse(self.candidates(query, flt))
+        lists = self.candidates(query, flt)
+        scores = self.fuse(lists)
         if not scores:
             return []
         ranked = sorted(scores, key=lambda rid: -scores[rid])
+        rows: dict[int, Row] = {}
+        if self.tuning.rerank > 1 and len(ranked) > 1:
+            from agentkeel.memory.rerank import reorder
+
+            ranked, scores, rows = reorder(query, lists, scores, ranked, self._rows_by_rid, self.tuning.rerank)
         if recency_half_life_days is None:
             ranked = ranked[:k]
-        rows = self._rows_by_rid(ranked)
+        if missing := [rid for rid in ranked if rid not in rows]:
+            rows.update(self._rows_by_rid(missing))
         if recency_half_life_days:
-            newest = max((r.ts for r in rows.values()), default=0.0)
+            found = [rid for rid in ranked if rid in rows]
+            newest = max((rows[rid].ts for rid in found), default=0.0)
             half_life = recency_half_life_days * 86400.0
-            for rid, row in rows.items():
-                scores[rid] *= 0.5 + 0.5 * 0.5 ** (max(0.0, newest - row.ts) / half_life)
-            ranked = sorted(rows, key=lambda rid: -scores[rid])[:k]
+            for rid in found:
+                scores[rid] *= 0.5 + 0.5 * 0.5 ** (max(0.0, newest - rows[rid].ts) / half_life)
+            ranked = sorted(found, key=lambda rid: -scores[rid])[:k]
         hits = [to_hit(rows[rid], scores[rid], self.masker) for rid in ranked if rid in rows]
         return within_budget(hits, budget_tokens, lambda h: h.tokens)
 
