@@ -49,7 +49,7 @@ def rec(rid: str, text: str, session: str, **kw: Any) -> dict[str, Any]:
 def test_a_common_word_counts_in_an_entrys_own_text_not_in_its_neighbours(tmp_path: Path) -> None:
     """A word held by more than ``Tuning.common`` of the entries (here 6 of 16) ranks an entry that
     says it above one whose neighbours say it many times (before: the neighbours' repetitions won).
-    SQLite only: PostgreSQL reads each word's postings in an impact order that counts the context."""
+    SQLite here; tests/test_memory_pg_parity.py checks the same rule on PostgreSQL."""
     store = open_store(tmp_path / "mem.db", embedder="none")
     store.add_many(
         [rec(f"n{i}", "zeta zeta zeta zeta", "s") for i in (1, 2)]

@@ -10,8 +10,8 @@ Retrieval (the same for both backends; tuned once on LoCoMo, never per question)
    text of up to two entries before and after it in the same session, weight 0.4), and
    the words of its date (``8 May 2023 Monday``, weight 2), so a question whose words sit
    in the turn before the answer still finds the answer, and "in May 2023" finds May. On
-   SQLite a word held by more than ``Tuning.common`` of the entries counts in the entry's
-   own text and date only (``SQLiteStore._lexical``).
+   both backends a word held by more than ``Tuning.common`` of the entries counts in the
+   entry's own text and date only (``SQLiteStore._lexical``, ``PostgresStore._bm25``).
 2. Vectors, when an embedder is configured: cosine against the entry's own vector and
    against the mean of its neighbours' vectors (the query is embedded on a second thread
    while step 1 reads the word index).
