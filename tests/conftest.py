@@ -20,6 +20,9 @@ from agentkeel.fakellm.server import FakeLLMServer
 
 KEEL = str(Path(sys.executable).parent / "keel")
 
+# the memory store fixtures (pg_root, backend, store) for every test file: tests/memory_fixtures.py
+pytest_plugins = ["memory_fixtures"]
+
 # Property tests check what is computed, never how fast: no per-example deadline (200 ms by default,
 # which a loaded machine overshoots: DeadlineExceeded, then Flaky when the rerun is quick) and no
 # health check on the speed of generating examples.

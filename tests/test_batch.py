@@ -22,7 +22,7 @@ from agentkeel.batch.tasks import TaskFileError, load_tasks
 from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
 from conftest import KEEL, KeelRun, session_files, wire_env
-from memory_fixtures import pg_root, postgres_dsn  # noqa: F401  (pg_root is a fixture)
+from memory_fixtures import postgres_dsn
 
 
 def _bash(command: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.memory.project import project_id
 from conftest import KEEL, KeelRun, wire_env
-from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
+from memory_fixtures import postgres_dsn
 
 FAKE_KEY = "sk-ant-api03-FAKEFAKEFAKEFAKEFAKEFAKE0000"
 

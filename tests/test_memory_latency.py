@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +17,6 @@ from agentkeel.memory.consolidate import lessons_for
 from agentkeel.memory.embed import EmbedderError
 from agentkeel.memory.sqlite import SQLiteStore
 from agentkeel.memory.store import MemoryStore
-from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        return postgres_dsn(request.getfixturevalue("pg_root"))
-    return str(tmp_path / "mem.db")
-
-
-@pytest.fixture
-def store(backend: str) -> Iterator[MemoryStore]:
-    s = open_store(backend, embedder="none")
-    yield s
-    s.close()
 
 
 def rec(rid: str, text: str, session: str, **kw: Any) -> dict[str, Any]:

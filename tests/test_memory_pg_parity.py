@@ -15,7 +15,7 @@ from agentkeel.memory.postgres import PostgresStore
 from agentkeel.memory.retrieval import query_terms
 from agentkeel.memory.sql import Filters
 from agentkeel.memory.sqlite import SQLiteStore
-from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
+from memory_fixtures import postgres_dsn
 
 
 def rec(rid: str, text: str, session: str, day: str = "2024-05-08", **kw: Any) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def corpus() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def pair(tmp_path: Path, pg_root: Path) -> Iterator[tuple[SQLiteStore, PostgresStore]]:  # noqa: F811
+def pair(tmp_path: Path, pg_root: Path) -> Iterator[tuple[SQLiteStore, PostgresStore]]:
     sqlite, postgres = SQLiteStore(tmp_path / "mem.db"), PostgresStore(postgres_dsn(pg_root))
     yield sqlite, postgres
     sqlite.close()
@@ -89,7 +89,7 @@ def lexical(store: SQLiteStore | PostgresStore, query: str, **filters: Any) -> l
     return [ids[r] for r in store._lexical(query_terms(query), Filters.build(**filters), 100)]
 
 
-def test_a_common_word_does_not_score_through_the_session_context(pg_root: Path) -> None:  # noqa: F811
+def test_a_common_word_does_not_score_through_the_session_context(pg_root: Path) -> None:
     """On PostgreSQL as on SQLite: y, which says the common word once, ranks above x, whose
     neighbours say it sixteen times (before: x came first here); a rare word still counts in
     the session context."""
@@ -122,7 +122,7 @@ def test_the_same_records_give_the_same_lexical_list_on_both_backends(
         assert lexical(postgres, query) == lexical(sqlite, query), query
 
 
-def test_term_counts_stay_true_through_edits_and_forgets(pg_root: Path) -> None:  # noqa: F811
+def test_term_counts_stay_true_through_edits_and_forgets(pg_root: Path) -> None:
     store = PostgresStore(postgres_dsn(pg_root))
     store.add_many(corpus())
     store.add_many([rec("x1", "Caroline: another support group note", "s2"), rec("x2", "and a lake one", "s9")])

@@ -14,7 +14,7 @@ from msgspec.structs import replace
 
 from agentkeel.memory.postgres import POSTINGS_VERSION, PostgresStore
 from agentkeel.memory.retrieval import TUNING
-from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
+from memory_fixtures import postgres_dsn
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
 
@@ -40,7 +40,7 @@ def records(n: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def dsn(pg_root: Path) -> Iterator[str]:  # noqa: F811
+def dsn(pg_root: Path) -> Iterator[str]:
     target = postgres_dsn(pg_root)
     store = PostgresStore(target)
     store.add_many(records(400))

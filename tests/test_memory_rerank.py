@@ -12,7 +12,7 @@ from agentkeel.memory import open_store
 from agentkeel.memory.rerank import FEATURES, features
 from agentkeel.memory.retrieval import TUNING
 from agentkeel.memory.store import MemoryStore
-from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
+from memory_fixtures import postgres_dsn
 
 FILLER = [
     "the build passed on the second try",

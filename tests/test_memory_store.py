@@ -16,27 +16,12 @@ from agentkeel.fakellm.script import fake_embedding
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.memory import RecordError, embed, open_store
 from agentkeel.memory.store import MemoryStore, query_terms
-from memory_fixtures import pg_root, postgres_dsn  # noqa: F401
 
 FAKE_SECRETS = [
     "sk-ant-api03-FAKEFAKEFAKEFAKEFAKEFAKE0000",
     "ghp_FAKEfakeFAKEfakeFAKEfakeFAKEfake0000",
     "AKIAFAKEFAKEFAKE0000",
 ]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        return postgres_dsn(request.getfixturevalue("pg_root"))
-    return str(tmp_path / "mem.db")
-
-
-@pytest.fixture
-def store(backend: str) -> Iterator[MemoryStore]:
-    s = open_store(backend, embedder="none")
-    yield s
-    s.close()
 
 
 def rec(rid: str, text: str, **kw: Any) -> dict[str, Any]:
