@@ -31,11 +31,10 @@ def rec(rid: str, text: str, session: str, **kw: Any) -> dict[str, Any]:
     }
 
 
-def test_a_common_word_counts_in_an_entrys_own_text_not_in_its_neighbours(tmp_path: Path) -> None:
+def test_a_common_word_counts_in_an_entrys_own_text_not_in_its_neighbours(store: MemoryStore) -> None:
     """A word held by more than ``Tuning.common`` of the entries (here 6 of 16) ranks an entry that
-    says it above one whose neighbours say it many times (before: the neighbours' repetitions won).
-    SQLite here; tests/test_memory_pg_parity.py checks the same rule on PostgreSQL."""
-    store = open_store(tmp_path / "mem.db", embedder="none")
+    says it above one whose neighbours say it many times (before: the neighbours' repetitions won),
+    on both backends (before round 5, PostgreSQL did not apply the rule)."""
     store.add_many(
         [rec(f"n{i}", "zeta zeta zeta zeta", "s") for i in (1, 2)]
         + [rec("x", "plain words", "s")]
@@ -49,7 +48,6 @@ def test_a_common_word_counts_in_an_entrys_own_text_not_in_its_neighbours(tmp_pa
     # a rare word still counts in the session context: the entry after it is found by it
     store.add_many([rec("r1", "the quasar was bright", "v"), rec("r2", "yes indeed", "v")])
     assert "r2" in [h.id for h in store.search("quasar", k=5)]
-    store.close()
 
 
 def test_lessons_come_from_this_project_first_then_anyone(store: MemoryStore) -> None:

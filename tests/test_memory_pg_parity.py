@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from agentkeel.memory import open_store
 from agentkeel.memory.postgres import PostgresStore
 from agentkeel.memory.retrieval import query_terms
 from agentkeel.memory.sql import Filters
@@ -87,20 +86,6 @@ def pair(tmp_path: Path, pg_root: Path) -> Iterator[tuple[SQLiteStore, PostgresS
 def lexical(store: SQLiteStore | PostgresStore, query: str, **filters: Any) -> list[str]:
     ids = {int(r[0]): str(r[1]) for r in store._fetch(f"SELECT rid, id FROM {store.dialect.table}", ())}
     return [ids[r] for r in store._lexical(query_terms(query), Filters.build(**filters), 100)]
-
-
-def test_a_common_word_does_not_score_through_the_session_context(pg_root: Path) -> None:
-    """On PostgreSQL as on SQLite: y, which says the common word once, ranks above x, whose
-    neighbours say it sixteen times (before: x came first here); a rare word still counts in
-    the session context."""
-    store = open_store(postgres_dsn(pg_root), embedder="none")
-    store.add_many(COMMON)
-    ids = [h.id for h in store.search("zeta", k=10)]
-    assert "y" in ids
-    assert "x" not in ids or ids.index("y") < ids.index("x")
-    store.add_many([rec("r1", "the quasar was bright", "v"), rec("r2", "yes indeed", "v")])
-    assert "r2" in [h.id for h in store.search("quasar", k=5)]
-    store.close()
 
 
 def test_the_same_records_give_the_same_lexical_list_on_both_backends(

@@ -6,27 +6,13 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from agentkeel.core.events import CwdChanged, Event
-from agentkeel.core.tools import Services, ToolContext, ToolOutput, ToolRegistry, Workdir
-from agentkeel.tools import builtin_tools
+from agentkeel.core.events import CwdChanged
+from agentkeel.core.tools import Workdir
 from agentkeel.tools.shell import ShellState
-
-REGISTRY = ToolRegistry(builtin_tools())
-
-
-class Harness:
-    def __init__(self, cwd: Path) -> None:
-        self.events: list[Event] = []
-        self.ctx = ToolContext(cwd=cwd, session_id="t", services=Services(), emit=self.events.append)
-
-    async def __call__(self, name: str, **tool_input: Any) -> ToolOutput:
-        tool = REGISTRY.get(name)
-        assert tool is not None
-        return await tool.run(tool.parse(tool_input), self.ctx)
+from test_tools import Harness  # the tool harness of the tool tests
 
 
 @pytest.fixture
