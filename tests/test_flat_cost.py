@@ -5,9 +5,11 @@ permission check, the tool, redaction (result guard and the bus), the session lo
 Each turn adds a 27 kB tool result, so by turn 200 the conversation holds 6 MB: anything that
 goes over the whole conversation each turn (serialising it again, folding the log again) costs
 several times a turn's own work there, and the ratio shows it. Turns are timed in CPU time of
-the process, which the load of other processes on a shared machine does not stretch. Checked
-by putting one back: the scripted model re-encoding every message each turn fails this test
-(ratio 2.7-3.8 here; a flat session measures 0.9-1.05)."""
+the process, which the load of other processes on a shared machine does not stretch. When it was
+written, the scripted model re-encoding every message each turn failed it (ratio 2.7-3.8); since
+compaction bounds the conversation and the session's other costs fell, that regression measures
+1.0-1.25 here (checked 2026-11-23) and flat sessions 0.7-1.9, so this test now catches only a
+gross growth; tests/test_turn_growth.py counts the work per turn and catches the finer ones."""
 
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ async def test_per_turn_harness_cost_does_not_grow_with_the_session(project: Pat
         await rt.aclose()
     assert result.subtype == "success" and result.num_turns == turns + 1
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    early, late = statistics.median(gaps[5:30]), statistics.median(gaps[-40:])
+    # medians over 60 turns each: a background thread's burst (memory capture, imports warmed on a
+    # thread) moves a 25-turn median by more than growth does (flat sessions measured 0.7-1.9)
+    early, late = statistics.median(gaps[10:70]), statistics.median(gaps[-60:])
     assert late / early < 1.8, (early, late)
     print(f"per-turn gap: {early * 1000:.1f} ms early, {late * 1000:.1f} ms late, ratio {late / early:.2f}")
