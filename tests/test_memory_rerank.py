@@ -105,3 +105,20 @@ def test_each_feature_row_has_one_value_per_trained_weight() -> None:
     assert [len(r) for r in rows] == [len(FEATURES)] * 3
     answer = dict(zip(FEATURES, rows[2], strict=True))
     assert answer["previous_question_coverage"] > 0 and answer["numbers"] == 1.0 and answer["when_time"] == 1.0
+
+
+def test_a_recency_search_reads_only_the_pool_and_ranks_as_the_whole_list_does(store: Any) -> None:
+    """With recency decay, entries past the reranked pool cannot rise into the first k (they
+    score below half the pool's lowest), so the search reads only the pool's rows; the order
+    must be the one the whole list gives (k past the pool takes that path)."""
+    notes = [f"billing service note {i}: the database migration step {i}" for i in range(60)]
+    store.add_many(
+        {**r, "timestamp": f"2024-0{1 + i % 9}-{1 + i % 27:02d}T10:00:00Z"} for i, r in enumerate(session("s4", notes))
+    )
+    for half_life in (0.5, 3.0, 40.0):
+        whole = [h.id for h in store.search(QUESTION, k=80, project="p", recency_half_life_days=half_life)]
+        assert len(whole) > 30
+        for k in (2, 5, 10, 30):
+            pool = [h.id for h in store.search(QUESTION, k=k, project="p", recency_half_life_days=half_life)]
+            assert pool == whole[:k], (half_life, k)
+    store.close()

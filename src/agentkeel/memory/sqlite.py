@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.health import check_store, damaged, is_corruption
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, date_words
+from agentkeel.memory.pg_terms import tokenizer
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
 from agentkeel.memory.store import StoreBase
@@ -319,16 +320,13 @@ class SQLiteStore(StoreBase):
     def _frequencies(self, terms: list[str]) -> tuple[list[int] | None, int]:
         """How many entries hold each term (by its porter stem), and how many entries there are;
         None when the tokenizer splits a term differently (then every term is used as is)."""
-        self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.keel_vocab USING fts5vocab(main, fts, 'row')")
-        self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.keel_stem USING fts5(x, tokenize='porter unicode61')")
-        self._db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.keel_stem_v USING fts5vocab(temp, keel_stem, 'instance')"
-        )
-        self._db.execute("DELETE FROM temp.keel_stem")
-        self._db.execute("INSERT INTO temp.keel_stem(x) VALUES (?)", (" ".join(terms),))
-        stems = [r[0] for r in self._db.execute('SELECT term FROM temp.keel_stem_v ORDER BY "offset"')]
-        if len(stems) != len(terms):
+        # the stems come from the process's in-memory FTS5 tokenizer (the same ``porter
+        # unicode61``), so a new connection creates one virtual table here, not three
+        split = tokenizer().stems(terms)
+        if any(len(s) != 1 for s in split):
             return None, 0
+        stems = [s[0] for s in split]
+        self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.keel_vocab USING fts5vocab(main, fts, 'row')")
         total = int(self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM events").fetchone()[0])
         marks = ",".join("?" * len(stems))
         df = dict(self._db.execute(f"SELECT term, doc FROM temp.keel_vocab WHERE term IN ({marks})", stems).fetchall())

@@ -473,17 +473,27 @@ class StoreBase:
             return []
         ranked = sorted(scores, key=lambda rid: -scores[rid])
         rows: dict[int, Row] = {}
+        newest: float | None = None
         if self.tuning.rerank > 1 and len(ranked) > 1:
             from agentkeel.memory.rerank import reorder
 
+            candidates = ranked
             ranked, scores, rows = reorder(query, lists, scores, ranked, self._rows_by_rid, self.tuning.rerank)
+            pool = sum(1 for rid in candidates[: self.tuning.rerank] if rid in rows)
+            if recency_half_life_days and pool >= max(k, 2):
+                # the rest scores below half the pool's lowest, and a decay of at most a half
+                # cannot lift it past any pool entry: only the pool's rows are read (and the
+                # newest time among all the candidates, which the decay is measured from)
+                newest = self._newest(candidates)
+                ranked = ranked[:pool]
         if recency_half_life_days is None:
             ranked = ranked[:k]
         if missing := [rid for rid in ranked if rid not in rows]:
             rows.update(self._rows_by_rid(missing))
         if recency_half_life_days:
             found = [rid for rid in ranked if rid in rows]
-            newest = max((rows[rid].ts for rid in found), default=0.0)
+            if newest is None:
+                newest = max((rows[rid].ts for rid in found), default=0.0)
             half_life = recency_half_life_days * 86400.0
             for rid in found:
                 scores[rid] *= 0.5 + 0.5 * 0.5 ** (max(0.0, newest - rows[rid].ts) / half_life)
@@ -518,6 +528,14 @@ class StoreBase:
         t = tuning or self.tuning
         weights = {"lexical": t.lexical, "vector": t.vector, "context": t.context}
         return rrf([(weights[name], ranked) for name, ranked in lists.items()], t.rrf_k)
+
+    def _newest(self, rids: Sequence[int]) -> float:
+        """The latest time among ``rids`` (one value read, not their rows)."""
+        d = self.dialect
+        where = f"e.rid = ANY({d.ph})" if d.list_param else f"e.rid IN ({','.join([d.ph] * len(rids))})"
+        params: list[Any] = [list(rids)] if d.list_param else list(rids)
+        rows = self._fetch(f"SELECT MAX(e.ts) FROM {d.table} e WHERE {where}", params)
+        return float(rows[0][0]) if rows and rows[0][0] is not None else 0.0
 
     def _embed_query(self, query: str) -> list[float] | None:
         if self.embedder is None or not query.strip():
