@@ -353,7 +353,21 @@ def main() -> None:
             args.steps * 2,
         ),
     }
+
+    def spec(name: str) -> Any:
+        """``spec/D/L2/flags``: depth D, penalty L2, flags any of ``rel`` (pool-relative), ``entity``, ``dates``."""
+        _, depth, penalty, flags = name.split("/")
+
+        def build(fmt: str) -> Pools:
+            got = pools[(fmt, int(depth))]
+            got = with_entity(got, questions, prep[fmt]) if "entity" in flags else got
+            got = with_dates(got, questions, prep[fmt], stamps) if "dates" in flags else got
+            return relative(got) if "rel" in flags else got
+
+        return lambda: evaluate(name, build("labelled"), build("unlabelled"), project_of, float(penalty), 0, args.steps)
+
     wanted = [c for c in args.only.split(",") if c] or list(candidates)
+    candidates.update({c: spec(c) for c in wanted if c.startswith("spec/")})
     report: dict[str, Any] = {
         "fused_held_out": {fmt: recall({q: r if r <= 30 else 0 for q, r in fused[fmt].items()}) for fmt in fused}
     }
