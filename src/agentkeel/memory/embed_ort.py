@@ -8,13 +8,13 @@ dense products, attention with the padding mask, softmax, GELU with erf, LayerNo
 token, position and type embeddings with their LayerNorm run in numpy (a gather of a few
 rows), and so do mean pooling and L2 normalisation, exactly as in the numpy path.
 
-Precision: float32 by default, which gives the numpy path's vectors (max difference ~1e-6),
-so stored vectors and query vectors mix freely under the one name ``minilm``.
-``KEEL_MINILM_RUNTIME=onnx-int8`` (or ``MiniLMEmbedder(runtime="onnx-int8")``) quantises the
-36 dense weights to int8 (symmetric, per output column; ``com.microsoft.DynamicQuantizeMatMul``, activations quantised per call): twice
-as fast again, but the vectors move (cosine 0.977-0.99 against the float ones on the
-reference texts), so it is an experiment until LoCoMo recall says it is harmless.
-``KEEL_MINILM_RUNTIME=numpy`` forces the numpy path.
+Precision: float32 by default, which gives the numpy path's vectors (max difference ~1e-6), so
+stored vectors and query vectors mix freely under the one name ``minilm``.
+``KEEL_MINILM_RUNTIME=onnx-int8`` (or ``MiniLMEmbedder(runtime="onnx-int8")``) quantises the 36
+dense weights to int8 (symmetric, per output column; ``com.microsoft.DynamicQuantizeMatMul``,
+activations quantised per call): twice as fast again, but the vectors move (cosine 0.977-0.99
+against the float ones on the reference texts), so it is an experiment until LoCoMo recall says
+it is harmless. ``KEEL_MINILM_RUNTIME=numpy`` forces the numpy path.
 
 onnxruntime (MIT) and onnx (Apache-2.0) are imported only when the encoder is built; when
 either is missing ``embed.minilm_embedder`` (what ``get_embedder("minilm")`` uses) falls back
