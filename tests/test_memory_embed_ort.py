@@ -1,5 +1,6 @@
 """MiniLM on onnxruntime (memory/embed_ort.py): the same vectors as sentence-transformers, the
-numpy fallback when onnxruntime is missing, and the one-thread, no-spin session."""
+numpy fallback when onnxruntime is missing, the one-thread, no-spin session, and the model
+cache under KEEL_HOME."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ sys.meta_path.insert(0, Block())
 """
 
 
-def _run(code: str) -> str:
-    env = {**os.environ, "PYTHONPATH": SRC}
+def _run(code: str, home: str | None = None) -> str:
+    env = {**os.environ, "PYTHONPATH": SRC, **({"KEEL_HOME": home} if home else {})}
     env.pop("KEEL_MINILM_RUNTIME", None)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -101,3 +102,29 @@ def test_onnxruntime_is_imported_only_when_the_embedder_is_built() -> None:
         "print('onnxruntime' in sys.modules, 'onnx' in sys.modules)"
     )
     assert out == "False False"
+
+
+def test_the_built_model_is_cached_and_a_damaged_cache_is_rebuilt(tmp_path: Path) -> None:
+    """KEEL_HOME is the test's own (conftest). A second process loads the cached model without
+    onnx (blocked here); a damaged cache file gives a fresh build, not a crash."""
+    home = os.environ["KEEL_HOME"]
+    embedder = MiniLMEmbedder(runtime="onnx")
+    assert embedder._encoder is not None and not embedder._encoder.from_cache  # type: ignore[attr-defined]
+    (cached,) = (Path(home) / "memory" / "models").glob("minilm-fp32-*.onnx")
+    ref_path = str(Path(__file__).parent / "data" / "minilm_reference.json")
+    check = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from agentkeel.memory.embed import MiniLMEmbedder\n"
+        "e = MiniLMEmbedder(runtime='onnx')\n"
+        f"ref = json.loads(Path({ref_path!r}).read_text())\n"
+        "v = e.embed(ref['texts'][:1])[0]\n"
+        "print(e._encoder.from_cache, max(abs(a - b) for a, b in zip(v, ref['vectors'][0])) < 1e-4,"
+        " 'onnx' in sys.modules)\n"
+    )
+    block_onnx = BLOCK_ORT.replace('== "onnxruntime"', '== "onnx"')
+    assert _run(block_onnx + check, home) == "True True False"
+    cached.write_bytes(b"not a model" * 100)
+    assert _run(check, home) == "False True True"
+    assert cached.stat().st_size > 10_000_000  # rewritten whole
+    assert _run(block_onnx + check, home) == "True True False"

@@ -192,7 +192,14 @@ class MiniLMEmbedder:
             try:
                 from agentkeel.memory.embed_ort import OrtEncoder
 
-                self._encoder = OrtEncoder(self._w, self.layers, self.heads, self.dim, int8=runtime == "onnx-int8")
+                self._encoder = OrtEncoder(
+                    self._w,
+                    self.layers,
+                    self.heads,
+                    self.dim,
+                    int8=runtime == "onnx-int8",
+                    source=directory / "model.safetensors",
+                )
             except ImportError as exc:
                 raise EmbedderError(
                     f"MiniLM runtime {runtime!r} needs onnxruntime and onnx: pip install 'agentkeel[memory]'"

@@ -3,7 +3,8 @@
 The numpy forward pass (``embed.MiniLMEmbedder``) spends a query's 12-17 ms mostly in
 numpy's per-op overhead and in streaming 42.5 MB of float32 dense weights from RAM (more than
 the L3 cache holds). Here the same six BERT layers are an ONNX graph built in memory from the
-same safetensors (no download, no file written; building it takes ~0.3 s, once per process):
+same safetensors (no download; building it takes ~0.35 s with onnx's import, so the built model
+is cached under ``$KEEL_HOME/memory/models/`` and later processes only load it):
 dense products, attention with the padding mask, softmax, GELU with erf, LayerNorm. The
 token, position and type embeddings with their LayerNorm run in numpy (a gather of a few
 rows), and so do mean pooling and L2 normalisation, exactly as in the numpy path.
@@ -27,11 +28,35 @@ ten times slower.
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 # What the session is built with; tests read them back from the session's options.
 SESSION_CONFIG = {"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"}
 THREADS = 1
+BUILDER_VERSION = 1  # bump when build_model changes: the cache key holds it
+
+
+def cache_path(source: Path, int8: bool) -> Path:
+    """Where the built model is kept: ``$KEEL_HOME/memory/models/``, keyed by the builder's
+    version and the safetensors file's size and mtime (a new install of the weights package
+    changes both; hashing 90 MB would cost more than the cache saves)."""
+    home = Path(os.environ.get("KEEL_HOME") or Path.home() / ".keel")
+    stat = source.stat()
+    kind = "int8" if int8 else "fp32"
+    return home / "memory" / "models" / f"minilm-{kind}-b{BUILDER_VERSION}-{stat.st_size}-{stat.st_mtime_ns}.onnx"
+
+
+def _save(path: Path, data: bytes) -> None:
+    """Atomic write; a read-only or full home only loses the cache."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def quantize_columns(weight: Any) -> tuple[Any, Any]:
@@ -146,10 +171,38 @@ class OrtEncoder:
     ``embed.MiniLMEmbedder`` calls it in place of its numpy layers (runtime ``onnx``). Raises
     ImportError when onnxruntime or onnx is missing."""
 
-    def __init__(self, weights: dict[str, Any], layers: int, heads: int, dim: int, *, int8: bool = False) -> None:
+    def __init__(
+        self,
+        weights: dict[str, Any],
+        layers: int,
+        heads: int,
+        dim: int,
+        *,
+        int8: bool = False,
+        source: Path | None = None,
+    ) -> None:
+        """``source``: the safetensors file the weights came from; given, the built model is
+        cached under its key (``cache_path``) and later processes skip importing onnx and
+        building the graph. A cache file onnxruntime cannot load is rebuilt."""
         import onnxruntime as ort
 
+        options = self._options(ort)
+        cached = cache_path(source, int8) if source is not None else None
+        self.from_cache = False
+        if cached is not None and cached.is_file():
+            try:
+                self.session = ort.InferenceSession(str(cached), options, providers=["CPUExecutionProvider"])
+                self.from_cache = True
+                return
+            except Exception:  # any load failure means a damaged file: rebuild it
+                cached.unlink(missing_ok=True)
         model = build_model(weights, layers, heads, dim, int8=int8)
+        if cached is not None:
+            _save(cached, model)
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+    @staticmethod
+    def _options(ort: Any) -> Any:
         options = ort.SessionOptions()
         options.intra_op_num_threads = THREADS
         options.inter_op_num_threads = THREADS
@@ -158,7 +211,7 @@ class OrtEncoder:
         options.log_severity_level = 3
         for key, value in SESSION_CONFIG.items():
             options.add_session_config_entry(key, value)
-        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return options
 
     def __call__(self, x: Any, bias: Any) -> Any:
         import numpy as np
