@@ -12,8 +12,8 @@ import pytest
 
 from agentkeel.memory.postgres import PostgresStore
 from agentkeel.memory.retrieval import query_terms
-from agentkeel.memory.sql import Filters
-from agentkeel.memory.sqlite import SQLiteStore
+from agentkeel.memory.sql import Filters, where_clause
+from agentkeel.memory.sqlite import SQLITE, SQLiteStore
 from memory_fixtures import postgres_dsn
 
 
@@ -83,9 +83,9 @@ def pair(tmp_path: Path, pg_root: Path) -> Iterator[tuple[SQLiteStore, PostgresS
     postgres.close()
 
 
-def lexical(store: SQLiteStore | PostgresStore, query: str, **filters: Any) -> list[str]:
+def lexical(store: SQLiteStore | PostgresStore, query: str, limit: int = 100, **filters: Any) -> list[str]:
     ids = {int(r[0]): str(r[1]) for r in store._fetch(f"SELECT rid, id FROM {store.dialect.table}", ())}
-    return [ids[r] for r in store._lexical(query_terms(query), Filters.build(**filters), 100)]
+    return [ids[r] for r in store._lexical(query_terms(query), Filters.build(**filters), limit)]
 
 
 def test_the_same_records_give_the_same_lexical_list_on_both_backends(
@@ -125,4 +125,91 @@ def test_term_counts_stay_true_through_edits_and_forgets(pg_root: Path) -> None:
         (),
     )
     assert totals[0][0] == totals[0][1] and totals[0][2] == totals[0][3] == 59
+    store.close()
+
+
+def joined(store: SQLiteStore, query: str, limit: int, **filters: Any) -> list[str]:
+    """Every match of the first word query joined with the filters, by BM25 then entry."""
+    where, params = where_clause(Filters.build(**filters), SQLITE)
+    weights = ", ".join(f"{w:g}" for w in store.tuning.fields)
+    rows = store._fetch(
+        f"SELECT e.id FROM fts JOIN events e ON e.rid = fts.rowid WHERE fts MATCH ? AND {where}"
+        f" ORDER BY bm25(fts, {weights}), e.rid LIMIT ?",
+        [store._matches(query_terms(query))[0], *params, limit],
+    )
+    assert len(rows) == limit, "the first word query finds enough"
+    return [str(r[0]) for r in rows]
+
+
+ALONE = "SELECT rowid FROM fts WHERE fts MATCH"  # FTS5 ranking before any filter
+
+
+def mixed() -> list[dict[str, Any]]:
+    """Two thirds of the entries in "big", the newest third in "small"; "zebra" is said in ten
+    of small's entries and in two of big's."""
+    big = [dict(r, id=f"b{i}", project="big") for i, r in enumerate(corpus() + corpus())]
+    small = [
+        rec(f"m{i}", f"{TEXTS[i % len(TEXTS)]}{' zebra stripes' if i < 10 else ''}", f"z{i // 5}", project="small")
+        for i in range(60)
+    ]
+    big[3]["text"] += " a zebra"
+    big[40]["text"] += " zebra again"
+    return big + small
+
+
+def test_a_project_with_most_or_few_of_the_entries_gets_the_same_list_on_both_backends(
+    pair: tuple[SQLiteStore, PostgresStore],
+) -> None:
+    """SQLite lets FTS5 rank alone when the filters pass most entries and looks up only its first
+    results, else (or when those hold too few that pass) joins every match with the filters; the
+    list is the joined ranking's either way, and PostgreSQL's."""
+    sqlite, postgres = pair
+    for store in pair:
+        store.add_many(mixed())
+        store.supersede("b7", rec("b7new", "Caroline: the support group, moved to Tuesdays", "s1", project="big"))
+        store.forget(["b12", "m4"])
+    statements: list[str] = []
+    sqlite._db.set_trace_callback(statements.append)
+
+    def ranked(query: str, limit: int, **filters: Any) -> list[str]:
+        """The list, checked against the joined ranking; ``statements`` keeps what the search ran."""
+        statements.clear()
+        got = lexical(sqlite, query, limit, **filters)
+        ran = list(statements)
+        assert got == joined(sqlite, query, limit, **filters), (query, limit, filters)
+        statements[:] = ran
+        return got
+
+    for query in ["Caroline support group", "Melanie running painting", "lake kids Mondays"]:
+        for limit in (1, 5, 20):
+            ranked(query, limit, project="big")
+            assert any(s.startswith(ALONE) for s in statements) and not any("JOIN events" in s for s in statements)
+            ranked(query, min(limit, 5), project="small")  # a third of the entries: joined at once
+            assert not any(s.startswith(ALONE) for s in statements), query
+            ranked(query, limit)
+    sqlite._db.set_trace_callback(None)
+    for query in QUERIES:  # the whole lists (search asks for 100), as PostgreSQL ranks them
+        for project in ("big", "small"):
+            assert lexical(postgres, query, project=project) == lexical(sqlite, query, project=project), query
+
+
+def test_when_fts5s_first_results_hold_too_few_that_pass_the_joined_query_answers(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "mem.db")
+    filler = " ".join(f"word{i}" for i in range(40))
+    big = [rec(f"b{i}", f"filler {filler} {i}", f"s{i // 5}", project="big") for i in range(300)]
+    big[2]["text"] += " zebra"
+    big[13]["text"] += " zebra"
+    small = [rec(f"m{i}", f"zebra stripes {i}", f"z{i // 5}", project="small") for i in range(200)]
+    store.add_many(big + small)  # big: three fifths of the entries, but none of FTS5's first zebras
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    got = lexical(store, "zebra", 2, project="big")
+    store._db.set_trace_callback(None)
+    assert got == joined(store, "zebra", 2, project="big") and sorted(got) == ["b13", "b2"]
+    assert any(s.startswith(ALONE) for s in statements) and any("JOIN events" in s for s in statements)
+    statements.clear()
+    store._db.set_trace_callback(statements.append)
+    assert lexical(store, "zebra", 2, project="big") == got  # asked joined at once, on this connection
+    assert not any(s.startswith(ALONE) for s in statements)
+    store._db.set_trace_callback(None)
     store.close()

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from msgspec.structs import replace
 
 from agentkeel.memory import open_store
-from agentkeel.memory.rerank import FEATURES, features
+from agentkeel.memory.rerank import _STEMS, FEATURES, _words, features, rerank, stem
 from agentkeel.memory.retrieval import TUNING
 from agentkeel.memory.store import MemoryStore
 from memory_fixtures import postgres_dsn
@@ -122,3 +124,14 @@ def test_a_recency_search_reads_only_the_pool_and_ranks_as_the_whole_list_does(s
             pool = [h.id for h in store.search(QUESTION, k=k, project="p", recency_half_life_days=half_life)]
             assert pool == whole[:k], (half_life, k)
     store.close()
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200))
+def test_a_neighbours_stems_are_its_words_cut_to_five_letters(text: str) -> None:
+    """Neighbours are parsed for their stems alone, in one pass: the same set as the words' stems."""
+    assert set(_STEMS.findall(text.lower())) == {stem(w) for w in _words(text)}
+
+
+def test_a_weight_list_of_the_wrong_length_is_refused() -> None:
+    with pytest.raises(ValueError, match="weights"):
+        rerank("q", {"lexical": [1, 2]}, {1: 1.0, 2: 0.5}, [1, 2], {1: "a", 2: "b"}, {}, weights=[1.0])

@@ -17,6 +17,7 @@ neighbours' fused scores. No feature reads a speaker label or any other LoCoMo c
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -64,6 +65,7 @@ FEATURES = tuple(TRAINED)
 WEIGHTS: tuple[float, ...] = tuple(TRAINED.values())
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_STEMS = re.compile(r"(\w{1,5})\w*", re.UNICODE)  # each word's first five letters: ``stem`` of each ``_WORD``
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]\w*")
 _NUMBER = re.compile(r"\d+")
 _TIME_WORDS = frozenset(
@@ -108,6 +110,7 @@ def features(
     top = max((fused.get(rid, 0.0) for rid in pool), default=0.0) or 1.0
     wanted = set(terms)
     parsed: dict[int, tuple[list[str], set[str]]] = {}
+    stemmed: dict[int, set[str]] = {}
 
     def words_of(rid: int) -> tuple[list[str], set[str]]:
         """An entry's words and their stems (``stem(w)`` is ``w[:5]``), parsed once per search."""
@@ -115,6 +118,14 @@ def features(
         if got is None:
             words = _words(texts.get(rid, "")[:_CHARS])
             got = parsed[rid] = (words, {w[:5] for w in words})
+            stemmed[rid] = got[1]
+        return got
+
+    def stems_of(rid: int) -> set[str]:
+        """An entry's stems alone (its neighbours' words are only looked up)."""
+        got = stemmed.get(rid)
+        if got is None:
+            got = stemmed[rid] = set(_STEMS.findall(texts.get(rid, "")[:_CHARS].lower()))
         return got
 
     held = {rid: words_of(rid)[1] for rid in pool}
@@ -128,13 +139,18 @@ def features(
             return fused.get(other, 0.0) / top
         return 0.0
 
+    shares: dict[int, float] = {}
+
     def beside(rid: int, step: int) -> float:
         """The idf-weighted share of the query's words in the session neighbour's text."""
         other = rid + step
         if not terms or other not in texts or sessions.get(other) != sessions.get(rid):
             return 0.0
-        have = words_of(other)[1]
-        return sum(idf[t] for t in terms if t in have) / idf_total
+        share = shares.get(other)
+        if share is None:
+            have = stems_of(other)
+            share = shares[other] = sum(idf[t] for t in terms if t in have) / idf_total
+        return share
 
     mass: dict[tuple[str, str] | None, float] = {}
     for rid in pool:
@@ -197,10 +213,11 @@ def rerank(
     weights: Sequence[float] = WEIGHTS,
 ) -> list[tuple[int, float]]:
     """``pool`` reordered by the linear model: (rid, score), best first (ties keep fused order)."""
+    if len(weights) != len(FEATURES):
+        raise ValueError(f"the reranker takes {len(FEATURES)} weights, not {len(weights)}")
     rows = features(query, lists, fused, pool, texts, sessions)
     scored = [
-        (sum(w * x for w, x in zip(weights, row, strict=True)), -i, rid)
-        for i, (rid, row) in enumerate(zip(pool, rows, strict=True))
+        (sum(map(operator.mul, weights, row)), -i, rid) for i, (rid, row) in enumerate(zip(pool, rows, strict=True))
     ]
     scored.sort(reverse=True)
     return [(rid, score) for score, _, rid in scored]

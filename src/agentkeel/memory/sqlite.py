@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_session ON events(project, session, rid);
 CREATE INDEX IF NOT EXISTS events_type_ts ON events(type, ts);
+CREATE INDEX IF NOT EXISTS events_filter ON events(rid, project, session, type, ts, forgotten, superseded_by);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, ctx, whn, tokenize='porter unicode61');
 CREATE TABLE IF NOT EXISTS vectors (
     rid INTEGER PRIMARY KEY,
@@ -54,6 +55,12 @@ CREATE TABLE IF NOT EXISTS vectors (
 CREATE INDEX IF NOT EXISTS vectors_ver ON vectors(ver);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+# the filter columns by entry: checking a filter reads one small index entry, not the entry's
+# row, whose later columns sit behind its text (an overflow page for a long one)
+FILTERED = "INDEXED BY events_filter"
+FAST_SHARE = 0.5  # the filters' share of entries above which FTS5 ranks before they are applied
+SHARE_SAMPLE = 1000  # the newest entries that share is estimated on
 
 FTS_TABLE = "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, ctx, whn, tokenize='porter unicode61')"
 
@@ -98,6 +105,7 @@ class SQLiteStore(StoreBase):
         self._lock = threading.RLock()
         self._in_tx = False
         self._cache = _VectorCache()
+        self._joined: set[tuple[Any, ...]] = set()  # filters FTS5's own ranking did not serve (see ``_ranked``)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -280,28 +288,70 @@ class SQLiteStore(StoreBase):
         search filtered by type or session that no live entry passes scans nothing.
         """
         where, params = self._where(filters)
-        weights = ", ".join(f"{float(w):g}" for w in self.tuning.fields)  # own text, session context, date words
-        sql = (
-            f"SELECT e.rid FROM fts JOIN events e ON e.rid = fts.rowid WHERE fts MATCH ? AND {where}"
-            f" ORDER BY bm25(fts, {weights}) LIMIT ?"
-        )
         with self._lock:
             if (filters.types or filters.session) and not self._db.execute(
                 f"SELECT 1 FROM events e WHERE {where} LIMIT 1", params
             ).fetchone():
                 return []
+            share = self._share(where, params)
             every = " OR ".join(_quoted(t) for t in terms)
             tries = list(dict.fromkeys(self._matches(terms)))
             for match in tries:
-                rows = self._db.execute(sql, [match, *params, limit]).fetchall()
-                if len(rows) >= limit:
+                found = self._ranked(match, where, params, limit, share)
+                if len(found) >= limit:
                     break
-            found = [int(r[0]) for r in rows]
             if len(found) < limit and every not in tries:  # then what matched only in the context
                 seen = set(found)
-                more = self._db.execute(sql, [every, *params, limit]).fetchall()
-                found += [int(r[0]) for r in more if int(r[0]) not in seen][: limit - len(found)]
+                more = self._ranked(every, where, params, limit, share)
+                found += [rid for rid in more if rid not in seen][: limit - len(found)]
         return found
+
+    def _ranked(self, match: str, where: str, params: list[Any], limit: int, share: float) -> list[int]:
+        """The first ``limit`` entries by BM25 (ties by entry) that ``match`` finds and pass ``where``.
+
+        FTS5 scores every entry the match finds, and joining each one with ``events`` for the
+        filters costs as much again. When most entries pass the filters (``share``: a single
+        project's store, or the project worked on lately), FTS5 ranks alone and only its first
+        few hundred are looked up; if fewer than ``limit`` of them pass, the joined query answers
+        (and the next searches with these filters go straight to it). Both give the same list:
+        the filtered prefix of one order is the prefix of the filtered order.
+        """
+        weights = ", ".join(f"{float(w):g}" for w in self.tuning.fields)  # own text, session context, date words
+        order = f"ORDER BY bm25(fts, {weights}), fts.rowid"
+        key = (where, *params)
+        if share >= FAST_SHARE and key not in self._joined:
+            n = int(max(limit, 32) * 2 / share)  # room for what the filters drop, cheap to look up
+            top = [
+                int(r[0])
+                for r in self._db.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? {order} LIMIT ?", [match, n])
+            ]
+            passing = self._passing(top, where, params)
+            kept = [rid for rid in top if rid in passing]
+            if len(kept) >= limit or len(top) < n:
+                return kept[:limit]
+            self._joined.add(key)
+        sql = (
+            f"SELECT e.rid FROM fts JOIN events e {FILTERED} ON e.rid = fts.rowid"
+            f" WHERE fts MATCH ? AND {where} {order} LIMIT ?"
+        )
+        return [int(r[0]) for r in self._db.execute(sql, [match, *params, limit])]
+
+    def _passing(self, rids: list[int], where: str, params: list[Any]) -> set[int]:
+        if not rids:
+            return set()
+        marks = ",".join("?" * len(rids))
+        sql = f"SELECT e.rid FROM events e {FILTERED} WHERE e.rid IN ({marks}) AND {where}"
+        return {int(r[0]) for r in self._db.execute(sql, [*rids, *params])}
+
+    def _share(self, where: str, params: list[Any]) -> float:
+        """The share of the newest ``SHARE_SAMPLE`` entries that pass ``where``: how many of
+        FTS5's own first results the filters are likely to keep."""
+        newest = int(self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM events").fetchone()[0])
+        if newest == 0:
+            return 0.0
+        sample = min(newest, SHARE_SAMPLE)
+        sql = f"SELECT COUNT(*) FROM events e {FILTERED} WHERE e.rid > ? AND {where}"
+        return int(self._db.execute(sql, [newest - sample, *params]).fetchone()[0]) / sample
 
     def _matches(self, terms: list[str]) -> list[str]:
         """The FTS5 queries to try for ``terms``, in order (see ``_lexical``)."""
