@@ -59,8 +59,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 # the filter columns by entry: checking a filter reads one small index entry, not the entry's
 # row, whose later columns sit behind its text (an overflow page for a long one)
 FILTERED = "INDEXED BY events_filter"
-FAST_SHARE = 0.5  # the filters' share of entries above which FTS5 ranks before they are applied
-SHARE_SAMPLE = 1000  # the newest entries that share is estimated on
+FAST_SHARE = 0.5  # the filters' share of entries from which FTS5 ranks before they are applied
 
 FTS_TABLE = "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, ctx, whn, tokenize='porter unicode61')"
 
@@ -293,25 +292,25 @@ class SQLiteStore(StoreBase):
                 f"SELECT 1 FROM events e WHERE {where} LIMIT 1", params
             ).fetchone():
                 return []
-            share = self._share(where, params)
+            most = self._most(filters)
             every = " OR ".join(_quoted(t) for t in terms)
             tries = list(dict.fromkeys(self._matches(terms)))
             for match in tries:
-                found = self._ranked(match, where, params, limit, share)
+                found = self._ranked(match, where, params, limit, most)
                 if len(found) >= limit:
                     break
             if len(found) < limit and every not in tries:  # then what matched only in the context
                 seen = set(found)
-                more = self._ranked(every, where, params, limit, share)
+                more = self._ranked(every, where, params, limit, most)
                 found += [rid for rid in more if rid not in seen][: limit - len(found)]
         return found
 
-    def _ranked(self, match: str, where: str, params: list[Any], limit: int, share: float) -> list[int]:
+    def _ranked(self, match: str, where: str, params: list[Any], limit: int, most: bool) -> list[int]:
         """The first ``limit`` entries by BM25 (ties by entry) that ``match`` finds and pass ``where``.
 
         FTS5 scores every entry the match finds, and joining each one with ``events`` for the
-        filters costs as much again. When most entries pass the filters (``share``: a single
-        project's store, or the project worked on lately), FTS5 ranks alone and only its first
+        filters costs as much again. When the filters pass ``most`` entries (none but the usual
+        ones, or a project holding at least half the store), FTS5 ranks alone and only its first
         few hundred are looked up; if fewer than ``limit`` of them pass, the joined query answers
         (and the next searches with these filters go straight to it). Both give the same list:
         the filtered prefix of one order is the prefix of the filtered order.
@@ -319,8 +318,8 @@ class SQLiteStore(StoreBase):
         weights = ", ".join(f"{float(w):g}" for w in self.tuning.fields)  # own text, session context, date words
         order = f"ORDER BY bm25(fts, {weights}), fts.rowid"
         key = (where, *params)
-        if share >= FAST_SHARE and key not in self._joined:
-            n = int(max(limit, 32) * 2 / share)  # room for what the filters drop, cheap to look up
+        if most and key not in self._joined:
+            n = int(max(limit, 32) * 2 / FAST_SHARE)  # room for what the filters drop, cheap to look up
             top = [
                 int(r[0])
                 for r in self._db.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? {order} LIMIT ?", [match, n])
@@ -343,15 +342,18 @@ class SQLiteStore(StoreBase):
         sql = f"SELECT e.rid FROM events e {FILTERED} WHERE e.rid IN ({marks}) AND {where}"
         return {int(r[0]) for r in self._db.execute(sql, [*rids, *params])}
 
-    def _share(self, where: str, params: list[Any]) -> float:
-        """The share of the newest ``SHARE_SAMPLE`` entries that pass ``where``: how many of
-        FTS5's own first results the filters are likely to keep."""
-        newest = int(self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM events").fetchone()[0])
-        if newest == 0:
-            return 0.0
-        sample = min(newest, SHARE_SAMPLE)
-        sql = f"SELECT COUNT(*) FROM events e {FILTERED} WHERE e.rid > ? AND {where}"
-        return int(self._db.execute(sql, [newest - sample, *params]).fetchone()[0]) / sample
+    def _most(self, filters: Filters) -> bool:
+        """Whether the filters pass at least ``FAST_SHARE`` of the entries: without filters (but
+        the usual live and current ones), or with a project alone that holds that many, counted
+        on its index up to that many; any other filter is taken as selective."""
+        if filters.session or filters.types or filters.since is not None or filters.until is not None or filters.file:
+            return False
+        total = int(self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM events").fetchone()[0])
+        if filters.project is None or total == 0:
+            return total > 0
+        need = max(1, int(total * FAST_SHARE))
+        sql = "SELECT COUNT(*) FROM (SELECT 1 FROM events INDEXED BY events_session WHERE project = ? LIMIT ?)"
+        return int(self._db.execute(sql, [filters.project, need]).fetchone()[0]) >= need
 
     def _matches(self, terms: list[str]) -> list[str]:
         """The FTS5 queries to try for ``terms``, in order (see ``_lexical``)."""
