@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from agentkeel.memory import rerank  # noqa: E402
 from agentkeel.memory.embed import get_embedder  # noqa: E402
-from agentkeel.memory.retrieval import CANDIDATES, query_terms, rrf  # noqa: E402
+from agentkeel.memory.retrieval import CANDIDATES, Tuning, query_terms, rrf  # noqa: E402
 from agentkeel.memory.sql import Filters  # noqa: E402
 from agentkeel.memory.sqlite import SQLiteStore  # noqa: E402
 from locomo_bench import DATA, load  # noqa: E402
@@ -155,12 +155,12 @@ def session_lists(world: World, top: int, column: str) -> list[list[int]]:
 
 
 def reply_lists(world: World, source: str, depth: int) -> list[list[int]]:
-    """The entry after each of the first ``depth`` entries of the lexical list (or the fused
-    order), in its session, in that order: the replies to what matched the question's words."""
+    """The entry after each of the first ``depth`` entries of a list (``lexical``, ``vector``) or of
+    the fused order, in its session, in that order: the replies to what matched the question's words."""
     out = []
     for lists in world.lists:
-        if source == "lexical":
-            order = list(lists.get("lexical", ()))
+        if source != "fused":
+            order = list(lists.get(source, ()))
         else:
             f = world.store.fuse(lists)
             order = sorted(f, key=lambda r: (-f[r], r))
@@ -450,7 +450,8 @@ def main() -> None:
 
     base = {id(w): [w.store.fuse(lists) for lists in w.lists] for w in worlds}
     run("shipped", lambda w, fit: base[id(w)])
-    for source, depth in (("lexical", 10), ("lexical", 30), ("fused", 10), ("fused", 30)):
+    replies = (("lexical", 10), ("lexical", 30), ("fused", 10), ("fused", 30), ("vector", 10), ("vector", 30))
+    for source, depth in replies:
         extra = {id(w): reply_lists(w, source, depth) for w in worlds}
         for weight in (0.1, 0.2, 0.3):
             run(f"reply_{source}_d{depth}_w{weight}", lambda w, fit, x=extra, g=weight: with_list(w, x[id(w)], g))
@@ -462,6 +463,17 @@ def main() -> None:
         extra = {id(w): session_lists(w, top, column) for w in worlds}
         for weight in (0.1, 0.2):
             run(f"session_{column}_top{top}_w{weight}", lambda w, fit, x=extra, g=weight: with_list(w, x[id(w)], g))
+    mixes = ((0.55, 0.30, 0.15), (0.45, 0.30, 0.25), (0.40, 0.40, 0.20), (0.60, 0.20, 0.20), (0.35, 0.35, 0.30))
+    fusions = {
+        f"fusion_k{k:g}_w{'-'.join(f'{x:g}' for x in mix)}": Tuning(
+            rrf_k=k, lexical=mix[0], vector=mix[1], context=mix[2]
+        )
+        for k in (2.0, 5.0, 15.0, 60.0)
+        for mix in mixes
+        if (k, mix) != (5.0, mixes[0])
+    }
+    for name, tuning in fusions.items():
+        run(name, lambda w, fit, t=tuning: [w.store.fuse(lists, t) for lists in w.lists])
     combo = (
         [
             {id(w): prf_lists(w, "lexical", 3, 5) for w in worlds},
@@ -540,7 +552,16 @@ def main() -> None:
             made[f"session_own_top{top}"] = {id(w): session_lists(w, top, "own") for w in worlds}
         for source, depth in (("lexical", 10), ("lexical", 30), ("fused", 10), ("fused", 30)):
             made[f"reply_{source}_d{depth}"] = {id(w): reply_lists(w, source, depth) for w in worlds}
-        for family in ("prf", "session", "reply"):
+        if wanted is not None and "fusion" in wanted:
+            settings = {"shipped": shipped}
+            for name, tuning in fusions.items():
+                settings[name] = [[w.store.fuse(lists, tuning) for lists in w.lists] for w in worlds]
+            t0 = time.perf_counter()
+            report.setdefault("nested", {})["fusion"] = result = nested(worlds, settings)
+            result["seconds"] = round(time.perf_counter() - t0, 1)
+            print("nested fusion", json.dumps(result), flush=True)
+            RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+        for family in ("prf", "session", "reply") if wanted is None or "fusion" not in wanted else ():
             settings = {"shipped": shipped}
             for name, extra in made.items():
                 if name.startswith(family):
