@@ -1,7 +1,15 @@
 """Round 7 (#20 item 2): the candidate stage. Can a new ranked list, or a learned first stage,
 bring the evidence into the fused top 30 that the reranker reorders?
 
-    python bench/locomo_candidates.py [--misses 20] [--only NAMES]
+    python bench/locomo_candidates.py [--misses 20] [--reach] [--nested] [--only NAMES]
+
+Candidates: ``prf_*`` (lexical pseudo-relevance feedback as a fourth list), ``session_*`` (the
+entries of the sessions with the most fused mass), ``reply_*`` (the entry after each of a list's
+first entries), ``stage_*`` (a learned first stage over the three lists' union), ``fusion_*``
+(other RRF k and list weights), ``combo_*``. ``--misses N`` lists N questions whose evidence is
+below the fused top 30, ``--reach`` where those sit in the new lists and each list's extra CPU,
+``--nested`` chooses each family's setting (or none) per split inside the tuning conversations.
+Runs merge into ``bench/results/locomo_candidates_round7.json``.
 
 Everything as ``bench/locomo_rerank.py --mixed``: SQLite + MiniLM (vectors cached), the category
 1-4 questions of the five dev conversations, the turns with and without their ``Speaker:`` label.
