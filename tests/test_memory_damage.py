@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import random
-import sqlite3
+import sqlite3 as stdlib_sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from agentkeel.memory import open_store
 from agentkeel.memory.capture import Outbox
 from agentkeel.memory.health import check_outbox, check_store, quick_check
 from agentkeel.memory.project import project_id
+from agentkeel.memory.sqlite_lib import sqlite3  # the store's own library: two copies of SQLite must not share a file
 from conftest import KeelRun, wire_env
 
 PAGE = 4096
@@ -51,7 +52,9 @@ def _checkpoint(path: Path) -> None:
 
 
 def _leaf_pages(path: Path, table: str) -> list[int]:
-    db = sqlite3.connect(str(path))
+    """Read with the standard library's SQLite, built with the dbstat table (the bundled one is
+    not); only ever on a file this process has closed."""
+    db = stdlib_sqlite3.connect(str(path))
     try:
         rows = db.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY path", (table,))
         return [int(r[0]) for r in rows]

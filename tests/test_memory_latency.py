@@ -4,7 +4,6 @@ word-index read."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +15,7 @@ from agentkeel.memory import open_store
 from agentkeel.memory.consolidate import lessons_for
 from agentkeel.memory.embed import EmbedderError
 from agentkeel.memory.sqlite import SQLiteStore
+from agentkeel.memory.sqlite_lib import sqlite3  # the store's own library: two copies of SQLite must not share a file
 from agentkeel.memory.store import MemoryStore
 
 

@@ -3,11 +3,11 @@ wake-up per batch, not per record), and whoever needs them on disk does not wait
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from agentkeel.memory import open_store
 from agentkeel.memory.capture import Outbox
+from agentkeel.memory.sqlite_lib import sqlite3  # the store's own library: two copies of SQLite must not share a file
 
 
 def _records(n: int) -> list[dict[str, str]]:

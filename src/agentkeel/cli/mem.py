@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
+
+from agentkeel.memory.sqlite_lib import sqlite3
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -34,6 +33,7 @@ from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
 from agentkeel.memory.health import MemoryDamaged, damaged, first_line, is_corruption, quick_check
 from agentkeel.memory.model import Record, new_record_id, now_iso
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
+from agentkeel.memory.sqlite_lib import sqlite3
 from agentkeel.memory.store import MemoryStore
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,10 @@ answers without them. So damage is looked for as well as caught:
 
 from __future__ import annotations
 
-import sqlite3
+import sqlite3 as stdlib_sqlite3
 from pathlib import Path
+
+from agentkeel.memory.sqlite_lib import sqlite3
 
 SQLITE_CORRUPT = 11
 SQLITE_NOTADB = 26
@@ -36,7 +38,7 @@ class MemoryDamaged(RuntimeError):
 
 def is_corruption(exc: BaseException) -> bool:
     """True for SQLite's "malformed" and "not a database" errors, whatever their extended code."""
-    if not isinstance(exc, sqlite3.DatabaseError):
+    if not isinstance(exc, (sqlite3.DatabaseError, stdlib_sqlite3.DatabaseError)):  # either library's
         return False
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int):

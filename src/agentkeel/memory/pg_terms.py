@@ -11,9 +11,10 @@ and its token instances become the postings. SQLite is part of Python; nothing i
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Sequence
+
+from agentkeel.memory.sqlite_lib import sqlite3
 
 K1, B = 1.2, 0.75  # BM25's constants, as FTS5's bm25() has them
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 
 from agentkeel.memory.health import is_corruption
 from agentkeel.memory.model import EVENT_TYPES
+from agentkeel.memory.sqlite_lib import sqlite3
 
 STRETCH = 256  # keys read per query
 GIVE_UP_AFTER = 64  # unreadable stretches in a row after which, with no known last key, reading stops

@@ -9,7 +9,6 @@ an exact scan of 100k x 384 floats costs a few milliseconds, well inside the sea
 from __future__ import annotations
 
 import functools
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from agentkeel.memory.model import EVENT_TYPES, Entry, Record, date_words
 from agentkeel.memory.pg_terms import tokenizer
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
+from agentkeel.memory.sqlite_lib import sqlite3
 from agentkeel.memory.store import StoreBase
 
 if TYPE_CHECKING:

@@ -1,0 +1,31 @@
+"""The SQLite library the memory store runs on: pysqlite3's bundled SQLite when installed
+(the ``memory`` extra installs ``pysqlite3-binary`` on Linux x86-64), else the standard library's.
+
+The word search is FTS5's BM25 over every entry its terms match, and a current SQLite does that
+about a third faster than the one this Python was built with (3.51 against 3.40 here:
+``bench/sqlite_lib_bench.py``). Every module that opens or inspects a memory file (the store,
+the capture outbox, the health check, the repair) imports ``sqlite3`` from here, and so must any
+code that opens one in a keel process: two copies of SQLite in one process do not see each
+other's POSIX locks, so a file open in both is not safely locked (sqlite.org/howtocorrupt.html,
+2.2.1; another process may use any SQLite). ``KEEL_MEMORY_SQLITE=stdlib`` keeps the standard
+library's for the whole process.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite3
+else:
+    sqlite3 = None
+    if os.environ.get("KEEL_MEMORY_SQLITE", "").strip().lower() != "stdlib":
+        try:
+            from pysqlite3 import dbapi2 as sqlite3
+        except ImportError:  # not installed, or no wheel for this platform
+            sqlite3 = None
+    if sqlite3 is None:
+        import sqlite3
+
+__all__ = ["sqlite3"]
