@@ -141,7 +141,8 @@ def joined(store: SQLiteStore, query: str, limit: int, **filters: Any) -> list[s
     return [str(r[0]) for r in rows]
 
 
-ALONE = "SELECT rowid FROM fts WHERE fts MATCH"  # FTS5 ranking before any filter
+ALONE = "SELECT t.rowid FROM (SELECT rowid"  # FTS5 ranks first, its first results then filtered
+JOINED = "ON e.rid = fts.rowid"  # every match joined with the filters, then ranked
 
 
 def mixed() -> list[dict[str, Any]]:
@@ -183,7 +184,7 @@ def test_a_project_with_most_or_few_of_the_entries_gets_the_same_list_on_both_ba
     for query in ["Caroline support group", "Melanie running painting", "lake kids Mondays"]:
         for limit in (1, 5, 20):
             ranked(query, limit, project="big")
-            assert any(s.startswith(ALONE) for s in statements) and not any("JOIN events" in s for s in statements)
+            assert any(s.startswith(ALONE) for s in statements) and not any(JOINED in s for s in statements)
             ranked(query, min(limit, 5), project="small")  # a third of the entries: joined at once
             assert not any(s.startswith(ALONE) for s in statements), query
             ranked(query, limit)
@@ -206,10 +207,29 @@ def test_when_fts5s_first_results_hold_too_few_that_pass_the_joined_query_answer
     got = lexical(store, "zebra", 2, project="big")
     store._db.set_trace_callback(None)
     assert got == joined(store, "zebra", 2, project="big") and sorted(got) == ["b13", "b2"]
-    assert any(s.startswith(ALONE) for s in statements) and any("JOIN events" in s for s in statements)
+    assert any(s.startswith(ALONE) for s in statements) and any(JOINED in s for s in statements)
     statements.clear()
     store._db.set_trace_callback(statements.append)
     assert lexical(store, "zebra", 2, project="big") == got  # asked joined at once, on this connection
     assert not any(s.startswith(ALONE) for s in statements)
     store._db.set_trace_callback(None)
+    store.close()
+
+
+def test_a_project_holding_every_entry_is_known_by_two_index_seeks_without_a_count(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "mem.db")
+    store.add_many([rec(f"a{i}", f"zebra stripes {i}", f"s{i // 5}", project="only") for i in range(40)])
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    got = lexical(store, "zebra", 5, project="only")
+    store._db.set_trace_callback(None)
+    assert got == joined(store, "zebra", 5, project="only")
+    assert any(s.startswith(ALONE) for s in statements) and not any("COUNT(*)" in s for s in statements)
+    store.add_many([rec("b1", "zebra elsewhere", "t1", project="other")])  # now counted: 40 of 41 entries
+    statements.clear()
+    store._db.set_trace_callback(statements.append)
+    assert lexical(store, "zebra", 5, project="only") == got
+    store._db.set_trace_callback(None)
+    assert any(s.startswith(ALONE) for s in statements) and any("COUNT(*)" in s for s in statements)
+    assert lexical(store, "zebra", 5, project="nowhere") == []
     store.close()

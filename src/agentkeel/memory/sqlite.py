@@ -320,14 +320,16 @@ class SQLiteStore(StoreBase):
         key = (where, *params)
         if most and key not in self._joined:
             n = int(max(limit, 32) * 2 / FAST_SHARE)  # room for what the filters drop, cheap to look up
-            top = [
-                int(r[0])
-                for r in self._db.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? {order} LIMIT ?", [match, n])
-            ]
-            passing = self._passing(top, where, params)
-            kept = [rid for rid in top if rid in passing]
-            if len(kept) >= limit or len(top) < n:
-                return kept[:limit]
+            top = (
+                f"SELECT rowid, bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH ? ORDER BY score, rowid LIMIT ?"
+            )
+            sql = (
+                f"SELECT t.rowid FROM ({top}) t JOIN events e {FILTERED} ON e.rid = t.rowid"
+                f" WHERE {where} ORDER BY t.score, t.rowid LIMIT ?"
+            )
+            kept = [int(r[0]) for r in self._db.execute(sql, [match, n, *params, limit])]
+            if len(kept) >= limit or self._fewer(match, n):
+                return kept
             self._joined.add(key)
         sql = (
             f"SELECT e.rid FROM fts JOIN events e {FILTERED} ON e.rid = fts.rowid"
@@ -335,12 +337,10 @@ class SQLiteStore(StoreBase):
         )
         return [int(r[0]) for r in self._db.execute(sql, [match, *params, limit])]
 
-    def _passing(self, rids: list[int], where: str, params: list[Any]) -> set[int]:
-        if not rids:
-            return set()
-        marks = ",".join("?" * len(rids))
-        sql = f"SELECT e.rid FROM events e {FILTERED} WHERE e.rid IN ({marks}) AND {where}"
-        return {int(r[0]) for r in self._db.execute(sql, [*rids, *params])}
+    def _fewer(self, match: str, n: int) -> bool:
+        """Whether ``match`` finds fewer than ``n`` entries (counted up to ``n``, unranked)."""
+        sql = "SELECT COUNT(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)"
+        return int(self._db.execute(sql, [match, n]).fetchone()[0]) < n
 
     def _most(self, filters: Filters) -> bool:
         """Whether the filters pass at least ``FAST_SHARE`` of the entries: without filters (but
@@ -351,6 +351,9 @@ class SQLiteStore(StoreBase):
         total = int(self._db.execute("SELECT COALESCE(MAX(rid), 0) FROM events").fetchone()[0])
         if filters.project is None or total == 0:
             return total > 0
+        others = "SELECT 1 FROM events INDEXED BY events_session WHERE project {} ? LIMIT 1"
+        if not any(self._db.execute(others.format(op), [filters.project]).fetchone() for op in "<>"):
+            return True  # the project holds every entry: two index seeks, not a count
         need = max(1, int(total * FAST_SHARE))
         sql = "SELECT COUNT(*) FROM (SELECT 1 FROM events INDEXED BY events_session WHERE project = ? LIMIT ?)"
         return int(self._db.execute(sql, [filters.project, need]).fetchone()[0]) >= need
