@@ -128,3 +128,46 @@ def test_the_built_model_is_cached_and_a_damaged_cache_is_rebuilt(tmp_path: Path
     assert _run(check, home) == "False True True"
     assert cached.stat().st_size > 10_000_000  # rewritten whole
     assert _run(block_onnx + check, home) == "True True False"
+
+
+def test_a_search_query_runs_the_int8_encoder_and_entries_keep_float32(tmp_path: Path) -> None:
+    """On onnxruntime, ``embed_query`` (what a search calls) runs an int8 copy of the encoder,
+    built on the first query and cached beside the float32 one; ``embed`` (the entries' vectors)
+    stays float32. The query's vector is close to the float one; ``query_int8=False`` gives it exactly."""
+    home = Path(os.environ["KEEL_HOME"])
+    embedder = MiniLMEmbedder(runtime="onnx")
+    assert embedder._query_encoder is None  # nothing built for queries until one comes
+    theirs = np.array(REF["vectors"])
+    queries = np.array([embedder.embed_query(text) for text in REF["texts"]])
+    assert (queries * theirs).sum(1).min() >= 0.97 and np.abs(queries - theirs).max() > 1e-4
+    assert np.allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-5)
+    assert len(list((home / "memory" / "models").glob("minilm-int8-*.onnx"))) == 1
+    assert np.abs(np.array(embedder.embed(REF["texts"])) - theirs).max() < 1e-4
+    exact = MiniLMEmbedder(runtime="onnx", query_int8=False)
+    assert exact.embed_query(REF["texts"][0]) == exact.embed(REF["texts"][:1])[0]
+    numpy_path = MiniLMEmbedder(runtime="numpy")
+    assert numpy_path.embed_query(REF["texts"][0]) == numpy_path.embed(REF["texts"][:1])[0]
+
+
+def test_queries_fall_back_to_float32_when_the_int8_encoder_cannot_be_built() -> None:
+    """The float32 model is cached; onnx (needed to build the int8 one) is blocked: the query is
+    answered by the float32 encoder, with a warning, not an error."""
+    home = os.environ["KEEL_HOME"]
+    MiniLMEmbedder(runtime="onnx")  # caches the float32 model
+    ref_path = str(Path(__file__).parent / "data" / "minilm_reference.json")
+    check = (
+        "import json, logging\n"
+        "from pathlib import Path\n"
+        "from agentkeel.memory.embed import MiniLMEmbedder\n"
+        "logging.basicConfig(level=logging.WARNING, format='%(message)s')\n"
+        "e = MiniLMEmbedder(runtime='onnx')\n"
+        f"ref = json.loads(Path({ref_path!r}).read_text())\n"
+        "q = e.embed_query(ref['texts'][0])\n"
+        "print(q == e.embed(ref['texts'][:1])[0], e.query_int8)\n"
+    )
+    block_onnx = BLOCK_ORT.replace('== "onnxruntime"', '== "onnx"')
+    env = {**os.environ, "PYTHONPATH": SRC, "KEEL_HOME": home}
+    done = subprocess.run([sys.executable, "-c", block_onnx + check], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True False"
+    assert "the int8 query encoder failed" in done.stderr and "Traceback" not in done.stderr

@@ -121,3 +121,26 @@ def test_an_embedder_failure_during_a_search_answers_by_words_or_is_raised(tmp_p
     with pytest.raises(ValueError, match="a bug"):
         store.search("parser failure", k=1)
     store.close()
+
+
+class _QueryRecording(_Recording):
+    """An embedder with a separate path for search queries (as MiniLM's int8 one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return [0.0, 1.0, 0.0, 0.0]
+
+
+def test_a_search_embeds_its_query_by_the_embedders_query_path_and_entries_by_embed(tmp_path: Path) -> None:
+    embedder = _QueryRecording()
+    store = SQLiteStore(tmp_path / "mem.db", embedder=embedder)
+    store.add_many([rec("a", "parser failure in the lexer", "s"), rec("b", "the weather", "s")])
+    entries = len(embedder.threads)
+    assert entries >= 1 and not embedder.queries  # the entries' vectors came from embed
+    assert store.search("parser failure", k=2)[0].id == "a"
+    assert embedder.queries == ["parser failure"] and len(embedder.threads) == entries
+    store.close()

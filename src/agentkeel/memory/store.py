@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
-from agentkeel.memory.embed import Embedder, EmbedderError
+from agentkeel.memory.embed import Embedder, EmbedderError, QueryEmbedder
 from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens, one_line
 from agentkeel.memory.privacy import Masker
 from agentkeel.memory.retrieval import (  # noqa: F401  (query_terms, rrf, TUNING: the store's public recipe)
@@ -541,6 +541,8 @@ class StoreBase:
         if self.embedder is None or not query.strip():
             return None
         try:
+            if isinstance(self.embedder, QueryEmbedder):
+                return self.embedder.embed_query(query)
             return self.embedder.embed([query])[0]
         except EmbedderError as exc:  # lexical results still answer
             log.warning("memory: %s; searching without vectors", exc)
