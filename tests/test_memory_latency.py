@@ -144,3 +144,21 @@ def test_a_search_embeds_its_query_by_the_embedders_query_path_and_entries_by_em
     assert store.search("parser failure", k=2)[0].id == "a"
     assert embedder.queries == ["parser failure"] and len(embedder.threads) == entries
     store.close()
+
+
+def test_sqlites_vector_lists_read_the_database_before_the_word_search_and_compare_beside_it(tmp_path: Path) -> None:
+    """The vector cache is brought up to date before the MATCH, so the comparison needs no
+    connection and runs on the query's thread while the word index is read: nothing of the
+    vector side touches the database after the word search."""
+    embedder = _QueryRecording()
+    store = SQLiteStore(tmp_path / "mem.db", embedder=embedder)
+    store.add_many([rec(f"e{i}", f"parser failure number {i}", "s") for i in range(5)] + [rec("w", "the weather", "s")])
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    hits = store.search("parser failure", k=3)
+    store._db.set_trace_callback(None)
+    assert len(hits) == 3 and embedder.queries == ["parser failure"]
+    match = next(i for i, s in enumerate(statements) if "MATCH" in s)
+    vectors = [i for i, s in enumerate(statements) if "FROM meta WHERE key IN ('ver', 'epoch')" in s]
+    assert vectors and max(vectors) < match
+    store.close()

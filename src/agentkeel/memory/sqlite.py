@@ -388,6 +388,12 @@ class SQLiteStore(StoreBase):
         return [int(df.get(stem, 0)) for stem in stems], total
 
     def _vector(self, vector: list[float], column: str, filters: Filters, limit: int) -> list[int]:
+        nearest = self._nearest_soon(filters)
+        return nearest(vector, column, limit)
+
+    def _nearest_soon(self, filters: Filters) -> Callable[[list[float], str, int], list[int]]:
+        """The cache brought up to date and the filters' entries read now; the comparison after
+        needs no connection (see ``StoreBase._nearest_soon``)."""
         with self._lock:
             self._cache.refresh(self._db)
             allowed = None
@@ -396,7 +402,8 @@ class SQLiteStore(StoreBase):
                 project = None
                 where, params = self._where(filters)
                 allowed = {int(r[0]) for r in self._db.execute(f"SELECT e.rid FROM events e WHERE {where}", params)}
-        return self._cache.nearest(vector, column, limit, allowed, project)
+        cache = self._cache
+        return lambda vector, column, limit: cache.nearest(vector, column, limit, allowed, project)
 
     def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
         if not rids:

@@ -142,6 +142,12 @@ class StoreBase:
     def _vector(self, vector: list[float], column: str, filters: Filters, limit: int) -> list[int]:
         raise NotImplementedError
 
+    def _nearest_soon(self, filters: Filters) -> Callable[[list[float], str, int], list[int]] | None:
+        """``_vector`` with its database reads done now: a call that needs no connection, so a
+        search runs it on the query's thread right after the embedding, beside the word search.
+        None (this default) leaves ``_vector`` to run after the word search."""
+        return None
+
     def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
         raise NotImplementedError
 
@@ -507,20 +513,31 @@ class StoreBase:
         own and its neighbours' mean vector). ``vector`` is the query's, when already known."""
         lists: dict[str, Sequence[int]] = {}
         terms = query_terms(query)
-        embedding: _Background[list[float] | None] | None = None
+        embedding: _Background[tuple[list[float] | None, dict[str, list[int]]]] | None = None
         if vector is None and terms and self.embedder is not None and query.strip():
             # the query's vector is computed on another thread while the word index is searched
-            # (both release the GIL: numpy's matrix products, SQLite's and psycopg's calls)
-            embedding = _Background(lambda: self._embed_query(query))
+            # (both release the GIL: onnxruntime's and numpy's products, SQLite's and psycopg's
+            # calls), and compared there too when the store can do it off its connection
+            nearest = self._nearest_soon(flt)
+
+            def embed_and_compare() -> tuple[list[float] | None, dict[str, list[int]]]:
+                found = self._embed_query(query)
+                if found is None or nearest is None:
+                    return found, {}
+                return found, {column: nearest(found, column, CANDIDATES) for column in ("own", "context")}
+
+            embedding = _Background(embed_and_compare)
         if terms:
             lists["lexical"] = self._lexical(terms, flt, CANDIDATES)
+        compared: dict[str, list[int]] = {}
         if embedding is not None:
-            vector = embedding.result()
+            vector, compared = embedding.result()
         elif vector is None:
             vector = self._embed_query(query)
         if vector is not None:
-            lists["vector"] = self._vector(vector, "own", flt, CANDIDATES)
-            lists["context"] = self._vector(vector, "context", flt, CANDIDATES)
+            for name, column in (("vector", "own"), ("context", "context")):
+                got = compared.get(column)
+                lists[name] = got if got is not None else self._vector(vector, column, flt, CANDIDATES)
         return lists
 
     def fuse(self, lists: dict[str, Sequence[int]], tuning: Tuning | None = None) -> dict[int, float]:
