@@ -1,14 +1,19 @@
 """The retrieval recipe's pieces that need no database: the constants (``Tuning``), query
-terms, weighted reciprocal rank fusion, and each entry's session context."""
+terms, weighted reciprocal rank fusion, each entry's session context, and the hits a search
+hands back (one masked line each, within a token budget)."""
 
 from __future__ import annotations
 
 import re
 import threading
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import msgspec
+
+from agentkeel.memory.model import Hit, one_line
+from agentkeel.memory.privacy import Masker
+from agentkeel.memory.sql import Row
 
 T = TypeVar("T")
 CONTEXT_SPAN = 2
@@ -111,3 +116,34 @@ class _Background(Generic[T]):
         if self._error is not None:
             raise self._error
         return cast(T, self._value)
+
+
+def summarise(row: Row, masker: Masker, width: int = 140) -> str:
+    title = row.metadata.get("summary") if isinstance(row.metadata.get("summary"), str) else None
+    return one_line(masker.text(title or row.text), width)
+
+
+def to_hit(row: Row, score: float, masker: Masker) -> Hit:
+    return Hit(
+        id=row.id,
+        score=score,
+        type=row.type,
+        timestamp=row.timestamp,
+        session=row.session,
+        project=row.project,
+        summary=summarise(row, masker),
+    )
+
+
+def within_budget(items: list[Any], budget_tokens: int | None, cost: Any) -> list[Any]:
+    if budget_tokens is None:
+        return items
+    kept: list[Any] = []
+    spent = 0
+    for item in items:
+        tokens = cost(item)
+        if kept and spent + tokens > budget_tokens:
+            break
+        kept.append(item)
+        spent += tokens
+    return kept

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
 from agentkeel.memory.embed import Embedder, EmbedderError, QueryEmbedder
-from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens, one_line
+from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens
 from agentkeel.memory.privacy import Masker
 from agentkeel.memory.retrieval import (  # noqa: F401  (query_terms, rrf, TUNING: the store's public recipe)
     CANDIDATES,
@@ -48,6 +48,9 @@ from agentkeel.memory.retrieval import (  # noqa: F401  (query_terms, rrf, TUNIN
     _contexts,
     query_terms,
     rrf,
+    summarise,
+    to_hit,
+    within_budget,
 )
 from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_clause
 
@@ -73,37 +76,6 @@ class MemoryStore(Protocol):
     def pending_vectors(self) -> int: ...
     def check(self, full: bool = False) -> list[str]: ...
     def close(self) -> None: ...
-
-
-def summarise(row: Row, masker: Masker, width: int = 140) -> str:
-    title = row.metadata.get("summary") if isinstance(row.metadata.get("summary"), str) else None
-    return one_line(masker.text(title or row.text), width)
-
-
-def to_hit(row: Row, score: float, masker: Masker) -> Hit:
-    return Hit(
-        id=row.id,
-        score=score,
-        type=row.type,
-        timestamp=row.timestamp,
-        session=row.session,
-        project=row.project,
-        summary=summarise(row, masker),
-    )
-
-
-def within_budget(items: list[Any], budget_tokens: int | None, cost: Any) -> list[Any]:
-    if budget_tokens is None:
-        return items
-    kept: list[Any] = []
-    spent = 0
-    for item in items:
-        tokens = cost(item)
-        if kept and spent + tokens > budget_tokens:
-            break
-        kept.append(item)
-        spent += tokens
-    return kept
 
 
 class StoreBase:
