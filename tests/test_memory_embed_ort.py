@@ -63,6 +63,13 @@ def test_default_minilm_is_onnx_and_the_runtime_can_be_chosen(monkeypatch: pytes
     monkeypatch.setenv("KEEL_MINILM_RUNTIME", "gpu")
     with pytest.raises(EmbedderError, match="KEEL_MINILM_RUNTIME='gpu' is not one of numpy, onnx, onnx-int8"):
         minilm_embedder()
+    monkeypatch.delenv("KEEL_MINILM_RUNTIME")
+    assert minilm_embedder().query_int8
+    monkeypatch.setenv("KEEL_MINILM_QUERY", "float32")
+    assert not minilm_embedder().query_int8
+    monkeypatch.setenv("KEEL_MINILM_QUERY", "int4")
+    with pytest.raises(EmbedderError, match="KEEL_MINILM_QUERY='int4' is not int8 or float32"):
+        minilm_embedder()
 
 
 BLOCK_ORT = """

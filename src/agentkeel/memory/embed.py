@@ -397,20 +397,26 @@ def _unit(vector: list[float]) -> list[float]:
 def minilm_embedder() -> MiniLMEmbedder:
     """MiniLM on onnxruntime if onnxruntime and onnx import, else on numpy.
 
-    ``KEEL_MINILM_RUNTIME`` picks one of ``RUNTIMES`` instead (``onnx-int8`` is an experiment)."""
+    ``KEEL_MINILM_RUNTIME`` picks one of ``RUNTIMES`` instead (``onnx-int8`` is an experiment);
+    ``KEEL_MINILM_QUERY=float32`` embeds search queries with the entries' float32 encoder
+    instead of the int8 one (``int8``, the default)."""
+    query = os.environ.get("KEEL_MINILM_QUERY", "").strip().lower() or "int8"
+    if query not in ("int8", "float32"):
+        raise EmbedderError(f"KEEL_MINILM_QUERY={query!r} is not int8 or float32: unset it or pick one")
+    int8 = query == "int8"
     chosen = os.environ.get("KEEL_MINILM_RUNTIME", "").strip().lower()
     if chosen:
         if chosen not in RUNTIMES:
             raise EmbedderError(
                 f"KEEL_MINILM_RUNTIME={chosen!r} is not one of {', '.join(RUNTIMES)}: unset it or pick one"
             )
-        return MiniLMEmbedder(runtime=chosen)
+        return MiniLMEmbedder(runtime=chosen, query_int8=int8)
     try:
         import onnx  # noqa: F401
         import onnxruntime  # noqa: F401
     except ImportError:
         return MiniLMEmbedder()
-    return MiniLMEmbedder(runtime="onnx")
+    return MiniLMEmbedder(runtime="onnx", query_int8=int8)
 
 
 _CACHE: dict[str, Embedder] = {}
