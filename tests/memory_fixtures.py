@@ -6,6 +6,9 @@ store without an embedder on it). A test file may define its own ``store``; it t
 
 from __future__ import annotations
 
+import atexit
+import subprocess
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,15 +19,70 @@ from agentkeel.memory import open_store
 from agentkeel.memory.store import MemoryStore
 
 _PG: dict[str, Any] = {}
+START_TRIES = 3  # pg_ctl gives a start 10 s; a loaded machine can need more than one try
+
+
+class PostgresUnavailable(RuntimeError):
+    """This test run's PostgreSQL could not be started (or restarted): the message says why, once."""
+
+
+def _alive(server: Any) -> bool:
+    from pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(server.pgdata)
+    return info is not None and info.is_running()
+
+
+def _log_tail(pgdata: Path, lines: int = 5) -> str:
+    try:
+        text = (pgdata / "log").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no server log)"
+    return " | ".join(text[-lines:]) or "(empty server log)"
+
+
+def _start(tmp_root: Path) -> Any:
+    """A fresh PostgreSQL in a data directory of this test run's own (never shared with another run)."""
+    from pgserver import get_server  # type: ignore[attr-defined]
+
+    _PG["starts"] = _PG.get("starts", 0) + 1
+    pgdata = tmp_root / f"pg{_PG['starts']}"
+    error: BaseException | None = None
+    for _ in range(START_TRIES):
+        try:
+            return get_server(pgdata, cleanup_mode="stop")
+        except (subprocess.SubprocessError, OSError, AssertionError) as exc:
+            error = exc
+    raise PostgresUnavailable(
+        f"the test run's PostgreSQL did not start after {START_TRIES} tries ({type(error).__name__}: {error}); "
+        f"server log: {_log_tail(pgdata)}"
+    )
 
 
 def postgres_dsn(tmp_root: Path) -> str:
-    """One real PostgreSQL (pgserver bundles it with pgvector) per test session."""
-    if "server" not in _PG:
-        from pgserver import get_server  # type: ignore[attr-defined]
+    """One real PostgreSQL (pgserver bundles it with pgvector) per test session (per xdist worker).
 
-        _PG["server"] = get_server(tmp_root / "pg", cleanup_mode="stop")
-        _PG["n"] = 0
+    A server that died under the run (a loaded machine, an OOM kill) is reported once, as a warning
+    with the tail of its log, and restarted in a new data directory; a server that cannot be started
+    fails every test that needs it with the same one-line reason instead of a cascade of errors."""
+    if "down" in _PG:
+        pytest.fail(f"PostgreSQL for this test run is unavailable: {_PG['down']}", pytrace=False)
+    server = _PG.get("server")
+    if server is not None and not _alive(server):
+        warnings.warn(
+            f"the test run's PostgreSQL ({server.pgdata}) died; restarting it in a new data directory. "
+            f"Its log ended: {_log_tail(server.pgdata)}",
+            stacklevel=2,
+        )
+        atexit.unregister(server._cleanup)  # nothing left to stop; the new server has its own directory
+        _PG.pop("server")
+    if "server" not in _PG:
+        try:
+            _PG["server"] = _start(tmp_root)
+        except PostgresUnavailable as exc:
+            _PG["down"] = str(exc)
+            pytest.fail(f"PostgreSQL for this test run is unavailable: {exc}", pytrace=False)
+        _PG.setdefault("n", 0)
     _PG["n"] += 1
     server = _PG["server"]
     name = f"keel_test_{_PG['n']}"
