@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agentkeel.context.builder import PromptBuilder, Section, fit
 from agentkeel.context.compaction import CLEARED, Plan, clear_tool_results, compact, split_point
-from agentkeel.context.instructions import Instructions, frontmatter, glob_regex
+from agentkeel.context.instructions import ImportPolicy, Instructions, frontmatter, glob_regex
 from agentkeel.context.state import WorkingState
 from agentkeel.context.styles import find_style
 from agentkeel.context.tokens import Estimator, Window
@@ -27,9 +27,11 @@ def layout(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     return home, keel_home, repo, cwd
 
 
-def load(tmp_path: Path, home: Path, keel_home: Path, cwd: Path, managed: Path | None = None) -> Instructions:
+def load(
+    tmp_path: Path, home: Path, keel_home: Path, cwd: Path, managed: Path | None = None, trusted: bool = False
+) -> Instructions:
     env = {"KEEL_MANAGED_INSTRUCTIONS": str(managed or tmp_path / "no-managed.md")}
-    return Instructions.load(cwd, home, keel_home, env)
+    return Instructions.load(cwd, home, keel_home, env, ImportPolicy(trusted=trusted))
 
 
 def test_layers_load_lowest_first_with_local_files(tmp_path: Path) -> None:
@@ -73,7 +75,7 @@ def test_imports_relative_home_absolute_depth_cycles_missing(tmp_path: Path) -> 
     old_home = os.environ.get("HOME")
     os.environ["HOME"] = str(home)
     try:
-        got = load(tmp_path, home, keel_home, cwd)
+        got = load(tmp_path, home, keel_home, cwd, trusted=True)  # imports from outside: a trusted folder
     finally:
         if old_home is not None:
             os.environ["HOME"] = old_home

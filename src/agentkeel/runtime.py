@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,6 +20,7 @@ from agentkeel import _childwatch, _lazy
 from agentkeel._version import __version__
 from agentkeel.assembly import KeelError as KeelError  # re-exported: callers import it from here
 from agentkeel.assembly import fallback_model_id, forked, model_name, sandbox_for, writable
+from agentkeel.context.instructions import ImportPolicy
 from agentkeel.context.manager import ContextManager
 from agentkeel.core.events import EventBus, Notice, SessionEnded, SessionStarted, SinkFailed
 from agentkeel.core.extensions import Extension, Extensions
@@ -94,6 +95,15 @@ def _memory_plugin(
 
 def _retrust(store: TrustStore, cwd: Path) -> None:
     store.trust(cwd)  # keel itself changed .keel/settings.local.json; that is no reason to ask again
+
+
+def _import_refusal(engine: PermissionEngine) -> Callable[[Path], str | None]:
+    """Why an instruction file's ``@import`` may not be read into the prompt: the Read rules."""
+
+    def refuse(path: Path) -> str | None:
+        return "a Read deny rule covers it" if engine.read_denied(path) else None
+
+    return refuse
 
 
 def project_trust(cwd: Path, home_dir: Path, override: bool | None = None) -> TrustState:
@@ -339,6 +349,7 @@ class Runtime:
             services=services,
             additional_dirs=add_dirs,
             append=opts.append_system_prompt,
+            imports=ImportPolicy(trusted=trust.status == "trusted", refuse=_import_refusal(engine)),
         )
         context_mgr.emit = bus.emit
         context_mgr.memory_context = memory.prompt_context if memory is not None else None

@@ -136,9 +136,11 @@ class TrustStore:
     def state(self, folder: Path) -> TrustState:
         folder = folder.resolve()
         files = tuple(project_files(folder))
-        if not files:
-            return TrustState(folder, "nothing-to-trust", files)
         entry = self._load().get(str(folder))
+        if not files:
+            # explicitly trusted all the same: what trust grants beyond files (CLAUDE.md imports from
+            # outside the folder) follows the user's word
+            return TrustState(folder, "trusted" if entry else "nothing-to-trust", files)
         if not entry:
             return TrustState(folder, "untrusted", files)
         status: Status = "trusted" if entry.get("hash") == content_hash(folder) else "changed"

@@ -5,7 +5,10 @@ user (``~/.keel/KEEL.md``, ``~/.claude/CLAUDE.md``), project from the repository
 working directory (``AGENTS.md``, ``CLAUDE.md``, ``KEEL.md``, ``.claude/CLAUDE.md``), local
 (``*.local.md``). Directories below the working directory are loaded when a file under them is
 first read or edited. ``@path`` imports (relative to the importing file, ``~/``, absolute) are
-followed to depth 5; cycles and missing files are noted, never fatal. Rules live in
+followed to depth 5; cycles and missing files are noted, never fatal. An import from a file of the
+project to a file outside it is followed only in a folder the user trusted (``keel trust``): a cloned
+repository's CLAUDE.md must not pull ``~/.ssh/id_rsa`` into the prompt. Every import obeys the
+session's Read deny rules and credential stores (:class:`ImportPolicy`) and is redacted. Rules live in
 ``.claude/rules/**/*.md`` and ``.keel/rules/**/*.md`` (and the user's ``~/.claude/rules``): without
 ``paths:`` frontmatter they are always loaded; with it, when a matching file is read or edited.
 """
@@ -14,11 +17,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
+
+from agentkeel.redact import redact
 
 DIR_NAMES = ("AGENTS.md", "CLAUDE.md", "KEEL.md", ".claude/CLAUDE.md")
 LOCAL_NAMES = ("AGENTS.local.md", "CLAUDE.local.md", "KEEL.local.md")
@@ -26,6 +31,23 @@ SIZE_WARNING = 40_000
 MAX_DEPTH = 5
 _IMPORT = re.compile(r"(?<![\w`@])@((?:~/|/|\.{1,2}/)?[\w.\-/]+)")
 _FENCE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+
+
+PROJECT_SCOPES = frozenset({"project", "local", "nested", "rule"})  # files that came with the repository
+
+
+def _no_refusal(path: Path) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ImportPolicy:
+    """Which ``@path`` imports are followed. ``trusted``: the folder is explicitly trusted, so its
+    files may import from outside the project; ``refuse``: why a file may not be read into the prompt
+    (the session's Read deny rules, credential stores), or None."""
+
+    trusted: bool = False
+    refuse: Callable[[Path], str | None] = _no_refusal
 
 
 class InstructionFile(msgspec.Struct, frozen=True):
@@ -144,6 +166,7 @@ class Instructions:
     home: Path
     keel_home: Path
     managed: Path | None = None
+    policy: ImportPolicy = field(default_factory=ImportPolicy)
     root: Path = field(init=False)
     files: list[InstructionFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -158,10 +181,17 @@ class Instructions:
         self.root = git_root(self.cwd) or self.cwd
 
     @classmethod
-    def load(cls, cwd: Path, home: Path, keel_home: Path, env: Mapping[str, str] | None = None) -> Instructions:
+    def load(
+        cls,
+        cwd: Path,
+        home: Path,
+        keel_home: Path,
+        env: Mapping[str, str] | None = None,
+        policy: ImportPolicy | None = None,
+    ) -> Instructions:
         env = env if env is not None else os.environ
         managed = Path(env.get("KEEL_MANAGED_INSTRUCTIONS", "/etc/keel/KEEL.md"))
-        self = cls(cwd=cwd, home=home, keel_home=keel_home, managed=managed)
+        self = cls(cwd=cwd, home=home, keel_home=keel_home, managed=managed, policy=policy or ImportPolicy())
         self.reload()
         return self
 
@@ -234,6 +264,8 @@ class Instructions:
                 self.notes.append(f"{by}: imported file {path} not found")
             return []
         self._seen.add(real)
+        if reason == "import":
+            text = redact(text)  # imported text may hold what the importer's author never saw
         if len(text) > SIZE_WARNING:
             self.notes.append(
                 f"{path} is {len(text):,} characters (over {SIZE_WARNING:,}): it costs context on every request"
@@ -256,8 +288,25 @@ class Instructions:
             target = Path(ref).expanduser() if ref.startswith("~/") else Path(ref)
             if not target.is_absolute():
                 target = entry.path.parent / target
+            why = self._refused(entry, target)
+            if why:
+                self.notes.append(f"{entry.path}: @{ref} not followed: {why}")
+                continue
             out += self._add(target, entry.scope, "import", entry.path, depth + 1, chain)
         return out
+
+    def _refused(self, entry: InstructionFile, target: Path) -> str | None:
+        try:
+            real = target.resolve()
+            root = self.root.resolve()
+        except (OSError, RuntimeError):
+            return "its path cannot be resolved"
+        if entry.scope in PROJECT_SCOPES and not self.policy.trusted and not real.is_relative_to(root):
+            return (
+                "a project file imports from outside the project only in a trusted folder "
+                f"(run `keel trust {self.root}` if you trust it)"
+            )
+        return self.policy.refuse(real)
 
     def _load_rules(self, base: Path) -> None:
         try:

@@ -19,7 +19,7 @@ import msgspec
 
 from agentkeel.context.builder import PromptBuilder
 from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, Plan, compact
-from agentkeel.context.instructions import InstructionFile, Instructions, render
+from agentkeel.context.instructions import ImportPolicy, InstructionFile, Instructions, render
 from agentkeel.context.state import CHANGING_TOOLS, FILE_TOOLS, WorkingState
 from agentkeel.context.styles import find_style
 from agentkeel.context.tokens import Accounting, Breakdown, Estimator, Window, breakdown
@@ -82,11 +82,12 @@ class ContextManager:
         services: Services,
         additional_dirs: tuple[Path, ...] = (),
         append: str | None = None,
+        imports: ImportPolicy | None = None,
     ) -> ContextManager:
         config = settings or ContextSettings()
         size = config.window or context_window
         window = Window(size, reserve=min(max_tokens, 20_000, size // 4), threshold=config.autoCompactThreshold)
-        instructions = Instructions.load(cwd, home, keel_home, env)
+        instructions = Instructions.load(cwd, home, keel_home, env, imports)
         style, warning = find_style(output_style, cwd, home)
         builder = PromptBuilder(
             cwd, qualified_model, instructions, style, int(window.usable * config.promptBudget), additional_dirs, append
