@@ -11,6 +11,7 @@ which know some 200 services' key formats; their kind is the gitleaks rule id.
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
 from collections.abc import Callable
@@ -72,6 +73,18 @@ _MYSQL = re.compile(r"""[\w-]*+(?:[ \t]++(?!-p)\S++){0,24}+[ \t]++-p(?P<v>'[^'\n
 _CURL = re.compile(
     r"""(?:[ \t]++(?!-u\b|--user\b)\S++){0,24}+[ \t]++(?:-u|--user)(?:[ \t]++|=)["']?[^\s:'"]*+:(?P<v>[^\s'"]++)"""
 )
+# After "sshpass": the password of -p (attached or not).
+_SSHPASS = re.compile(r"""(?:[ \t]++(?!-p)\S++){0,8}+[ \t]++-p[ \t]*+(?P<v>'[^'\n]*+'|"[^"\n]*+"|[^\s'"]++)""")
+# After "docker"/"podman"/"nerdctl"/"helm": `login ... -p PW`, `--password PW`, `--password=PW`.
+_LOGIN = re.compile(
+    r"""(?:[ \t]++(?!login\b)\S++){0,4}+[ \t]++(?:registry[ \t]++)?login"""
+    r"""(?:[ \t]++(?!-p\b|--password\b)\S++){0,24}+[ \t]++(?:-p|--password)(?:[ \t]++|=)"""
+    r"""(?P<v>'[^'\n]*+'|"[^"\n]*+"|[^\s'"]++)"""
+)
+# A .netrc entry, "machine NAME login USER [account A] password VALUE" (any whitespace between; the login
+# is required, so prose such as "the machine learning password policy" is left alone).
+_NETRC = re.compile(r"""[ \t]++\S++(?:\s++(?:login|account)\s++\S++)++\s++password\s++(?P<v>\S++)""")
+_NETRC_DEFAULT = re.compile(r"""(?:\s++(?:login|account)\s++\S++)++\s++password\s++(?P<v>\S++)""")  # after "default"
 _ANCHORED: list[tuple[str, bool, re.Pattern[str], str]] = [
     # (word, needs a word boundary before it, pattern matched right after it, kind). "bearer " may sit
     # inside the previous token (a lookbehind before); the other words begin after it. A bearer token or
@@ -81,9 +94,26 @@ _ANCHORED: list[tuple[str, bool, re.Pattern[str], str]] = [
     ("mysql", False, _MYSQL, "password"),
     ("mariadb", False, _MYSQL, "password"),
     ("curl", True, _CURL, "password"),
+    ("sshpass", True, _SSHPASS, "password"),
+    ("docker", True, _LOGIN, "password"),
+    ("podman", True, _LOGIN, "password"),
+    ("nerdctl", True, _LOGIN, "password"),
+    ("helm", True, _LOGIN, "password"),
+    ("machine", True, _NETRC, "password"),
+    ("default", True, _NETRC_DEFAULT, "password"),
 ]
 _WORD = re.compile(r"[A-Z]?[a-z]+")
-_URL_CREDENTIALS = re.compile(r"://(?P<v>[^/\s:@]++:[^/\s@]++)(?=@)")
+# user:password@ (the user may be empty, as in a redis URL), or a lone token as the user
+# (https://TOKEN@github.com/...): a run of 16+ characters with a letter and a digit, which no user name
+# such as git@, me@ or anonymous@ is.
+_URL_CREDENTIALS = re.compile(r"://(?P<v>[^/\s:@]*+:[^/\s@]++)(?=@)")
+_URL_TOKEN = re.compile(r"://(?P<v>[A-Za-z0-9_\-.~%+]{16,}+)(?=@)")
+# An XML element whose name names a secret (password, ApiToken, client_secret) holding a value; a value
+# in capitals only (the docs' VALUE, CHANGEME) is a placeholder.
+_XML = re.compile(r"<(?P<tag>[A-Za-z_][\w.\-]{0,63}+)>(?P<v>[^<>\s][^<>\n]{0,511}+)</(?P=tag)>")
+# Base64 that decodes to text holding a secret (`echo c2stYW50... | base64 -d`): runs of 20+ characters.
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{20,4096}+={0,2}+(?![A-Za-z0-9+/_\-=])")
+_PRINTABLE = re.compile(r"[\x20-\x7e\t\n\r]*")
 
 # A bare 40-character AWS secret access key has no prefix of its own, and 40 base64 characters are
 # common (hashes, fixtures). keel masks one only near AWS context: within 200 characters of an access
@@ -161,7 +191,7 @@ def scan(text: str) -> str:
     """Mask every secret found in text, remembering nothing (``redact`` remembers)."""
     if not text:
         return text
-    return _vendored(_builtin(text))
+    return _base64_secrets(_vendored(_builtin(text)))
 
 
 class _Memo:
@@ -204,10 +234,46 @@ def _builtin(text: str) -> str:
         if word in low:
             text, low = _relower(text, low, _after(word, boundary, pattern, kind, text, low))
     if "://" in text:
-        text, low = _relower(text, low, [(*m.span("v"), "url_credentials") for m in _URL_CREDENTIALS.finditer(text)])
+        spans = [(*m.span("v"), "url_credentials") for m in _URL_CREDENTIALS.finditer(text)]
+        spans += [(*m.span("v"), "url_credentials") for m in _URL_TOKEN.finditer(text) if _tokenish(m.group("v"))]
+        text, low = _relower(text, low, spans)
+    if "</" in text:
+        text, low = _relower(text, low, _xml_secrets(text))
     if "access" in low:
         text, low = _relower(text, low, _aws_secrets(text, low))
     return _cards(_assignment.mask(text, low, "[REDACTED:secret]"))
+
+
+def _tokenish(run: str) -> bool:
+    return any(c.isdigit() for c in run) and any(c.isalpha() for c in run)
+
+
+def _xml_secrets(text: str) -> list[Span]:
+    spans: list[Span] = []
+    for m in _XML.finditer(text):
+        value = m.group("v")
+        placeholder = value.startswith(("[REDACTED", "${", "{{", "%", "...")) or value.isupper()
+        if _assignment.names_secret(m.group("tag")) and not placeholder:
+            spans.append((*m.span("v"), "secret"))
+    return spans
+
+
+def _base64_secrets(text: str) -> str:
+    """A base64 run (standard or URL-safe) whose decoded text is printable and holds a secret keel
+    knows is masked whole: encoding a key must not be a way past redaction."""
+    if len(text) < 20:
+        return text
+    spans: list[Span] = []
+    for m in _BASE64.finditer(text):
+        run = m.group().rstrip("=")
+        try:
+            raw = base64.b64decode(run.replace("-", "+").replace("_", "/") + "=" * (-len(run) % 4), validate=True)
+            decoded = raw.decode("ascii")
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if _PRINTABLE.fullmatch(decoded) and _vendored(_builtin(decoded)) != decoded:
+            spans.append((*m.span(), "base64_secret"))
+    return _apply(text, spans)
 
 
 def _relower(text: str, low: str, spans: list[Span]) -> tuple[str, str]:

@@ -207,7 +207,7 @@ class Pool:
         parts = urlsplit(url)
         https = parts.scheme == "https"
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConnectFailed(f"not an http(s) URL: {url}")
+            raise ConnectFailed(f"not an http(s) URL: {url.rsplit('@', 1)[-1]}")  # never the userinfo
         host = parts.hostname
         port = parts.port or (443 if https else 80)
         key = f"{parts.scheme}://{host}:{port}"

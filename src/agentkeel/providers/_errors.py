@@ -46,6 +46,15 @@ _OPENAI_LIMIT = re.compile(r"maximum context length is (\d+)", re.IGNORECASE)
 _OPENAI_TOKENS = re.compile(r"(?:resulted in|requested(?: about)?) (\d+) tokens", re.IGNORECASE)
 
 
+_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+
+
+def shown_url(url: str) -> str:
+    """A URL as an error message may show it: without the user and password a base URL can carry
+    before its ``@``, which would otherwise reach the terminal, the -p result and logs."""
+    return _USERINFO.sub("", url)
+
+
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
     if not headers:
@@ -135,6 +144,7 @@ def from_status(
     label: str = "",
 ) -> ProviderError:
     """An HTTP error status (with the error's message and type, when the body had them)."""
+    endpoint = shown_url(endpoint)
     message = one_line(message) or f"status {status}"
     kind: ErrorKind
     if status == 429:
@@ -167,6 +177,7 @@ def from_status(
 def from_response(
     status: int, body: bytes, headers: Mapping[str, str], *, endpoint: str, model: str, key_hint: str
 ) -> ProviderError:
+    endpoint = shown_url(endpoint)
     label, message = body_fields(body)
     return from_status(status, message, headers, endpoint=endpoint, model=model, key_hint=key_hint, label=label)
 
@@ -174,6 +185,7 @@ def from_response(
 def from_stream_error(error: Any, *, endpoint: str) -> ProviderError:
     """An ``error`` event (or an ``{"error": ...}`` chunk) that ended a stream the server had begun
     with 200: Anthropic's ``overloaded_error`` and the like. Server-side trouble unless it says otherwise."""
+    endpoint = shown_url(endpoint)
     label, message = error_fields(error)
     too_long = prompt_too_long(None, label, message)
     if too_long is not None:
@@ -186,12 +198,14 @@ def from_stream_error(error: Any, *, endpoint: str) -> ProviderError:
 
 
 def unreachable(endpoint: str, detail: str) -> ProviderError:
+    endpoint = shown_url(endpoint)
     return ProviderError(
         "connection", f"cannot reach {endpoint} ({detail}): check the base URL and that the server is running"
     )
 
 
 def timed_out(endpoint: str, timeout_s: float, *, waiting_for: str) -> ProviderError:
+    endpoint = shown_url(endpoint)
     return ProviderError(
         "timeout",
         f"no {waiting_for} from {endpoint} within {timeout_s:g} s: the server stalled "
@@ -201,6 +215,7 @@ def timed_out(endpoint: str, timeout_s: float, *, waiting_for: str) -> ProviderE
 
 def sdk_status_error(exc: Any, *, endpoint: str, model: str, key_hint: str) -> ProviderError:
     """An official SDK's status error (anthropic.APIStatusError, openai.APIStatusError) as keel's."""
+    endpoint = shown_url(endpoint)
     label, message = error_fields(exc.body)
     return from_status(
         exc.status_code,
@@ -216,6 +231,7 @@ def sdk_status_error(exc: Any, *, endpoint: str, model: str, key_hint: str) -> P
 def sdk_transport_error(exc: Exception, *, endpoint: str, timeout_s: float) -> ProviderError | None:
     """An exception of the HTTP stack under an SDK (httpx, httpcore, h11) raised while the stream is
     read, which the SDK lets through unwrapped: a timeout, or a broken stream. None for anything else."""
+    endpoint = shown_url(endpoint)
     if not type(exc).__module__.startswith(("httpx", "httpcore", "h11")):
         return None
     if "Timeout" in type(exc).__name__:

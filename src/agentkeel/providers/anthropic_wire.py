@@ -10,6 +10,7 @@ from typing import Any
 
 from agentkeel.core.provider import ModelRequest, StreamChunk
 from agentkeel.providers._body import BodyCache
+from agentkeel.providers._errors import shown_url
 from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, parse_data
 from agentkeel.providers.anthropic_format import MessageStream, request_body, response_from_wire
 from agentkeel.providers.endpoints import AnthropicEndpoint
@@ -35,7 +36,7 @@ class AnthropicWireProvider:
             key_hint=self.config.key_hint,
             timeout_s=self.config.timeout_s,
         )
-        state = MessageStream(self.endpoint)
+        state = MessageStream(shown_url(self.endpoint))
         whole: Any = None
         async with aclosing(self._http.post_sse(target, self._headers, body)) as events:
             async for event in events:

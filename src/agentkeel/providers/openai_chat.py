@@ -12,6 +12,7 @@ from agentkeel.providers._errors import (
     from_stream_error,
     sdk_status_error,
     sdk_transport_error,
+    shown_url,
     timed_out,
     unreachable,
 )
@@ -61,7 +62,7 @@ class OpenAIChatProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         sdk = self._sdk
-        acc = ChunkAccumulator(self.endpoint)
+        acc = ChunkAccumulator(shown_url(self.endpoint))
         started = False
         try:
             stream = await self._client.chat.completions.create(**request_params(request))

@@ -11,6 +11,7 @@ from typing import Any
 
 from agentkeel.core.provider import ModelRequest, StreamChunk
 from agentkeel.providers._body import BodyCache
+from agentkeel.providers._errors import shown_url
 from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, parse_data
 from agentkeel.providers.endpoints import OpenAIEndpoint
 from agentkeel.providers.openai_format import ChunkAccumulator, completion_from_wire, request_body
@@ -34,7 +35,7 @@ class OpenAIWireProvider:
             key_hint=self.config.key_hint,
             timeout_s=self.config.timeout_s,
         )
-        acc = ChunkAccumulator(self.endpoint)
+        acc = ChunkAccumulator(shown_url(self.endpoint))
         whole: Any = None
         async with aclosing(self._http.post_sse(target, self._headers, request_body(request, self._body))) as events:
             async for event in events:
