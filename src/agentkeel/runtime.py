@@ -28,6 +28,7 @@ from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.extensions.builtins import REQUEST_VALIDATORS, SessionParts, default_extensions
+from agentkeel.extensions.hooks.config import plugin_roots
 from agentkeel.extensions.redaction import redact_event
 from agentkeel.mcpclient import McpSetup, mcp_extension
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
@@ -367,6 +368,7 @@ class Runtime:
                 cli=list(opts.mcp_config),
                 strict=opts.strict_mcp_config,
                 project=not opts.skip_project_mcp,
+                plugins=plugin_roots(opts.plugin_dirs, loaded.layers),
                 services=services,
                 warn=loaded.warnings.append,
                 notify=lambda message: bus.emit(Notice(level="warning", message=message)),

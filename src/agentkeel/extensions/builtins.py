@@ -26,6 +26,7 @@ from agentkeel.tools.schemas import lazy_tool
 
 if TYPE_CHECKING:
     from agentkeel.memory.plugin import MemoryPlugin
+    from agentkeel.tools.shell import ShellState
 
 log = logging.getLogger(__name__)
 
@@ -118,11 +119,42 @@ def _hooks(parts: SessionParts) -> Extension | None:
         provider=parts.provider,
         model=parts.model,
         home=str(parts.home or Path.home()),
+        spawned=_watched(parts.services),
     )
     dispatcher = HookDispatcher(config, context)
     hooks = HooksExtension(dispatcher, tool_env=parts.tool_env, source=parts.source, services=parts.services)
     parts.gate.request_hooks.append(hooks.permission_request)
     return hooks.extension()
+
+
+class _Watched:
+    """Command hooks tagged and registered with the session's process watchdog, as Bash's shells
+    are: a ``kill -9`` of keel ends a hook still running (and what it started) too."""
+
+    def __init__(self, shells: ShellState) -> None:
+        self._tag = f"{shells.session}:hooks"
+        self._watchdog = shells.watchdog
+
+    @property
+    def tag(self) -> str:
+        # once the shells are closed (SessionEnd hooks run after), the watchdog's last sweep must not
+        # find a hook that starts then
+        return "" if self._watchdog.closed else self._tag
+
+    def started(self, pgid: int) -> None:
+        self._watchdog.ensure()
+        self._watchdog.register(pgid)
+
+    def ended(self, pgid: int) -> None:
+        self._watchdog.unregister(pgid)
+
+
+def _watched(services: Services | None) -> _Watched | None:
+    if services is None:
+        return None
+    from agentkeel.tools.shell import ShellState
+
+    return _Watched(services.get(ShellState))
 
 
 def _settings_watch(parts: SessionParts) -> Extension | None:

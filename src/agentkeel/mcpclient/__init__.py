@@ -47,6 +47,7 @@ class McpSetup(msgspec.Struct):
     cli: list[str] = msgspec.field(default_factory=list)  # --mcp-config values
     strict: bool = False  # --strict-mcp-config
     project: bool = True  # False: no server of .mcp.json this session
+    plugins: list[Path] = msgspec.field(default_factory=list)  # the session's plugin folders (their MCP servers)
     services: Services = msgspec.field(default_factory=Services)
     warn: Callable[[str], None] = lambda _m: None  # a one-line warning shown at start
     notify: Callable[[str], None] = lambda _m: None  # a one-line warning shown now (later failures)
@@ -70,6 +71,7 @@ def mcp_extension(setup: McpSetup) -> Extension | None:
         cli=setup.cli,
         strict=setup.strict,
         project=setup.project,
+        plugins=setup.plugins,
     )
     for line in [*found.errors, *found.skipped]:
         setup.warn(line)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import msgspec
 
 Transport = Literal["stdio", "http", "sse"]
-McpScope = Literal["user", "project", "local", "cli", "sdk"]
+McpScope = Literal["user", "project", "local", "plugin", "cli", "sdk"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0  # MCP_TIMEOUT, as Claude Code
 DEFAULT_MAX_OUTPUT_TOKENS = 25_000  # MAX_MCP_OUTPUT_TOKENS, as Claude Code
@@ -160,6 +160,51 @@ def read_json(path: Path, errors: list[str]) -> Any:
     return None
 
 
+def plugin_servers(
+    roots: Iterable[Path], env: Mapping[str, str], errors: list[str], *, project: Path, trusted: bool
+) -> list[ServerConfig]:
+    """The MCP servers plugins bring, as Claude Code reads them: ``<plugin>/.mcp.json`` (an
+    ``{"mcpServers": {...}}`` object, or the servers at its top level) and ``mcpServers`` in
+    ``.claude-plugin/plugin.json``; ``${CLAUDE_PLUGIN_ROOT}`` is the plugin's folder. Each is named
+    ``plugin_<plugin>_<server>`` (tools ``mcp__plugin_<plugin>_<server>__<tool>``). A bad file or
+    entry is one warning; a plugin inside an untrusted project starts nothing, as its hooks."""
+    from agentkeel.plugins.loader import load_plugin
+    from agentkeel.plugins.loader import read_json as read_plugin_json
+
+    out: list[ServerConfig] = []
+    for root in roots:
+        plugin, error = load_plugin(Path(root))
+        if plugin is None:
+            continue  # the plugin loader reports it
+        sources: list[tuple[str, Any]] = []
+        if plugin.mcp_file.is_file():
+            data, error = read_plugin_json(plugin.mcp_file)
+            if error:
+                errors.append(f"{error} (the plugin's MCP servers are not started)")
+            elif isinstance(data, dict):
+                sources.append((str(plugin.mcp_file), data if "mcpServers" in data else {"mcpServers": data}))
+            else:
+                errors.append(f"{plugin.mcp_file}: must be a JSON object of MCP servers; not started")
+        inline = plugin.manifest.get("mcpServers")
+        if isinstance(inline, dict):
+            sources.append((str(plugin.root / ".claude-plugin" / "plugin.json"), {"mcpServers": inline}))
+        if not sources:
+            continue
+        if not trusted and plugin.root.is_relative_to(project.resolve()):
+            errors.append(
+                f"{plugin.root}: MCP servers of a plugin inside this untrusted project are inert (`keel trust`)"
+            )
+            continue
+        plugin_env = {**env, "CLAUDE_PLUGIN_ROOT": str(plugin.root), "KEEL_PLUGIN_ROOT": str(plugin.root)}
+        prefix = "plugin_" + re.sub(r"[^A-Za-z0-9_-]", "_", plugin.name) + "_"
+        for source, data in sources:
+            named = data["mcpServers"]
+            if isinstance(named, dict):
+                data = {"mcpServers": {prefix + re.sub(r"[^A-Za-z0-9_-]", "_", str(k)): v for k, v in named.items()}}
+            out += servers_in(data, "plugin", source, plugin_env, errors)
+    return out
+
+
 def cli_configs(values: Iterable[str], env: Mapping[str, str], errors: list[str], cwd: Path) -> list[ServerConfig]:
     """``--mcp-config FILE|JSON`` (repeatable): a path to a file, or the JSON itself."""
     out: list[ServerConfig] = []
@@ -246,6 +291,7 @@ def discover(
     cli: Iterable[str] = (),
     strict: bool = False,
     project: bool = True,
+    plugins: Iterable[Path] = (),
 ) -> Discovered:
     """Every server this session should start, by name (a higher scope replaces a lower one)."""
     errors: list[str] = []
@@ -278,6 +324,7 @@ def discover(
             if scope in ("project", "local") and "mcpServers" in data:
                 found += servers_in(data, "project" if scope == "project" else "local", path, env, errors)
         found += local_cc
+        found += plugin_servers(plugins, env, errors, project=cwd, trusted=trusted)
     found += cli_configs(cli, env, errors, cwd)
     servers: dict[str, ServerConfig] = {}
     for server in found:

@@ -74,13 +74,21 @@ class Plugin(msgspec.Struct, frozen=True):
         return out
 
 
-def _read_json(path: Path) -> tuple[Any, str]:
+def read_json(path: Path) -> tuple[Any, str]:
+    """A plugin's JSON file, or why not in one line: a plugin is third-party input, and no file of
+    it (not UTF-8, nested past the parser's depth, truncated) may stop a session from starting."""
     try:
         return json.loads(path.read_text(encoding="utf-8")), ""
     except OSError as e:
         return None, f"{path}: cannot read ({e.strerror or e})"
     except json.JSONDecodeError as e:
         return None, f"{path}: not valid JSON ({e.msg} at line {e.lineno}); fix the file"
+    except UnicodeDecodeError as e:
+        return None, f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8"
+    except RecursionError:
+        return None, f"{path}: nested too deeply to read; fix the file"
+    except ValueError as e:
+        return None, f"{path}: not valid JSON ({e}); fix the file"
 
 
 def load_plugin(root: Path, source: str = "plugin-dir") -> tuple[Plugin | None, str]:
@@ -90,7 +98,7 @@ def load_plugin(root: Path, source: str = "plugin-dir") -> tuple[Plugin | None, 
     manifest_path = root / ".claude-plugin" / "plugin.json"
     manifest: dict[str, Any] = {}
     if manifest_path.is_file():
-        data, error = _read_json(manifest_path)
+        data, error = read_json(manifest_path)
         if error:
             return None, error
         if not isinstance(data, dict):
@@ -146,7 +154,7 @@ def _from_marketplace(ref: str, markets: dict[str, Path]) -> tuple[Plugin | None
             None,
             f"enabledPlugins: '{ref}': no marketplace '{market}' in extraKnownMarketplaces (a directory source)",
         )
-    listing, error = _read_json(root / ".claude-plugin" / "marketplace.json")
+    listing, error = read_json(root / ".claude-plugin" / "marketplace.json")
     if error:
         return None, f"enabledPlugins: '{ref}': {error}"
     plugins = listing.get("plugins") if isinstance(listing, dict) else None

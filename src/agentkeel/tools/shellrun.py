@@ -216,6 +216,11 @@ class Watchdog:
         self._release = weakref.finalize(self, _release, w, self._proc)  # when dropped without aclose
 
     @property
+    def closed(self) -> bool:
+        """Released at the session's end: what starts now is not swept (nor protected) by it."""
+        return self._tried and self._fd is None and self._release is not None and not self._release.alive
+
+    @property
     def running(self) -> bool:
         return self._fd is not None and self._proc is not None and self._proc.poll() is None
 

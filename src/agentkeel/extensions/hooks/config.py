@@ -254,8 +254,8 @@ def plugin_hooks(dirs: Iterable[Path], *, project: Path | None = None, trusted: 
             continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            out.warnings.append(f"{path}: cannot read plugin hooks ({e}); ignored")
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+            out.warnings.append(f"{path}: cannot read plugin hooks ({type(e).__name__}: {e}); ignored")
             continue
         if not isinstance(data, Mapping):
             out.warnings.append(f"{path}: the top level must be a JSON object; ignored")

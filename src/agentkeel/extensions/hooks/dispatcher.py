@@ -27,7 +27,7 @@ from agentkeel.core.provider import Provider
 from agentkeel.extensions.hooks.config import HookConfig, HookSpec
 from agentkeel.extensions.hooks.matchers import condition_holds, matches
 from agentkeel.extensions.hooks.output import Combined, Outcome, interpret
-from agentkeel.extensions.hooks.runners import Raw, payload_bytes, run_command, run_http, run_python
+from agentkeel.extensions.hooks.runners import Raw, Spawned, payload_bytes, run_command, run_http, run_python
 from agentkeel.extensions.hooks.watch import Watcher
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,10 @@ class ChildAgent(msgspec.Struct, frozen=True):
 CHILD: contextvars.ContextVar[ChildAgent | None] = contextvars.ContextVar("keel_hook_child", default=None)
 
 
+CONTEXT_CAP = 10_000  # characters of a hook's context that reach the model inline (Claude Code's figure)
+CONTEXT_PREVIEW = 2_000
+
+
 class HookContext(msgspec.Struct):
     """What the dispatcher needs from the session."""
 
@@ -85,6 +89,7 @@ class HookContext(msgspec.Struct):
     provider: Provider | None = None
     model: str = ""
     home: str = msgspec.field(default_factory=lambda: str(Path.home()))
+    spawned: Spawned | None = None  # command hooks' process groups die with keel (the session watchdog)
 
 
 class HookDispatcher:
@@ -100,6 +105,7 @@ class HookDispatcher:
         self.watcher = Watcher()  # watchPaths hooks returned: FileChanged
         self.rewake: list[str] = []  # asyncRewake handlers' blocks, waiting for the model
         self._rewaking: set[asyncio.Future[Any]] = set()
+        self._spills = 0
 
     # --- selection ----------------------------------------------------------------------------
 
@@ -232,6 +238,8 @@ class HookDispatcher:
             raw = Raw(None, error=f"could not run: {type(e).__name__}: {e}")
         duration = int((time.monotonic() - started) * 1000)
         outcome = interpret(event, spec, raw, duration)
+        if any(len(c) > CONTEXT_CAP for c in outcome.context):
+            outcome.context = [self._spilled(event, spec, c) for c in outcome.context]
         if outcome.error:
             self.notice(outcome.error)
         if outcome.system_message:
@@ -248,7 +256,9 @@ class HookDispatcher:
             env = self.env(event)
             if handler.plugin_root:
                 env["CLAUDE_PLUGIN_ROOT"] = env["KEEL_PLUGIN_ROOT"] = handler.plugin_root
-            return await run_command(handler, payload_bytes(payload), cwd=cwd, env=env, timeout=timeout)
+            return await run_command(
+                handler, payload_bytes(payload), cwd=cwd, env=env, timeout=timeout, spawned=self.ctx.spawned
+            )
         try:
             async with asyncio.timeout(timeout):  # no extra task per handler (wait_for makes one)
                 if handler.type == "http":
@@ -270,6 +280,25 @@ class HookDispatcher:
                 return await run_python(handler, payload)
         except TimeoutError:
             return Raw(None, error=f"timed out after {timeout:g}s")
+
+    def _spilled(self, event: str, spec: HookSpec, text: str) -> str:
+        """Context over :data:`CONTEXT_CAP` characters reaches the model as a preview and the path of
+        a file holding all of it (as Claude Code does past 10,000), never as a megabyte of prompt."""
+        if len(text) <= CONTEXT_CAP:
+            return text
+        folder = self.ctx.transcript_path.with_suffix("") / "hook-output"
+        self._spills += 1
+        path = folder / f"{event}-{self._spills}.txt"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            where = f"The whole output is in {path} (Read it if you need more)."
+        except OSError as e:
+            where = f"The rest was not kept ({e.strerror or e})."
+        return (
+            f"{text[:CONTEXT_PREVIEW]}\n[... hook {spec.handler.label} printed {len(text):,} characters; "
+            f"this is the first {CONTEXT_PREVIEW:,}. {where}]"
+        )
 
     def _log(self, event: str, outcomes: list[Outcome]) -> None:
         # keel's own handlers (memory) run on every call: the log names them only when they fail

@@ -180,11 +180,18 @@ class HooksExtension:
             on_error=self.on_error,
             subscribers=[self.on_event],
             start=self.start,
+            # SessionStart handlers run under their own timeouts (which name the handler that ran over),
+            # not under the session's 30 s for an extension's start
+            start_timeout_s=self._start_limit(),
             close=self.close,
             fail_closed=True,  # only its before_request raises, and only to end a run a hook stopped
         )
 
     # --- session ------------------------------------------------------------------------------
+
+    def _start_limit(self) -> float | None:
+        timeouts = [h.handler.timeout for h in self.d.config.hooks if h.event == "SessionStart"]
+        return max(timeouts) + 5.0 if timeouts else None
 
     async def start(self) -> None:
         if self.d.ctx.env_file is not None:

@@ -18,11 +18,12 @@ import re
 import shutil
 import signal
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from agentkeel.extensions.hooks.config import Handler
+from agentkeel.tools.procs import TAG_VAR
 
 OUTPUT_CAP = 1 << 20  # bytes kept of a handler's stdout (and, apart, of its stderr)
 _GRACE_S = 0.5  # after a command exits, how long a child may keep its pipes open
@@ -84,15 +85,54 @@ def _shell() -> str:
     return shutil.which("bash") or "/bin/sh"
 
 
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's own protocol, which also says when the process exits. ``Process.wait()`` returns
+    only once every pipe has closed (Python 3.11), so a child the hook left running with its
+    stdout (``(server &)``, ``setsid daemon &``) would hold keel until the hook's timeout."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=1 << 16, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
+class Spawned(Protocol):
+    """Where a hook's process group is registered while it runs, so that it dies with keel, even
+    with keel killed (the session's watchdog, ``tools/procs.py``); ``tag`` goes in its environment."""
+
+    @property
+    def tag(self) -> str: ...
+
+    def started(self, pgid: int) -> None: ...
+
+    def ended(self, pgid: int) -> None: ...
+
+
 async def run_command(
-    handler: Handler, payload: bytes, *, cwd: str, env: Mapping[str, str], timeout: float, cap: int = OUTPUT_CAP
+    handler: Handler,
+    payload: bytes,
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    timeout: float,
+    cap: int = OUTPUT_CAP,
+    spawned: Spawned | None = None,
 ) -> Raw:
     argv = [_shell(), "-c", handler.command] if isinstance(handler.command, str) else list(handler.command)
+    child_env = dict(env)
+    tag = spawned.tag if spawned is not None else ""
+    if tag:
+        child_env[TAG_VAR] = f"{child_env.get(TAG_VAR, '')} {tag}".strip()
+    loop = asyncio.get_running_loop()
     try:
-        proc = await asyncio.create_subprocess_exec(
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(loop),
             *argv,
             cwd=cwd,
-            env=dict(env),
+            env=child_env,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -100,13 +140,16 @@ async def run_command(
         )
     except OSError as e:
         return Raw(None, error=f"cannot run {argv[0]}: {e.strerror or e}")
+    proc = asyncio.subprocess.Process(transport, protocol, loop)
+    if spawned is not None and tag:
+        spawned.started(proc.pid)
     out, err, full = _Sink(cap), _Sink(cap), asyncio.Event()
     tasks = [
         asyncio.ensure_future(_feed(proc, payload)),
         asyncio.ensure_future(_pump(proc.stdout, out, full)),
         asyncio.ensure_future(_pump(proc.stderr, err, full)),
     ]
-    waiter = asyncio.ensure_future(proc.wait())
+    waiter = asyncio.ensure_future(protocol.exited.wait())
     capped = asyncio.ensure_future(full.wait())
     error = ""
     try:
@@ -128,11 +171,11 @@ async def run_command(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # asyncio keeps the transport until every pipe closes; one a stray child still holds would
-        # be closed by the garbage collector after the loop is gone ("Event loop is closed" on stderr)
-        transport = getattr(proc, "_transport", None)
-        if transport is not None:
-            transport.close()
+        # asyncio keeps the transport until every pipe closes; one a stray child still holds (it left
+        # the group: setsid) would be closed by the garbage collector after the loop is gone
+        transport.close()
+        if spawned is not None and tag:
+            spawned.ended(proc.pid)
     return Raw(None if error else proc.returncode, out.text(), err.text(), error)
 
 
