@@ -286,7 +286,9 @@ def test_an_existing_keel_home_open_to_others_is_tightened_and_the_log_says_so(s
     home.chmod(0o755)
     keel_p(shared_tmp, home, ["ok"])
     assert mode(home) == 0o700
-    assert f"KEEL_HOME {home} was open to other users (mode 755): made it 700" in (home / "logs" / "keel.log").read_text()
+    assert (
+        f"KEEL_HOME {home} was open to other users (mode 755): made it 700" in (home / "logs" / "keel.log").read_text()
+    )
 
 
 def test_a_shared_folder_as_keel_home_is_reported_not_changed(shared_tmp: Path) -> None:

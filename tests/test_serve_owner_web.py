@@ -32,7 +32,9 @@ def test_without_the_token_the_page_is_refused_with_it_the_app_works(serve: Serv
     new_session(d, s.login_url)
     assert d.current_url == s.url  # redirected: the token left the address bar
     assert "keel_token" not in d.execute_script("return document.cookie")  # HttpOnly
-    modes = d.execute_script("return [...document.querySelectorAll('#new-mode option, #s-mode option')].map(o => o.text)")
+    modes = d.execute_script(
+        "return [...document.querySelectorAll('#new-mode option, #s-mode option')].map(o => o.text)"
+    )
     assert "bypassPermissions" not in modes and "acceptEdits" in modes  # not started with the flag
     send(d, "hi")
     wait(d, lambda d: "hello, owner" in text(d, "transcript") and text(d, "s-status") == "idle")
@@ -48,9 +50,17 @@ def test_the_users_bubble_shows_the_prompt_and_folds_hook_output_and_memory(
     hook = {"type": "command", "command": "echo HOOK-SAID-THIS; echo second hook line"}
     settings.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}}))
     seed = tmp_path / "seed.jsonl"  # a memory for the prompt to recall
-    fact = {"id": "m1", "type": "fact", "project": project_id(project), "session": "s0", "text": "Deploys go out on Thursdays."}
+    fact = {
+        "id": "m1",
+        "type": "fact",
+        "project": project_id(project),
+        "session": "s0",
+        "text": "Deploys go out on Thursdays.",
+    }
     seed.write_text(json.dumps(fact) + "\n")
-    subprocess.run([KEEL, "mem", "import", "jsonl", str(seed)], cwd=project, check=True, timeout=90, capture_output=True)
+    subprocess.run(
+        [KEEL, "mem", "import", "jsonl", str(seed)], cwd=project, check=True, timeout=90, capture_output=True
+    )
 
     s = serve({"steps": ["On Thursdays."]})
     d = browser()

@@ -83,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"keel serve on {url} (token from KEEL_SERVE_TOKEN)", flush=True)
     if args.allow_bypass_permissions:
-        print("keel serve: warning: web clients may choose bypassPermissions (tools run without asking)", file=sys.stderr)
+        print(
+            "keel serve: warning: web clients may choose bypassPermissions (tools run without asking)", file=sys.stderr
+        )
     if not loopback:
         print(
             f"keel serve: warning: reachable beyond this machine on {args.host}; the token guards it", file=sys.stderr

@@ -30,7 +30,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 COOKIE = "keel_token"  # + "_<port>"
-NEEDS_TOKEN = (
+REFUSED = (
     "this server needs its token: open the address `keel serve` printed (…/?token=…), "
     "or send Authorization: Bearer <token>"
 )
@@ -86,7 +86,7 @@ class Guard:
             if scope.get("path") == "/" and method in ("GET", "HEAD"):
                 await _refuse(send, 401, LOGIN_PAGE, html=True)
             else:
-                await _refuse(send, 401, NEEDS_TOKEN)
+                await _refuse(send, 401, REFUSED)
             return
         if method not in ("GET", "HEAD", "OPTIONS"):
             origin = headers.get("origin")

@@ -65,7 +65,7 @@ def private_home(home: Path) -> str | None:
 def private_file(path: Path) -> None:
     """Make a file keel has just created 0600 (a SQLite database before its first write)."""
     with contextlib.suppress(OSError):
-        os.chmod(path, FILE_MODE)
+        path.chmod(FILE_MODE)
 
 
 def open_private(path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT) -> int:
