@@ -216,7 +216,7 @@ class SessionManager:
                 raise ServeError(str(e), 404 if "no session" in str(e) else 400) from None
             live.id = rt.session_id
             live.runtime = rt
-            if rt.permissions.mode == "bypassPermissions" and not self.allow_bypass:  # from settings or a resume
+            if rt.permissions.mode == "bypassPermissions" and not self.allow_bypass:  # defaultMode in settings
                 rt.permissions.mode = "default"
                 live.stream.publish("warning", {"message": BYPASS_OFF + ": this session asks (mode default)"})
             if rt.resumed is not None:  # a late client sees the whole conversation, then the live tail
