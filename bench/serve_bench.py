@@ -46,10 +46,14 @@ def _start(args: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.
     return proc, url
 
 
+TOKEN = "bench-token-not-a-secret-0123456789"  # keel serve needs one on every request (KEEL_SERVE_TOKEN)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
 async def _client(url: str, after: int, out: list[tuple[float, float]], ready: asyncio.Event) -> int:
     frames = 0
     async with (
-        httpx.AsyncClient(timeout=httpx.Timeout(120)) as client,
+        httpx.AsyncClient(timeout=httpx.Timeout(120), headers=AUTH) as client,
         client.stream("GET", url, headers={"Last-Event-ID": str(after)}) as res,
     ):
         async for line in res.aiter_lines():
@@ -75,7 +79,7 @@ def _cpu_s(pid: int) -> float:
 
 
 async def _round(base: str, sid: str, clients: int, pid: int) -> dict[str, float]:
-    async with httpx.AsyncClient(timeout=60) as api:
+    async with httpx.AsyncClient(timeout=60, headers=AUTH) as api:
         after = (await api.get(f"{base}api/sessions/{sid}")).json()["last_seq"]
         samples: list[list[tuple[float, float]]] = [[] for _ in range(clients)]
         ready = [asyncio.Event() for _ in range(clients)]
@@ -122,11 +126,14 @@ def main() -> None:
         env.update(HOME=str(root / "home"), KEEL_HOME=str(root / "keel"), PYTHONPATH=str(ROOT / "src"))
         fake, fake_url = _start(["dev", "fake-llm", "--script", str(script), "--port", "0"], env, root)
         env.update(
-            ANTHROPIC_BASE_URL=fake_url, ANTHROPIC_API_KEY="sk-ant-bench-not-a-key", KEEL_MODEL="claude-sonnet-4-5"
+            ANTHROPIC_BASE_URL=fake_url,
+            ANTHROPIC_API_KEY="sk-ant-bench-not-a-key",
+            KEEL_MODEL="claude-sonnet-4-5",
+            KEEL_SERVE_TOKEN=TOKEN,
         )
         serve, base = _start(["serve", "--port", "0", "--no-memory", "--cwd", str(root / "project")], env, root)
         try:
-            sid = httpx.post(f"{base}api/sessions", json={}, timeout=60).json()["session_id"]
+            sid = httpx.post(f"{base}api/sessions", json={}, timeout=60, headers=AUTH).json()["session_id"]
             heads = ("clients", "events", "frames", "s", "events/s", "p50 ms", "p95 ms", "max ms", "srv cpu s")
             print(" ".join(f"{h:>9}" for h in heads))
             for clients in (1, args.clients):

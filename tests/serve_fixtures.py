@@ -23,8 +23,14 @@ from conftest import KEEL, wire_env
 class Served:
     proc: subprocess.Popen[str]
     url: str  # ends with "/"
-    token: str | None
-    client: httpx.Client
+    token: str | None  # as printed in the address (None: it came from KEEL_SERVE_TOKEN)
+    client: httpx.Client  # sends the token (Authorization: Bearer)
+    secret: str = ""  # the token, printed or not
+
+    @property
+    def login_url(self) -> str:
+        """The address a browser opens first: it swaps the token for the cookie."""
+        return f"{self.url}?token={self.secret}"
 
     def post(self, path: str, body: Any = None, **kw: Any) -> httpx.Response:
         return self.client.post(self.url + path, json={} if body is None else body, **kw)
@@ -105,16 +111,16 @@ def start_serve(
     if "0.0.0.0" in address:
         address = address.replace("0.0.0.0", "127.0.0.1")
     headers = {"Authorization": f"Bearer {token or token_env}"} if (token or token_env) else {}
-    return Served(proc, address, token, httpx.Client(headers=headers, timeout=timeout))
+    return Served(proc, address, token, httpx.Client(headers=headers, timeout=timeout), token or token_env or "")
 
 
 @pytest.fixture
 def serve(project: Path, fake_llm: Callable[[Any], FakeLLMServer]) -> Iterator[Callable[..., Served]]:
     started: list[Served] = []
 
-    def run(script: Any, *args: str, token_env: str | None = None) -> Served:
+    def run(script: Any, *args: str, token_env: str | None = None, env: dict[str, str] | None = None) -> Served:
         server = fake_llm(script)
-        s = start_serve(project, wire_env(server, "anthropic"), *args, token_env=token_env)
+        s = start_serve(project, {**wire_env(server, "anthropic"), **(env or {})}, *args, token_env=token_env)
         started.append(s)
         return s
 

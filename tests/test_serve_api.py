@@ -112,7 +112,7 @@ def test_two_clients_watch_the_same_session_live(serve: Serve) -> None:
     seen: dict[str, list[dict[str, Any]]] = {}
 
     def watch(name: str) -> None:
-        with httpx.Client() as c:
+        with httpx.Client(headers=s.client.headers) as c:
             seen[name] = read_frames(c, s.url + f"api/sessions/{sid}/stream", kind("idle"))
 
     watchers = [threading.Thread(target=watch, args=(n,)) for n in ("a", "b")]

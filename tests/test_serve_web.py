@@ -99,7 +99,7 @@ def live_rows(driver: Any) -> set[str]:
 def new_session(driver: Any, url: str) -> str:
     from selenium.webdriver.common.by import By
 
-    driver.get(url)
+    driver.get(url)  # the address with ?token=: the server sets the cookie and redirects to /
     click(driver, "#new-session")
     wait(driver, lambda d: d.find_element(By.ID, "session").is_displayed() and text(d, "s-status") == "idle")
     return text(driver, "s-title")
@@ -112,7 +112,7 @@ def test_a_session_streams_text_is_interrupted_and_answers_a_permission_prompt(
 
     s = serve({"steps": [STALLED, WRITE, "written it"]})
     d = browser()
-    sid = new_session(d, s.url)
+    sid = new_session(d, s.login_url)
     assert len(sid) == 36
     send(d, "stream please")
     # the reply stalls after two text deltas: what is on screen came from the stream, not a final message
@@ -154,12 +154,12 @@ def test_a_second_client_follows_live_then_replays_and_forks(serve: Serve, brows
 
     s = serve({"steps": ["answer one", "answer two", "answer in the fork"]})
     first = browser()
-    sid = new_session(first, s.url)
+    sid = new_session(first, s.login_url)
     send(first, "turn zero")
     wait(first, lambda d: "answer one" in text(d, "transcript") and text(d, "s-status") == "idle")
 
     second = browser()
-    second.get(s.url + f"#session={sid}")
+    second.get(s.login_url + f"#session={sid}")  # the redirect to / keeps the #fragment
     wait(second, lambda d: "answer one" in text(d, "transcript"))  # the history, replayed to a late client
     send(first, "turn one")
     wait(second, lambda d: "answer two" in text(d, "transcript"))  # live, without a reload
@@ -202,7 +202,7 @@ def test_the_setup_and_memory_pages(serve: Serve, browser: Callable[[], Any]) ->
 
     s = serve({"steps": ["remember the blue kettle"]})
     d = browser()
-    new_session(d, s.url)
+    new_session(d, s.login_url)
     send(d, "what colour is the kettle")
     wait(d, lambda d: "blue kettle" in text(d, "transcript") and text(d, "s-status") == "idle")
     click(d, "nav button[data-tab=setup]")

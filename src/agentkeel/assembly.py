@@ -6,6 +6,7 @@ Kept apart from :mod:`agentkeel.runtime` so that the assembly order reads in one
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -100,12 +101,18 @@ def forked(source: Path, sessions: Path) -> Path:
 
 
 def writable(home_dir: Path, sessions: Path) -> None:
+    """KEEL_HOME and the project's session folder exist, private to the user, and can be written."""
+    from agentkeel.session.private import private_dir, private_home
+
     try:
-        sessions.mkdir(parents=True, exist_ok=True)
+        changed = private_home(home_dir)
+        private_dir(sessions)
     except OSError as e:
         raise KeelError(
             f"cannot write to KEEL_HOME ({home_dir}): {e.strerror or e}; point KEEL_HOME at a writable folder"
         ) from None
+    if changed:
+        logging.getLogger("agentkeel").warning("%s", changed)
     if not os.access(sessions, os.W_OK | os.X_OK):
         raise KeelError(
             f"cannot write to KEEL_HOME ({home_dir}): permission denied; point KEEL_HOME at a writable folder"

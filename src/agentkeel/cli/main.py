@@ -267,14 +267,21 @@ def _setup_logging(verbose: bool) -> None:
     console.setFormatter(formatter)
     root.addHandler(console)
     home = Path(os.environ.get("KEEL_HOME") or Path.home() / ".keel").expanduser()
+    from agentkeel.session.private import open_private, private_dir, private_home
+
+    changed = None
     try:
-        (home / "logs").mkdir(parents=True, exist_ok=True)
+        changed = private_home(home)  # keel's files are the user's alone: KEEL_HOME 0700, logs 0600
+        private_dir(home / "logs")
+        os.close(open_private(home / "logs" / "keel.log"))
         logfile = logging.FileHandler(home / "logs" / "keel.log", delay=True, encoding="utf-8")
         logfile.setLevel(logging.WARNING)
         logfile.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
         root.addHandler(logfile)
     except OSError:
         pass
+    if changed:
+        logging.getLogger("agentkeel").warning("%s", changed)
     for noisy in ("httpx", "httpcore", "anthropic", "openai", "httpx2", "httpcore2", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

@@ -1,4 +1,5 @@
-"""``keel serve [--host H] [--port N] [--cwd DIR]``: the HTTP API and the web app (agentkeel.serve)."""
+"""``keel serve [--host H] [--port N] [--cwd DIR] [--allow-bypass-permissions]``: the HTTP API and the
+web app (agentkeel.serve). Every request needs the token printed in the address (or KEEL_SERVE_TOKEN)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,19 @@ from typing import Any
 from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
 
 EXIT_ERROR = 1
+MIN_TOKEN = 16
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="an HTTP API and a web app for keel sessions (loopback by default)")
-    p.add_argument("--host", default="127.0.0.1", help="loopback by default; any other address needs the token")
+    p.add_argument("--host", default="127.0.0.1", help="loopback by default (the token guards every address)")
     p.add_argument("--port", type=int, default=7378, help="0 picks a free port")
     p.add_argument("--cwd", default=None, help="the project new sessions start in (default: the current directory)")
+    p.add_argument("--token", action="store_true", help=argparse.SUPPRESS)  # the token is always required now
     p.add_argument(
-        "--token",
+        "--allow-bypass-permissions",
         action="store_true",
-        help="require the token on loopback too (always required elsewhere; KEEL_SERVE_TOKEN sets it)",
+        help="let web clients choose bypassPermissions (tools run without asking); off by default",
     )
     p.add_argument("--no-memory", action="store_true", help="leave the memory views out")
 
@@ -44,9 +47,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"keel serve: --cwd {args.cwd} is not a directory", file=sys.stderr)
         return EXIT_USAGE
     loopback = is_loopback(args.host)
-    token = os.environ.get("KEEL_SERVE_TOKEN") or None
-    if token is None and (args.token or not loopback):
-        token = secrets.token_urlsafe(24)
+    chosen = os.environ.get("KEEL_SERVE_TOKEN") or None
+    if chosen is not None and len(chosen) < MIN_TOKEN:
+        print(f"keel serve: KEEL_SERVE_TOKEN is too short: use at least {MIN_TOKEN} random characters", file=sys.stderr)
+        return EXIT_USAGE
+    token = chosen or secrets.token_urlsafe(24)
+    from agentkeel.session.private import private_home
+    from agentkeel.session.store import keel_home
+
+    try:
+        changed = private_home(keel_home())  # the transcripts it serves are the user's alone
+    except OSError:
+        changed = None  # a session says what is wrong with KEEL_HOME when it starts
+    if changed:
+        print(f"keel serve: {changed}", file=sys.stderr)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -59,15 +73,19 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     port = sock.getsockname()[1]
     shown = f"[{args.host.strip('[]')}]" if family == socket.AF_INET6 else args.host
-    manager = SessionManager(cwd)
+    manager = SessionManager(cwd, allow_bypass=args.allow_bypass_permissions)
     app = build_app(
         manager, token=token, loopback_only=loopback, memory_app=None if args.no_memory else _memory_app(cwd)
     )
     url = f"http://{shown}:{port}/"
-    if token is not None and not os.environ.get("KEEL_SERVE_TOKEN"):
+    if chosen is None:
         print(f"keel serve on {url}?token={token}", flush=True)
     else:
-        print(f"keel serve on {url}" + (" (token from KEEL_SERVE_TOKEN)" if token else ""), flush=True)
+        print(f"keel serve on {url} (token from KEEL_SERVE_TOKEN)", flush=True)
+    if args.allow_bypass_permissions:
+        print(
+            "keel serve: warning: web clients may choose bypassPermissions (tools run without asking)", file=sys.stderr
+        )
     if not loopback:
         print(
             f"keel serve: warning: reachable beyond this machine on {args.host}; the token guards it", file=sys.stderr

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeel._version import __version__
 from agentkeel.mcpclient.config import ServerConfig
+from agentkeel.session.private import open_private, private_dir
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -242,8 +243,10 @@ class Connection:
         path = self.log_dir / f"mcp-{self.name}.log" if self.log_dir is not None else None
         try:
             if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(path if path is not None else os.devnull, "a", encoding="utf-8")  # noqa: SIM115
+                private_dir(path.parent)
+                handle = os.fdopen(open_private(path), "a", encoding="utf-8")
+            else:
+                handle = open(os.devnull, "a", encoding="utf-8")  # noqa: SIM115
         except OSError:
             handle = open(os.devnull, "a", encoding="utf-8")  # noqa: SIM115
         try:

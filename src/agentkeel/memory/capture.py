@@ -35,6 +35,7 @@ from agentkeel.memory.model import Record, new_record_id, now_iso
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sqlite_lib import sqlite3
 from agentkeel.memory.store import MemoryStore
+from agentkeel.session.private import private_dir, private_file
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class Outbox:
         retry_base_s: float = 0.5,
         window_s: float = WINDOW_S,
     ) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         self.path = path
         self.window_s = window_s
         self._store = store if isinstance(store, MemoryStore) else None
@@ -90,7 +91,10 @@ class Outbox:
         self.retry_base_s = retry_base_s
         self.damaged: MemoryDamaged | None = None
         self.dropped = 0  # records capture could not acknowledge because the file is damaged
+        new = not path.exists()
         self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        if new:
+            private_file(path)  # before the first write: its -wal and -shm files take its mode
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")

@@ -23,6 +23,7 @@ from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, 
 from agentkeel.memory.sqlite_lib import sqlite3
 from agentkeel.memory.store import StoreBase
 from agentkeel.memory.vector_cache import VectorCache
+from agentkeel.session.private import private_dir, private_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -96,8 +97,11 @@ class SQLiteStore(StoreBase):
         self.path = path
         self.embedder = embedder
         self.masker = masker or DEFAULT_MASKER
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
+        new = not path.exists()
         self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        if new:
+            private_file(path)  # before the first write: its -wal and -shm files take its mode
         self._lock = threading.RLock()
         self._in_tx = False
         self._cache = VectorCache()

@@ -1,9 +1,13 @@
 """The starlette app of ``keel serve``: the JSON API, the SSE event streams, the web app's files,
 and the memory dashboard's API mounted under ``/memory``.
 
+Every request needs the server's token (see :mod:`agentkeel.serve.guard`). A client may name a
+model only from the catalog of a configured provider, and bypassPermissions only when the server
+was started with ``--allow-bypass-permissions`` (see :class:`~agentkeel.serve.sessions.SessionManager`).
+
 API (every body is JSON; every error is ``{"error": "one line"}``):
 
-    GET  /api/info                                  version, cwd, whether a token is in use
+    GET  /api/info                                  version, cwd, whether bypassPermissions may be chosen
     GET  /api/sessions?cwd=                         {"live": [...], "saved": [...]} (saved: newest first)
     POST /api/sessions        {cwd?, resume?, fork?, model?, permission_mode?, prompt?}  open one (201)
     GET  /api/sessions/ID                           a live session's state (pending asks, busy, clients)
@@ -50,7 +54,7 @@ def asset(name: str) -> str:
 def build_app(
     manager: SessionManager,
     *,
-    token: str | None = None,
+    token: str,
     loopback_only: bool = True,
     memory_app: Callable[[], Any] | None = None,
 ) -> Any:
@@ -100,7 +104,8 @@ def build_app(
             {
                 "version": __version__,
                 "cwd": str(manager.cwd),
-                "token": token is not None,
+                "token": True,
+                "bypass": manager.allow_bypass,
                 "memory": memory_app is not None,
             }
         )
@@ -415,7 +420,7 @@ class LazyApp:
     """The memory dashboard's app, built (its store opened) at the first request under /memory.
 
     Its own loopback-only host check guards ``keel mem web``; here the Guard in front has already
-    checked the host or the token, so when this server is bound beyond loopback the request is
+    checked the token (and the host, on loopback), so when this server is bound beyond loopback the request is
     handed on as addressed to 127.0.0.1."""
 
     def __init__(self, factory: Callable[[], Any], loopback_only: bool) -> None:

@@ -1,9 +1,12 @@
 """Who may talk to ``keel serve``: an ASGI middleware in front of every route.
 
-- Bound to loopback, the server answers only requests addressed to a loopback host name (a web
-  page cannot reach it through DNS rebinding). Bound elsewhere, it needs its token.
-- The token (when set) comes as ``Authorization: Bearer T``, the ``keel_token`` cookie, or once as
-  ``/?token=T`` on the page, which sets the cookie (HttpOnly, SameSite=Strict) and redirects.
+- Every request needs the server's secret token, on loopback too (another user of the machine
+  can reach a loopback port): ``Authorization: Bearer T``, or the HttpOnly cookie the browser
+  gets by opening the printed address once (``/?token=T``: the cookie is set and the page
+  redirects to ``/``, so the token leaves the address bar). The cookie is named after the port
+  (``keel_token_7378``): two servers on one machine do not overwrite each other's.
+- Bound to loopback, the server also answers only requests addressed to a loopback host name (a
+  web page cannot reach it through DNS rebinding).
 - A state-changing request (anything but GET/HEAD) must be JSON (``Content-Type:
   application/json``, which a cross-site form or ``fetch`` cannot send without a CORS preflight,
   and none is answered) and its ``Origin``, when present, must be this server: another site open
@@ -26,7 +29,16 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-COOKIE = "keel_token"
+COOKIE = "keel_token"  # + "_<port>"
+REFUSED = (
+    "this server needs its token: open the address `keel serve` printed (…/?token=…), "
+    "or send Authorization: Bearer <token>"
+)
+LOGIN_PAGE = (
+    "<!doctype html><meta charset=utf-8><title>keel</title>"
+    "<p>This keel server needs its token: open the address <code>keel serve</code> printed "
+    "(<code>http://…/?token=…</code>) in this browser.</p>"
+)
 
 
 def is_loopback(host: str) -> bool:
@@ -47,7 +59,9 @@ def _host_name(value: str) -> str:
 
 
 class Guard:
-    def __init__(self, app: ASGIApp, *, token: str | None, loopback_only: bool) -> None:
+    def __init__(self, app: ASGIApp, *, token: str, loopback_only: bool) -> None:
+        if not token:
+            raise ValueError("keel serve needs a token")
         self.app = app
         self.token = token
         self.loopback_only = loopback_only
@@ -62,20 +76,18 @@ class Guard:
             await _refuse(send, 400, f"this server answers only on loopback host names, not {host!r}")
             return
         method = scope.get("method", "GET")
-        if self.token is not None:
-            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-            given = (query.get("token") or [""])[0]
-            if given and scope.get("path") == "/" and method == "GET" and self._ok(given):
-                await _set_cookie(send, given)
-                return
-            if not self._authorized(headers):
-                await _refuse(
-                    send,
-                    401,
-                    "this server needs its token: open the address `keel serve` printed (…/?token=…), "
-                    "or send Authorization: Bearer <token>",
-                )
-                return
+        cookie_name = cookie_for(scope)
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        given = (query.get("token") or [""])[0]
+        if given and scope.get("path") == "/" and method == "GET" and self._ok(given):
+            await _set_cookie(send, cookie_name, given)
+            return
+        if not self._authorized(headers, cookie_name):
+            if scope.get("path") == "/" and method in ("GET", "HEAD"):
+                await _refuse(send, 401, LOGIN_PAGE, html=True)
+            else:
+                await _refuse(send, 401, REFUSED)
+            return
         if method not in ("GET", "HEAD", "OPTIONS"):
             origin = headers.get("origin")
             if origin is not None and urlsplit(origin).netloc != host:
@@ -87,10 +99,9 @@ class Guard:
         await self.app(scope, receive, send)
 
     def _ok(self, given: str) -> bool:
-        assert self.token is not None
         return hmac.compare_digest(given.encode(), self.token.encode())
 
-    def _authorized(self, headers: dict[str, str]) -> bool:
+    def _authorized(self, headers: dict[str, str], cookie_name: str) -> bool:
         auth = headers.get("authorization", "")
         if auth.lower().startswith("bearer ") and self._ok(auth[7:].strip()):
             return True
@@ -99,29 +110,43 @@ class Guard:
             cookie.load(headers.get("cookie", ""))
         except Exception:
             return False
-        morsel = cookie.get(COOKIE)
+        morsel = cookie.get(cookie_name)
         return morsel is not None and self._ok(morsel.value)
 
 
-async def _refuse(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
+def cookie_for(scope: Scope) -> str:
+    """The cookie's name: ``keel_token_<port>`` (a browser sends a host's cookies to all its ports)."""
+    server = scope.get("server")
+    port = server[1] if isinstance(server, (tuple, list)) and len(server) > 1 and server[1] else ""
+    return f"{COOKIE}_{port}" if port else COOKIE
+
+
+async def _refuse(send: Send, status: int, message: str, *, html: bool = False) -> None:
+    body = message.encode() if html else json.dumps({"error": message}).encode()
+    kind = b"text/html; charset=utf-8" if html else b"application/json"
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [(b"content-type", kind), (b"content-length", str(len(body)).encode())],
         }
     )
     await send({"type": "http.response.body", "body": body})
 
 
-async def _set_cookie(send: Send, token: str) -> None:
-    cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
+async def _set_cookie(send: Send, name: str, token: str) -> None:
+    cookie = f"{name}={token}; HttpOnly; SameSite=Strict; Path=/"
     await send(
         {
             "type": "http.response.start",
             "status": 303,
-            "headers": [(b"location", b"/"), (b"set-cookie", cookie.encode()), (b"content-length", b"0")],
+            "headers": [
+                (b"location", b"/"),
+                (b"set-cookie", cookie.encode()),
+                (b"cache-control", b"no-store"),
+                (b"referrer-policy", b"no-referrer"),
+                (b"content-length", b"0"),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": b""})

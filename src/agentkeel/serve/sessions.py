@@ -31,6 +31,9 @@ log = logging.getLogger("agentkeel.serve")
 
 ANSWERS = ("allow", "allow_session", "allow_project", "deny")
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
+BYPASS_OFF = (
+    "bypassPermissions is off for web clients: the owner starts `keel serve --allow-bypass-permissions` to allow it"
+)
 
 
 class ServeError(Exception):
@@ -131,10 +134,17 @@ class LiveSession:
 
 
 class SessionManager:
-    """The live sessions of one ``keel serve`` process."""
+    """The live sessions of one ``keel serve`` process.
 
-    def __init__(self, cwd: Path, env: Mapping[str, str] | None = None, home: Path | None = None) -> None:
+    What a client may choose is narrower than what the owner may: a model only from the catalog
+    of a provider the server is configured for (never ``scripted:``, a file path or a base URL),
+    and bypassPermissions only when the owner started the server with ``allow_bypass``."""
+
+    def __init__(
+        self, cwd: Path, env: Mapping[str, str] | None = None, home: Path | None = None, *, allow_bypass: bool = False
+    ) -> None:
         self.cwd = cwd.resolve()
+        self.allow_bypass = allow_bypass
         self.env = dict(os.environ if env is None else env)
         self.home = home or Path.home()
         self.live: dict[str, LiveSession] = {}
@@ -179,8 +189,10 @@ class SessionManager:
         from agentkeel.runtime import KeelError, Runtime, RuntimeOptions
         from agentkeel.session.load import load_session
 
-        if mode is not None and mode not in MODES:
-            raise ServeError(f"permission_mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if mode is not None:
+            self.check_mode(mode)
+        if model is not None:
+            self.check_model(model)
         async with self._lock:
             if resume is not None and not fork:
                 already = [s for s in self.live.values() if s.id == resume or s.id.startswith(resume)]
@@ -204,6 +216,9 @@ class SessionManager:
                 raise ServeError(str(e), 404 if "no session" in str(e) else 400) from None
             live.id = rt.session_id
             live.runtime = rt
+            if rt.permissions.mode == "bypassPermissions" and not self.allow_bypass:  # defaultMode in settings
+                rt.permissions.mode = "default"
+                live.stream.publish("warning", {"message": BYPASS_OFF + ": this session asks (mode default)"})
             if rt.resumed is not None:  # a late client sees the whole conversation, then the live tail
                 for event in load_session(rt.session_path).events:
                     live.on_event(event)
@@ -248,9 +263,26 @@ class SessionManager:
         live.deny_open_asks()  # a question nobody needs answered any more
         return True
 
-    def set_mode(self, session_id: str, mode: str) -> None:
+    def check_mode(self, mode: str) -> None:
         if mode not in MODES:
             raise ServeError(f"permission_mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if mode == "bypassPermissions" and not self.allow_bypass:
+            raise ServeError(BYPASS_OFF, 403)
+
+    def check_model(self, name: str) -> None:
+        """A client names a catalog model of a configured provider, or the server's own model."""
+        from agentkeel.providers.catalog import untrusted_model_allowed
+
+        if name == self.env.get("KEEL_MODEL") or untrusted_model_allowed(name, self.env):
+            return
+        raise ServeError(
+            f"model {name!r} cannot be chosen from a client: name a catalog model of a provider this server "
+            "is configured for (e.g. sonnet), or leave it out for the server's own",
+            403,
+        )
+
+    def set_mode(self, session_id: str, mode: str) -> None:
+        self.check_mode(mode)
         live = self.get(session_id)
         assert live.runtime is not None
         live.runtime.permissions.mode = mode  # type: ignore[assignment]

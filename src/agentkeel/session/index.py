@@ -32,6 +32,7 @@ from agentkeel.core.events import (
 from agentkeel.core.types import TextBlock
 from agentkeel.session.events import RewindMarker, SessionForked
 from agentkeel.session.load import LoadReport, parse_lines
+from agentkeel.session.private import private_dir, private_file
 from agentkeel.session.store import encode_project
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,10 @@ class _Fold:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    new = not path.exists()
     db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+    if new:
+        private_file(path)  # before the first write: its -wal and -shm files take its mode
     db.execute("PRAGMA journal_mode=WAL")
     # Not synced: the index is a cache of the session files, rebuilt from them when it is missing or
     # damaged (``SessionIndex._open``); an fsync at each update and close only slowed a session's end.
@@ -146,7 +150,7 @@ class SessionIndex:
     def _open(self) -> sqlite3.Connection:
         existed = self.path.exists()
         try:
-            self.home.mkdir(parents=True, exist_ok=True)
+            private_dir(self.home)
         except OSError as e:
             raise sqlite3.OperationalError(f"cannot create {self.home}: {e.strerror or e}") from None
         try:

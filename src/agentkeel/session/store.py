@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.core.events import Event, OpaqueEvent, event_data
+from agentkeel.session.private import private_dir
 
 
 def keel_home(env: dict[str, str] | None = None) -> Path:
@@ -65,7 +66,7 @@ class SessionLock:
     def acquire(self) -> None:
         if self._fd >= 0:
             raise RuntimeError(f"{self.path} is already held by this SessionLock")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -125,7 +126,7 @@ class SessionWriter:
         self.session_id = session_id
         self.last_uuid = parent_uuid
         self.failure: str | None = None
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._needs_newline = self._ends_torn()
 

@@ -54,6 +54,39 @@ function toolDiff(name, input) {
   return null;
 }
 
+// A user message is the prompt as typed, then what was added to it before the model saw it (hook
+// output, keel's <memory-context>), each in its own text block: the prompt is shown, the rest folded.
+const INJECTED = /\n*(?=<(memory-context|system-reminder)[\s>])/;
+function promptParts(content) {
+  const texts = (content || []).filter((b) => b.type === "text").map((b) => b.text);
+  if (!texts.length) return null;
+  const first = texts[0].split(INJECTED);  // context glued into the prompt's own block, if ever
+  const prompt = first[0];
+  const extra = [texts[0].slice(prompt.length).replace(/^\n+/, ""), ...texts.slice(1)].filter((t) => t.trim());
+  return {prompt, extra};
+}
+function injectedLabel(extra) {
+  const memory = extra.some((t) => t.trimStart().startsWith("<memory-context"));
+  const other = extra.filter((t) => !t.trimStart().startsWith("<memory-context")).length;
+  const parts = [];
+  if (memory) parts.push("memory");
+  if (other) parts.push(`hook output (${other})`);
+  return `context added to this prompt: ${parts.join(", ")}`;
+}
+function userBubble(content) {
+  const parts = promptParts(content);
+  if (!parts) return null;
+  const bubble = el("div", "msg user");
+  bubble.append(el("div", "prompt", parts.prompt));
+  if (parts.extra.length) {
+    const fold = el("details", "injected");
+    fold.append(el("summary", "", injectedLabel(parts.extra)));
+    for (const t of parts.extra) fold.append(el("pre", "", t));
+    bubble.append(fold);
+  }
+  return bubble;
+}
+
 class Transcript {
   constructor(box) { this.box = box; this.clear(); }
   clear() { this.box.replaceChildren(); this.streaming = null; this.tools = new Map(); }
@@ -79,8 +112,8 @@ class Transcript {
     const box = this.box;
     switch (ev.type) {
       case "user": {
-        const text = textOf(ev.message.content);
-        if (text) box.append(el("div", "msg user", text));
+        const bubble = userBubble(ev.message.content);
+        if (bubble) box.append(bubble);
         break;
       }
       case "text_delta":
@@ -174,6 +207,7 @@ function onFrame(frame) {
     case "mode": $("s-mode").value = frame.mode; break;
     case "reset": transcript.clear(); transcript.note("some events were no longer buffered; showing what is", "warning"); break;
     case "error": transcript.note(frame.message, "error"); break;
+    case "warning": transcript.note(frame.message, "warning"); break;
     default:
       if (frame.event) {
         transcript.add(frame.event);
@@ -416,6 +450,10 @@ document.querySelectorAll("nav button").forEach((b) => b.addEventListener("click
   if (b.dataset.tab === "memory") openMemory();
   if (b.dataset.tab === "setup") loadSetup();
 }));
+api("/api/info").then((info) => {  // bypassPermissions only when the owner started the server allowing it
+  if (info.bypass) return;
+  document.querySelectorAll("option").forEach((o) => { if (o.textContent === "bypassPermissions") o.remove(); });
+}).catch((e) => flash(e.message));
 refreshLists().then(() => {
   const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
   const row = wanted && document.querySelector(`.row[data-id="${wanted}"]`);
