@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 
 from agentkeel.core.tools import ToolError
-from agentkeel.tools.textfile import decode_line, sniff_bom
+from agentkeel.tools.textfile import ERRORS, UTF8_SEQ, decode_line, sniff_bom
 
 CHUNK = 1 << 20
 MAX_LINE_CHARS = 2000
@@ -96,11 +96,12 @@ def read_capped(path: Path, cap: int, what: str) -> bytes:
     return b"".join(parts)
 
 
-def _utf8(data: bytes) -> str | None:
+def _block(data: bytes) -> str | None:
+    """Whole lines decoded at once as decode_line would one by one, or None when lines may differ (mixed)."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        return None
+        return None if UTF8_SEQ.search(data) else data.decode("cp1252", ERRORS)
 
 
 def human_size(n: int) -> str:
@@ -188,8 +189,8 @@ class LineWindow:
         if len(raws) > want:
             raws.pop()  # past the window
         end = pos + sum(map(len, raws)) + len(raws)
-        block = _utf8(data[pos : end - 1]) if raws and max(map(len, raws)) <= MAX_LINE_CHARS else None
-        if block is not None:  # no line cut, all UTF-8: decoded as one text
+        block = _block(data[pos : end - 1]) if raws and max(map(len, raws)) <= MAX_LINE_CHARS else None
+        if block is not None:  # no line cut, one encoding: decoded as one text
             texts = block.split("\n")
             if "\r" in block:
                 texts = [t[:-1] if t.endswith("\r") else t for t in texts]

@@ -30,7 +30,7 @@ _BOMS = (
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 # a well-formed multi-byte UTF-8 sequence: its presence in a file that is not UTF-8 means mixed encodings
-_UTF8_SEQ = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+UTF8_SEQ = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 _UNDEFINED_1252 = frozenset(b"\x81\x8d\x8f\x90\x9d")
 ERRORS = "keel-cp1252"
 
@@ -95,7 +95,7 @@ def decode_file(path: Path, data: bytes) -> tuple[str, TextFormat]:
         text = data.decode("utf-8")
         encoding = "utf-8"
     except UnicodeDecodeError as e:
-        if _UTF8_SEQ.search(data):
+        if UTF8_SEQ.search(data):
             raise ToolError(
                 f"{path} mixes UTF-8 with bytes that are not UTF-8 (the first at byte {e.start}): keel cannot tell "
                 "its encoding, so it will not change it (that could alter text you did not ask to change); "
@@ -138,6 +138,6 @@ def decode_line(raw: bytes, cut: bool = False) -> str:
     except UnicodeDecodeError as e:
         if cut and e.reason == "unexpected end of data" and e.start >= len(raw) - 3:
             return decode_line(raw[: e.start])
-        if _UTF8_SEQ.search(raw):
+        if UTF8_SEQ.search(raw):
             return raw.decode("utf-8", "replace")  # mixed: shown as it is
         return raw.decode("cp1252", ERRORS)
