@@ -178,3 +178,30 @@ def test_cancel_then_resume_leaves_one_line_per_task_with_its_attempts(
     }  # fmt: skip
     report = subprocess.run([KEEL, "batch", "report", str(out), "--json"], capture_output=True, text=True, timeout=60)
     assert json.loads(report.stdout)["by_status"] == {"success": 3}
+
+
+def test_a_full_out_file_stops_the_batch_with_one_line_and_loses_nothing(
+    tmp_path: Path, project: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    import resource
+
+    limit = 1 << 20
+    out = tmp_path / "out.jsonl"
+    filler = b"".join(json.dumps({"id": f"old{i}", "status": "success", "result": "r" * 900}).encode() + b"\n"
+                      for i in range(1200))  # fmt: skip
+    while len(filler) > limit - 2000:
+        filler = filler[: filler.rindex(b"\n", 0, len(filler) - 1) + 1]
+    pad = limit - 60 - len(filler) - len(b'{"id":"pad","status":"success","result":""}\n')
+    filler += b'{"id":"pad","status":"success","result":"' + b"p" * pad + b'"}\n'
+    assert len(filler) == limit - 60  # room for less than a result line
+    out.write_bytes(filler)
+    server = fake_llm({"conversations": [_conv("x")]})
+    run = subprocess.run(
+        [KEEL, "batch", str(_tasks(tmp_path / "t.jsonl", ["x"])), "-o", str(out), "--resume"], cwd=project,
+        env=_env(server), capture_output=True, text=True, timeout=300,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert "cannot record the result of task 'x'" in run.stderr and "Not recorded: x" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert out.read_bytes() == filler  # no torn line, nothing else touched
