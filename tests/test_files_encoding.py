@@ -254,3 +254,10 @@ def test_read_shows_a_latin1_file_as_edit_sees_it(project: Path, tools: Tools) -
     shown = str(tools("Read", file_path=str(f), offset=4000, limit=3).content)
     assert "  4000\tligne 3999: été" in shown and "\ufffd" not in shown
     assert json.dumps(shown)  # a view the transcript can hold
+
+
+def test_a_file_whose_name_takes_all_255_bytes_can_be_written(project: Path, tools: Tools) -> None:
+    f = project / ("é" * 125 + "a.txt")  # 255 bytes: the temporary file's name must stay within the limit
+    out = tools("Write", file_path=str(f), content="x\n")
+    assert not out.is_error, out.content
+    assert f.read_text() == "x\n" and sorted(p.name for p in project.iterdir()) == [f.name]

@@ -22,7 +22,6 @@ import contextlib
 import fcntl
 import os
 import re
-import secrets
 from pathlib import Path
 
 from agentkeel.core.tools import ToolError
@@ -52,7 +51,7 @@ class _Pending:
         try:
             where = pending_dir()
             where.mkdir(parents=True, exist_ok=True)
-            entry = where / f"{os.getpid()}-{secrets.token_hex(8)}"
+            entry = where / f"{os.getpid()}-{os.urandom(8).hex()}"
             fd = os.open(entry, _NEW | os.O_RDWR, 0o600)
         except OSError:
             return  # keel's home is not writable: the write goes on (a convenience lost, not the user's file)
@@ -114,7 +113,8 @@ def atomic_write(path: Path, data: bytes) -> Path:
             mode: int | None = target.stat().st_mode & 0o7777
         except FileNotFoundError:
             mode = None
-        tmp = target.parent / f".{target.name[:200]}.{secrets.token_hex(8)}{TMP_SUFFIX}"
+        short = os.fsencode(target.name)[:200].decode("utf-8", "ignore") or "file"  # a name fits in 255 bytes
+        tmp = target.parent / f".{short}.{os.urandom(8).hex()}{TMP_SUFFIX}"
         pending = _Pending(tmp)
         try:
             fd = os.open(tmp, _NEW | os.O_WRONLY, 0o666)  # a new file: 0666 & ~umask, by the kernel
