@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import os
 import re
+import time
 from pathlib import Path
 
 from agentkeel.core.tools import ToolError
@@ -92,7 +93,10 @@ def sweep(env: dict[str, str] | None = None) -> list[Path]:
             os.close(fd)
             continue  # its writer is alive
         try:
-            tmp = Path(os.fsdecode(os.read(fd, 1 << 16)))
+            raw = os.read(fd, 1 << 16)
+            if not raw and time.time() - os.fstat(fd).st_mtime < 60:
+                continue  # just made: its writer has not locked it yet
+            tmp = Path(os.fsdecode(raw))
             if tmp.is_absolute() and _TMP_NAME.match(tmp.name) and tmp.is_file() and not tmp.is_symlink():
                 tmp.unlink()
                 removed.append(tmp)
