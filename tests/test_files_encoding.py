@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentkeel.core.tools import Services, ToolContext, ToolError, ToolOutput, ToolRegistry
 from agentkeel.fakellm.server import FakeLLMServer
@@ -261,3 +263,24 @@ def test_a_file_whose_name_takes_all_255_bytes_can_be_written(project: Path, too
     out = tools("Write", file_path=str(f), content="x\n")
     assert not out.is_error, out.content
     assert f.read_text() == "x\n" and sorted(p.name for p in project.iterdir()) == [f.name]
+
+
+@settings(max_examples=400)
+@given(
+    data=st.one_of(
+        st.binary(max_size=300),
+        st.text(max_size=100).map(lambda t: t.encode("utf-8")),
+        st.text(alphabet=st.characters(max_codepoint=255), max_size=100).map(lambda t: t.encode("latin-1")),
+        st.text(max_size=60).map(lambda t: b"\xef\xbb\xbf" + t.encode("utf-8")),
+        st.text(max_size=60).map(lambda t: b"\xff\xfe" + t.encode("utf-16-le", "surrogatepass")),
+    )
+)
+def test_a_file_keel_can_decode_is_written_back_byte_for_byte(data: bytes) -> None:
+    from agentkeel.tools.textfile import decode_file, encode_text
+
+    try:
+        text, fmt = decode_file(Path("f"), data)
+    except ToolError as e:
+        assert "\n" not in str(e)
+        return
+    assert encode_text(Path("f"), text, fmt) == data
