@@ -19,6 +19,8 @@ GITIGNORE = """\
 # Shared project files (.keel/settings.json, agents/, skills/, commands/) are not listed here.
 /.gitignore
 /settings.local.json
+/settings.local.json.tmp
+/.settings.*.tmp
 /worktrees/
 /agents/*/MEMORY.local.md
 """
