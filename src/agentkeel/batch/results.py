@@ -1,13 +1,26 @@
-"""OUT.jsonl: one result line per finished task, appended and fsynced as each one ends.
+"""OUT.jsonl: one result line per task, appended and fsynced as each one ends.
 
 The file is the batch's only state. A batch killed at any point leaves whole lines plus at most
-one partial last line; :func:`recorded` ignores that line and :class:`ResultWriter` cuts it off
-before appending, so ``--resume`` never glues a new record onto half of an old one.
+one partial last line; :func:`recorded` ignores that line and :meth:`ResultWriter.tidy` cuts it
+off (however long it is) before appending, so ``--resume`` never glues a new record onto half of
+an old one. A line is written whole or not at all: a short write (disk full, file size limit) is
+undone and reported (:class:`ResultWriteError`), never counted as recorded.
+
+One batch at a time per OUT file: the writer holds an ``flock`` on it for the whole run; a second
+``keel batch`` on the same file is refused (:class:`BatchLocked`).
+
+One line per task: a task run again (after a Ctrl-C, ``cancelled``) gets a new line whose
+``attempts`` and ``cost_usd`` count every run of it, and at the end of the run the file is
+rewritten (whole, then renamed over the old one) with the last line of each task only. A batch
+killed before that leaves both lines; readers take the last line of a task id (:func:`recorded`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import secrets
 import threading
 from pathlib import Path
 from typing import Literal
@@ -17,9 +30,10 @@ import msgspec
 Status = Literal["success", "error", "timeout", "cancelled"]
 #: statuses that --resume keeps; a cancelled task (Ctrl-C) runs again
 FINAL: frozenset[str] = frozenset({"success", "error", "timeout"})
+_CHUNK = 1 << 20
 
 
-class Result(msgspec.Struct, omit_defaults=True):
+class Result(msgspec.Struct):
     id: str
     status: Status
     result: str = ""
@@ -30,7 +44,7 @@ class Result(msgspec.Struct, omit_defaults=True):
     output_tokens: int = 0
     turns: int = 0
     duration_s: float = 0.0
-    attempts: int = 1
+    attempts: int = 1  # runs of the task, across batch runs of this OUT file
     exit_code: int | None = None
     cwd: str = ""
 
@@ -39,13 +53,16 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Result)
 
 
-def recorded(path: Path) -> dict[str, Result]:
-    """The results already in the file, by task id (the last line for an id wins)."""
+class BatchLocked(Exception):
+    """Another keel batch is writing this OUT file."""
+
+
+class ResultWriteError(Exception):
+    """A result could not be recorded; nothing of it is left in the file."""
+
+
+def _parse(data: bytes) -> dict[str, Result]:
     out: dict[str, Result] = {}
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return out
     for line in data.split(b"\n"):
         if not line.strip():
             continue
@@ -53,31 +70,136 @@ def recorded(path: Path) -> dict[str, Result]:
             r = _decoder.decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue  # a partial last line from a killed batch, or a foreign line
-        out[r.id] = r
+        out.pop(r.id, None)
+        out[r.id] = r  # in the order of the last lines
     return out
 
 
-class ResultWriter:
-    """Appends results; thread-safe (Ray's driver and local workers finish concurrently)."""
+def recorded(path: Path) -> dict[str, Result]:
+    """The results already in the file, by task id (the last line for an id wins)."""
+    try:
+        return _parse(path.read_bytes())
+    except FileNotFoundError:
+        return {}
 
-    def __init__(self, path: Path) -> None:
+
+class ResultWriter:
+    """Appends results; thread-safe (Ray's driver and local workers finish concurrently).
+
+    Opening it takes the OUT file's lock (:class:`BatchLocked` when another batch holds it) and,
+    unless ``tidy`` is False, cuts a partial last line (see :meth:`tidy`)."""
+
+    def __init__(self, path: Path, *, tidy: bool = True) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = self._open_locked(path)
+        self._lines = 0  # lines written by this writer
+        if tidy:
+            self.tidy()
+
+    @staticmethod
+    def _open_locked(path: Path) -> int:
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise BatchLocked(
+                    f"{path} is being written by another keel batch: wait for it to end, or choose another -o file"
+                ) from None
+            except OSError:
+                os.close(fd)
+                raise
+            try:
+                same = os.fstat(fd).st_ino == path.stat().st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return fd
+            os.close(fd)  # the file was rewritten (compacted) and replaced while we waited: lock the new one
+
+    def tidy(self) -> None:
+        """Cut a partial last line (a batch killed mid-write), however long, and stale rewrite files."""
+        for stale in self.path.parent.glob(f".{self.path.name}.*.keel-tmp"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
         size = os.fstat(self._fd).st_size
+        end = size
+        while end > 0:
+            start = max(0, end - _CHUNK)
+            chunk = os.pread(self._fd, end - start, start)
+            if end == size and chunk.endswith(b"\n"):
+                return  # whole lines only
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                os.ftruncate(self._fd, start + nl + 1)
+                os.fsync(self._fd)
+                return
+            end = start
         if size:
-            # cut a partial last line (a batch killed mid-write) before appending
-            tail = os.pread(self._fd, min(size, 1 << 20), max(0, size - (1 << 20)))
-            if not tail.endswith(b"\n"):
-                keep = size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else 0
-                os.ftruncate(self._fd, keep)
+            os.ftruncate(self._fd, 0)  # one partial line and nothing else
+            os.fsync(self._fd)
 
     def write(self, result: Result) -> None:
+        """Append ``result`` as one line, fsynced; :class:`ResultWriteError` (and the file as it was) if not."""
         line = _encoder.encode(result) + b"\n"
         with self._lock:
-            os.write(self._fd, line)
-            os.fsync(self._fd)
+            before = os.fstat(self._fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    n = os.write(self._fd, view)
+                    if n <= 0:
+                        raise OSError(0, "nothing could be written")
+                    view = view[n:]
+                os.fsync(self._fd)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, before)
+                    os.fsync(self._fd)
+                raise ResultWriteError(
+                    f"cannot record the result of task {result.id!r} in {self.path}: {e.strerror or e}"
+                ) from None
+            self._lines += 1
+
+    def compact(self) -> None:
+        """Rewrite the file with one line per task (its last), when it holds more; the lock is kept."""
+        with self._lock:
+            size = os.fstat(self._fd).st_size
+            data = os.pread(self._fd, size, 0)
+            results: dict[str, Result] = {}
+            lines = 0
+            for line in data.split(b"\n")[:-1]:
+                if not line.strip():
+                    continue
+                try:
+                    r = _decoder.decode(line)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    return  # a line that is not a result: the file is left as it is
+                lines += 1
+                results.pop(r.id, None)
+                results[r.id] = r
+            if lines == len(results):
+                return
+            tmp = self.path.parent / f".{self.path.name}.{secrets.token_hex(8)}.keel-tmp"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+                try:
+                    mode = os.fstat(self._fd).st_mode & 0o7777
+                    body = memoryview(b"".join(_encoder.encode(r) + b"\n" for r in results.values()))
+                    while body:
+                        body = body[os.write(fd, body) :]
+                    os.fsync(fd)
+                    os.fchmod(fd, mode)
+                finally:
+                    os.close(fd)
+                tmp.replace(self.path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                return  # the lines stay as they were: readers take each task's last one
 
     def close(self) -> None:
         os.close(self._fd)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agentkeel.batch.limiter import LimiterProxy, Limits
-from agentkeel.batch.results import FINAL, Result, ResultWriter, recorded
+from agentkeel.batch.results import FINAL, Result, ResultWriteError, ResultWriter, recorded
 from agentkeel.batch.tasks import Task, TaskFileError, load_tasks
 from agentkeel.batch.worker import KeepGoing, RunSpec, keel_command, run_task
 
@@ -73,6 +73,8 @@ class BatchOutcome:
     not_started: list[str] = field(default_factory=list)
     limiter_429: int = 0
     limiter_admitted: int = 0
+    write_error: str = ""  # why results could not be recorded (the batch stopped there)
+    unrecorded: list[str] = field(default_factory=list)  # tasks that ended but are not in OUT
 
 
 class LocalBackend:
@@ -175,12 +177,28 @@ def run_batch(
     opts: BatchOptions, on_progress: Callable[[Progress], None] | None = None, backend: Backend | None = None
 ) -> BatchOutcome:
     tasks = load_tasks(opts.tasks_path)
-    earlier = recorded(opts.out_path)
-    if earlier and not opts.resume:
-        raise TaskFileError(
-            f"{opts.out_path} already holds {len(earlier)} result(s): add --resume to finish that batch, "
-            "or choose another -o file"
-        )
+    writer = ResultWriter(opts.out_path, tidy=False)  # the OUT file's lock, held until the end (BatchLocked)
+    try:
+        earlier = recorded(opts.out_path)
+        if earlier and not opts.resume:
+            raise TaskFileError(
+                f"{opts.out_path} already holds {len(earlier)} result(s): add --resume to finish that batch, "
+                "or choose another -o file"
+            )
+        writer.tidy()
+        return _run(opts, tasks, earlier, writer, on_progress, backend)
+    finally:
+        writer.close()
+
+
+def _run(
+    opts: BatchOptions,
+    tasks: list[Task],
+    earlier: dict[str, Result],
+    writer: ResultWriter,
+    on_progress: Callable[[Progress], None] | None,
+    backend: Backend | None,
+) -> BatchOutcome:
     todo = [t for t in tasks if not (t.id in earlier and earlier[t.id].status in FINAL)]
     progress = Progress(total=len(tasks), skipped=len(tasks) - len(todo))
     progress.done = progress.skipped
@@ -195,7 +213,6 @@ def run_batch(
         keel=keel_command(), tasks_dir=opts.tasks_path.parent.resolve(), work_dir=work_dir.resolve(),
         default_cwd=opts.cwd.resolve(), env={**opts.env, **overrides}, timeout_s=opts.timeout_s,
     )  # fmt: skip
-    writer = ResultWriter(opts.out_path)
     started: set[str] = set()
 
     def keep_going() -> bool:
@@ -213,9 +230,23 @@ def run_batch(
     try:
         for result in backend.run(todo, spec, keep_going):  # a backend turns Ctrl-C into cancelled results
             started.add(result.id)
-            writer.write(result)
+            spent = result.cost_usd
+            before = earlier.get(result.id)
+            if before is not None:  # a run again (it was cancelled): its line counts every run
+                result.attempts += before.attempts
+                result.cost_usd = round(result.cost_usd + before.cost_usd, 10)
+            if outcome.write_error:
+                outcome.unrecorded.append(result.id)
+                continue
+            try:
+                writer.write(result)
+            except ResultWriteError as e:  # nothing more can be recorded: stop, and say which tasks are not
+                outcome.write_error = str(e)
+                outcome.unrecorded.append(result.id)
+                backend.cancel()
+                continue
             progress.done += 1
-            progress.cost_usd += result.cost_usd
+            progress.cost_usd += spent
             if result.status == "success":
                 progress.ok += 1
             else:
@@ -226,11 +257,13 @@ def run_batch(
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-        writer.close()
+        if not outcome.write_error:
+            writer.compact()
         outcome.limiter_429 = sum(p.limiter.stats.upstream_429 for p in proxies)
         outcome.limiter_admitted = sum(p.limiter.stats.admitted for p in proxies)
         for p in proxies:
             p.stop()
     outcome.interrupted = backend.cancelled
     outcome.not_started = [t.id for t in todo if t.id not in started]
+    outcome.interrupted = outcome.interrupted and not outcome.write_error
     return outcome

@@ -24,6 +24,7 @@ from typing import Any
 
 from agentkeel.batch.results import Result
 from agentkeel.batch.tasks import Task
+from agentkeel.settings.localfiles import ignore_local_files
 
 _PR_SET_PDEATHSIG = 1
 
@@ -83,6 +84,7 @@ def prepare(task: Task, spec: RunSpec) -> Path:
     if not task.worktree:
         return base
     tree = base / ".keel" / "worktrees" / f"batch-{task.id}"
+    ignore_local_files(tree)
     if not tree.exists():  # an earlier attempt's worktree is reused: its work is never thrown away
         _git("worktree", "add", "--quiet", "-b", f"keel-batch/{task.id}", str(tree), cwd=base)
     return tree

@@ -80,6 +80,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "report":
         return _report(argv[1:])
     args = _run_parser().parse_args(argv)
+    from agentkeel.batch.results import BatchLocked
     from agentkeel.batch.runner import BatchOptions, run_batch
     from agentkeel.batch.tasks import TaskFileError
 
@@ -93,6 +94,9 @@ def main(argv: list[str]) -> int:
     except TaskFileError as e:
         print(f"keel batch: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BatchLocked as e:
+        print(f"keel batch: {e}", file=sys.stderr)
+        return EXIT_RUN_ERROR
     except OSError as e:
         print(f"keel batch: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
@@ -105,6 +109,11 @@ def main(argv: list[str]) -> int:
         tail += f" (budget ${opts.max_budget_usd:g} reached)"
     print(f"keel batch: {p.ok} ok, {p.failed} not ok of {p.total} ({p.skipped} from earlier runs){tail}; "
           f"results in {args.output}", file=sys.stderr)  # fmt: skip
+    if outcome.write_error:
+        ids = ", ".join(outcome.unrecorded[:5]) + (" ..." if len(outcome.unrecorded) > 5 else "")
+        print(f"keel batch: {outcome.write_error}; stopped. Not recorded: {ids} (their sessions are in `keel "
+              "sessions`); make room and run again with --resume", file=sys.stderr)  # fmt: skip
+        return EXIT_RUN_ERROR
     if outcome.interrupted:
         print("keel batch: interrupted; run again with --resume to finish", file=sys.stderr)
         return EXIT_INTERRUPTED

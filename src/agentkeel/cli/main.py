@@ -183,6 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     # full stream there, not for debug logs on the host's stderr
     _setup_logging(args.verbose and args.output_format != "stream-json")
     prompt = " ".join(args.prompt).strip()
+    if args.resume or args.continue_session:
+        from pathlib import Path
+
+        from agentkeel.cli.worktree import left_worktrees
+
+        if line := left_worktrees(Path(args.cwd) if args.cwd else Path.cwd(), args.worktree or None):
+            print(f"keel: {line}", file=sys.stderr)
     if args.worktree is not None:
         from agentkeel.cli.worktree import run_in_session_worktree
 

@@ -125,6 +125,10 @@ def _write(cwd: Path, path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     tmp.replace(path)
+    if path.name == "settings.local.json" and path.is_relative_to(cwd):
+        from agentkeel.settings.localfiles import ignore_local_files
+
+        ignore_local_files(path)
     if was_trusted and path.is_relative_to(cwd):
         store.trust(cwd)
     elif path.is_relative_to(cwd):

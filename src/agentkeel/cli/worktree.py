@@ -48,6 +48,52 @@ def _forget_trust(tree: Path) -> None:
         TrustStore(keel_home()).revoke(tree)
 
 
+def left_worktrees(cwd: Path, going_on: str | None = None) -> str | None:
+    """One line naming the keel worktrees of the repository holding ``cwd`` (other than the one ``cwd`` is
+    in, and ``going_on``: the ``-w`` name of this session), or None.
+
+    Said when a session is resumed: a ``keel -w`` or a worktree-isolated agent killed before it finished
+    leaves its worktree and branch, with the work in them, and nothing else points at them."""
+    import subprocess
+
+    here = cwd.resolve()
+    root = next((p for p in (here, *here.parents) if (p / ".keel" / "worktrees").is_dir()), None)
+    if root is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "worktree", "list", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=10,
+            stdin=subprocess.DEVNULL,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    base = (root / ".keel" / "worktrees").resolve()
+    found: list[str] = []
+    path: Path | None = None
+    branch = ""
+    for line in [*out.splitlines(), ""]:
+        if line.startswith("worktree "):
+            path = Path(line[len("worktree ") :])
+            branch = ""
+        elif line.startswith("branch "):
+            branch = line[len("branch ") :].removeprefix("refs/heads/")
+        elif not line and path is not None:
+            real = path.resolve()
+            mine = here.is_relative_to(real) or (going_on is not None and real == base / going_on)
+            if real.is_relative_to(base) and real != base and not mine:
+                shown = str(real.relative_to(root.resolve()))
+                found.append(f"{shown} (branch {branch})" if branch else shown)
+            path = None
+    if not found:
+        return None
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return (
+        f"{len(found)} keel worktree(s) left in this repository by earlier sessions or agents, with their work: "
+        f"{', '.join(found[:3])}{more}. Review with `git worktree list` and `git diff HEAD...BRANCH`; "
+        "go on with `keel -w NAME`, or drop one with `git worktree remove --force PATH && git branch -D BRANCH`"
+    )
+
+
 def run_in_session_worktree(args: argparse.Namespace, run: Callable[[], int]) -> int:
     """Open the worktree, point the session at it, run, then finish (merge, keep or discard)."""
     from agentkeel.agents.sessiontree import finish, main_tree_dirty, open_tree, random_name

@@ -101,6 +101,9 @@ def record_choices(cwd: Path, choices: Mapping[str, Choice]) -> Path:
     data["enabledMcpjsonServers"] = enabled
     data["disabledMcpjsonServers"] = disabled
     _write(path, data)
+    from agentkeel.settings.localfiles import ignore_local_files
+
+    ignore_local_files(path)
     return path
 
 

@@ -59,6 +59,9 @@ def remember_for_project(settings_file: Path, rules: list[str]) -> None:
     tmp = settings_file.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     tmp.replace(settings_file)
+    from agentkeel.settings.localfiles import ignore_local_files
+
+    ignore_local_files(settings_file)
 
 
 def _always_asks(decision: Decision) -> bool:

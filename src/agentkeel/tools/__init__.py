@@ -15,7 +15,12 @@ FACTORIES = (
 
 def builtin_tools(*, shipped: bool = True) -> list[Tool]:
     """The built-in tools. ``shipped``: stand-ins built from ``tools/schemas.json`` that import
-    their module at first use (see there); otherwise the real tools, built now."""
+    their module at first use (see there); otherwise the real tools, built now.
+
+    Made as a session starts: first the temporary files of a keel killed mid-write are removed."""
+    from agentkeel.tools.writing import sweep
+
+    sweep()
     if shipped:
         from agentkeel.tools.schemas import shipped_builtins
 

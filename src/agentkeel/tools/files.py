@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +14,8 @@ from msgspec import Meta, Struct
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.core.types import ImageBlock
 from agentkeel.tools.reading import MAX_LINE_CHARS, human_size, read_capped, read_window
+from agentkeel.tools.textfile import UTF8, TextFormat, decode_file, encode_text, to_crlf
+from agentkeel.tools.writing import atomic_write
 
 MAX_LINES = 2000
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
@@ -67,23 +68,6 @@ def resolve(ctx: ToolContext, file_path: str) -> Path:
     return Path(os.path.normpath(p))
 
 
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".keel-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            Path(tmp).chmod(mode)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 _NUMBERS: tuple[str, ...] = ()  # "     1\t", "     2\t"...: the first lines' numbers, made once (replaced whole)
 
 
@@ -103,12 +87,14 @@ def numbered(lines: list[str], start: int) -> str:
     return "\n".join(out)
 
 
+def load_text(path: Path, what: str = "too large to load whole; use Bash (e.g. sed) on it") -> tuple[str, TextFormat]:
+    """A regular text file's content, at most MAX_TEXT_BYTES (``what``: the advice when larger), and its
+    encoding and line endings (see tools/textfile.py: a file keel cannot write back exactly is refused)."""
+    return decode_file(path, read_capped(path, MAX_TEXT_BYTES, what))
+
+
 def read_text(path: Path, what: str = "too large to load whole; use Bash (e.g. sed) on it") -> str:
-    """A regular text file's content, at most MAX_TEXT_BYTES (``what``: the advice when larger)."""
-    data = read_capped(path, MAX_TEXT_BYTES, what)
-    if b"\x00" in data[:8192]:
-        raise ToolError(f"{path} is a binary file; it cannot be read as text")
-    return data.decode("utf-8", errors="replace")
+    return load_text(path, what)[0]
 
 
 # --- Read ------------------------------------------------------------------------------
@@ -208,9 +194,14 @@ async def _write(args: WriteInput, ctx: ToolContext) -> ToolOutput:
     existed = path.exists()
     if path.is_dir():
         raise ToolError(f"{path} is a directory")
+    fmt = UTF8
+    content = args.content
     if existed:
         state.check_fresh(path)
-    atomic_write(path, args.content)
+        fmt = _format_of(path)
+        if fmt.crlf and "\r\n" not in content:
+            content = to_crlf(content)  # a CRLF file stays CRLF
+    atomic_write(path, encode_text(path, content, fmt))
     state.mark(path)
     lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
     verb = "updated" if existed else "created"
@@ -270,23 +261,35 @@ def _snippet(text: str, needle: str) -> str:
     return numbered(lines[start - 1 : end], start)
 
 
+def _format_of(path: Path) -> TextFormat:
+    """The encoding and line endings an existing file is written back in (UTF-8 when it is no text)."""
+    try:
+        return load_text(path, "too large")[1]
+    except ToolError:
+        return UTF8  # binary, mixed or huge: Write replaces it whole, as UTF-8
+
+
 async def _edit_file(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> ToolOutput:
     path = resolve(ctx, file_path)
     state = ctx.services.get(FileState)
     if not path.exists():
         if len(ops) == 1 and ops[0].old_string == "":
-            atomic_write(path, ops[0].new_string)
+            atomic_write(path, ops[0].new_string.encode("utf-8"))
             state.mark(path)
             return ToolOutput(f"File created successfully at: {path}", metadata={"file_path": str(path)})
         raise ToolError(f"File does not exist: {path}")
     state.check_fresh(path)
-    text = read_text(path, "too large for Edit, which loads the whole file; edit it with Bash (e.g. sed -i)")
+    text, fmt = load_text(path, "too large for Edit, which loads the whole file; edit it with Bash (e.g. sed -i)")
     new_text = text
     for i, op in enumerate(ops):
         if op.old_string == "":
             raise ToolError(f"edit {i + 1}: old_string is empty; only a new file can be created that way")
+        if fmt.crlf:  # Read shows a CRLF file's lines without the CR: text put in gets CRLF
+            op = EditOp(
+                old_string=to_crlf(op.old_string), new_string=to_crlf(op.new_string), replace_all=op.replace_all
+            )
         new_text = apply_edit(new_text, op, f"edit {i + 1}: " if len(ops) > 1 else "")
-    atomic_write(path, new_text)
+    atomic_write(path, encode_text(path, new_text, fmt))
     state.mark(path)
     snippet = _snippet(new_text, ops[-1].new_string)
     return ToolOutput(

@@ -22,6 +22,7 @@ import stat
 from pathlib import Path
 
 from agentkeel.core.tools import ToolError
+from agentkeel.tools.textfile import ERRORS, UTF8_SEQ, decode_line, sniff_bom
 
 CHUNK = 1 << 20
 MAX_LINE_CHARS = 2000
@@ -29,6 +30,7 @@ LINE_KEEP = MAX_LINE_CHARS * 4 + 4  # bytes kept of a long line: always more tha
 SCAN_AFTER_START = 64 << 20  # bytes read past the start of the window, to complete it and count lines
 WINDOW_BUDGET = 8 << 20  # characters (plus 64 a line) kept in one window: 2000 full lines fit, twice over
 BINARY_SNIFF = 8192  # a NUL in the first bytes: a binary file
+UTF16_CAP = 50 << 20  # a UTF-16 file is decoded whole: at most this many bytes
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -92,6 +94,14 @@ def read_capped(path: Path, cap: int, what: str) -> bytes:
         actual = f" ({human_size(st.st_size)})" if st.st_size > cap else ""
         raise ToolError(f"{path} is larger than {human_size(cap)}{actual}: {what}")
     return b"".join(parts)
+
+
+def _block(data: bytes) -> str | None:
+    """Whole lines decoded at once as decode_line would one by one, or None when lines may differ (mixed)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None if UTF8_SEQ.search(data) else data.decode("cp1252", ERRORS)
 
 
 def human_size(n: int) -> str:
@@ -178,9 +188,9 @@ class LineWindow:
         raws = data[pos:last].split(b"\n", want)
         if len(raws) > want:
             raws.pop()  # past the window
-        if raws and max(map(len, raws)) <= MAX_LINE_CHARS:  # no line cut: decoded as one text
-            end = pos + sum(map(len, raws)) + len(raws)
-            block = data[pos : end - 1].decode("utf-8", "replace")  # a newline ends any bad sequence
+        end = pos + sum(map(len, raws)) + len(raws)
+        block = _block(data[pos : end - 1]) if raws and max(map(len, raws)) <= MAX_LINE_CHARS else None
+        if block is not None:  # no line cut, one encoding: decoded as one text
             texts = block.split("\n")
             if "\r" in block:
                 texts = [t[:-1] if t.endswith("\r") else t for t in texts]
@@ -192,7 +202,7 @@ class LineWindow:
                 return end
         for raw in raws:
             pos += len(raw) + 1
-            text = raw[:LINE_KEEP].decode("utf-8", "replace")
+            text = decode_line(raw[:LINE_KEEP], cut=len(raw) > LINE_KEEP)
             text = (text[:-1] if text.endswith("\r") else text)[: MAX_LINE_CHARS + 1]
             self.lines.append(text)
             self._room -= len(text) + 64
@@ -213,9 +223,11 @@ class LineWindow:
         self.eof = eof
         if self._cur and not self.full:
             self._take_line(cut=not eof)
+        if self.start == 1 and self.lines and self.lines[0].startswith("\ufeff"):
+            self.lines[0] = self.lines[0][1:]  # a UTF-8 byte-order mark: not part of the text
 
     def _take_line(self, cut: bool = False) -> None:
-        text = self._cur.decode("utf-8", "replace")
+        text = decode_line(bytes(self._cur), cut=cut or len(self._cur) >= LINE_KEEP)
         text = (text[:-1] if text.endswith("\r") else text)[: MAX_LINE_CHARS + 1]  # longer: shown truncated
         if cut and len(text) <= MAX_LINE_CHARS:
             text += "… [line not read to its end]"
@@ -231,6 +243,18 @@ async def read_window(path: Path, start: int, limit: int) -> tuple[LineWindow, o
     """
     fd, st = open_regular(path)
     window = LineWindow(start, limit)
+    try:
+        found = sniff_bom(os.pread(fd, 4, 0))
+    except OSError as e:
+        os.close(fd)
+        raise _os_error(path, e) from None
+    if found is not None and found[1].startswith("utf-16"):  # whole, transcoded: its NULs are no binary sign
+        os.close(fd)
+        bom, encoding = found
+        data = read_capped(path, UTF16_CAP, "too large to show as UTF-16 text; use Bash (e.g. iconv) on it")
+        window.feed(data[len(bom) :].decode(encoding, "replace").encode("utf-8"))
+        window.finish(True)
+        return window, st
     hard_cap = st.st_size + SCAN_AFTER_START  # a file that grows while read (or /proc, which says 0) ends here
     pos = read = 0
     eof = False
