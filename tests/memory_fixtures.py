@@ -48,11 +48,16 @@ def _start(tmp_root: Path) -> Any:
     _PG["starts"] = _PG.get("starts", 0) + 1
     pgdata = tmp_root / f"pg{_PG['starts']}"
     error: BaseException | None = None
+    from pgserver.postgres_server import PostgresServer
+
     for _ in range(START_TRIES):
         try:
             return get_server(pgdata, cleanup_mode="stop")
         except (subprocess.SubprocessError, OSError, AssertionError) as exc:
             error = exc
+            # pgserver keeps the half-made handle and would hand it back: drop it, so the next try
+            # finds the server pg_ctl was still starting (or starts it)
+            PostgresServer._instances.pop(pgdata.resolve(), None)
     raise PostgresUnavailable(
         f"the test run's PostgreSQL did not start after {START_TRIES} tries ({type(error).__name__}: {error}); "
         f"server log: {_log_tail(pgdata)}"
