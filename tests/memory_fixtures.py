@@ -57,7 +57,9 @@ def _start(tmp_root: Path) -> Any:
             error = exc
             # pgserver keeps the half-made handle and would hand it back: drop it, so the next try
             # finds the server pg_ctl was still starting (or starts it)
-            PostgresServer._instances.pop(pgdata.resolve(), None)
+            half = PostgresServer._instances.pop(pgdata.resolve(), None)
+            if half is not None:
+                atexit.unregister(half._cleanup)
     raise PostgresUnavailable(
         f"the test run's PostgreSQL did not start after {START_TRIES} tries ({type(error).__name__}: {error}); "
         f"server log: {_log_tail(pgdata)}"
