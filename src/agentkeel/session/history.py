@@ -295,13 +295,15 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
     recorder = runtime.agent.services.find(CheckpointRecorder)
     if recorder is not None:
         recorder.flush()
-    recover_rewind(runtime)
     events = load_session(runtime.session_path).events
+    if recover_rewind(runtime, events):  # an earlier rewind was killed half-way: finished first
+        events = load_session(runtime.session_path).events
     turns = _turns(events)
     turn = _pick(turns, turn_index, "rewind to")
     restored: list[str] = []
     removed: list[str] = []
     problems: list[str] = []
+    rewind_id: str | None = None
     if mode in ("code", "both"):
         store = _store(runtime)
         plan = await asyncio.to_thread(_plan, store, files_before(events, turn.position), last_left(events))
@@ -309,7 +311,30 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
             raise RewindConflict(_conflict_message(turn_index, plan.conflicts), tuple(plan.conflicts))
         problems = plan.problems
         if plan.targets:
-            done, failed = await asyncio.to_thread(_journaled, runtime, store, plan.targets, turn_index, turn, mode)
+            # the journal: what each file holds now is stored, then the intent is logged, then files change
+            prior = await asyncio.to_thread(_priors, store, plan.targets)
+            rewind_id = str(uuid.uuid4())
+            runtime.bus.publish(
+                RewindIntent(
+                    rewind_id=rewind_id,
+                    turn_index=turn_index,
+                    target_uuid=turn.event.uuid,
+                    mode=mode,
+                    targets=plan.targets,
+                    prior=prior,
+                )
+            )
+            done, failed = await asyncio.to_thread(_apply_all, store, plan.targets)
+            if done:
+                runtime.bus.publish(
+                    Checkpoint(
+                        tool_use_id=rewind_id,
+                        tool="rewind",
+                        source="rewind",
+                        files={p: prior[p] for p in done},
+                        after={p: plan.targets[p] for p in done},
+                    )
+                )
             problems += failed
             restored = [p for p in done if plan.targets[p] is not None]
             removed = [p for p in done if plan.targets[p] is None]
@@ -317,6 +342,8 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
     if mode in ("conversation", "both"):
         _mark(runtime, events, turn, turn_index, mode)
         conversation_turns = turn_index
+    if rewind_id is not None:  # after the conversation's marker: a kill before this finishes both
+        runtime.bus.publish(RewindDone(rewind_id=rewind_id, outcome="completed", problems=problems))
     return RewindResult(tuple(restored), tuple(removed), conversation_turns, _warning(problems))
 
 
@@ -325,42 +352,14 @@ def _store(runtime: Runtime) -> ObjectStore:
     return recorder.store if recorder is not None else ObjectStore(checkpoint_dir(runtime.session_path))
 
 
-def _journaled(
-    runtime: Runtime, store: ObjectStore, targets: dict[str, str | None], turn_index: int, turn: _Turn, mode: str
-) -> tuple[list[str], list[str]]:
-    """Log the intent (after storing what each file holds now), apply, log the checkpoint and the end."""
-    prior: dict[str, str | None] = {}
+def _priors(store: ObjectStore, targets: dict[str, str | None]) -> dict[str, str | None]:
+    """What each path holds now, stored (so the rewind can be rolled back); refused when it cannot be."""
     try:
-        for path_s in targets:
-            prior[path_s] = store.snapshot(Path(path_s))
+        return {path_s: store.snapshot(Path(path_s)) for path_s in targets}
     except StoreError as e:
         raise RewindError(
             f"not rewound: the files' current content could not be saved first ({e}); nothing was changed"
         ) from None
-    rewind_id = str(uuid.uuid4())
-    runtime.bus.publish(
-        RewindIntent(
-            rewind_id=rewind_id,
-            turn_index=turn_index,
-            target_uuid=turn.event.uuid,
-            mode=mode,
-            targets=targets,
-            prior=prior,
-        )
-    )
-    done, problems = _apply_all(store, targets)
-    if done:
-        runtime.bus.publish(
-            Checkpoint(
-                tool_use_id=rewind_id,
-                tool="rewind",
-                source="rewind",
-                files={p: prior[p] for p in done},
-                after={p: targets[p] for p in done},
-            )
-        )
-    runtime.bus.publish(RewindDone(rewind_id=rewind_id, outcome="completed", problems=problems))
-    return done, problems
 
 
 def _mark(runtime: Runtime, events: list[Event], turn: _Turn, turn_index: int, mode: str) -> None:

@@ -14,6 +14,11 @@ remembered by its index blob (``git:<oid>``) and copied into the store, through 
 work-tree filters (``git cat-file --filters``), only if a Bash call changes it. So the first
 Bash call of a session in a clean repository stores next to nothing. The two git commands behind
 that answer run ahead, on a thread, while the session's first request waits (:meth:`prime`).
+Every git call goes through :mod:`agentkeel.session.gitcmd` (no fsmonitor, hooks, pager or
+``GIT_*`` environment); with a filter driver configured, git is not asked about content at all
+(a clean or smudge filter is a command) and files are copied as without git.
+
+Symbolic links count as entries of their own (``link:<target>``), never followed.
 
 Limit: a file created in a folder that holds no listed file (only ignored ones) is not seen
 until a full listing; it is then not removed by a rewind (it is left, never lost).
