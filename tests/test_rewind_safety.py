@@ -226,13 +226,13 @@ def _can_unshare() -> bool:
 def test_an_edit_whose_checkpoint_cannot_be_stored_is_refused(project: Path, fake_llm: Start, keel: Keel) -> None:
     big = project / "big.txt"
     big.write_text("line of text\n" * 10_000)  # 130 KB: its checkpoint cannot fit in a 16 KB store
-    original = sha(big)
     server = fake_llm(
         {
             "steps": [
                 "hello",
                 tool("Read", file_path=str(big)),
                 tool("Edit", file_path=str(big), old_string="line of text", new_string="LINE", replace_all=True),
+                tool("Bash", command="echo more >> big.txt"),
                 "tried",
             ]
         }
@@ -254,7 +254,7 @@ def test_an_edit_whose_checkpoint_cannot_be_stored_is_refused(project: Path, fak
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert sha(big) == original  # the edit did not go ahead
+    assert big.read_text() == "line of text\n" * 10_000 + "more\n"  # the Edit did not go ahead; Bash did
     results = [
         block
         for e in log_entries(project)
@@ -264,7 +264,14 @@ def test_an_edit_whose_checkpoint_cannot_be_stored_is_refused(project: Path, fak
     ]
     text = json.dumps(results)
     assert "Edit not made" in text and "could not save" in text and "No space left on device" in text
-    assert not [e for e in log_entries(project) if e["type"] == "checkpoint"]
+    # Bash runs (it may be how the user frees space), and says its changes cannot all be undone
+    entries = log_entries(project)
+    notices = [e["message"] for e in entries if e["type"] == "notice" and "cannot all be undone" in e["message"]]
+    assert len(notices) == 1 and "No space left on device" in notices[0]
+    [checkpoint] = [e for e in entries if e["type"] == "checkpoint"]
+    assert checkpoint["tool"] == "Bash" and checkpoint["files"] == {str(big): ""}  # not recorded, and said so
+    out = keel("-p", "/rewind 0 code", "-r", sid, *BYPASS, env=wire_env(server, "anthropic"))
+    assert "not recorded" in out.stdout + out.stderr and "checkpoint store could not keep it" in out.stdout + out.stderr
 
 
 # --- #30 item 14: keel's own git calls do not run the repository's code -----------------------

@@ -135,7 +135,6 @@ class CheckpointRecorder:
             self._pending[call.id] = _Pending(call.name, {}, task)
             self._watch(task)
             self._notice_if_too_big()
-            self._notice_store_error()
         return None
 
     def _file_states(self, path: Path) -> dict[str, str | None]:
@@ -201,6 +200,7 @@ class CheckpointRecorder:
             before, after = self._changes(pending)
             if before:
                 self.emit(Checkpoint(tool_use_id=call_id, tool=pending.tool, files=before, after=after))
+            self._notice_store_error()
 
     def _notice_store_error(self) -> None:
         error, self.tree.store_error = self.tree.store_error, None
