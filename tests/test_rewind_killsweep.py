@@ -51,9 +51,9 @@ def _sweep_points() -> list[int]:
     return sorted({round(j * FILES / max(n - 1, 1)) for j in range(n)})
 
 
-def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool) -> dict[str, Any]:
-    project = tmp / f"p{k}{'d' if drop_object else ''}"
-    home = tmp / f"home{k}{'d' if drop_object else ''}"
+def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool, mode: str = "code") -> dict[str, Any]:
+    tag = f"{k}{'d' if drop_object else ''}{mode}"
+    project, home = tmp / f"p{tag}", tmp / f"home{tag}"
     project.mkdir()
     for i in range(FILES):
         (project / f"f{i:04d}.txt").write_bytes(original(i))
@@ -75,7 +75,7 @@ def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool) -> dict
     [log] = session_files(home)
 
     proc = subprocess.Popen(
-        [KEEL, "-p", "/rewind 0 code", "-r", sid, *BYPASS],
+        [KEEL, "-p", f"/rewind 0 {mode}", "-r", sid, *BYPASS],
         cwd=project,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -116,6 +116,9 @@ def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool) -> dict
             assert "interrupted" in restart.stderr + restart.stdout, restart.stderr
     else:
         assert all(at_prior)  # killed before the intent was logged: nothing was touched
+    if mode == "both":  # the conversation goes with the files: rewound exactly when they are
+        turns = json.loads(keel("sessions", "turns", sid, "--json").stdout)
+        assert len(turns) == (0 if all(at_target) else 1), turns
     return {
         "k": k,
         "killed_at": killed_at,
@@ -127,6 +130,7 @@ def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool) -> dict
 def test_kill_9_during_rewind_then_restart_completes_or_rolls_back(tmp_path: Path, fake_llm: Start) -> None:
     seen = [_one_point(tmp_path, k, fake_llm, drop_object=False) for k in _sweep_points()]
     seen.append(_one_point(tmp_path, FILES // 3, fake_llm, drop_object=True))
+    seen.append(_one_point(tmp_path, FILES // 4, fake_llm, drop_object=False, mode="both"))
     print(seen)
     # the sweep is worth something only if some kills landed in the middle of the restore
     assert any(s["killed_at"] is not None and 0 < s["back_at_kill"] < FILES for s in seen), seen
