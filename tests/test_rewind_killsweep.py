@@ -107,7 +107,7 @@ def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool, mode: s
     intents = [e for e in entries if e["type"] == "rewind_intent"]
     dones = [e for e in entries if e["type"] == "rewind_done"]
     assert all(at_target) or all(at_prior), f"half-restored: {sum(at_target)} at the target, {sum(at_prior)} as before"
-    assert not list(project.glob(".*keel-tmp")), "a temporary file was left in the project"
+    assert not list(project.glob(".*keel*tmp")), "a temporary file was left in the project"
     if intents:
         [intent] = intents
         [done] = [d for d in dones if d["rewind_id"] == intent["rewind_id"]]

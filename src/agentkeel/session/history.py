@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import os
 import shutil
 import stat
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from agentkeel.core.events import (
     AssistantMessage,
     Event,
+    Notice,
     RunFinished,
     SessionStarted,
     UserMessage,
@@ -75,6 +77,9 @@ class RewindResult:
     removed_files: tuple[str, ...]  # created during or after the turn: deleted
     conversation_turns: int  # the turns the conversation holds now (= turn_index when it was rewound)
     warning: str | None  # one line when something could not be restored (a missing checkpoint object)
+
+
+TMP_SUFFIX = ".keel-rewind-tmp"  # a rewind's temporary files (removed by the next start after a kill)
 
 
 class RewindError(ValueError):
@@ -213,7 +218,7 @@ def _apply(store: ObjectStore, path: Path, want: str | None) -> None:
         return
     if want.startswith(LINK):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.keel-tmp")
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
         tmp.symlink_to(want[len(LINK) :])
         try:
             tmp.replace(path)
@@ -231,7 +236,7 @@ def _write_back(path: Path, data: bytes) -> None:
         mode: int | None = st.st_mode & 0o7777 if stat.S_ISREG(st.st_mode) else None
     except OSError:
         mode = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".keel-tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -259,10 +264,11 @@ def _apply_all(store: ObjectStore, targets: dict[str, str | None]) -> tuple[list
 
 
 def _sweep_temp(paths: Iterable[str]) -> None:
-    """A rewind killed mid-write leaves ``.<name>.*.keel-tmp`` next to the file: remove it."""
-    for parent in {Path(p).parent for p in paths}:
+    """A rewind killed mid-write leaves ``.<name>.*.keel-rewind-tmp`` next to the file: remove it
+    (only a rewind's own temporary files, never another writer's)."""
+    for path in map(Path, paths):
         with contextlib.suppress(OSError):
-            for tmp in parent.glob(".*.keel-tmp"):
+            for tmp in path.parent.glob(f".{glob.escape(path.name)}.*{TMP_SUFFIX}"):
                 tmp.unlink(missing_ok=True)
 
 
@@ -296,7 +302,9 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
     if recorder is not None:
         recorder.flush()
     events = load_session(runtime.session_path).events
-    if recover_rewind(runtime, events):  # an earlier rewind was killed half-way: finished first
+    recovered = recover_rewind(runtime, events)
+    if recovered:  # an earlier rewind was killed half-way: finished first
+        runtime.bus.emit(Notice(level="warning", message=recovered))
         events = load_session(runtime.session_path).events
     turns = _turns(events)
     turn = _pick(turns, turn_index, "rewind to")
