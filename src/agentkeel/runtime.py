@@ -456,6 +456,16 @@ class Runtime:
             start_timeout_s=opts.start_timeout_s,
         )
         rt.memory = memory
+        if loaded_session is not None:  # a rewind killed half-way: completed or rolled back (its journal)
+            from agentkeel.session.history import recover_rewind
+
+            try:
+                recovered = recover_rewind(rt, loaded_session.events)
+            except Exception as exc:  # the session still opens; the journal stays open for the next start
+                log.exception("recovering an interrupted rewind failed")
+                recovered = f"an interrupted rewind could not be finished: {exc}"
+            if recovered:
+                loaded.warnings.append(recovered)
         return rt
 
     @staticmethod

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from agentkeel.agents.defs import AgentDef
 from agentkeel.agents.spawner import SubagentResult, SubagentSpawner
+from agentkeel.session.gitcmd import git_argv, git_env
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +51,9 @@ class Git:
 
     async def run(self, *args: str, check: bool = True) -> tuple[int, str]:
         proc = await asyncio.create_subprocess_exec(
-            "git",
-            "-c",
-            "user.name=keel",
-            "-c",
-            "user.email=keel@localhost",
-            *args,
+            *git_argv("-c", "user.name=keel", "-c", "user.email=keel@localhost", *args),
             cwd=self.cwd,
+            env=git_env(),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             stdin=asyncio.subprocess.DEVNULL,

@@ -24,6 +24,7 @@ from typing import Any
 
 from agentkeel.batch.results import Result
 from agentkeel.batch.tasks import Task
+from agentkeel.session.gitcmd import git_argv, git_env
 from agentkeel.settings.localfiles import ignore_local_files
 
 _PR_SET_PDEATHSIG = 1
@@ -58,7 +59,9 @@ class TaskSetupError(Exception):
 
 
 def _git(*args: str, cwd: Path | None = None) -> None:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        git_argv(*args), cwd=cwd, env=git_env(transport=True), capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
         raise TaskSetupError(f"git {args[0]}: {last}")

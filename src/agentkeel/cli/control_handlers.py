@@ -113,7 +113,9 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
         from agentkeel.session.history import rewind_files
 
         rt = session.rt or await session.build(None)
-        return await rewind_files(rt, str(body.get("user_message_id", "")), dry_run=bool(body.get("dry_run")))
+        return await rewind_files(
+            rt, str(body.get("user_message_id", "")), dry_run=bool(body.get("dry_run")), force=body.get("force") is True
+        )
     if sub == "stop_task":
         return await _stop_task(session, str(body.get("task_id", "")))
     raise control.ControlError(

@@ -26,7 +26,7 @@ OTHERS = {
     "rewind": (
         "agentkeel.commands.rewind:rewind_command",
         "Go back to before an earlier turn: code, conversation or both",
-        "[N [code|conversation|both]]",
+        "[N [code|conversation|both] [--force]]",
     ),
     "fork": ("agentkeel.commands.rewind:fork_command", "Copy this session into a new one to branch it", "[N]"),
     "mcp": (

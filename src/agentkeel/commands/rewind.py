@@ -1,7 +1,9 @@
 """``/rewind`` and ``/fork``: slash-command bodies over :mod:`agentkeel.session.history`.
 
-``/rewind`` lists the session's user turns; ``/rewind N [code|conversation|both]`` goes back to
-just before turn N (default: both). ``/fork [N]`` copies the session (up to just before turn N)
+``/rewind`` lists the session's user turns; ``/rewind N [code|conversation|both] [--force]`` goes
+back to just before turn N (default: both). A file changed since keel last changed it (a hand
+edit) is not overwritten: the rewind is refused, naming the files, and ``--force`` is the user's
+yes. ``/fork [N]`` copies the session (up to just before turn N)
 into a new session and says how to resume it. The TUI and ``keel serve`` call the history API
 directly; these are the line-mode and headless faces of it.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from agentkeel.commands.registry import CommandFailed
-from agentkeel.session.history import RewindError, RewindMode, fork_session, rewind, user_turns
+from agentkeel.session.history import RewindConflict, RewindError, RewindMode, fork_session, rewind, user_turns
 from agentkeel.session.index import home_of
 
 if TYPE_CHECKING:
@@ -40,14 +42,18 @@ def _turn_arg(word: str, command: str) -> int:
 
 async def rewind_command(runtime: Runtime, args: str) -> str:
     words = args.split()
+    force = "--force" in words
+    words = [w for w in words if w != "--force"]
     if not words:
         return _listing(runtime)
     if len(words) > 2 or (len(words) == 2 and words[1] not in MODES):
-        raise CommandFailed("usage: /rewind [N [code|conversation|both]]")
+        raise CommandFailed("usage: /rewind [N [code|conversation|both] [--force]]")
     turn = _turn_arg(words[0], "/rewind")
     mode = cast(RewindMode, words[1] if len(words) == 2 else "both")
     try:
-        result = await rewind(runtime, turn, mode)
+        result = await rewind(runtime, turn, mode, force=force)
+    except RewindConflict as e:
+        raise CommandFailed(str(e).replace(" code --force`", f" {mode} --force`")) from None
     except RewindError as e:
         raise CommandFailed(str(e)) from None
     parts = []

@@ -4,10 +4,17 @@ Before a file-changing tool call (Write, Edit, MultiEdit, NotebookEdit) the file
 stored content-addressed under the session (``<session>/checkpoints/objects/<sha256>``); for
 Bash, the project's files (tracked and untracked, not ignored) are compared by stat signature
 before and after the call, and only the files whose size or mtime moved are hashed. When a call
-changed something, a :class:`Checkpoint` event in the transcript names each changed path and
-its content before the call (a hash, or ``None``: the file did not exist). The log is
-chronological, so the state of any file at any point of the session is the "before" of the
-first checkpoint after that point that names it.
+changed something, a :class:`Checkpoint` event in the transcript names each changed path, its
+state before the call (a hash, ``None``: the file did not exist, ``link:<target>``: a symbolic
+link) and its state after (what keel left there: a rewind refuses to overwrite a file that no
+longer holds it). The log is chronological, so the state of any file at any point of the
+session is the "before" of the first checkpoint after that point that names it.
+
+A call's changes are measured when it ends: at ``after_tool``, or, for a call that never gets
+there (interrupted, cancelled), the moment the task that ran it is done; never later, so what
+the user does by hand after an interrupt is never charged to keel. A Write or Edit whose
+"before" cannot be stored (the store is full or unwritable) is not made: it is refused with a
+line saying why, so there is never a change a rewind cannot undo without saying so.
 
 This attaches through ``before_tool``/``after_tool``; the loop knows nothing of it.
 """
@@ -28,7 +35,7 @@ from agentkeel.core.events import Event, Notice, RequestStarted, RunFinished, Se
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.tools import ToolOutput
 from agentkeel.session.events import Checkpoint
-from agentkeel.session.objects import UNKNOWN, ObjectStore, file_sha
+from agentkeel.session.objects import UNKNOWN, ObjectStore, StoreError, current
 from agentkeel.session.tree import MAX_TREE_BYTES, MAX_TREE_FILES, TreeState
 
 if TYPE_CHECKING:
@@ -46,7 +53,7 @@ def checkpoint_dir(session_file: Path) -> Path:
 
 class _Pending(msgspec.Struct):
     tool: str
-    paths: dict[str, str | None]  # path -> content before (sha / None / UNKNOWN)
+    paths: dict[str, str | None]  # path -> content before (sha / None / UNKNOWN / link:...)
     task: asyncio.Task[Any] | None = None  # the task that gated the call: done means the call is over
 
 
@@ -66,6 +73,7 @@ class CheckpointRecorder:
         self._tree_lock = threading.Lock()  # subagents share these handlers: Bash calls may overlap
         self._index: SessionIndex | None = None  # the session index, its connection kept between runs
         self._index_lock = threading.Lock()
+        self._watched: set[asyncio.Task[Any]] = set()  # gating tasks with a done callback (see _watch)
 
     def extension(self) -> Extension:
         return Extension(
@@ -107,34 +115,79 @@ class CheckpointRecorder:
     async def _before(self, call: ToolCall) -> Verdict | None:
         self.flush(stale_only=True)  # a call interrupted before its after_tool: record what it did
         key = FILE_TOOLS.get(call.name)
+        task = asyncio.current_task()
         if key is not None:
             path = _target(call, key)
             if path is not None:
-                before = await asyncio.to_thread(self.store.snapshot, path)
-                self._pending[call.id] = _Pending(call.name, {str(path): before}, asyncio.current_task())
+                try:
+                    before = await asyncio.to_thread(self._file_states, path)
+                except StoreError as e:
+                    return Verdict(
+                        "deny",
+                        f"{call.name} not made: keel could not save the file's current content first, so "
+                        f"/rewind could not undo it ({e}). Free some space there, then try again.",
+                        "checkpoints",
+                    )
+                self._pending[call.id] = _Pending(call.name, before, task)
+                self._watch(task)
         elif call.name in TREE_TOOLS and not self.tree.too_big:
             await asyncio.to_thread(self._sync)
-            self._pending[call.id] = _Pending(call.name, {}, asyncio.current_task())
+            self._pending[call.id] = _Pending(call.name, {}, task)
+            self._watch(task)
             self._notice_if_too_big()
         return None
+
+    def _file_states(self, path: Path) -> dict[str, str | None]:
+        """The path's state, and, when it is a symbolic link, its target file's too: an Edit may
+        write through the link (the target changes, the link stays)."""
+        states = {str(path): self.store.snapshot(path)}
+        if path.is_symlink():
+            real = Path(os.path.realpath(path))
+            if real != path:
+                states[str(real)] = self.store.snapshot(real)
+        return states
+
+    def _watch(self, task: asyncio.Task[Any] | None) -> None:
+        """When the task that ran a call is done, record the calls it left without after_tool (an
+        interrupt or a cancel ends them there): measured then, not at the next call."""
+        if task is None or task in self._watched:
+            return
+        self._watched.add(task)
+        task.add_done_callback(self._gate_done)
+
+    def _gate_done(self, task: asyncio.Task[Any]) -> None:
+        self._watched.discard(task)
+        try:
+            self.flush(stale_only=True)
+        except Exception:  # fail open: the call's changes are not recorded (never charged to later ones)
+            log.warning("checkpoint of an interrupted call failed", exc_info=True)
 
     async def _after(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         pending = self._pending.pop(call.id, None)
         if pending is not None:
-            changed = await asyncio.to_thread(self._changes, pending)
-            if changed:
-                self.emit(Checkpoint(tool_use_id=call.id, tool=pending.tool, files=changed))
+            before, after = await asyncio.to_thread(self._changes, pending)
+            if before:
+                self.emit(Checkpoint(tool_use_id=call.id, tool=pending.tool, files=before, after=after))
+            self._notice_store_error()
         return output
 
     def _sync(self) -> None:
         with self._tree_lock:
             self.tree.sync()
 
-    def _changes(self, pending: _Pending) -> dict[str, str | None]:
+    def _changes(self, pending: _Pending) -> tuple[dict[str, str | None], dict[str, str | None]]:
+        """The paths the call changed: their state before, and after (what keel left there)."""
         if pending.tool in TREE_TOOLS:
             with self._tree_lock:
-                return self.tree.diff()
-        return {p: before for p, before in pending.paths.items() if file_sha(Path(p)) != before or before == UNKNOWN}
+                before = self.tree.diff()
+                return before, dict(self.tree.after)
+        changed: dict[str, str | None] = {}
+        after: dict[str, str | None] = {}
+        for p, was in pending.paths.items():
+            now = current(Path(p))
+            if now != was or was == UNKNOWN:
+                changed[p], after[p] = was, now
+        return changed, after
 
     def flush(self, *, stale_only: bool = False) -> None:
         """Record the changes of calls that never reached after_tool (interrupted mid-call). With
@@ -144,9 +197,21 @@ class CheckpointRecorder:
             if stale_only and (pending.task is None or not pending.task.done()):
                 continue
             del self._pending[call_id]
-            changed = self._changes(pending)
-            if changed:
-                self.emit(Checkpoint(tool_use_id=call_id, tool=pending.tool, files=changed))
+            before, after = self._changes(pending)
+            if before:
+                self.emit(Checkpoint(tool_use_id=call_id, tool=pending.tool, files=before, after=after))
+            self._notice_store_error()
+
+    def _notice_store_error(self) -> None:
+        error, self.tree.store_error = self.tree.store_error, None
+        if error is not None:
+            self.emit(
+                Notice(
+                    level="warning",
+                    message=f"a Bash call's changes cannot all be undone by /rewind: {error} "
+                    "(a rewind says which files were not recorded)",
+                )
+            )
 
     def _notice_if_too_big(self) -> None:
         if self.tree.too_big and not self._noticed:

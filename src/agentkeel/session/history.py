@@ -8,10 +8,14 @@ edited: a rewind appends events, a fork writes a new session file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import glob
 import os
 import shutil
+import stat
 import tempfile
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from agentkeel.core.events import (
     AssistantMessage,
     Event,
+    Notice,
     RunFinished,
     SessionStarted,
     UserMessage,
@@ -27,9 +32,9 @@ from agentkeel.core.events import (
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import ViewBuilder
 from agentkeel.session.checkpoints import CheckpointRecorder, checkpoint_dir
-from agentkeel.session.events import Checkpoint, RewindMarker, SessionForked
+from agentkeel.session.events import Checkpoint, RewindDone, RewindIntent, RewindMarker, SessionForked
 from agentkeel.session.load import AmbiguousSession, find_session, load_session
-from agentkeel.session.objects import UNKNOWN, CheckpointError, ObjectStore, file_sha
+from agentkeel.session.objects import LINK, UNKNOWN, CheckpointError, ObjectStore, StoreError, current
 from agentkeel.session.store import SessionWriter, project_dir
 
 if TYPE_CHECKING:
@@ -74,8 +79,20 @@ class RewindResult:
     warning: str | None  # one line when something could not be restored (a missing checkpoint object)
 
 
+TMP_SUFFIX = ".keel-rewind-tmp"  # a rewind's temporary files (removed by the next start after a kill)
+
+
 class RewindError(ValueError):
     """A rewind or fork that cannot be done (no such turn, no such session); the message is one line."""
+
+
+class RewindConflict(RewindError):
+    """A code rewind that would overwrite files changed since keel last changed them (``files``);
+    nothing was changed. Ask the user, then rewind again with ``force=True``."""
+
+    def __init__(self, message: str, files: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.files = files
 
 
 @dataclass
@@ -147,56 +164,112 @@ def files_before(events: list[Event], position: int) -> dict[str, str | None]:
     return before
 
 
-def restore_files(
-    store: ObjectStore, targets: dict[str, str | None]
-) -> tuple[list[str], list[str], dict[str, str | None], list[str]]:
-    """Write each path back to its target content (None: delete it). Returns the restored and the
-    removed paths, what they held just before (for the rewind's own checkpoint), and problems."""
-    restored: list[str] = []
-    removed: list[str] = []
-    replaced: dict[str, str | None] = {}
-    problems: list[str] = []
-    for path_s, want in sorted(targets.items()):
-        path = Path(path_s)
-        now = file_sha(path)
+def last_left(events: list[Event]) -> dict[str, str | None]:
+    """Each path any checkpoint names, with the state keel last left it in (UNKNOWN when the log
+    does not say: an older log, or a file keel could not read)."""
+    left: dict[str, str | None] = {}
+    for event in events:
+        if isinstance(event, Checkpoint):
+            for path in event.files:
+                left[path] = event.after.get(path, UNKNOWN)
+    return left
+
+
+@dataclass
+class _Plan:
+    """What a code rewind will do: each path to change with its target state; the paths whose
+    current content keel did not leave there (the user's, or unknown); what cannot be restored."""
+
+    targets: dict[str, str | None] = field(default_factory=dict)
+    conflicts: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _plan(store: ObjectStore, wanted: dict[str, str | None], left: dict[str, str | None]) -> _Plan:
+    plan = _Plan()
+    for path_s, want in sorted(wanted.items()):
+        now = current(Path(path_s))
         if want == now and want != UNKNOWN:
             continue
         if want == UNKNOWN:
-            problems.append(f"{path_s}: its content before was not recorded (too large or unreadable)")
+            plan.problems.append(
+                f"{path_s}: its content before was not recorded (too large, unreadable, or the checkpoint "
+                "store could not keep it)"
+            )
             continue
-        try:
-            if want is None:
-                replaced[path_s] = store.snapshot(path)
-                path.unlink()
-                removed.append(path_s)
+        if want is not None and not want.startswith(LINK):
+            try:
+                store.get(want, path_s)  # verified now: a damaged object leaves the file as it is
+            except CheckpointError as e:
+                plan.problems.append(str(e))
                 continue
-            data = store.get(want, path_s)
-            replaced[path_s] = store.snapshot(path)
-            _write_back(path, data)
-            restored.append(path_s)
-        except CheckpointError as e:
-            problems.append(str(e))
-        except OSError as e:
-            problems.append(f"cannot restore {path_s}: {e.strerror or e}")
-    return restored, removed, replaced, problems
+        known = left.get(path_s, UNKNOWN)
+        if known == UNKNOWN or now != known:
+            plan.conflicts.append(path_s)
+        plan.targets[path_s] = want
+    return plan
+
+
+def _apply(store: ObjectStore, path: Path, want: str | None) -> None:
+    """Put ``path`` in the state ``want``; a symbolic link is replaced, never followed."""
+    if want is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    if want.startswith(LINK):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
+        tmp.symlink_to(want[len(LINK) :])
+        try:
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return
+    _write_back(path, store.get(want, str(path)))
 
 
 def _write_back(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode: int | None = path.stat().st_mode & 0o7777
+        st = path.lstat()
+        mode: int | None = st.st_mode & 0o7777 if stat.S_ISREG(st.st_mode) else None
     except OSError:
         mode = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".keel-tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         if mode is not None:
             Path(tmp).chmod(mode)
-        Path(tmp).replace(path)
+        Path(tmp).replace(path)  # a link at ``path`` is replaced by the file, its target untouched
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _apply_all(store: ObjectStore, targets: dict[str, str | None]) -> tuple[list[str], list[str]]:
+    """Apply each target; returns the paths now at their target and the problems."""
+    done: list[str] = []
+    problems: list[str] = []
+    for path_s, want in targets.items():
+        try:
+            _apply(store, Path(path_s), want)
+            done.append(path_s)
+        except CheckpointError as e:
+            problems.append(str(e))
+        except OSError as e:
+            problems.append(f"cannot restore {path_s}: {e.strerror or e}")
+    return done, problems
+
+
+def _sweep_temp(paths: Iterable[str]) -> None:
+    """A rewind killed mid-write leaves ``.<name>.*.keel-rewind-tmp`` next to the file: remove it
+    (only a rewind's own temporary files, never another writer's)."""
+    for path in map(Path, paths):
+        with contextlib.suppress(OSError):
+            for tmp in path.parent.glob(f".{glob.escape(path.name)}.*{TMP_SUFFIX}"):
+                tmp.unlink(missing_ok=True)
 
 
 def _warning(problems: list[str]) -> str | None:
@@ -206,63 +279,223 @@ def _warning(problems: list[str]) -> str | None:
     return f"could not restore {len(problems)} file(s): {problems[0]}{more}"
 
 
-async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode) -> RewindResult:
+def _conflict_message(turn_index: int, files: list[str]) -> str:
+    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return (
+        f"not rewound: {len(files)} file(s) changed since keel last changed them ({shown}); rewinding "
+        f"would overwrite those changes. Nothing was changed. To overwrite them: `/rewind {turn_index} code --force`"
+    )
+
+
+async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: bool = False) -> RewindResult:
     """Restore code from checkpoints and/or the conversation to just before user turn ``turn_index``,
-    by APPENDING events (the log is never edited); the live Runtime continues from there."""
+    by APPENDING events (the log is never edited); the live Runtime continues from there.
+
+    A file whose content is not what keel last left there (edited by hand since, or unknown) is
+    never overwritten unless ``force``: :class:`RewindConflict` names them and nothing changes.
+    The code part is journaled: a ``rewind_intent`` (each path's target and its content before,
+    stored) is logged before any file is touched and a ``rewind_done`` after, so a rewind killed
+    half-way is completed or rolled back at the session's next start (:func:`recover_rewind`)."""
     if mode not in ("conversation", "code", "both"):
         raise RewindError(f"unknown rewind mode {mode!r}: use conversation, code or both")
     recorder = runtime.agent.services.find(CheckpointRecorder)
     if recorder is not None:
         recorder.flush()
     events = load_session(runtime.session_path).events
+    recovered = recover_rewind(runtime, events)
+    if recovered:  # an earlier rewind was killed half-way: finished first
+        runtime.bus.emit(Notice(level="warning", message=recovered))
+        events = load_session(runtime.session_path).events
     turns = _turns(events)
     turn = _pick(turns, turn_index, "rewind to")
     restored: list[str] = []
     removed: list[str] = []
     problems: list[str] = []
+    rewind_id: str | None = None
     if mode in ("code", "both"):
-        store = recorder.store if recorder is not None else ObjectStore(checkpoint_dir(runtime.session_path))
-        targets = files_before(events, turn.position)
-        restored, removed, replaced, problems = await asyncio.to_thread(restore_files, store, targets)
-        if replaced:
-            runtime.bus.emit(Checkpoint(tool="rewind", source="rewind", files=replaced))
+        store = _store(runtime)
+        plan = await asyncio.to_thread(_plan, store, files_before(events, turn.position), last_left(events))
+        if plan.conflicts and not force:
+            raise RewindConflict(_conflict_message(turn_index, plan.conflicts), tuple(plan.conflicts))
+        problems = plan.problems
+        if plan.targets:
+            # the journal: what each file holds now is stored, then the intent is logged, then files change
+            prior = await asyncio.to_thread(_priors, store, plan.targets)
+            rewind_id = str(uuid.uuid4())
+            runtime.bus.publish(
+                RewindIntent(
+                    rewind_id=rewind_id,
+                    turn_index=turn_index,
+                    target_uuid=turn.event.uuid,
+                    mode=mode,
+                    targets=plan.targets,
+                    prior=prior,
+                )
+            )
+            done, failed = await asyncio.to_thread(_apply_all, store, plan.targets)
+            if done:
+                runtime.bus.publish(
+                    Checkpoint(
+                        tool_use_id=rewind_id,
+                        tool="rewind",
+                        source="rewind",
+                        files={p: prior[p] for p in done},
+                        after={p: plan.targets[p] for p in done},
+                    )
+                )
+            problems += failed
+            restored = [p for p in done if plan.targets[p] is not None]
+            removed = [p for p in done if plan.targets[p] is None]
     conversation_turns = len(turns)
     if mode in ("conversation", "both"):
-        builder = ViewBuilder()
-        for event in events[: turn.position]:
-            builder.add_event(event)
-        marker = RewindMarker(
-            messages=builder.messages(),
-            trigger="rewind",
-            stage="rewind",
-            turn_index=turn_index,
-            target_uuid=turn.event.uuid,
-            mode=mode,
-        )
-        logged = runtime.bus.publish(marker)
-        runtime.agent.view.add_event(logged)
+        _mark(runtime, events, turn, turn_index, mode)
         conversation_turns = turn_index
+    if rewind_id is not None:  # after the conversation's marker: a kill before this finishes both
+        runtime.bus.publish(RewindDone(rewind_id=rewind_id, outcome="completed", problems=problems))
     return RewindResult(tuple(restored), tuple(removed), conversation_turns, _warning(problems))
 
 
-async def rewind_files(runtime: Runtime, user_message_id: str, *, dry_run: bool = False) -> dict[str, Any]:
+def _store(runtime: Runtime) -> ObjectStore:
+    recorder = runtime.agent.services.find(CheckpointRecorder)
+    return recorder.store if recorder is not None else ObjectStore(checkpoint_dir(runtime.session_path))
+
+
+def _priors(store: ObjectStore, targets: dict[str, str | None]) -> dict[str, str | None]:
+    """What each path holds now, stored (so the rewind can be rolled back); refused when it cannot be."""
+    try:
+        return {path_s: store.snapshot(Path(path_s)) for path_s in targets}
+    except StoreError as e:
+        raise RewindError(
+            f"not rewound: the files' current content could not be saved first ({e}); nothing was changed"
+        ) from None
+
+
+def _mark(runtime: Runtime, events: list[Event], turn: _Turn, turn_index: int, mode: str) -> None:
+    builder = ViewBuilder()
+    for event in events[: turn.position]:
+        builder.add_event(event)
+    marker = RewindMarker(
+        messages=builder.messages(),
+        trigger="rewind",
+        stage="rewind",
+        turn_index=turn_index,
+        target_uuid=turn.event.uuid,
+        mode=mode,
+    )
+    logged = runtime.bus.publish(marker)
+    runtime.agent.view.add_event(logged)
+
+
+def recover_rewind(runtime: Runtime, events: list[Event] | None = None) -> str | None:
+    """Finish a code rewind the log shows begun and not ended (keel was killed half-way): roll it
+    forward when every file is at its target or as it was just before (and each target object is
+    there), else roll it back; a file changed since by someone else is left alone. Logs a
+    ``rewind_done`` (``recovered``) saying which, and returns one line for the user (None: nothing
+    to do). ``events``: the session's, when the caller has them loaded already."""
+    if events is None:
+        events = load_session(runtime.session_path).events
+    closed = {e.rewind_id for e in events if isinstance(e, RewindDone)}
+    pending = [(i, e) for i, e in enumerate(events) if isinstance(e, RewindIntent) and e.rewind_id not in closed]
+    if not pending:
+        return None
+    store = _store(runtime)
+    lines: list[str] = []
+    for position, intent in pending:
+        _sweep_temp(intent.targets)
+        lines.append(_recover_one(runtime, store, events, position, intent))
+    return "; ".join(lines)
+
+
+def _recover_one(runtime: Runtime, store: ObjectStore, events: list[Event], position: int, intent: RewindIntent) -> str:
+    at_target: list[str] = []
+    at_prior: list[str] = []
+    foreign: list[str] = []
+    for path_s, want in intent.targets.items():
+        now = current(Path(path_s))
+        if now == want:
+            at_target.append(path_s)
+        elif now == intent.prior.get(path_s, UNKNOWN) and now != UNKNOWN:
+            at_prior.append(path_s)
+        else:
+            foreign.append(path_s)
+    problems = [f"{p}: changed since the interrupted rewind began; left as it is" for p in foreign]
+    done, failed = _apply_all(store, {p: intent.targets[p] for p in at_prior})
+    what = f"before turn {intent.turn_index}"
+    if not failed:
+        moved = at_target + done
+        if moved:
+            runtime.bus.publish(
+                Checkpoint(
+                    tool_use_id=intent.rewind_id,
+                    tool="rewind",
+                    source="rewind",
+                    files={p: intent.prior.get(p, UNKNOWN) for p in moved},
+                    after={p: intent.targets[p] for p in moved},
+                )
+            )
+        if intent.mode in ("conversation", "both") and not any(
+            isinstance(e, RewindMarker) and e.target_uuid == intent.target_uuid for e in events[position + 1 :]
+        ):
+            turn = next((t for t in _turns(events[:position]) if t.event.uuid == intent.target_uuid), None)
+            if turn is not None:
+                _mark(runtime, events[:position], turn, intent.turn_index, intent.mode)
+        runtime.bus.publish(
+            RewindDone(rewind_id=intent.rewind_id, outcome="completed", recovered=True, problems=problems)
+        )
+        left = f"; {len(foreign)} file(s) changed since were left as they are" if foreign else ""
+        return f"a rewind to {what} was interrupted; it has now been completed ({len(moved)} file(s)){left}"
+    # something cannot reach its target: put back what had moved
+    back: dict[str, str | None] = {}
+    for p in at_target + done:
+        was = intent.prior.get(p, UNKNOWN)
+        if was == UNKNOWN:
+            problems.append(f"{p}: its content before the rewind was not recorded; left at the rewind's target")
+        else:
+            back[p] = was
+    _, failed_back = _apply_all(store, back)
+    problems += failed + failed_back
+    runtime.bus.publish(
+        RewindDone(rewind_id=intent.rewind_id, outcome="rolled_back", recovered=True, problems=problems)
+    )
+    return f"a rewind to {what} was interrupted and could not be completed ({failed[0]}); it was rolled back"
+
+
+async def rewind_files(
+    runtime: Runtime, user_message_id: str, *, dry_run: bool = False, force: bool = False
+) -> dict[str, Any]:
     """The stream-json ``rewind_files`` control request (the Agent SDK's ``rewindFiles``): restore the
     files to just before the user message ``user_message_id``; ``dry_run`` only says what would change.
-    The answer has Claude Code's shape: ``canRewind``, ``error``, ``filesChanged``."""
+    The answer has Claude Code's shape: ``canRewind``, ``error``, ``filesChanged``. A file changed since
+    keel last changed it is not overwritten: ``canRewind`` is false, ``error`` names the files and
+    ``conflicts`` lists them; ``force`` (keel's own field of the request) overwrites them."""
     events = load_session(runtime.session_path).events
     turns = _turns(events)
     index = next((i for i, t in enumerate(turns) if t.event.uuid == user_message_id), None)
     if index is None:
         return {"canRewind": False, "error": f"no user message {user_message_id!r} in this session's conversation"}
     if dry_run:
-        targets = files_before(events, turns[index].position)
-        changed = sorted(p for p, sha in targets.items() if file_sha(Path(p)) != sha or sha == UNKNOWN)
-        return {"canRewind": True, "filesChanged": changed}
-    result = await rewind(runtime, index, "code")
+        plan = _plan(_store(runtime), files_before(events, turns[index].position), last_left(events))
+        answer: dict[str, Any] = {"canRewind": True, "filesChanged": sorted(plan.targets)}
+        if plan.conflicts and not force:
+            answer.update(canRewind=False, error=_sdk_conflict(plan.conflicts), conflicts=plan.conflicts)
+        return answer
+    try:
+        result = await rewind(runtime, index, "code", force=force)
+    except RewindConflict as e:
+        return {"canRewind": False, "error": _sdk_conflict(list(e.files)), "conflicts": list(e.files)}
+    except RewindError as e:
+        return {"canRewind": False, "error": str(e)}
     out: dict[str, Any] = {"canRewind": True, "filesChanged": sorted(result.restored_files + result.removed_files)}
     if result.warning:
         out["error"] = result.warning
     return out
+
+
+def _sdk_conflict(files: list[str]) -> str:
+    return (
+        f"{len(files)} file(s) changed since keel last changed them: {', '.join(files)}; nothing was changed "
+        '(send "force": true to overwrite them)'
+    )
 
 
 def resolve_session(home: Path, cwd: Path, session_ref: str) -> Path:
@@ -287,8 +520,6 @@ def fork_file(source: Path, at_turn: int | None = None) -> Path:
     ``at_turn`` (all when None) under a new id in the same folder, then a ``fork`` event naming the
     parent; the parent's checkpoint objects are shared (hard links), so the fork can rewind past
     the fork point."""
-    import uuid
-
     events = load_session(source).events
     if at_turn is not None:
         events = events[: _pick(_turns(events), at_turn, "fork at").position]

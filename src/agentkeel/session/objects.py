@@ -1,4 +1,8 @@
-"""Content-addressed storage of file contents for checkpoints: ``objects/<sha256>``."""
+"""Content-addressed storage of file contents for checkpoints: ``objects/<sha256>``.
+
+A checkpoint names a path's content by a *state*: the sha256 of a stored object, ``None`` (no
+such file), ``UNKNOWN`` (not recorded) or ``link:<target>`` (a symbolic link, recorded as a
+link: never followed, never stored as its target's bytes)."""
 
 from __future__ import annotations
 
@@ -10,10 +14,19 @@ from pathlib import Path
 
 MAX_OBJECT = 32 * 1024 * 1024  # a file larger than this is not snapshotted (its checkpoint says so)
 UNKNOWN = ""  # a checkpoint's "before" that was not recorded (too large, unreadable)
+LINK = "link:"  # a symbolic link: "link:<target>" (the target as os.readlink gives it)
 
 
 class CheckpointError(Exception):
     """A checkpoint object is missing or does not hold what its name says; the message is one line."""
+
+
+class StoreError(CheckpointError):
+    """The store could not be written (disk full, read-only, gone): a content cannot be kept."""
+
+
+def link_state(target: str) -> str:
+    return LINK + target
 
 
 class ObjectStore:
@@ -30,31 +43,45 @@ class ObjectStore:
         target = self.root / sha
         if target.exists():
             return sha
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".obj-", dir=self.root)
+        tmp: str | None = None
         try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".obj-", dir=self.root)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             Path(tmp).replace(target)
+        except OSError as e:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            raise StoreError(f"the checkpoint store {self.root} cannot be written: {e.strerror or e}") from None
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
             raise
         return sha
 
     def snapshot(self, path: Path) -> str | None:
-        """Store ``path``'s content: its sha, None when it does not exist, UNKNOWN when it cannot be stored."""
+        """Store ``path``'s content and give its state: a sha, None when it does not exist,
+        ``link:<target>`` for a symbolic link (not followed), UNKNOWN when it cannot be read (or is
+        too large). Raises StoreError when the content was read but the store cannot keep it."""
         try:
-            st = path.stat()
+            st = path.lstat()
         except FileNotFoundError:
             return None
         except OSError:
             return UNKNOWN
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                return link_state(str(path.readlink()))
+            except OSError:
+                return UNKNOWN
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_OBJECT:
             return UNKNOWN
         try:
-            return self.put(path.read_bytes())
+            data = path.read_bytes()
         except OSError:
             return UNKNOWN
+        return self.put(data)
 
     def get(self, sha: str, for_path: str = "") -> bytes:
         where = f" for {for_path}" if for_path else ""
@@ -67,6 +94,22 @@ class ObjectStore:
         if hashlib.sha256(data).hexdigest() != sha:
             raise CheckpointError(f"checkpoint object {sha[:12]}{where} is corrupt (its content does not match)")
         return data
+
+
+def current(path: Path) -> str | None:
+    """A path's state now, as a checkpoint names it (the link itself for a symbolic link)."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return UNKNOWN
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            return link_state(str(path.readlink()))
+        except OSError:
+            return UNKNOWN
+    return file_sha(path) if stat.S_ISREG(st.st_mode) else UNKNOWN
 
 
 def file_sha(path: Path) -> str | None:

@@ -14,6 +14,11 @@ remembered by its index blob (``git:<oid>``) and copied into the store, through 
 work-tree filters (``git cat-file --filters``), only if a Bash call changes it. So the first
 Bash call of a session in a clean repository stores next to nothing. The two git commands behind
 that answer run ahead, on a thread, while the session's first request waits (:meth:`prime`).
+Every git call goes through :mod:`agentkeel.session.gitcmd` (no fsmonitor, hooks, pager or
+``GIT_*`` environment); with a filter driver configured, git is not asked about content at all
+(a clean or smudge filter is a command) and files are copied as without git.
+
+Symbolic links count as entries of their own (``link:<target>``), never followed.
 
 Limit: a file created in a folder that holds no listed file (only ignored ones) is not seen
 until a full listing; it is then not removed by a rewind (it is left, never lost).
@@ -23,13 +28,13 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import time
 from pathlib import Path
 
 import msgspec
 
-from agentkeel.session.objects import UNKNOWN, ObjectStore
+from agentkeel.session.gitcmd import has_filter_drivers, run_git
+from agentkeel.session.objects import UNKNOWN, ObjectStore, StoreError, current
 
 MAX_TREE_FILES = 20_000  # a bigger tree is not diffed around Bash calls (a notice says so, once)
 MAX_TREE_BYTES = 256 * 1024 * 1024  # nor one whose files (the first Bash call stores them all) weigh more
@@ -54,6 +59,8 @@ class TreeState(msgspec.Struct):
     git: bool = False
     scanned_ns: int = 0  # wall clock when the last scan began (see RACY_NS)
     primed: dict[str, tuple[Signature, str]] | None = None  # git's clean files, asked ahead (prime)
+    after: dict[str, str | None] = msgspec.field(default_factory=dict)  # the last diff's paths -> state after
+    store_error: str | None = None  # the store could not keep a content (disk full): said once, then None
 
     # --- listing ---------------------------------------------------------------------
 
@@ -158,7 +165,7 @@ class TreeState(msgspec.Struct):
                 st = os.lstat(base + rel)
             except OSError:
                 continue
-            if stat.S_ISREG(st.st_mode):
+            if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):  # a link counts as a link
                 out[rel] = (st.st_mtime_ns, st.st_size)
         return out
 
@@ -210,7 +217,7 @@ class TreeState(msgspec.Struct):
             known = files.get(rel)
             fresh = sig[0] >= racy and not (known is not None and (known[1] or "").startswith(GIT_REF))
             if known is None or known[0] != sig or fresh:  # git's own answer needs no second look
-                files[rel] = (sig, self.store.snapshot(self.root / rel))
+                files[rel] = (sig, self._snap(rel))
         self.synced = True
 
     def _stored(self, rel: str, before: str | None) -> str | None:
@@ -218,7 +225,21 @@ class TreeState(msgspec.Struct):
         if before is None or not before.startswith(GIT_REF):
             return before
         data = _git_blob(self.root, rel, before[len(GIT_REF) :])
-        return UNKNOWN if data is None else self.store.put(data)
+        if data is None:
+            return UNKNOWN
+        try:
+            return self.store.put(data)
+        except StoreError as e:
+            self.store_error = str(e)
+            return UNKNOWN
+
+    def _snap(self, rel: str) -> str | None:
+        """Store a file's content now; UNKNOWN (and ``store_error`` set) when the store is full."""
+        try:
+            return self.store.snapshot(self.root / rel)
+        except StoreError as e:
+            self.store_error = str(e)
+            return UNKNOWN
 
     def diff(self) -> dict[str, str | None]:
         """After a Bash call: the paths that changed since :meth:`sync`, with their content before."""
@@ -229,20 +250,26 @@ class TreeState(msgspec.Struct):
         if now is None:
             return {}
         changed: dict[str, str | None] = {}
+        after: dict[str, str | None] = {}
         files = self.files
         for rel in [r for r in files if r not in now]:
-            changed[str(self.root / rel)] = self._stored(rel, files.pop(rel)[1])
+            path = str(self.root / rel)
+            changed[path] = self._stored(rel, files.pop(rel)[1])
+            after[path] = current(self.root / rel)  # gone (or no longer a file or link)
         for rel, sig in now.items():
             known = files.get(rel)
             if known is not None and known[0] == sig and sig[0] < racy:
                 continue
             before = self._stored(rel, known[1]) if known is not None else None
-            sha = self.store.snapshot(self.root / rel)
+            sha = self._snap(rel)
             if known is not None and before == sha and sha != UNKNOWN:
                 files[rel] = (sig, sha)  # touched, not changed
                 continue
-            changed[str(self.root / rel)] = before
+            path = str(self.root / rel)
+            changed[path] = before
+            after[path] = sha if sha != UNKNOWN else current(self.root / rel)
             files[rel] = (sig, sha)
+        self.after = after
         return changed
 
 
@@ -255,16 +282,8 @@ def _mtime(root: Path, d: str) -> int | None:
 
 
 def _git_files(root: Path, specs: list[str]) -> list[str] | None:
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z", "--", *specs],
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
+    proc = run_git(root, "ls-files", "-co", "--exclude-standard", "-z", "--", *specs)
+    if proc is None or proc.returncode != 0:
         return None
     return [n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
 
@@ -273,17 +292,17 @@ GIT_REF = "git:"  # a before-content still in git's object store: "git:<blob oid
 
 
 def _git(root: Path, *args: str, timeout: float = 30) -> bytes | None:
-    try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
+    proc = run_git(root, *args, timeout=timeout)
+    return proc.stdout if proc is not None and proc.returncode == 0 else None
 
 
 def _git_clean_blobs(root: Path) -> dict[str, str]:
     """Tracked regular files whose work-tree content git can give back: path -> index blob oid.
     A file that differs from the index (or may: git lists stat-dirty files too) is left out, and
-    so copied like an untracked one. Any failure: {} (everything is copied, as without git)."""
+    so copied like an untracked one. Any failure: {} (everything is copied, as without git); so
+    too when a filter driver is configured (comparing or checking out content would run it)."""
+    if has_filter_drivers(root):
+        return {}
     staged = _git(root, "ls-files", "-s", "-z")
     dirty = _git(root, "diff-files", "--name-only", "-z")
     if staged is None or dirty is None:
@@ -299,7 +318,11 @@ def _git_clean_blobs(root: Path) -> dict[str, str]:
 
 
 def _git_blob(root: Path, rel: str, oid: str) -> bytes | None:
-    """A blob as it would be checked out at ``rel`` (eol conversion, smudge filters applied)."""
+    """A blob as it would be checked out at ``rel`` (eol conversion applied). None when a filter
+    driver is configured now (a Bash call may have planted one since the first look): keel does
+    not run the repository's commands."""
+    if has_filter_drivers(root):
+        return None
     return _git(root, "cat-file", "--filters", f"--path={rel}", oid)
 
 

@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from agentkeel.session.gitcmd import git_argv, git_env
+
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 
 
@@ -18,8 +20,10 @@ def project_files(cwd: Path, limit: int = 20000) -> list[str]:
     left out), else a walk that skips dependency and cache folders. At most ``limit``."""
     try:
         out = subprocess.run(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+            git_argv("ls-files", "--cached", "--others", "--exclude-standard"),
             cwd=cwd,
+            env=git_env(),
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=5,

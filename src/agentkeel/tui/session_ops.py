@@ -168,7 +168,13 @@ class SessionOps:
             turns = {t.index: t.text for t in history.user_turns(app.rt.session_path)}
             prompt = turns.get(index, "")
         try:
-            result = await history.rewind(app.rt, index, mode)
+            try:
+                result = await history.rewind(app.rt, index, mode)
+            except history.RewindConflict as conflict:  # hand edits since: show them and ask
+                if not await self._confirm_overwrite(conflict.files):
+                    await app.show_notice("not rewound: nothing was changed")
+                    return
+                result = await history.rewind(app.rt, index, mode, force=True)
         except Exception as e:  # nothing was appended when it fails: the session goes on as it was
             await app.show_notice(f"rewind failed: {e}", "error")
             return
@@ -181,6 +187,12 @@ class SessionOps:
             await chat.add(NoticeLine(result.warning, "warning"))
         if mode != "code":
             app.focus_prompt(prompt)
+
+    async def _confirm_overwrite(self, files: tuple[str, ...]) -> bool:
+        shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
+        title = f"{len(files)} file(s) changed since keel last changed them: {shown}. Overwrite them?"
+        choices = [Choice("n", "No, keep them (do not rewind)"), Choice("y", "Yes, overwrite them")]
+        return await self.app.choose(ChooserScreen(title, choices)) == "y"
 
     async def fork_at(self, index: int) -> None:
         """``/fork N``: a new session holding the turns before N; the TUI continues in it."""

@@ -1,0 +1,81 @@
+"""keel's own ``git`` calls, run so that a folder's git configuration cannot run code through them.
+
+A repository's ``.git/config`` is the repository's, not the user's: a planted ``core.fsmonitor``
+runs at every ``git status``/``ls-files``/``diff-files``, ``core.hooksPath`` or ``.git/hooks``
+run at ``commit``/``worktree add``, ``core.pager`` at anything that pages. Every git call keel
+makes for itself (checkpoints, the ``@`` file list, subagent worktrees, batch clones) goes
+through :func:`git_argv` and :func:`git_env`: fsmonitor, hooks and the pager are switched off on
+the command line (which wins over every config file), optional locks are not taken (keel's
+look must not race the user's own git), and no ``GIT_*`` variable of keel's environment (where
+a hostile ``GIT_DIR``, ``GIT_CONFIG_PARAMETERS`` or ``GIT_EXTERNAL_DIFF`` could come from) is
+passed on, except the transport ones a clone needs when asked for.
+
+Filter drivers (``filter.<name>.clean/smudge/process``) are repository configuration too;
+callers that would run them (content comparison, ``cat-file --filters``) check
+:func:`has_filter_drivers` first. The Bash tool's own git is the user's git and untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+SAFE_CONFIG: tuple[str, ...] = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "core.untrackedCache=false",
+)
+# kept for network calls (a batch task's clone): how the user reaches their remotes
+TRANSPORT_ENV = frozenset({"GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH"})
+
+
+def git_argv(*args: str) -> list[str]:
+    """``git`` with the safe options, then ``args``."""
+    return ["git", *SAFE_CONFIG, *args]
+
+
+def git_env(base: Mapping[str, str] | None = None, *, transport: bool = False) -> dict[str, str]:
+    """``base`` (default: this process's environment) without ``GIT_*`` (but the transport ones
+    when ``transport``), with no optional locks, no prompts and no pager."""
+    env = {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if not k.startswith("GIT_") or (transport and k in TRANSPORT_ENV)
+    }
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat")
+    return env
+
+
+def run_git(
+    root: Path | None, *args: str, timeout: float = 30, input_bytes: bytes | None = None
+) -> subprocess.CompletedProcess[bytes] | None:
+    """Run ``git -C root args`` safely; None when git cannot be run or times out."""
+    where = ["-C", str(root)] if root is not None else []
+    try:
+        return subprocess.run(
+            git_argv(*where, *args),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            env=git_env(),
+            input=input_bytes,
+            stdin=None if input_bytes is not None else subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def has_filter_drivers(root: Path) -> bool:
+    """Whether the repository (or the user's config) defines a filter driver: a command git
+    would run to convert content. Unknown (git failed) counts as yes."""
+    proc = run_git(root, "config", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$")
+    if proc is None or proc.returncode not in (0, 1):  # 1: none found
+        return True
+    return proc.returncode == 0 and bool(proc.stdout.strip())
