@@ -129,32 +129,38 @@ def _hooks(parts: SessionParts) -> Extension | None:
 
 class _Watched:
     """Command hooks tagged and registered with the session's process watchdog, as Bash's shells
-    are: a ``kill -9`` of keel ends a hook still running (and what it started) too."""
+    are: a ``kill -9`` of keel ends a hook still running (and what it started) too. The shell
+    state is found at the first command hook, not before (the first request does not wait for it)."""
 
-    def __init__(self, shells: ShellState) -> None:
-        self._tag = f"{shells.session}:hooks"
-        self._watchdog = shells.watchdog
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._shells: ShellState | None = None
+
+    def _state(self) -> ShellState:
+        if self._shells is None:
+            from agentkeel.tools.shell import ShellState
+
+            self._shells = self._services.get(ShellState)
+        return self._shells
 
     @property
     def tag(self) -> str:
         # once the shells are closed (SessionEnd hooks run after), the watchdog's last sweep must not
         # find a hook that starts then
-        return "" if self._watchdog.closed else self._tag
+        shells = self._state()
+        return "" if shells.watchdog.closed else f"{shells.session}:hooks"
 
     def started(self, pgid: int) -> None:
-        self._watchdog.ensure()
-        self._watchdog.register(pgid)
+        watchdog = self._state().watchdog
+        watchdog.ensure()
+        watchdog.register(pgid)
 
     def ended(self, pgid: int) -> None:
-        self._watchdog.unregister(pgid)
+        self._state().watchdog.unregister(pgid)
 
 
 def _watched(services: Services | None) -> _Watched | None:
-    if services is None:
-        return None
-    from agentkeel.tools.shell import ShellState
-
-    return _Watched(services.get(ShellState))
+    return _Watched(services) if services is not None else None
 
 
 def _settings_watch(parts: SessionParts) -> Extension | None:

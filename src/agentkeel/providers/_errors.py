@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentkeel.core.provider import ErrorKind, PromptTooLongError, ProviderError
+from agentkeel.providers.endpoints import shown_url
 
 _MAX_DETAIL = 300
 
@@ -44,15 +45,6 @@ _ANTHROPIC_FIGURES = re.compile(r"(\d+) tokens > (\d+)")
 _SUM_FIGURES = re.compile(r"(\d+) \+ (\d+) > (\d+)")
 _OPENAI_LIMIT = re.compile(r"maximum context length is (\d+)", re.IGNORECASE)
 _OPENAI_TOKENS = re.compile(r"(?:resulted in|requested(?: about)?) (\d+) tokens", re.IGNORECASE)
-
-
-_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
-
-
-def shown_url(url: str) -> str:
-    """A URL as an error message may show it: without the user and password a base URL can carry
-    before its ``@``, which would otherwise reach the terminal, the -p result and logs."""
-    return _USERINFO.sub("", url)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:

@@ -10,10 +10,9 @@ from typing import Any
 
 from agentkeel.core.provider import ModelRequest, StreamChunk
 from agentkeel.providers._body import BodyCache
-from agentkeel.providers._errors import shown_url
 from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, parse_data
 from agentkeel.providers.anthropic_format import MessageStream, request_body, response_from_wire
-from agentkeel.providers.endpoints import AnthropicEndpoint
+from agentkeel.providers.endpoints import AnthropicEndpoint, shown_url
 
 
 class AnthropicWireProvider:

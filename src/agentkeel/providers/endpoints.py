@@ -27,6 +27,15 @@ CONNECT_TIMEOUT_S = 10.0
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
+_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+
+
+def shown_url(url: str) -> str:
+    """A URL as a message may show it: without the user and password a base URL can carry before its
+    ``@``, which would otherwise reach the terminal, the -p result and logs."""
+    return _USERINFO.sub("", url)
+
+
 class AnthropicEndpoint(msgspec.Struct, frozen=True):
     base_url: str = ANTHROPIC_API_URL
     api_key: str | None = None

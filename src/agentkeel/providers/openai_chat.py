@@ -12,11 +12,10 @@ from agentkeel.providers._errors import (
     from_stream_error,
     sdk_status_error,
     sdk_transport_error,
-    shown_url,
     timed_out,
     unreachable,
 )
-from agentkeel.providers.endpoints import CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, OpenAIEndpoint
+from agentkeel.providers.endpoints import CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, OpenAIEndpoint, shown_url
 from agentkeel.providers.openai_format import (
     STOP_REASONS,
     ChunkAccumulator,

@@ -11,9 +11,8 @@ from typing import Any
 
 from agentkeel.core.provider import ModelRequest, StreamChunk
 from agentkeel.providers._body import BodyCache
-from agentkeel.providers._errors import shown_url
 from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, parse_data
-from agentkeel.providers.endpoints import OpenAIEndpoint
+from agentkeel.providers.endpoints import OpenAIEndpoint, shown_url
 from agentkeel.providers.openai_format import ChunkAccumulator, completion_from_wire, request_body
 
 
