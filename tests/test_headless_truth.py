@@ -5,6 +5,7 @@ Every test runs the real ``keel -p`` against keel's scripted model server (``fak
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -13,7 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentkeel.core.events import AssistantMessage, ToolResults, UserMessage
+from agentkeel.core.extensions import PromptInfo, ToolCall
+from agentkeel.core.loop import RunStopped
+from agentkeel.core.provider import ModelRequest
+from agentkeel.core.types import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from agentkeel.core.view import Compaction, messages_from_events
 from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.safety import LoopDetector
 from conftest import KEEL, KeelRun, session_files, wait_until
 
 
@@ -333,3 +341,64 @@ def test_limits_in_text_mode_say_the_limit_not_the_last_answer(
     assert run.code == 1
     assert "keel: error_max_budget_usd: reached the maximum budget" in run.stderr, run.stderr
     assert "Let me look." not in run.stderr
+
+
+# --- the pieces, in process ------------------------------------------------------------------------
+
+
+def test_the_view_renames_an_id_an_earlier_turn_used_and_keeps_compacted_ids() -> None:
+    """The view of a damaged log: the later use of an id and its result get ``<id>_2`` (the same on
+    every replay); a compaction's kept messages are not renamed against the ids it replaced."""
+
+    def use(n: int) -> AssistantMessage:
+        return AssistantMessage(
+            message=Message(role="assistant", content=[ToolUseBlock(id="t1", name="Bash", input={"n": n})])
+        )
+
+    def result(n: int) -> ToolResults:
+        return ToolResults(
+            message=Message(role="user", content=[ToolResultBlock(tool_use_id="t1", content=f"out {n}")])
+        )
+
+    events = [UserMessage(message=Message.user("go")), use(1), result(1), use(2), result(2)]
+    view = messages_from_events(events)
+    pairs = [(b.id, b.input["n"]) for m in view.messages for b in m.content if isinstance(b, ToolUseBlock)]
+    answers = [(b.tool_use_id, b.content) for m in view.messages for b in m.content if isinstance(b, ToolResultBlock)]
+    assert pairs == [("t1", 1), ("t1_2", 2)]
+    assert answers == [("t1", "out 1"), ("t1_2", "out 2")]
+    assert any("renamed t1_2" in r for r in view.repairs)
+
+    kept = [Message.user("summary"), use(1).message, result(1).message]
+    compacted = messages_from_events(
+        [
+            *events,
+            Compaction(messages=kept),
+            AssistantMessage(message=Message(role="assistant", content=[TextBlock(text="ok")])),
+        ]
+    )
+    ids = [b.id for m in compacted.messages for b in m.content if isinstance(b, ToolUseBlock)]
+    assert ids == ["t1"]
+
+
+def test_the_loop_detector_stops_the_run_after_three_refusals_and_starts_over_with_a_prompt() -> None:
+
+    detector = LoopDetector(None)
+    call = ToolCall(id="t", name="Bash", input={"command": "echo same"}, tool=None)
+    request = ModelRequest(model="m", system="", messages=[], tools=[], max_tokens=100)
+
+    async def play() -> list[str]:
+        seen: list[str] = []
+        for _ in range(5):
+            verdict = await detector(call)
+            seen.append("run" if verdict is None else verdict.decision)
+            try:
+                await detector.before_request(request)
+            except RunStopped as stop:
+                seen.append(f"stopped: {stop}")
+        return seen
+
+    seen = asyncio.run(play())
+    assert seen[:5] == ["run", "run", "deny", "deny", "deny"]
+    assert seen[5].startswith("stopped: loop detected") and len(seen) == 6
+    asyncio.run(detector.on_prompt(PromptInfo("next", first=False)))
+    assert asyncio.run(detector(call)) is None  # a new prompt: the repeat counts start over

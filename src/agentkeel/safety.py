@@ -186,8 +186,8 @@ class LoopDetector(msgspec.Struct):
         if len(self.refused) >= self.stop_after:
             names = ", ".join(dict.fromkeys(self.refused))
             raise RunStopped(
-                f"loop detected: the model repeated the same call ({names}) {len(self.refused)} more times "
-                "after keel refused it; the run was stopped"
+                f"loop detected: the model kept repeating the same call ({names}); keel refused it "
+                f"{len(self.refused)} times and stopped the run"
             )
         return request
 
