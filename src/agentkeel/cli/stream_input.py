@@ -41,7 +41,7 @@ class Channel:
         self.pending: dict[str, asyncio.Future[stream_json.ControlResponse]] = {}
         self.closed = False  # stdout is gone
         self.input_closed = False  # stdin ended: nobody can answer a request any more
-        self.on_gone: Callable[[], None] = lambda: None  # stops the run (fail closed)
+        self.on_gone: Callable[[str], None] = lambda why: None  # stops the run (fail closed), saying why
         self.lock = threading.Lock()
 
     def write(self, line: dict[str, Any]) -> None:
@@ -52,14 +52,14 @@ class Channel:
             try:
                 sys.stdout.write(text)
                 sys.stdout.flush()
-            except (BrokenPipeError, ValueError):
+            except (BrokenPipeError, ConnectionResetError, ValueError):
                 self.closed = True
-                self.on_gone()
+                self.on_gone("output closed")
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """Send a control request and wait for the client's answer; an error answer raises."""
         if self.closed or self.input_closed:
-            self.on_gone()
+            self.on_gone("output closed" if self.closed else "the client closed stdin")
             raise control.ControlError("the client is gone (stdin closed): nobody can answer")
         line = control.request(body)
         rid = line["request_id"]
@@ -87,7 +87,7 @@ class Channel:
         the run that asked is stopped, and the question counts as refused."""
         self.input_closed = True
         if self.pending:
-            self.on_gone()
+            self.on_gone("the client closed stdin before answering")
             self.fail_all("the client closed stdin before answering")
 
     def fail_all(self, why: str) -> None:

@@ -135,6 +135,8 @@ class SessionWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._needs_newline = self._ends_torn()
+        # a file system that reports no link count (0 from the start) is never taken for a deleted file
+        self._watch_links = os.fstat(self._fd).st_nlink > 0
 
     def _ends_torn(self) -> bool:
         """A previous crash may have left a partial last line: start ours on a fresh line."""
@@ -156,7 +158,7 @@ class SessionWriter:
             data = b"\n" + data
             self._needs_newline = False
         try:
-            if os.fstat(self._fd).st_nlink == 0:
+            if self._watch_links and os.fstat(self._fd).st_nlink == 0:
                 self._deleted()
             written = os.write(self._fd, data)
             while written < len(data):
