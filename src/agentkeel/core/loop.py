@@ -98,7 +98,7 @@ class Refusal(msgspec.Struct, frozen=True):
 
 
 class RunStopped(Exception):
-    """Raised by an extension (from ``before_request``, ``before_tool`` or ``after_tool``) to end the
+    """Raised by an extension (from any point but ``on_error``, ``recover`` and ``resolve_ask``) to end the
     run on purpose: the run ends as ``error_during_execution`` with this message as its error,
     whatever the extension's failure policy (a loop detector that saw the model ignore its refusals)."""
 
@@ -227,8 +227,10 @@ class Agent:
                 continue
             try:
                 answer = await ext.on_prompt(info)
-            except (SinkFailed, RunStopped):
+            except SinkFailed:
                 raise
+            except RunStopped as stop:
+                raise _Stop(str(stop)) from None
             except Exception:
                 log.exception("prompt extension %s failed", ext.name)
                 continue
@@ -578,8 +580,10 @@ class Agent:
                 continue
             try:
                 message = await ext.on_stop(info)
-            except (SinkFailed, RunStopped):
+            except SinkFailed:
                 raise
+            except RunStopped as stop:
+                raise _Stop(str(stop)) from None
             except Exception:
                 log.exception("on_stop extension %s failed", ext.name)
                 continue
