@@ -402,3 +402,40 @@ def test_the_loop_detector_stops_the_run_after_three_refusals_and_starts_over_wi
     assert seen[5].startswith("stopped: loop detected") and len(seen) == 6
     asyncio.run(detector.on_prompt(PromptInfo("next", first=False)))
     assert asyncio.run(detector(call)) is None  # a new prompt: the repeat counts start over
+
+
+def test_closing_stdout_of_a_stream_json_input_session_is_logged_as_output_closed(
+    project: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    """The same for ``--input-format stream-json`` (an SDK host that went away): the run stops and
+    its log says "output closed", not "interrupted by user"."""
+    steps = [{"tool_calls": [{"name": "Bash", "input": {"command": f"echo {n}; sleep 0.3"}}]} for n in range(8)]
+    server = fake_llm({"steps": [*steps, "done"]})
+    stream = ["--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
+    proc = subprocess.Popen(
+        [KEEL, "-p", *stream, "--allowedTools", "Bash"],
+        cwd=project,
+        env={**os.environ, **_env(server)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    message = {"type": "user", "session_id": "", "message": {"role": "user", "content": "go"}}
+    proc.stdin.write((json.dumps(message) + "\n").encode())
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["type"] in ("system", "assistant")
+    proc.stdout.close()
+    home = Path(os.environ["KEEL_HOME"])
+    wait_until(
+        lambda: session_files(home) and '"type":"result"' in session_files(home)[0].read_text(), what="the run to end"
+    )
+    proc.stdin.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "RuntimeWarning" not in err, err
+    (path,) = session_files(home)
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    results = [e["result"] for e in entries if e["type"] == "result"]
+    assert results == ["output closed"], results
+    assert len(_requests(server)) < 9
