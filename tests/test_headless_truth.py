@@ -1,7 +1,8 @@
 """Issue 31 (items 4, 7, 8, 10) and issue 30 item 15: a headless run never loses a result silently,
 always ends, and its output says what happened (denied calls, closed output, limits, API status).
 
-Every test runs the real ``keel -p`` against keel's scripted model server (``fake_llm``)."""
+The end-to-end tests run the real ``keel -p`` against keel's scripted model server (``fake_llm``);
+two check the view's id repair and the loop detector in process."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def test_keel_home_deleted_mid_session_stops_the_run_with_one_line(
     server = fake_llm(
         {
             "steps": [
-                {"tool_calls": [{"name": "Bash", "input": {"command": f"touch {marker}; sleep 2; echo slow-done"}}]},
+                {"tool_calls": [{"name": "Bash", "input": {"command": f"touch {marker}; sleep 3; echo slow-done"}}]},
                 {"tool_calls": [{"name": "Bash", "input": {"command": "echo second"}}]},
                 "all done",
             ]
