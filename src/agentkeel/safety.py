@@ -15,7 +15,9 @@ from typing import Any, Literal
 import msgspec
 
 from agentkeel.core.events import Event, Notice
-from agentkeel.core.extensions import ToolCall, Verdict
+from agentkeel.core.extensions import Extension, PromptInfo, ToolCall, Verdict
+from agentkeel.core.loop import RunStopped
+from agentkeel.core.provider import ModelRequest
 from agentkeel.core.tools import ToolOutput
 from agentkeel.core.types import TextBlock
 from agentkeel.redact import redact
@@ -140,23 +142,58 @@ class CircuitBreaker(msgspec.Struct):
 
 AskRepeat = Callable[[ToolCall, int], Awaitable[bool]]
 
+LOOP_STOP_AFTER = 3  # refusals in one run the model ignored before the loop detector ends the run
+
 
 class LoopDetector(msgspec.Struct):
-    """The same tool with the same input ``limit`` times within the last ``window`` calls:
-    ask the user whether to go on (interactive) or stop the call with advice (headless)."""
+    """The same tool with the same input ``limit`` times within the last ``window`` calls: ask the
+    user whether to go on (interactive) or refuse the call with advice (headless, or the user said
+    no). A model that keeps repeating after ``stop_after`` refusals in one run is not going to
+    change course: the run ends before its next request (a model repeating one call made 843
+    requests a minute, forever). The counts start over with each prompt.
+
+    What counts as "the same call" is :meth:`key`; a refusal is only ever of a call that key says
+    repeats, so a finer notion of a repeat (one that counts a file change between two calls as
+    progress) changes nothing here."""
 
     ask: AskRepeat | None = None
     limit: int = 3
     window: int = 10
+    stop_after: int = LOOP_STOP_AFTER
     recent: deque[str] = msgspec.field(default_factory=lambda: deque(maxlen=10))
+    refused: list[str] = msgspec.field(default_factory=list)  # this run's refused calls, by tool name
 
     def __post_init__(self) -> None:
         self.recent = deque(maxlen=self.window)
 
-    async def __call__(self, call: ToolCall) -> Verdict | None:
+    def extension(self) -> Extension:
+        return Extension(
+            "loop-detector", before_tool=self, before_request=self.before_request, on_prompt=self.on_prompt
+        )
+
+    @staticmethod
+    def key(call: ToolCall) -> str | None:
         try:
-            key = call.name + "\0" + json.dumps(call.input, sort_keys=True, default=str)
+            return call.name + "\0" + json.dumps(call.input, sort_keys=True, default=str)
         except (TypeError, ValueError):
+            return None
+
+    async def on_prompt(self, info: PromptInfo) -> None:
+        self.recent.clear()
+        self.refused.clear()
+
+    async def before_request(self, request: ModelRequest) -> ModelRequest:
+        if len(self.refused) >= self.stop_after:
+            names = ", ".join(dict.fromkeys(self.refused))
+            raise RunStopped(
+                f"loop detected: the model kept repeating the same call ({names}); keel refused it "
+                f"{len(self.refused)} times and stopped the run"
+            )
+        return request
+
+    async def __call__(self, call: ToolCall) -> Verdict | None:
+        key = self.key(call)
+        if key is None:
             return None
         self.recent.append(key)
         count = sum(1 for k in self.recent if k == key)
@@ -169,6 +206,7 @@ class LoopDetector(msgspec.Struct):
                     return None
             except Exception:
                 log.exception("loop-detection prompt failed")
+        self.refused.append(call.name)
         return Verdict(
             "deny",
             f"{call.name} was called with the same input {count} times in the last {self.window} calls; the result "

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
+# ``keel -p`` without --max-turns: a bound on a run nobody watches turn by turn (a model that varies
+# its calls escapes the loop detector). Claude Code sets none; a real task rarely needs 100 requests.
+HEADLESS_MAX_TURNS = 200
+
 
 def split_tools(values: list[str] | None) -> list[str]:
     """``--allowedTools "Bash(git diff *),Read" Edit`` -> rules; commas inside parentheses kept."""

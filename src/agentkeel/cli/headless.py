@@ -30,6 +30,7 @@ from agentkeel.cli._common import (
     EXIT_RUN_ERROR,
     EXIT_TERMINATED,
     EXIT_USAGE,
+    HEADLESS_MAX_TURNS,
     split_tools,
 )
 from agentkeel.commands.run import run_prompt
@@ -67,19 +68,50 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
 
 
 def result_object(rt: Runtime, result: RunResult, structured: StructuredOutput | None = None) -> dict[str, Any]:
-    """Claude Code's result message shape (with ``structured_output`` under --json-schema), plus keel's
-    ``context`` (window, tokens by source, compactions, cache share)."""
+    """Claude Code's result message shape (with ``structured_output`` under --json-schema): the calls
+    the permission system denied (``permission_denials``), the HTTP status of the API error that
+    ended the run (``api_error_status``) and, for a run that did not succeed, why (``errors``, as
+    Claude Code: ``["Reached maximum number of turns (2)"]``); plus keel's ``context`` (window,
+    tokens by source, compactions, cache share)."""
     from agentkeel.context.commands import result_fields as context_result_fields
+    from agentkeel.protocol.stream_json import permission_denials
     from agentkeel.sdk.structured import result_object as sdk_result
 
     out = sdk_result(rt.session_id, result, structured)
+    out["permission_denials"] = permission_denials(result.refused)
+    out["api_error_status"] = result.api_error_status
+    if out["is_error"] and result.error:
+        out["errors"] = [result.error]
     out["context"] = context_result_fields(rt)
     return out
 
 
+def denials_line(result: RunResult) -> str | None:
+    """The one stderr line of a text-mode run whose calls the permission system denied."""
+    from agentkeel.protocol.stream_json import permission_denials
+
+    denied = permission_denials(result.refused)
+    if not denied:
+        return None
+    names = ", ".join(dict.fromkeys(d["tool_name"] for d in denied))
+    calls = "1 tool call was" if len(denied) == 1 else f"{len(denied)} tool calls were"
+    return f"keel: {calls} denied ({names}): see --allowedTools and --permission-mode"
+
+
+# what a limit's line adds in text mode: the flag that moves it
+_LIMIT_HINTS = {
+    "error_max_turns": "raise --max-turns to let it go on",
+    "error_max_budget_usd": "raise --max-budget-usd to let it go on",
+}
+
+
+OUTPUT_CLOSED = "output closed"
+
+
 class Output:
     """stdout for one run. A reader that goes away (``| head -1``) is a normal end: the run
-    is stopped, nothing more is written, and keel exits quietly."""
+    is stopped (its result and the session log say "output closed"), nothing more is written,
+    and keel exits quietly."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
@@ -91,9 +123,9 @@ class Output:
         try:
             sys.stdout.write(text)
             sys.stdout.flush()
-        except BrokenPipeError:
+        except (BrokenPipeError, ConnectionResetError):
             self.closed = True
-            self.rt.agent.interrupt()
+            self.rt.agent.interrupt(OUTPUT_CLOSED)
 
 
 class StreamJson:
@@ -134,6 +166,8 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
     started = time.monotonic()
     try:
         opts = options_from_args(args)
+        if opts.max_turns is None:  # nobody watches a -p run turn by turn: a runaway model must end
+            opts.max_turns = HEADLESS_MAX_TURNS
         if args.permission_prompt_tool is not None or args.sdk_mcp_servers:
             raise KeelError("--permission-prompt-tool stdio and SDK MCP servers need --input-format stream-json")
         structured = structured_output(args)
@@ -193,18 +227,23 @@ async def _run(
     try:
         result = await run_prompt(rt, prompt)  # "/name args" runs that slash command, as in Claude Code
     finally:
-        await rt.aclose("interrupted" if signals else "exit")
+        await rt.aclose("interrupted" if signals else OUTPUT_CLOSED if out.closed else "exit")
     result.duration_ms = int((time.monotonic() - started) * 1000)
     if out.closed:
         return EXIT_OK  # the reader went away: a normal end
     if output_format == "text":
+        denied = denials_line(result)  # exit code as Claude Code's (0), but never silent
+        if denied is not None:
+            print(denied, file=sys.stderr)
         if structured is not None and structured.error and not result.is_error:
             from agentkeel.sdk.structured import RETRY_SUBTYPE
 
             print(f"keel: {RETRY_SUBTYPE}: {structured.error}", file=sys.stderr)
             return EXIT_RUN_ERROR
         if result.is_error:
-            print(f"keel: {result.subtype}: {result.error or result.result}", file=sys.stderr)
+            hint = _LIMIT_HINTS.get(result.subtype)
+            why = result.error or result.result
+            print(f"keel: {result.subtype}: {why}{'; ' + hint if hint else ''}", file=sys.stderr)
         elif result.result:
             out.write(result.result + "\n")
     else:

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-format", choices=["text", "json", "stream-json"], default="text")
     p.add_argument("--model", help="provider:model or an alias (sonnet, opus, haiku, gpt, ...)")
     p.add_argument("--fallback-model", help="the model to switch to when the main one stays overloaded")
-    p.add_argument("--max-turns", type=int, help="stop after this many model requests")
+    p.add_argument("--max-turns", type=int, help="stop after this many model requests (-p: 200 unless given)")
     p.add_argument("--max-budget-usd", type=float, help="stop when the session has cost this much")
     p.add_argument(
         "--allowedTools",
@@ -260,6 +260,22 @@ def _no_traceback_formatter() -> logging.Formatter:
     return NoTraceback()
 
 
+def _log_file_class() -> type:
+    import logging
+
+    class LogFile(logging.FileHandler):
+        """keel.log, opened at its first record: a log folder that is gone by then (KEEL_HOME
+        removed mid-session) drops the record, as a failed write does, instead of raising."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                super().emit(record)
+            except OSError:
+                self.handleError(record)
+
+    return LogFile
+
+
 def _setup_logging(verbose: bool) -> None:
     import logging
     import os
@@ -277,11 +293,12 @@ def _setup_logging(verbose: bool) -> None:
     from agentkeel.session.private import open_private, private_dir, private_home
 
     changed = None
+    log_file_handler = _log_file_class()
     try:
         changed = private_home(home)  # keel's files are the user's alone: KEEL_HOME 0700, logs 0600
         private_dir(home / "logs")
         os.close(open_private(home / "logs" / "keel.log"))
-        logfile = logging.FileHandler(home / "logs" / "keel.log", delay=True, encoding="utf-8")
+        logfile = log_file_handler(home / "logs" / "keel.log", delay=True, encoding="utf-8")
         logfile.setLevel(logging.WARNING)
         logfile.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
         root.addHandler(logfile)

@@ -41,7 +41,7 @@ class Channel:
         self.pending: dict[str, asyncio.Future[stream_json.ControlResponse]] = {}
         self.closed = False  # stdout is gone
         self.input_closed = False  # stdin ended: nobody can answer a request any more
-        self.on_gone: Callable[[], None] = lambda: None  # stops the run (fail closed)
+        self.on_gone: Callable[[str], None] = lambda why: None  # stops the run (fail closed), saying why
         self.lock = threading.Lock()
 
     def write(self, line: dict[str, Any]) -> None:
@@ -52,14 +52,14 @@ class Channel:
             try:
                 sys.stdout.write(text)
                 sys.stdout.flush()
-            except (BrokenPipeError, ValueError):
+            except (BrokenPipeError, ConnectionResetError, ValueError):
                 self.closed = True
-                self.on_gone()
+                self.on_gone("output closed")
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """Send a control request and wait for the client's answer; an error answer raises."""
         if self.closed or self.input_closed:
-            self.on_gone()
+            self.on_gone("output closed" if self.closed else "the client closed stdin")
             raise control.ControlError("the client is gone (stdin closed): nobody can answer")
         line = control.request(body)
         rid = line["request_id"]
@@ -87,7 +87,7 @@ class Channel:
         the run that asked is stopped, and the question counts as refused."""
         self.input_closed = True
         if self.pending:
-            self.on_gone()
+            self.on_gone("the client closed stdin before answering")
             self.fail_all("the client closed stdin before answering")
 
     def fail_all(self, why: str) -> None:
@@ -109,7 +109,6 @@ class Session:
         self.rt: Runtime | None = None
         self.sdk_servers: list[str] = list(args.sdk_mcp_servers)
         self.mcp_tools: dict[str, list[str]] = {}
-        self.denials: list[dict[str, Any]] = []
         self.running: asyncio.Task[Any] | None = None
         self.initialized = False
         self.mode_before_start: str | None = None
@@ -205,7 +204,6 @@ class Session:
             if answer.updated_input is not None:
                 call.input = dict(answer.updated_input)
             return True
-        self.denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": dict(call.input)})
         if answer.message:
             self.denial_messages.pending[call.id] = answer.message
         if answer.interrupt and self.rt is not None:
@@ -251,7 +249,6 @@ class Session:
 
     async def run_one(self, message: Any, started: float) -> None:
         rt = await self.build(None)
-        self.denials = []
         if self.structured is not None:
             self.structured.reset()
         source = "resume" if rt.resumed is not None else "startup"
@@ -263,8 +260,7 @@ class Session:
         from agentkeel.cli.headless import result_object
 
         result.duration_ms = int((time.monotonic() - started) * 1000)
-        line = result_object(rt, result, self.structured)
-        line["permission_denials"] = list(self.denials)
+        line = result_object(rt, result, self.structured)  # its permission_denials: every call denied
         self.last_error = bool(line["is_error"])
         self.channel.write(line)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from contextlib import aclosing
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -49,6 +49,7 @@ log = logging.getLogger("agentkeel.loop")
 T = TypeVar("T")
 
 MAX_RECOVERIES = 3  # repaired re-sends of one request (session recovery, model fallback)
+INTERRUPTED_BY_USER = "interrupted by user"
 
 Subtype = Literal["success", "error_max_turns", "error_max_budget_usd", "error_during_execution", "interrupted"]
 
@@ -66,6 +67,11 @@ class LoopConfig(msgspec.Struct):
 
 
 class RunResult(msgspec.Struct):
+    """How a run ended. ``result`` is the last answer (for a limit too: what the model had said so
+    far) or, for a failure, the error; ``error`` says why a run that is not a success ended.
+    ``refused`` lists the calls a before-tool check did not let run (who refused, in ``source``);
+    ``api_error_status`` is the HTTP status of the provider error that ended the run."""
+
     subtype: Subtype
     result: str
     num_turns: int
@@ -73,10 +79,28 @@ class RunResult(msgspec.Struct):
     total_cost_usd: float
     duration_ms: int
     error: str = ""
+    refused: list[Refusal] = msgspec.field(default_factory=list)
+    api_error_status: int | None = None
 
     @property
     def is_error(self) -> bool:
         return self.subtype != "success"
+
+
+class Refusal(msgspec.Struct, frozen=True):
+    """A tool call that did not run because a check said no (``source``: the verdict's source)."""
+
+    tool_use_id: str
+    tool_name: str
+    tool_input: dict[str, Any]
+    source: str
+    reason: str = ""
+
+
+class RunStopped(Exception):
+    """Raised by an extension (from any point but ``on_error``, ``recover`` and ``resolve_ask``) to end the
+    run on purpose: the run ends as ``error_during_execution`` with this message as its error,
+    whatever the extension's failure policy (a loop detector that saw the model ignore its refusals)."""
 
 
 class _Interrupt(Exception):
@@ -123,6 +147,8 @@ class Agent:
         self._inflight: asyncio.Future[object] | None = None
         self._shown: list[Tool] | None = None  # the tools shown, while one request is being made
         self._interrupted = False
+        self._interrupt_reason = INTERRUPTED_BY_USER
+        self._refused: list[Refusal] = []
 
     @property
     def services(self) -> Services:
@@ -137,9 +163,11 @@ class Agent:
     def interrupted(self) -> bool:
         return self._interrupted
 
-    def interrupt(self) -> None:
-        """Stop the current request or tool batch; the transcript stays valid."""
+    def interrupt(self, reason: str = "") -> None:
+        """Stop the current request or tool batch; the transcript stays valid. ``reason`` is the
+        run's error (default "interrupted by user"; "output closed" when the reader went away)."""
         self._interrupted = True
+        self._interrupt_reason = reason or INTERRUPTED_BY_USER
         if self._inflight is not None and not self._inflight.done():
             self._inflight.cancel()
 
@@ -148,15 +176,19 @@ class Agent:
     async def run(self, prompt: str | Message, *, source: str = "startup") -> RunResult:
         started = time.monotonic()
         self._interrupted = False
+        self._interrupt_reason = INTERRUPTED_BY_USER
+        self._refused = []
         turns, last_text, continued = 0, "", False
         try:
             message = await self._submit(prompt if isinstance(prompt, Message) else Message.user(prompt), source)
             self._append(UserMessage(message=message))
             while True:
                 if self.config.max_turns is not None and turns >= self.config.max_turns:
-                    return self._finish("error_max_turns", last_text, turns, started)
+                    why = f"reached the maximum number of turns ({self.config.max_turns})"
+                    return self._finish("error_max_turns", last_text, turns, started, error=why)
                 if self.config.max_budget_usd is not None and self.cost_usd >= self.config.max_budget_usd:
-                    return self._finish("error_max_budget_usd", last_text, turns, started)
+                    why = f"reached the maximum budget (${self.config.max_budget_usd:g}; spent ${self.cost_usd:.4f})"
+                    return self._finish("error_max_budget_usd", last_text, turns, started, error=why)
                 response = await self._request(turns)
                 turns += 1
                 last_text = response.message.text() or last_text
@@ -170,10 +202,12 @@ class Agent:
                 continued = True
                 self._append(UserMessage(message=Message.user(go_on)))
         except _Interrupt:
-            return self._finish("interrupted", last_text, turns, started, error="interrupted by user")
+            return self._finish("interrupted", last_text, turns, started, error=self._interrupt_reason)
         except ProviderError as err:
             await self._on_error(err)
-            return self._finish("error_during_execution", last_text, turns, started, error=str(err))
+            result = self._finish("error_during_execution", last_text, turns, started, error=str(err))
+            result.api_error_status = err.status
+            return result
         except _Stop as stop:
             return self._finish("error_during_execution", last_text, turns, started, error=stop.message)
         except SinkFailed as failed:
@@ -193,6 +227,10 @@ class Agent:
                 continue
             try:
                 answer = await ext.on_prompt(info)
+            except SinkFailed:
+                raise
+            except RunStopped as stop:
+                raise _Stop(str(stop)) from None
             except Exception:
                 log.exception("prompt extension %s failed", ext.name)
                 continue
@@ -258,7 +296,7 @@ class Agent:
         return request
 
     async def _answered(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
-        response = _unique_tool_ids(response)
+        response = _unique_tool_ids(response, self.view.tool_ids)
         for ext in self.ext:
             if ext.after_response is not None:
                 await self._contained(ext.name, ext.fail_closed, ext.after_response(response), None)
@@ -290,8 +328,10 @@ class Agent:
         """Run a request/response extension under its failure policy."""
         try:
             return await awaitable
-        except (asyncio.CancelledError, ProviderError, _Interrupt, _Stop):
+        except (asyncio.CancelledError, ProviderError, _Interrupt, _Stop, SinkFailed):
             raise
+        except RunStopped as stop:
+            raise _Stop(str(stop)) from None
         except Exception as exc:
             log.exception("extension %s failed", name)
             if fail_closed:
@@ -308,6 +348,8 @@ class Agent:
                     continue
                 try:
                     repaired = await ext.recover(err, request, attempt)
+                except SinkFailed:
+                    raise
                 except Exception:
                     log.exception("recover extension %s failed", ext.name)
                     continue
@@ -342,7 +384,12 @@ class Agent:
                 self._append(ToolResults(message=Message(role="user", content=blocks)))
 
     async def _run_batch(self, batch: list[ToolUseBlock], done: set[str]) -> None:
-        gated = [await self._gate(use) for use in batch]
+        gated: list[tuple[ToolCall, Verdict]] = []
+        for use in batch:
+            call, verdict = await self._gate(use)
+            if verdict.decision != "allow":  # recorded as decided, even if the batch is interrupted next
+                self._refused.append(Refusal(call.id, call.name, dict(call.input), verdict.source, verdict.reason))
+            gated.append((call, verdict))
 
         async def one(call: ToolCall, verdict: Verdict) -> None:
             block = await self._execute(call, verdict)
@@ -389,7 +436,7 @@ class Agent:
             mode=self.mode(),
         )
         if call.tool is None:
-            return call, Verdict("deny", f"No such tool: {use.name}. Available: {self._tool_names()}")
+            return call, Verdict("deny", f"No such tool: {use.name}. Available: {self._tool_names()}", "unknown-tool")
         invalid = _invalid(call.tool, call.input)
         if invalid:
             return call, Verdict("deny", invalid, "validation")
@@ -399,6 +446,10 @@ class Agent:
                 continue
             try:
                 answer = await ext.before_tool(call)
+            except SinkFailed:  # the log broke (the gate records its decision): the run stops
+                raise
+            except RunStopped as stop:
+                raise _Stop(str(stop)) from None
             except Exception as exc:  # fail closed: a crashing check denies
                 log.exception("before_tool extension %s failed for %s", ext.name, call.name)
                 return call, Verdict("deny", f"Permission check failed ({type(exc).__name__}); denied", ext.name)
@@ -423,6 +474,8 @@ class Agent:
             return Verdict("deny", f"{verdict.reason or call.name + ' asks for approval'}; nobody to ask", "ask")
         try:
             answer = await resolve(call, verdict)
+        except SinkFailed:
+            raise
         except Exception:
             log.exception("resolving an ask for %s failed", call.name)
             return Verdict("deny", "asking for permission failed; denied for safety", "ask")
@@ -441,6 +494,10 @@ class Agent:
                 continue
             try:
                 output = await ext.after_tool(call, output)
+            except SinkFailed:  # an extension's event could not be logged: the run stops
+                raise
+            except RunStopped as stop:
+                raise _Stop(str(stop)) from None
             except Exception:  # fail closed: never pass on a result a guard could not check
                 log.exception("after_tool extension %s failed for %s", ext.name, call.name)
                 output = ToolOutput("[result withheld: post-processing failed]", is_error=True)
@@ -480,7 +537,7 @@ class Agent:
             return ToolOutput(str(err), is_error=True)
         except TimeoutError:
             return ToolOutput(f"{tool.name} timed out after {timeout:g}s", is_error=True)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, SinkFailed):
             raise
         except Exception as exc:
             log.exception("tool %s crashed", tool.name)
@@ -491,6 +548,8 @@ class Agent:
     async def _guard(self, awaitable: Awaitable[T], *, during: Literal["request", "tools", "idle"]) -> T:
         """Await as an interruptible unit: ``interrupt()`` cancels it and we raise _Interrupt."""
         if self._interrupted:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()  # never started: no "coroutine was never awaited" warning
             self.bus.emit(Interrupted(during=during))
             raise _Interrupt
         task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
@@ -521,6 +580,10 @@ class Agent:
                 continue
             try:
                 message = await ext.on_stop(info)
+            except SinkFailed:
+                raise
+            except RunStopped as stop:
+                raise _Stop(str(stop)) from None
             except Exception:
                 log.exception("on_stop extension %s failed", ext.name)
                 continue
@@ -536,14 +599,16 @@ class Agent:
 
     def _finish(self, subtype: Subtype, text: str, turns: int, started: float, error: str = "") -> RunResult:
         duration = int((time.monotonic() - started) * 1000)
+        limit = subtype in ("error_max_turns", "error_max_budget_usd")  # the answer so far stays the result
         result = RunResult(
             subtype,
-            text if subtype == "success" else (error or text),
+            text if subtype == "success" or limit else (error or text),
             turns,
             self.usage,
             round(self.cost_usd, 6),
             duration,
             error,
+            list(self._refused),
         )
         try:
             self.bus.emit(
@@ -572,13 +637,15 @@ def _invalid(tool: Tool, raw: dict[str, object]) -> str:
     return ""
 
 
-def _unique_tool_ids(response: ModelResponse) -> ModelResponse:
+def _unique_tool_ids(response: ModelResponse, taken: Collection[str] = ()) -> ModelResponse:
     """Providers reject a conversation that repeats a tool_use id, and one result would answer
-    both: a repeated id gets a suffix before the message is ever appended."""
+    both: an id repeated within the response, or already used earlier in the session (``taken``;
+    a model or proxy that numbers its calls per response), gets a suffix before the message is
+    ever appended, so the log, its results and every reader see unique ids."""
     uses = response.message.tool_uses()
-    if len({u.id for u in uses}) == len(uses):
+    if len({u.id for u in uses}) == len(uses) and not any(u.id in taken for u in uses):
         return response
-    seen: set[str] = set()
+    seen: set[str] = set(taken)
     blocks: list[ContentBlock] = []
     for block in response.message.content:
         if isinstance(block, ToolUseBlock):

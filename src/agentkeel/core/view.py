@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from agentkeel.core.events import AssistantMessage, Event, ToolResults, UserMessage, register_event_type
-from agentkeel.core.types import ContentBlock, Message, ToolResultBlock, ToolUseBlock
+from agentkeel.core.types import ContentBlock, Message, ToolResultBlock, ToolUseBlock, replace
 
 MISSING_RESULT = "[Tool result missing: the session stopped before this tool finished]"
 INTERRUPTED_RESULT = "[Interrupted by user: the tool did not run to completion]"
@@ -59,12 +59,20 @@ class ViewBuilder:
     Guarantees of :meth:`messages`: no empty messages; roles alternate starting with user
     (consecutive messages of one role are merged, tool results first, in tool_use order);
     every tool_use is answered by exactly one tool_result in the next message; no tool_result
-    without its tool_use. Adding an event costs the same at turn 200 as at turn 5.
+    without its tool_use; no tool_use id twice (a log where a later turn reused an earlier id,
+    written before the loop made ids unique, gets ``<id>_2`` for the later use and its results,
+    the same way on every replay). Adding an event costs the same at turn 200 as at turn 5.
+
+    ``tool_ids`` is every tool_use id the session used, compaction or not: the loop gives a new
+    call an id outside it, so the log never repeats one.
     """
 
     def __init__(self) -> None:
         self._out: list[Message] = []
         self._pending: list[ToolUseBlock] = []  # tool_uses of the last assistant message
+        self._renamed: dict[str, str] = {}  # the last assistant message's repeated ids -> their new ids
+        self._view_ids: set[str] = set()  # tool_use ids in the view (since the last compaction)
+        self.tool_ids: set[str] = set()
         self._seen: set[str] = set()
         self.repairs: list[str] = []
 
@@ -90,6 +98,8 @@ class ViewBuilder:
         """Start the view over from ``messages`` (a compaction); what was folded so far is dropped."""
         self._out = []
         self._pending = []
+        self._renamed = {}
+        self._view_ids = set()
         for msg in messages:
             self.add(msg)
 
@@ -107,20 +117,37 @@ class ViewBuilder:
 
     # --- the two roles -----------------------------------------------------------------
 
-    def _add_assistant(self, blocks: list[ContentBlock]) -> None:
+    def _add_assistant(self, raw: list[ContentBlock]) -> None:
         out = self._out
         ids: set[str] = set()
-        for b in [b for b in blocks if isinstance(b, ToolUseBlock)]:
-            if b.id in ids:  # providers reject a repeated id; its result could answer either
-                self.repairs.append(f"repeated tool_use id {b.id} dropped")
-                blocks.remove(b)
-            ids.add(b.id)
+        renamed: dict[str, str] = {}
+        blocks: list[ContentBlock] = []
+        for b in raw:
+            if isinstance(b, ToolUseBlock):
+                if b.id in ids:  # providers reject a repeated id; its result could answer either
+                    self.repairs.append(f"repeated tool_use id {b.id} dropped")
+                    continue
+                ids.add(b.id)
+                if b.id in self._view_ids:  # an earlier turn's id: this use and its results get a new one
+                    new_id, n = b.id, 1
+                    while new_id in self.tool_ids or new_id in ids:
+                        n += 1
+                        new_id = f"{b.id}_{n}"
+                    self.repairs.append(f"tool_use id {b.id} of an earlier turn used again: renamed {new_id}")
+                    renamed[b.id] = new_id
+                    ids.add(new_id)
+                    b = replace(b, id=new_id)
+            blocks.append(b)
         if not blocks:
             self.repairs.append("empty assistant message dropped")
             return
         if not out:
             self.repairs.append("leading assistant message dropped")
             return
+        uses = [b.id for b in blocks if isinstance(b, ToolUseBlock)]
+        self._view_ids.update(uses)
+        self.tool_ids.update(uses)
+        self._renamed = renamed
         if out[-1].role == "assistant" and not self._pending:
             out[-1] = Message(role="assistant", content=[*out[-1].content, *blocks])
             self._pending = [b for b in out[-1].content if isinstance(b, ToolUseBlock)]
@@ -135,6 +162,8 @@ class ViewBuilder:
         kept: list[ContentBlock] = []
         for b in blocks:
             if isinstance(b, ToolResultBlock):
+                if b.tool_use_id in self._renamed:
+                    b = replace(b, tool_use_id=self._renamed[b.tool_use_id])
                 if b.tool_use_id not in wanted:
                     self.repairs.append(f"orphan tool_result {b.tool_use_id} dropped")
                     continue

@@ -75,7 +75,7 @@ class Builtin(msgspec.Struct, frozen=True):
 
 
 def _loop_detector(parts: SessionParts) -> Extension:
-    return Extension("loop-detector", before_tool=LoopDetector(parts.ask_repeat))
+    return LoopDetector(parts.ask_repeat).extension()
 
 
 def _circuit_breaker(parts: SessionParts) -> Extension:

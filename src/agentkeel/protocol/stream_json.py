@@ -9,6 +9,7 @@ against a capture of the real CLI in tests/data/claude_code_stream_json.jsonl).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +151,22 @@ def result_line(
     if structured_output is not None:
         line["structured_output"] = structured_output
     return line
+
+
+# who refuses a call for a reason that is not a permission (a malformed input, a repeat, a paused
+# tool, an interactive program): not listed in ``permission_denials``
+NOT_PERMISSION = frozenset({"validation", "unknown-tool", "loop-detection", "circuit-breaker", "non-interactive-env"})
+
+
+def permission_denials(refused: Iterable[Any]) -> list[dict[str, Any]]:
+    """Claude Code's ``permission_denials``: each call the permission system (a rule, the mode, a
+    hook, the user, or nobody to ask) did not let run, as ``{"tool_name", "tool_use_id",
+    "tool_input"}``. ``refused`` holds the run's refusals (``RunResult.refused``)."""
+    return [
+        {"tool_name": r.tool_name, "tool_use_id": r.tool_use_id, "tool_input": dict(r.tool_input)}
+        for r in refused
+        if r.source not in NOT_PERMISSION
+    ]
 
 
 def dumps(line: dict[str, Any]) -> str:

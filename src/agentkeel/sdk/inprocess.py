@@ -95,7 +95,6 @@ class InProcessTransport:
         self.inputs: asyncio.Queue[object] = asyncio.Queue()
         self.rt: Runtime | None = None
         self.structured: StructuredOutput | None = None
-        self.denials: list[dict[str, Any]] = []
         self.worker: asyncio.Task[None] | None = None
         self.encoder = stream_json.Session("")
         self.partial: PartialMessages | None = None
@@ -147,7 +146,6 @@ class InProcessTransport:
                 return
             assert isinstance(item, Message)
             started = time.monotonic()
-            self.denials = []
             if self.structured is not None:
                 self.structured.reset()
             try:
@@ -157,7 +155,8 @@ class InProcessTransport:
                 result = rt.agent.failed(str(exc))
             result.duration_ms = int((time.monotonic() - started) * 1000)
             line = result_object(rt.session_id, result, self.structured)
-            line["permission_denials"] = list(self.denials)
+            line["permission_denials"] = stream_json.permission_denials(result.refused)  # rules, hooks, the host
+            line["api_error_status"] = result.api_error_status
             await self.lines.put(line)
 
     def _on_event(self, event: Event) -> None:
@@ -183,7 +182,6 @@ class InProcessTransport:
             if answer.updated_input is not None:
                 call.input = dict(answer.updated_input)
             return True
-        self.denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": dict(call.input)})
         if answer.message:
             self.denial_messages.pending[call.id] = answer.message
         if answer.interrupt and self.rt is not None:

@@ -7,6 +7,7 @@ A session file is JSONL; each line is one persisted event with ``uuid``, ``paren
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -111,14 +112,20 @@ def _owner_of(fd: int) -> dict[str, Any]:
 class SessionWriteError(OSError):
     """The session file could not take an entry; the message names the file and the cause."""
 
+    def __str__(self) -> str:
+        return str(self.strerror) if self.strerror else super().__str__()
+
 
 class SessionWriter:
     """Appends persisted events to a session file; subscribe it to the bus as *critical*.
 
     A failed append (a full disk, a read-only or vanished folder) raises
     :class:`SessionWriteError` once and the writer stops: nothing later is written after a
-    gap, and the run is stopped by its owner with that one line. Entries are written as
-    given; redaction happens once, on the bus, before any reader sees the event.
+    gap, and the run is stopped by its owner with that one line. So does a file that was
+    deleted under the open descriptor (``KEEL_HOME`` removed mid-session): writes to it would
+    still succeed, into an inode no name reaches, and the transcript written so far is gone
+    with it; it is not recreated (a log without its beginning is not the session). Entries are
+    written as given; redaction happens once, on the bus, before any reader sees the event.
     """
 
     def __init__(self, path: Path, session_id: str, *, parent_uuid: str | None = None) -> None:
@@ -129,6 +136,8 @@ class SessionWriter:
         private_dir(path.parent)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._needs_newline = self._ends_torn()
+        # a file system that reports no link count (0 from the start) is never taken for a deleted file
+        self._watch_links = os.fstat(self._fd).st_nlink > 0
 
     def _ends_torn(self) -> bool:
         """A previous crash may have left a partial last line: start ours on a fresh line."""
@@ -150,13 +159,25 @@ class SessionWriter:
             data = b"\n" + data
             self._needs_newline = False
         try:
+            if self._watch_links and os.fstat(self._fd).st_nlink == 0:
+                self._deleted()
             written = os.write(self._fd, data)
             while written < len(data):
                 written += os.write(self._fd, data[written:])
         except OSError as e:
+            if isinstance(e, SessionWriteError):
+                raise
             self.failure = f"cannot write the session file {self.path}: {e.strerror or e}"
             raise SessionWriteError(e.errno, self.failure) from None
         self.last_uuid = event.uuid
+
+    def _deleted(self) -> None:
+        """The file has no name left: stop, saying so (a full stop, not a recreated half log)."""
+        self.failure = (
+            f"the session file {self.path} was deleted while the session was running (KEEL_HOME removed?); "
+            "its transcript is lost, so the run stopped"
+        )
+        raise SessionWriteError(errno.ENOENT, self.failure)
 
     def close(self) -> None:
         if self._fd >= 0:
