@@ -311,9 +311,24 @@ def write_mirror(store: MemoryStore, path: Path, project: str) -> int:
         lines.append(f"## {kind}")
         lines += [f"- [{e.id}] {' '.join(e.text.split())}" for e in by_type[kind]]
         lines.append("")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines), encoding="utf-8")
+    _replace_text(path, "\n".join(lines))
     return sum(len(v) for v in by_type.values())
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a kill mid-write must not leave the user's mirror torn)."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 _LESSON_HEAD = re.compile(r"^(?P<outcome>Succeeded|Failed) at (?P<kind>[\w-]+) \(score (?P<score>[0-9.]+)\): ?")
@@ -351,25 +366,28 @@ def edited(kind: str, text: str, metadata: dict[str, Any]) -> tuple[str, dict[st
 
 
 def sync_mirror(store: MemoryStore, path: Path, project: str) -> dict[str, int]:
-    """Apply a mirror's edits: changed lines supersede their entry, new ``- text`` lines become facts."""
-    from agentkeel.memory.model import new_record_id
+    """Apply a mirror's edits: changed lines supersede their entry, new ``- text`` lines become facts.
 
-    current = {e.id: e for e in store.export(project=project, type=list(MIRRORED)) if not e.superseded_by}
-    kind = "fact"
+    Running it again after it was interrupted (a kill before the mirror was rewritten) changes
+    nothing twice: the id of each new entry is derived from what it records (the project, the
+    line's text and which occurrence of that text it is; for an edit, the entry it replaces and
+    its new text), and an id already stored is skipped. A new line is a fact whatever section it
+    sits under: summaries and lessons come from sessions, not from the mirror."""
+    stored = list(store.export(project=project, type=list(MIRRORED)))
+    current = {e.id: e for e in stored if not e.superseded_by}
+    known = {e.id for e in stored}
     changed = added = 0
+    seen: dict[str, int] = {}
     for raw in path.read_text(encoding="utf-8").splitlines():
-        if raw.startswith("## "):
-            kind = raw[3:].strip() if raw[3:].strip() in MIRRORED else "fact"
-            continue
         match = _LINE.match(raw)
-        if match:
+        if match and match["id"] in known:
             old = current.get(match["id"])
             if old is not None and " ".join(old.text.split()) != match["text"].strip():
                 text, metadata = edited(old.type, match["text"].strip(), old.metadata)
                 store.supersede(
                     old.id,
                     {
-                        "id": new_record_id(),
+                        "id": _derived_id("edit", old.id, text),
                         "type": old.type,
                         "project": project,
                         "session": old.session,
@@ -379,7 +397,17 @@ def sync_mirror(store: MemoryStore, path: Path, project: str) -> dict[str, int]:
                 )
                 changed += 1
         elif raw.startswith("- ") and raw[2:].strip():
-            store.add_many([{"id": new_record_id(), "type": kind, "project": project, "text": raw[2:].strip()}])
-            added += 1
+            text = raw[2:].strip()
+            nth = seen[text] = seen.get(text, 0) + 1
+            fact = {"id": _derived_id("fact", project, text, str(nth)), "type": "fact", "project": project, "text": text}
+            if store.add_many([fact]):
+                added += 1
     write_mirror(store, path, project)
     return {"changed": changed, "added": added}
+
+
+def _derived_id(kind: str, *parts: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"mirror-{kind}:{digest}"

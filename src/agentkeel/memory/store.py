@@ -426,9 +426,10 @@ class StoreBase:
         record = Record.from_dict(new_record)
         metadata = {**record.metadata, "supersedes": old_id}
         record = Record(record.id, record.type, record.text, record.project, record.session, record.timestamp, metadata)
-        self.add_many([record])
-        self._mark_superseded(old_id, record.id)
-        self._commit()
+        with self._writing():  # an id already stored is skipped: a re-run after a kill adds nothing twice
+            self._add_many([record])
+            self._mark_superseded(old_id, record.id)
+            self._commit()
         return record.id
 
     def _mark_superseded(self, old_id: str, new_id: str) -> None:
