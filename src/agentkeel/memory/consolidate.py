@@ -23,8 +23,13 @@ def extractive_summary(entries: Sequence[Entry], limit_chars: int = 1200) -> str
     files: dict[str, None] = {}
     commands: list[str] = []
     failures = 0
+    refused: dict[str, int] = {}
     for e in entries:
         if e.type != "tool_observation":
+            continue
+        if e.metadata.get("denied"):  # never ran: nothing changed, nothing was run
+            tool = str(e.metadata.get("tool"))
+            refused[tool] = refused.get(tool, 0) + 1
             continue
         path = e.metadata.get("file_path")
         if isinstance(path, str) and e.metadata.get("tool") in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
@@ -46,6 +51,8 @@ def extractive_summary(entries: Sequence[Entry], limit_chars: int = 1200) -> str
         parts.append("Ran: " + "; ".join(commands[-6:]))
     if failures:
         parts.append(f"{failures} tool call(s) failed")
+    if refused:
+        parts.append(f"Not run (denied): {_tally(refused)}")
     if answers:
         parts.append("Outcome: " + one_line(answers[-1].text, 300))
     return "\n".join(parts)[:limit_chars]
@@ -163,22 +170,37 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
     verified. A session that ran no tool taught nothing worth a lesson and returns None.
     """
     prompts = [e for e in entries if e.type == "user_prompt"]
-    runs = [e for e in entries if e.type == "tool_observation"]
-    if not prompts or not runs:
+    calls = [e for e in entries if e.type == "tool_observation"]
+    if not prompts or not calls:
         return None
     task = one_line(prompts[0].text, 160)
+    refused = [e for e in calls if e.metadata.get("denied")]  # denied or invalid: never ran
+    runs = [e for e in calls if not e.metadata.get("denied")]
+    refused_tally = _tally(_counts(refused))
+    if not runs:
+        return Lesson(
+            task_type=task_type(task),
+            success=False,
+            score=0.0,
+            lessons=[f"every tool call of the session was denied ({refused_tally}): nothing it proposed was carried out"],
+            weaknesses=[f"{len(refused)} tool call(s) denied: {refused_tally}"],
+            task=task,
+        )
     failed = [e for e in runs if e.metadata.get("success") is False]
     checks = [e for e in runs if _CHECK.search(str(e.metadata.get("command", "")))]
     edited = list(dict.fromkeys(str(e.metadata.get("file_path")) for e in runs if e.metadata.get("tool") in _EDITS))
     last_check = checks[-1] if checks else None
     check_ok = None if last_check is None else _succeeded(last_check)
-    ok_ratio = 1 - len(failed) / len(runs)
+    ok_ratio = 1 - (len(failed) + len(refused)) / len(calls)
     if check_ok is None:
         success = _succeeded(runs[-1])
         score = 0.5 * ok_ratio + 0.25
     else:
         success = check_ok
         score = 0.5 * ok_ratio + (0.5 if check_ok else 0.0)
+    if not edited and any(e.metadata.get("tool") in _EDITS for e in refused):
+        success = False  # the change it set out to make was never made
+        score = min(score, 0.25)
 
     strengths: list[str] = []
     weaknesses: list[str] = []
@@ -197,10 +219,11 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
     if edited:
         strengths.append("changed " + ", ".join(edited[:5]))
     if failed:
-        counts: dict[str, int] = {}
-        for e in failed:
-            counts[str(e.metadata.get("tool"))] = counts.get(str(e.metadata.get("tool")), 0) + 1
-        weaknesses.append(f"{len(failed)} tool call(s) failed: " + ", ".join(f"{t} x{n}" for t, n in counts.items()))
+        weaknesses.append(f"{len(failed)} tool call(s) failed: " + _tally(_counts(failed)))
+    if refused:
+        weaknesses.append(f"{len(refused)} tool call(s) denied: {refused_tally}")
+        if not success:
+            lessons.append(f"{refused_tally} denied: ask for the permission the task needs, or find another way")
     for bad, fix in _recoveries(runs):
         lessons.append(f"{bad.metadata.get('tool')} failed ({_describe(bad)}); what worked next: {_describe(fix)}")
     if success and not lessons:
@@ -215,6 +238,17 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
         weaknesses=weaknesses,
         task=task,
     )
+
+
+def _counts(entries: Sequence[Entry]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[str(e.metadata.get("tool"))] = counts.get(str(e.metadata.get("tool")), 0) + 1
+    return counts
+
+
+def _tally(counts: dict[str, int]) -> str:
+    return ", ".join(f"{t} x{n}" for t, n in counts.items())
 
 
 def _succeeded(entry: Entry) -> bool:
@@ -251,9 +285,14 @@ def _recoveries(runs: Sequence[Entry]) -> list[tuple[Entry, Entry]]:
     return pairs[:3]
 
 
-def lessons_for(store: MemoryStore, task: str, project: str | None = None, k: int = 3) -> list[Any]:
-    """Lessons from similar tasks: this project's first, then anyone's, from one search of every
+def lessons_for(
+    store: MemoryStore, task: str, project: str | None = None, k: int = 3, others: bool = False
+) -> list[Any]:
+    """Lessons from similar tasks: this project's; with ``others`` (the user's
+    ``memory.crossProject``), this project's first, then anyone's, from one search of every
     project's lessons (each search scans the word index once; the first prompt makes this one)."""
+    if project and not others:
+        return store.search(task, k=k, type="lesson", project=project)
     hits = store.search(task, k=LESSON_POOL, type="lesson")
     if project:
         hits = [h for h in hits if h.project == project] + [h for h in hits if h.project != project]
