@@ -426,6 +426,20 @@ class SQLiteStore(StoreBase):
         cache = self._cache
         return lambda vector, column, limit: cache.nearest(vector, column, limit, allowed, project)
 
+    def _own_vectors(self, rids: Sequence[int]) -> dict[int, list[float]]:
+        out: dict[int, list[float]] = {}
+        with self._lock:
+            for start in range(0, len(rids), 500):
+                chunk = list(rids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                for rid, own in self._db.execute(
+                    f"SELECT rid, own FROM vectors WHERE rid IN ({marks}) AND own IS NOT NULL", chunk
+                ):
+                    vector = _unblob(own)
+                    if vector is not None:
+                        out[int(rid)] = vector
+        return out
+
     def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
         if not rids:
             return {}
