@@ -23,9 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from locomo_bench import DATA, load  # noqa: E402
-
 from agentkeel.memory import resolve_embedder  # noqa: E402
+from locomo_bench import DATA, load  # noqa: E402
 
 OFF_TOPIC = [
     "zebra",
@@ -79,11 +78,15 @@ def main() -> None:
         "related_best_evidence": {p: pct(related, p) for p in (1, 5, 10, 25, 50)},
         "unrelated_best_other_conversation": {p: pct(unrelated, p) for p in (50, 90, 95, 99)},
         "off_topic_best": {"max": round(max(off), 3), "median": pct(off, 50)},
-        "share_related_below": {f: round(float(np.mean(np.array(related) < f)), 3) for f in (0.2, 0.25, 0.3, 0.35, 0.4)},
+        "share_related_below": {
+            f: round(float(np.mean(np.array(related) < f)), 3) for f in (0.2, 0.25, 0.3, 0.35, 0.4)
+        },
         "share_unrelated_at_or_above": {
             f: round(float(np.mean(np.array(unrelated) >= f)), 3) for f in (0.2, 0.25, 0.3, 0.35, 0.4)
         },
-        "share_off_topic_at_or_above": {f: round(float(np.mean(np.array(off) >= f)), 3) for f in (0.2, 0.25, 0.3, 0.35, 0.4)},
+        "share_off_topic_at_or_above": {
+            f: round(float(np.mean(np.array(off) >= f)), 3) for f in (0.2, 0.25, 0.3, 0.35, 0.4)
+        },
     }
     print(json.dumps(result, indent=2))
 

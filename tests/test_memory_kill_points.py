@@ -284,14 +284,17 @@ FULL_DISK = textwrap.dedent(
     path = Path(sys.argv[1])
     store = open_store(path, embedder="none")
     store.add_many([{"id": "first", "type": "fact", "project": "p", "text": "before the disk filled"}])
-    size = path.stat().st_size + sum(Path(str(path) + s).stat().st_size for s in ("-wal",) if Path(str(path) + s).exists())
+    wal = Path(str(path) + "-wal")
+    size = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (size + 8192, hard))
     errors = 0
     big = "x" * 3000
     for i in range(200):  # each batch is one transaction: all of it or none
         try:
-            store.add_many([{"id": f"b{i}-{j}", "type": "fact", "project": "p", "text": f"{big} {i} {j}"} for j in range(5)])
+            store.add_many(
+                [{"id": f"b{i}-{j}", "type": "fact", "project": "p", "text": f"{big} {i} {j}"} for j in range(5)]
+            )
         except Exception as exc:
             errors += 1
             if errors >= 3:
@@ -332,9 +335,7 @@ def test_a_full_disk_leaves_the_store_transactional_and_whole(memdir: Path, keel
 # -- an empty file --------------------------------------------------------------------------------------
 
 
-def test_a_zero_byte_memory_db_is_named_and_replaced_only_by_repair(
-    memdir: Path, keel: Callable[..., KeelRun]
-) -> None:
+def test_a_zero_byte_memory_db_is_named_and_replaced_only_by_repair(memdir: Path, keel: Callable[..., KeelRun]) -> None:
     memdir.mkdir(parents=True)
     db = memdir / "memory.db"
     db.write_bytes(b"")

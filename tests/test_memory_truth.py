@@ -48,7 +48,6 @@ def test_a_session_whose_edits_were_all_denied_is_no_success(
     assert "Not run (denied): Edit x2" in summaries[-1]["text"]
 
 
-
 # -- other projects' memories (issue #30 item 12) -------------------------------------------------------
 
 

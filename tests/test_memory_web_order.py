@@ -10,7 +10,7 @@ from typing import Any
 
 from agentkeel.memory import open_store
 from agentkeel.memory.project import project_id
-from test_serve_web import browser as browser  # noqa: F401  (the fixture)
+from test_serve_web import browser as browser
 from test_serve_web import click, pytestmark, serve, text, wait  # noqa: F401
 
 Serve = Callable[..., Any]

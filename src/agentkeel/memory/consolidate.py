@@ -182,7 +182,9 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
             task_type=task_type(task),
             success=False,
             score=0.0,
-            lessons=[f"every tool call of the session was denied ({refused_tally}): nothing it proposed was carried out"],
+            lessons=[
+                f"every tool call of the session was denied ({refused_tally}): nothing it proposed was carried out"
+            ],
             weaknesses=[f"{len(refused)} tool call(s) denied: {refused_tally}"],
             task=task,
         )
@@ -365,7 +367,7 @@ def _replace_text(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -438,7 +440,12 @@ def sync_mirror(store: MemoryStore, path: Path, project: str) -> dict[str, int]:
         elif raw.startswith("- ") and raw[2:].strip():
             text = raw[2:].strip()
             nth = seen[text] = seen.get(text, 0) + 1
-            fact = {"id": _derived_id("fact", project, text, str(nth)), "type": "fact", "project": project, "text": text}
+            fact = {
+                "id": _derived_id("fact", project, text, str(nth)),
+                "type": "fact",
+                "project": project,
+                "text": text,
+            }
             if store.add_many([fact]):
                 added += 1
     write_mirror(store, path, project)

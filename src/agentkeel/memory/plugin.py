@@ -252,7 +252,10 @@ class MemoryPlugin:
             if h.session != self.session_id and h.type != "lesson"
         ]
         add("Relevant memories", [h.line() for h in hits[:5]])
-        add("Lessons from similar tasks", [h.line() for h in lessons_for(store, prompt, self.project, k=3, others=self.config.crossProject)])
+        add(
+            "Lessons from similar tasks",
+            [h.line() for h in lessons_for(store, prompt, self.project, k=3, others=self.config.crossProject)],
+        )
         if not sections:
             return None
         body = "\n".join(f"{title}:\n" + "\n".join(f"- {line}" for line in lines) for title, lines in sections)

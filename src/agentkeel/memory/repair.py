@@ -469,7 +469,9 @@ def repair_files(location: Path, keel_home: Path, masks: tuple[str, ...] = ()) -
     for file in (outbox_file, path):
         kept = finish_repair(file)
         if kept is not None:
-            lines.append(f"finished an interrupted repair: {file} is the rebuilt file; the damaged one is kept as {kept}")
+            lines.append(
+                f"finished an interrupted repair: {file} is the rebuilt file; the damaged one is kept as {kept}"
+            )
     problems = check_outbox(outbox_file)
     if problems:
         done = repair_outbox(outbox_file)
