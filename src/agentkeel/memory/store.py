@@ -40,7 +40,7 @@ from agentkeel.memory.privacy import Masker
 from agentkeel.memory.retrieval import (  # noqa: F401  (query_terms, rrf, TUNING: the store's public recipe)
     CANDIDATES,
     CONTEXT_SPAN,
-    RELEVANCE_FLOOR,
+    RELEVANCE_FLOORS,
     RRF_K,
     STOPWORDS,
     TUNING,
@@ -512,8 +512,9 @@ class StoreBase:
             for name, column in (("vector", "own"), ("context", "context")):
                 got = compared.get(column)
                 lists[name] = got if got is not None else self._vector(vector, column, flt, CANDIDATES)
-            if not lists.get("lexical"):  # no word matched: only what is close enough to mean the same
-                close = self._relevant(vector, {rid for name in ("vector", "context") for rid in lists[name]})
+            floor = RELEVANCE_FLOORS.get(self.embedder.name) if self.embedder is not None else None
+            if floor is not None and not lists.get("lexical"):  # no word matched: only what means the same
+                close = self._relevant(vector, {rid for name in ("vector", "context") for rid in lists[name]}, floor)
                 for name in ("vector", "context"):
                     lists[name] = [rid for rid in lists[name] if rid in close]
         return lists
@@ -522,8 +523,8 @@ class StoreBase:
         """The entries' own vectors (those that have one)."""
         raise NotImplementedError
 
-    def _relevant(self, vector: list[float], rids: set[int]) -> set[int]:
-        """The entries among ``rids`` whose own vector's cosine with ``vector`` reaches ``RELEVANCE_FLOOR``."""
+    def _relevant(self, vector: list[float], rids: set[int], floor: float) -> set[int]:
+        """The entries among ``rids`` whose own vector's cosine with ``vector`` reaches ``floor``."""
         if not rids:
             return set()
         import numpy as np
@@ -536,7 +537,7 @@ class StoreBase:
         query = np.asarray(vector, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(query)) or 1.0)
         cosines = (matrix @ query) / np.where(norms > 0, norms, 1.0)
-        return {k for k, c in zip(keys, cosines.tolist(), strict=True) if c >= RELEVANCE_FLOOR}
+        return {k for k, c in zip(keys, cosines.tolist(), strict=True) if c >= floor}
 
     def fuse(self, lists: dict[str, Sequence[int]], tuning: Tuning | None = None) -> dict[int, float]:
         """Weighted reciprocal rank fusion of ``candidates`` with the weights of ``tuning``."""
