@@ -16,12 +16,14 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.memory import open_store
 from agentkeel.memory.sqlite_lib import sqlite3
-from conftest import KEEL, KeelRun
+from conftest import KEEL, KeelRun, wire_env
 
 MEM = ("mem", "--embedder", "none")
 SWEEP = int(os.environ.get("KEEL_KILL_SWEEP", "0") or 0)
@@ -351,3 +353,17 @@ def test_a_zero_byte_memory_db_is_named_and_replaced_only_by_repair(memdir: Path
     assert [p for p in memdir.iterdir() if p.name.startswith("memory.db.damaged-")]
     assert keel("mem", "check").code == 0
     assert keel(*MEM, "search", "anything").code == 0
+
+
+def test_a_session_over_a_zero_byte_memory_db_warns_and_leaves_it(
+    memdir: Path, keel: Callable[..., KeelRun], fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    memdir.mkdir(parents=True)
+    db = memdir / "memory.db"
+    db.write_bytes(b"")
+    server = fake_llm({"steps": ["hi"]})
+    run = keel("-p", "hello", "--output-format", "stream-json", "--verbose", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    notices = [x["message"] for x in run.lines() if x.get("subtype") == "notice"]
+    assert any("memory is off" in n and "empty (0 bytes)" in n and "keel mem repair" in n for n in notices)
+    assert db.stat().st_size == 0  # not made a new store behind the user's back
