@@ -113,6 +113,7 @@ def test_sync_killed_then_run_again_stores_each_new_line_once(
         facts = _facts(db)
         assert len(facts) == n, f"kill point {i} ({reached} facts / {delay}s): {len(facts)} facts for {n} lines"
         assert len(set(facts)) == n
+        assert not list(mirror.parent.glob(".MEMORY.md.*")), "a temporary file was left beside the mirror"
         # and a third run adds nothing either
         assert keel(*MEM, "sync", env=env).stdout.startswith("0 entries superseded, 0 added")
         mirror.unlink()

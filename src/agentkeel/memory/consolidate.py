@@ -361,6 +361,8 @@ def _replace_text(path: Path, text: str) -> None:
     import os
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a write a kill interrupted
+        stale.unlink(missing_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("w", encoding="utf-8") as f:
