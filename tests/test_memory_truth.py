@@ -126,3 +126,35 @@ def test_the_user_can_allow_reading_other_projects(
     (home / "settings.json").write_text(json.dumps({"memory": {"crossProject": True}}))
     results, _ = _cross_project_run(project, fake_llm, keel)
     assert "launch code is zebra42" in results
+
+
+def test_keel_mem_mcp_keeps_to_its_project_without_the_setting(project: Path) -> None:
+    import os
+
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from conftest import KEEL
+
+    home = Path(os.environ["KEEL_HOME"])
+    _seed_other_project(home)
+
+    async def talk() -> list[str]:
+        params = StdioServerParameters(command=KEEL, args=["mem", "mcp"], cwd=str(project), env=dict(os.environ))
+        out: list[str] = []
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            for name, args in [
+                ("search", {"query": "launch code zebra42", "all_projects": True}),
+                ("timeline", {"id": "other-1"}),
+                ("get", {"ids": ["other-1"]}),
+            ]:
+                result: Any = await session.call_tool(name, args)
+                out.append("".join(getattr(c, "text", "") for c in result.content))
+        return out
+
+    replies = anyio.run(talk)
+    assert all("zebra42" not in reply for reply in replies), replies
+    assert "crossProject" in replies[0] and "crossProject" in replies[1]
+    assert json.loads(replies[2]) == []
