@@ -2,8 +2,11 @@
 
 A repair never deletes: it copies every row it can read into a new file, moves the damaged
 file (with its ``-wal`` and ``-shm``) aside as ``<name>.damaged-<time>``, and puts the new file
-in its place. Rows are read in key order, a stretch at a time; where a stretch cannot be read
-(a damaged page), its keys are read one by one, so one bad page costs only the rows on it.
+in its place (a journaled swap: see ``finish_repair``). Rows are read in key order, a stretch at
+a time; where a stretch cannot be read (a damaged page), its keys are read one by one, so one
+bad page costs only the rows on it. A file whose 100-byte header alone is damaged is read
+through a copy with a header rebuilt from the format (``template_header``); an empty (0-byte)
+file has nothing to read and is kept aside like any other.
 
 - ``memory.db``: the entries (with their superseded / forgotten state) and their vectors are
   copied; the word index and every entry's session context are rebuilt from the entries
