@@ -60,9 +60,10 @@ def test_lessons_come_from_this_project_first_then_anyone(store: MemoryStore) ->
             rec("f", "pytest fixture port flaky", "ld", project="a"),  # not a lesson
         ]
     )
-    ids = [h.id for h in lessons_for(store, "flaky pytest fixture port", "a", k=3)]
+    ids = [h.id for h in lessons_for(store, "flaky pytest fixture port", "a", k=3, others=True)]
     assert ids[0] == "a1" and set(ids[1:]) == {"b1", "b2"}
-    assert [h.id for h in lessons_for(store, "flaky pytest fixture port", "a", k=1)] == ["a1"]
+    assert [h.id for h in lessons_for(store, "flaky pytest fixture port", "a", k=1, others=True)] == ["a1"]
+    assert [h.id for h in lessons_for(store, "flaky pytest fixture port", "a", k=3)] == ["a1"]  # its own only
     assert lessons_for(store, "unrelated kubernetes", "a") == []
 
 

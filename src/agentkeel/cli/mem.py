@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"keel mem: invalid settings: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    args.cross_project = configured.crossProject
     project = project_id(cwd, args.project or configured.project)
     location = args.store or configured.store or str(_keel_home() / "memory" / "memory.db")
     masks = tuple(configured.maskPatterns)
@@ -303,7 +304,7 @@ def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path, loc
         return _web(args, store, scope)
     from agentkeel.memory.mcp_server import serve
 
-    serve(store, project)
+    serve(store, project, cross_project=args.cross_project)
     return EXIT_OK
 
 

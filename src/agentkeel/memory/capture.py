@@ -336,6 +336,20 @@ def _result_text(block: ToolResultBlock) -> str:
     return "\n".join(getattr(part, "text", "") for part in block.content if getattr(part, "type", "") == "text")
 
 
+def not_run(name: str, tool_input: dict[str, Any], reason: str) -> tuple[str, dict[str, Any]]:
+    """A call that never ran (a permission rule or nobody to ask denied it; its input was
+    invalid): recorded as such, so that no summary or lesson counts it as work done."""
+    meta: dict[str, Any] = {"tool": name, "success": False, "denied": True}
+    path = tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
+    if isinstance(path, str):
+        meta["file_path"] = path
+    what = f"{name} {path}" if isinstance(path, str) else name
+    if name == "Bash" and isinstance(tool_input.get("command"), str):
+        what = f"Bash `{tool_input['command'][:200]}`"
+    first = (reason.strip().splitlines() or ["denied"])[0][:200]
+    return f"{what} was not run: {first}", meta
+
+
 def observe(
     name: str, tool_input: dict[str, Any], output: str, is_error: bool, facts: dict[str, Any] | None = None
 ) -> tuple[str, dict[str, Any]]:
@@ -451,6 +465,7 @@ class MemoryCapture:
         self.masker = masker or DEFAULT_MASKER
         self._pending: dict[str, tuple[str, dict[str, Any], float]] = {}
         self._finished: dict[str, ToolFinished] = {}  # the tool's own facts, until its result arrives
+        self._refused: dict[str, ToolFinished] = {}  # calls that finished without starting (denied, invalid)
         self.captured: list[dict[str, Any]] = []  # this session's records, for the end-of-session summary
 
     def __call__(self, event: Event) -> None:
@@ -482,6 +497,8 @@ class MemoryCapture:
         elif isinstance(event, ToolFinished):
             if event.tool_use_id in self._pending:
                 self._finished[event.tool_use_id] = event
+            elif event.name not in self.excluded:  # finished without starting: denied, or refused as invalid
+                self._refused[event.tool_use_id] = event
         elif isinstance(event, UserMessage):
             text = "\n".join(
                 b.text for b in event.message.content if isinstance(b, TextBlock) and not b.text.startswith(CONTEXT_TAG)
@@ -497,6 +514,9 @@ class MemoryCapture:
                     continue
                 started = self._pending.pop(block.tool_use_id, None)
                 if started is None:
+                    refused = self._refused.pop(block.tool_use_id, None)
+                    if refused is not None:
+                        self._record("tool_observation", *not_run(refused.name, dict(refused.input), refused.summary))
                     continue
                 name, tool_input, t0 = started
                 finished = self._finished.pop(block.tool_use_id, None)
@@ -509,3 +529,4 @@ class MemoryCapture:
         elif isinstance(event, SessionEnded):
             self._pending.clear()
             self._finished.clear()
+            self._refused.clear()

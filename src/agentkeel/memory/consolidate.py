@@ -23,8 +23,13 @@ def extractive_summary(entries: Sequence[Entry], limit_chars: int = 1200) -> str
     files: dict[str, None] = {}
     commands: list[str] = []
     failures = 0
+    refused: dict[str, int] = {}
     for e in entries:
         if e.type != "tool_observation":
+            continue
+        if e.metadata.get("denied"):  # never ran: nothing changed, nothing was run
+            tool = str(e.metadata.get("tool"))
+            refused[tool] = refused.get(tool, 0) + 1
             continue
         path = e.metadata.get("file_path")
         if isinstance(path, str) and e.metadata.get("tool") in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
@@ -46,6 +51,8 @@ def extractive_summary(entries: Sequence[Entry], limit_chars: int = 1200) -> str
         parts.append("Ran: " + "; ".join(commands[-6:]))
     if failures:
         parts.append(f"{failures} tool call(s) failed")
+    if refused:
+        parts.append(f"Not run (denied): {_tally(refused)}")
     if answers:
         parts.append("Outcome: " + one_line(answers[-1].text, 300))
     return "\n".join(parts)[:limit_chars]
@@ -163,22 +170,39 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
     verified. A session that ran no tool taught nothing worth a lesson and returns None.
     """
     prompts = [e for e in entries if e.type == "user_prompt"]
-    runs = [e for e in entries if e.type == "tool_observation"]
-    if not prompts or not runs:
+    calls = [e for e in entries if e.type == "tool_observation"]
+    if not prompts or not calls:
         return None
     task = one_line(prompts[0].text, 160)
+    refused = [e for e in calls if e.metadata.get("denied")]  # denied or invalid: never ran
+    runs = [e for e in calls if not e.metadata.get("denied")]
+    refused_tally = _tally(_counts(refused))
+    if not runs:
+        return Lesson(
+            task_type=task_type(task),
+            success=False,
+            score=0.0,
+            lessons=[
+                f"every tool call of the session was denied ({refused_tally}): nothing it proposed was carried out"
+            ],
+            weaknesses=[f"{len(refused)} tool call(s) denied: {refused_tally}"],
+            task=task,
+        )
     failed = [e for e in runs if e.metadata.get("success") is False]
     checks = [e for e in runs if _CHECK.search(str(e.metadata.get("command", "")))]
     edited = list(dict.fromkeys(str(e.metadata.get("file_path")) for e in runs if e.metadata.get("tool") in _EDITS))
     last_check = checks[-1] if checks else None
     check_ok = None if last_check is None else _succeeded(last_check)
-    ok_ratio = 1 - len(failed) / len(runs)
+    ok_ratio = 1 - (len(failed) + len(refused)) / len(calls)
     if check_ok is None:
         success = _succeeded(runs[-1])
         score = 0.5 * ok_ratio + 0.25
     else:
         success = check_ok
         score = 0.5 * ok_ratio + (0.5 if check_ok else 0.0)
+    if not edited and any(e.metadata.get("tool") in _EDITS for e in refused):
+        success = False  # the change it set out to make was never made
+        score = min(score, 0.25)
 
     strengths: list[str] = []
     weaknesses: list[str] = []
@@ -197,10 +221,11 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
     if edited:
         strengths.append("changed " + ", ".join(edited[:5]))
     if failed:
-        counts: dict[str, int] = {}
-        for e in failed:
-            counts[str(e.metadata.get("tool"))] = counts.get(str(e.metadata.get("tool")), 0) + 1
-        weaknesses.append(f"{len(failed)} tool call(s) failed: " + ", ".join(f"{t} x{n}" for t, n in counts.items()))
+        weaknesses.append(f"{len(failed)} tool call(s) failed: " + _tally(_counts(failed)))
+    if refused:
+        weaknesses.append(f"{len(refused)} tool call(s) denied: {refused_tally}")
+        if not success:
+            lessons.append(f"{refused_tally} denied: ask for the permission the task needs, or find another way")
     for bad, fix in _recoveries(runs):
         lessons.append(f"{bad.metadata.get('tool')} failed ({_describe(bad)}); what worked next: {_describe(fix)}")
     if success and not lessons:
@@ -215,6 +240,17 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
         weaknesses=weaknesses,
         task=task,
     )
+
+
+def _counts(entries: Sequence[Entry]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[str(e.metadata.get("tool"))] = counts.get(str(e.metadata.get("tool")), 0) + 1
+    return counts
+
+
+def _tally(counts: dict[str, int]) -> str:
+    return ", ".join(f"{t} x{n}" for t, n in counts.items())
 
 
 def _succeeded(entry: Entry) -> bool:
@@ -251,9 +287,14 @@ def _recoveries(runs: Sequence[Entry]) -> list[tuple[Entry, Entry]]:
     return pairs[:3]
 
 
-def lessons_for(store: MemoryStore, task: str, project: str | None = None, k: int = 3) -> list[Any]:
-    """Lessons from similar tasks: this project's first, then anyone's, from one search of every
+def lessons_for(
+    store: MemoryStore, task: str, project: str | None = None, k: int = 3, others: bool = False
+) -> list[Any]:
+    """Lessons from similar tasks: this project's; with ``others`` (the user's
+    ``memory.crossProject``), this project's first, then anyone's, from one search of every
     project's lessons (each search scans the word index once; the first prompt makes this one)."""
+    if project and not others:
+        return store.search(task, k=k, type="lesson", project=project)
     hits = store.search(task, k=LESSON_POOL, type="lesson")
     if project:
         hits = [h for h in hits if h.project == project] + [h for h in hits if h.project != project]
@@ -311,9 +352,26 @@ def write_mirror(store: MemoryStore, path: Path, project: str) -> int:
         lines.append(f"## {kind}")
         lines += [f"- [{e.id}] {' '.join(e.text.split())}" for e in by_type[kind]]
         lines.append("")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines), encoding="utf-8")
+    _replace_text(path, "\n".join(lines))
     return sum(len(v) for v in by_type.values())
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a kill mid-write must not leave the user's mirror torn)."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a write a kill interrupted
+        stale.unlink(missing_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 _LESSON_HEAD = re.compile(r"^(?P<outcome>Succeeded|Failed) at (?P<kind>[\w-]+) \(score (?P<score>[0-9.]+)\): ?")
@@ -351,25 +409,28 @@ def edited(kind: str, text: str, metadata: dict[str, Any]) -> tuple[str, dict[st
 
 
 def sync_mirror(store: MemoryStore, path: Path, project: str) -> dict[str, int]:
-    """Apply a mirror's edits: changed lines supersede their entry, new ``- text`` lines become facts."""
-    from agentkeel.memory.model import new_record_id
+    """Apply a mirror's edits: changed lines supersede their entry, new ``- text`` lines become facts.
 
-    current = {e.id: e for e in store.export(project=project, type=list(MIRRORED)) if not e.superseded_by}
-    kind = "fact"
+    Running it again after it was interrupted (a kill before the mirror was rewritten) changes
+    nothing twice: the id of each new entry is derived from what it records (the project, the
+    line's text and which occurrence of that text it is; for an edit, the entry it replaces and
+    its new text), and an id already stored is skipped. A new line is a fact whatever section it
+    sits under: summaries and lessons come from sessions, not from the mirror."""
+    stored = list(store.export(project=project, type=list(MIRRORED)))
+    current = {e.id: e for e in stored if not e.superseded_by}
+    known = {e.id for e in stored}
     changed = added = 0
+    seen: dict[str, int] = {}
     for raw in path.read_text(encoding="utf-8").splitlines():
-        if raw.startswith("## "):
-            kind = raw[3:].strip() if raw[3:].strip() in MIRRORED else "fact"
-            continue
         match = _LINE.match(raw)
-        if match:
+        if match and match["id"] in known:
             old = current.get(match["id"])
             if old is not None and " ".join(old.text.split()) != match["text"].strip():
                 text, metadata = edited(old.type, match["text"].strip(), old.metadata)
                 store.supersede(
                     old.id,
                     {
-                        "id": new_record_id(),
+                        "id": _derived_id("edit", old.id, text),
                         "type": old.type,
                         "project": project,
                         "session": old.session,
@@ -379,7 +440,22 @@ def sync_mirror(store: MemoryStore, path: Path, project: str) -> dict[str, int]:
                 )
                 changed += 1
         elif raw.startswith("- ") and raw[2:].strip():
-            store.add_many([{"id": new_record_id(), "type": kind, "project": project, "text": raw[2:].strip()}])
-            added += 1
+            text = raw[2:].strip()
+            nth = seen[text] = seen.get(text, 0) + 1
+            fact = {
+                "id": _derived_id("fact", project, text, str(nth)),
+                "type": "fact",
+                "project": project,
+                "text": text,
+            }
+            if store.add_many([fact]):
+                added += 1
     write_mirror(store, path, project)
     return {"changed": changed, "added": added}
+
+
+def _derived_id(kind: str, *parts: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"mirror-{kind}:{digest}"

@@ -51,6 +51,36 @@ def damaged(path: Path | str, exc: BaseException) -> MemoryDamaged:
     return MemoryDamaged(path, first_line(str(exc)) or type(exc).__name__)
 
 
+EMPTY = "the file is empty (0 bytes)"
+EMPTY_FIX = (
+    "if it held memories, restore it from a backup; to start a new store, run `keel mem repair`"
+    " (it keeps the empty file beside the new one)"
+)
+
+
+def is_empty(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return False
+
+
+UNFINISHED = "a repair was interrupted before the rebuilt file was put in place"
+FINISH = "run `keel mem repair` to finish it"
+
+
+def unfinished_repair(path: Path) -> bool:
+    """A rebuilt file waits beside ``path`` (``repair.finish_repair`` puts it in place)."""
+    return path.with_name(path.name + ".repaired").exists()
+
+
+def refuse_empty(path: Path) -> None:
+    """Raise :class:`MemoryDamaged` for a memory file that exists with 0 bytes: SQLite would take
+    it for a new database and the store would start over without the user knowing."""
+    if is_empty(path):
+        raise MemoryDamaged(path, EMPTY, EMPTY_FIX)
+
+
 def first_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("***")]
     return lines[0] if lines else ""
@@ -73,8 +103,12 @@ def check_store(path: Path, full: bool = False) -> list[str]:
 
     ``full`` adds FTS5's integrity check of the word index against the text it holds. A file
     that does not exist is healthy: the store creates it. The check only reads."""
+    if unfinished_repair(path):
+        return [UNFINISHED]
     if not path.exists():
         return []
+    if is_empty(path):  # opening it would make it a new database (and delete its -wal)
+        return [EMPTY]
     db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
     try:
         problems = quick_check(db)
@@ -113,6 +147,8 @@ def _index_problems(db: sqlite3.Connection, full: bool) -> list[str]:
 
 def check_outbox(path: Path) -> list[str]:
     """What is wrong with an outbox file; [] when healthy or absent (it is small: a full check)."""
+    if unfinished_repair(path):
+        return [UNFINISHED]
     if not path.exists():
         return []
     db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)

@@ -8,6 +8,8 @@ SessionStart      report a damaged store or outbox before the first request
 UserPromptSubmit  the prompt is captured; ``<memory-context>`` goes back as additionalContext
 PostToolUse(+     one tool observation, compressed per tool (``capture.observe``), with the
 Failure)          tool's own facts (the payload's ``tool_metadata``: exit code, counts)
+PermissionDenied  a call that never ran, recorded as denied (``capture.not_run``): no summary
+                  lists its change, no lesson counts it as work done
 Stop              the final answer is captured; the idle embedding pass may begin
 SessionEnd        the session summary and lesson, then the outbox is flushed and closed
 ================  ===================================================================
@@ -28,7 +30,7 @@ from typing import Any
 
 from agentkeel.core.events import Event, EventBus, Notice
 from agentkeel.core.provider import Provider
-from agentkeel.memory.capture import CONTEXT_TAG, observe
+from agentkeel.memory.capture import CONTEXT_TAG, not_run, observe
 from agentkeel.memory.model import new_record_id, now_iso
 from agentkeel.memory.plugin import MemoryPlugin
 from agentkeel.redact import redact, redact_obj
@@ -93,6 +95,16 @@ class MemoryHooks:
             meta["duration_ms"] = duration
         self._record("tool_observation", text, meta)
 
+    async def permission_denied(self, payload: dict[str, Any]) -> None:
+        """A call that never ran: recorded as denied, so no summary or lesson counts it as done."""
+        name = str(payload.get("tool_name") or "")
+        if not name or name in self.plugin.capture.excluded:
+            return
+        tool_input = payload.get("tool_input")
+        tool_input = redact_obj(tool_input) if isinstance(tool_input, dict) else {}
+        text, meta = not_run(name, tool_input, redact(str(payload.get("reason") or "")))
+        self._record("tool_observation", text, meta)
+
     async def stop(self, payload: dict[str, Any]) -> None:
         text = str(payload.get("last_assistant_message") or "")
         self._record("assistant_response", redact(text), {})
@@ -149,6 +161,7 @@ HANDLERS = (
     ("UserPromptSubmit", "user_prompt_submit"),
     ("PostToolUse", "post_tool_use"),
     ("PostToolUseFailure", "post_tool_use"),
+    ("PermissionDenied", "permission_denied"),
     ("Stop", "stop"),
     ("SessionEnd", "session_end"),
 )

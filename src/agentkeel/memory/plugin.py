@@ -191,7 +191,13 @@ class MemoryPlugin:
             self._store_damaged(exc)
             self.report_problems()
 
-        return memory_tools(self._open_tools_store, self.project, budget_tokens=self.budget, on_damage=damaged)
+        return memory_tools(
+            self._open_tools_store,
+            self.project,
+            budget_tokens=self.budget,
+            on_damage=damaged,
+            cross_project=self.config.crossProject,
+        )
 
     def prompt_context(self, prompt: str) -> str | None:
         """The ``<memory-context>`` block for a new prompt (UserPromptSubmit; SessionStart on the first).
@@ -246,7 +252,10 @@ class MemoryPlugin:
             if h.session != self.session_id and h.type != "lesson"
         ]
         add("Relevant memories", [h.line() for h in hits[:5]])
-        add("Lessons from similar tasks", [h.line() for h in lessons_for(store, prompt, self.project, k=3)])
+        add(
+            "Lessons from similar tasks",
+            [h.line() for h in lessons_for(store, prompt, self.project, k=3, others=self.config.crossProject)],
+        )
         if not sections:
             return None
         body = "\n".join(f"{title}:\n" + "\n".join(f"- {line}" for line in lines) for title, lines in sections)

@@ -402,6 +402,16 @@ class PostgresStore(StoreBase):
             self._db.rollback()
         return [int(r[0]) for r in rows]
 
+    def _own_vectors(self, rids: Sequence[int]) -> dict[int, list[float]]:
+        import json
+
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rid, own::text FROM keel_vectors WHERE rid = ANY(%s) AND own IS NOT NULL", (list(rids),)
+            ).fetchall()
+            self._db.rollback()
+        return {int(rid): [float(x) for x in json.loads(text)] for rid, text in rows}
+
     def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
         with self._lock:
             rows = self._db.execute(

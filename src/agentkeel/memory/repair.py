@@ -2,8 +2,11 @@
 
 A repair never deletes: it copies every row it can read into a new file, moves the damaged
 file (with its ``-wal`` and ``-shm``) aside as ``<name>.damaged-<time>``, and puts the new file
-in its place. Rows are read in key order, a stretch at a time; where a stretch cannot be read
-(a damaged page), its keys are read one by one, so one bad page costs only the rows on it.
+in its place (a journaled swap: see ``finish_repair``). Rows are read in key order, a stretch at
+a time; where a stretch cannot be read (a damaged page), its keys are read one by one, so one
+bad page costs only the rows on it. A file whose 100-byte header alone is damaged is read
+through a copy with a header rebuilt from the format (``template_header``); an empty (0-byte)
+file has nothing to read and is kept aside like any other.
 
 - ``memory.db``: the entries (with their superseded / forgotten state) and their vectors are
   copied; the word index and every entry's session context are rebuilt from the entries
@@ -18,6 +21,7 @@ writing to it after it was moved aside.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -98,19 +102,84 @@ def _highest_key(db: sqlite3.Connection, table: str, key: str) -> int | None:
     return max(found) if found else None
 
 
-def move_aside(path: Path) -> Path:
-    """Rename a damaged file, with its -wal and -shm, to ``<name>.damaged-<time>``; returns the new path."""
+def aside_name(path: Path) -> Path:
+    """A free ``<name>.damaged-<time>`` beside ``path``, where a damaged file is kept."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = path.with_name(f"{path.name}.damaged-{stamp}")
     n = 1
-    while target.exists():
+    while any(Path(str(target) + suffix).exists() for suffix in ("", "-wal", "-shm")):
         n += 1
         target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    return target
+
+
+def move_aside(path: Path, target: Path | None = None) -> Path:
+    """Rename a damaged file, with its -wal and -shm, to ``target`` (default: ``aside_name``)."""
+    target = target or aside_name(path)
     for suffix in ("-wal", "-shm", ""):  # the main file last: until then the pair stays together
         side = Path(str(path) + suffix)
         if side.exists():
             side.replace(Path(str(target) + suffix))
     return target
+
+
+# -- putting a rebuilt file in place ----------------------------------------------------------------
+#
+# The damaged file cannot be swapped with the rebuilt one in a single rename (its -wal and -shm
+# go with it), so the swap is journaled: ``<name>.repair-journal`` names where the damaged file
+# goes, then the rebuilt file is renamed ``<name>.repaired`` (from then on the repair is done,
+# not undone), then the damaged file moves aside and the rebuilt one takes its name. A kill
+# anywhere in between leaves either the damaged file in place (the repair runs again) or a
+# ``.repaired`` file that ``finish_repair`` (``keel mem repair``) puts in place; ``keel mem
+# check`` names it and the store refuses to open until then.
+
+
+def ready_file(path: Path) -> Path:
+    return path.with_name(path.name + ".repaired")
+
+
+def journal_file(path: Path) -> Path:
+    return path.with_name(path.name + ".repair-journal")
+
+
+def _sync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _sync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def finish_repair(path: Path) -> Path | None:
+    """Finish a swap a kill interrupted; returns where the damaged file went, None if none was pending."""
+    ready, journal = ready_file(path), journal_file(path)
+    if not ready.exists():
+        journal.unlink(missing_ok=True)  # the kill came before the rebuilt file was complete
+        return None
+    try:
+        kept = Path(json.loads(journal.read_text(encoding="utf-8"))["kept_as"])
+        if kept.parent != path.parent:
+            raise ValueError(kept)
+    except (OSError, ValueError, KeyError, TypeError):
+        kept = aside_name(path)
+    move_aside(path, kept)
+    ready.replace(path)
+    _sync_dir(path.parent)
+    journal.unlink(missing_ok=True)
+    return kept
 
 
 def _fresh(path: Path) -> Path:
@@ -133,6 +202,10 @@ def _open_damaged(path: Path, scratch: Path) -> sqlite3.Connection | None:
     source = path
     with path.open("rb") as f:
         header = f.read(100)
+    if path.stat().st_size == 0:
+        return None  # nothing to read (and SQLite would delete a -wal beside an empty file)
+    if not _sane_header(header):
+        return _open_rebuilt_header(path, scratch)
     # the header's page count holds when its "version valid for" matches the change counter
     if header.startswith(b"SQLite format 3\x00") and header[92:96] == header[24:28]:
         page = int.from_bytes(header[16:18], "big")
@@ -157,6 +230,78 @@ def _open_damaged(path: Path, scratch: Path) -> sqlite3.Connection | None:
     return db
 
 
+MAGIC = b"SQLite format 3\x00"
+PAGE_SIZES = (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512)
+
+
+def _sane_header(header: bytes) -> bool:
+    """The file's first 100 bytes look like a SQLite header SQLite can read the rest by."""
+    if len(header) < 100 or not header.startswith(MAGIC):
+        return False
+    page = int.from_bytes(header[16:18], "big")
+    return (
+        (page == 1 or (512 <= page <= 32768 and page & (page - 1) == 0))
+        and header[18] in (1, 2)
+        and header[19] in (1, 2)
+        and header[21:24] == bytes((64, 32, 32))
+        and int.from_bytes(header[56:60], "big") in (0, 1, 2, 3)
+        and int.from_bytes(header[44:48], "big") in (0, 1, 2, 3, 4)
+    )
+
+
+def template_header(page: int, pages: int, wal: bool) -> bytes:
+    """A valid database header for a file of ``pages`` pages of ``page`` bytes (SQLite's file
+    format, sqlite.org/fileformat2.html 1.3): what keel's stores write there, with no free-page
+    list (free pages read as unused) and the counters at 1."""
+    h = bytearray(100)
+    h[0:16] = MAGIC
+    h[16:18] = (1 if page == 65536 else page).to_bytes(2, "big")
+    h[18] = h[19] = 2 if wal else 1  # file format versions: 2 reads the -wal beside it
+    h[21:24] = bytes((64, 32, 32))  # payload fractions, fixed by the format
+    h[24:28] = (1).to_bytes(4, "big")  # change counter
+    h[28:32] = pages.to_bytes(4, "big")
+    h[40:44] = (1).to_bytes(4, "big")  # schema cookie
+    h[44:48] = (4).to_bytes(4, "big")  # schema format
+    h[56:60] = (1).to_bytes(4, "big")  # UTF-8
+    h[92:96] = h[24:28]  # "version valid for": the page count holds
+    major, minor, patch = sqlite3.sqlite_version_info
+    h[96:100] = (major * 1000000 + minor * 1000 + patch).to_bytes(4, "big")  # the library that wrote it
+    return bytes(h)
+
+
+def _open_rebuilt_header(path: Path, scratch: Path) -> sqlite3.Connection | None:
+    """Read a file whose 100-byte header is damaged through a copy with a rebuilt one.
+
+    Every other page may be intact (the header is one sector SQLite rewrites on each commit),
+    but SQLite reads nothing at all past a bad header. The page size is the one unknown that
+    matters: each size the file's length allows is tried until the schema and the entries read.
+    (SQLite's own recovery extension is in the sqlite3 shell, not in Python's module; keel does
+    not depend on a command-line tool at run time.)"""
+    size = path.stat().st_size
+    wal = Path(str(path) + "-wal")
+    has_wal = wal.exists() and wal.stat().st_size > 0
+    for page in PAGE_SIZES:
+        if size % page or size < page:
+            continue
+        _remove(scratch)
+        shutil.copyfile(path, scratch)
+        if has_wal:
+            shutil.copyfile(wal, Path(str(scratch) + "-wal"))
+        with scratch.open("r+b") as f:
+            f.write(template_header(page, size // page, has_wal))
+        db = sqlite3.connect(str(scratch), timeout=30.0, isolation_level=None)
+        try:
+            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+            if names & {"events", "outbox"}:
+                return db
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                db.close()
+                raise
+        db.close()
+    return None
+
+
 def _swap(path: Path, tmp: Path) -> Path:
     """Put the rebuilt file in place (all in the one file: out of WAL mode first); keep the damaged one."""
     db = sqlite3.connect(str(tmp), isolation_level=None)
@@ -166,8 +311,16 @@ def _swap(path: Path, tmp: Path) -> Path:
         db.close()
     for suffix in ("-wal", "-shm"):  # empty once out of WAL mode
         Path(str(tmp) + suffix).unlink(missing_ok=True)
-    kept = move_aside(path)
-    tmp.replace(path)
+    _sync_file(tmp)
+    journal = journal_file(path)
+    scratch = journal.with_name(journal.name + ".tmp")
+    scratch.write_text(json.dumps({"kept_as": str(aside_name(path))}), encoding="utf-8")
+    _sync_file(scratch)
+    scratch.replace(journal)
+    tmp.replace(ready_file(path))  # the rebuilt file is complete: from here the repair is finished
+    _sync_dir(path.parent)
+    kept = finish_repair(path)
+    assert kept is not None
     return kept
 
 
@@ -316,6 +469,12 @@ def repair_files(location: Path, keel_home: Path, masks: tuple[str, ...] = ()) -
     path = store_file(location)
     outbox_file = outbox_path(keel_home, str(path))
     lines: list[str] = []
+    for file in (outbox_file, path):
+        kept = finish_repair(file)
+        if kept is not None:
+            lines.append(
+                f"finished an interrupted repair: {file} is the rebuilt file; the damaged one is kept as {kept}"
+            )
     problems = check_outbox(outbox_file)
     if problems:
         done = repair_outbox(outbox_file)

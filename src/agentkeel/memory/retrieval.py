@@ -18,6 +18,14 @@ from agentkeel.memory.sql import Row
 T = TypeVar("T")
 CONTEXT_SPAN = 2
 CANDIDATES = 100
+# With no lexical hit, vector neighbours are kept only from a cosine calibrated for the embedder:
+# nearest neighbours always exist, so a search whose words match nothing would otherwise return
+# unrelated entries. MiniLM on LoCoMo dev (bench/memory_relevance_floor.py): off-topic queries'
+# best cosine is at most 0.33 (median 0.24); a question's best evidence turn is below 0.35 for
+# 10 % of questions, which matters only when none of the question's words match anywhere. An
+# embedder not calibrated here (another model's cosines sit on another scale) has no floor.
+RELEVANCE_FLOORS = {"minilm": 0.35}
+RELEVANCE_FLOOR = RELEVANCE_FLOORS["minilm"]
 
 
 class Tuning(msgspec.Struct, frozen=True):

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from agentkeel.memory.embed import Embedder
-from agentkeel.memory.health import check_store, damaged, is_corruption
+from agentkeel.memory.health import (
+    FINISH,
+    UNFINISHED,
+    MemoryDamaged,
+    check_store,
+    damaged,
+    is_corruption,
+    refuse_empty,
+    unfinished_repair,
+)
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, date_words
 from agentkeel.memory.pg_terms import tokenizer
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
@@ -97,6 +106,12 @@ class SQLiteStore(StoreBase):
         self.path = path
         self.embedder = embedder
         self.masker = masker or DEFAULT_MASKER
+        # before anything creates the file: SQLite takes an empty file for a new database (and
+        # deletes a -wal beside it), so a store emptied by a crash or a full disk would be
+        # replaced by a new one without a word; that takes the user's say (`keel mem repair`)
+        if unfinished_repair(path):
+            raise MemoryDamaged(path, UNFINISHED, FINISH)
+        refuse_empty(path)
         private_dir(path.parent)
         new = not path.exists()
         self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
@@ -136,15 +151,23 @@ class SQLiteStore(StoreBase):
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
+    # The connection's own ``in_transaction`` is the truth, not a flag of ours: SQLite may roll a
+    # transaction back by itself (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM), and a flag left set
+    # after that made every later write run outside any transaction, one statement at a time.
     def _begin(self) -> None:
-        if not self._in_tx:
+        if not self._db.in_transaction:
             self._db.execute("BEGIN IMMEDIATE")
-            self._in_tx = True
+        self._in_tx = True
 
     def _commit(self) -> None:
         if self._in_tx:
-            self._db.execute("COMMIT")
             self._in_tx = False
+            if self._db.in_transaction:
+                try:
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
 
     def _next_ver(self) -> int:
         self._begin()
@@ -154,15 +177,16 @@ class SQLiteStore(StoreBase):
 
     def close(self) -> None:
         with self._lock:
-            if self._in_tx:
-                self._db.execute("ROLLBACK")
-                self._in_tx = False
+            self._rollback()
             self._db.close()
 
     def _rollback(self) -> None:
-        if self._in_tx:
-            self._db.execute("ROLLBACK")
-            self._in_tx = False
+        self._in_tx = False
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.OperationalError:  # SQLite ended it already ("no transaction is active")
+                pass
 
     # -- primitives ---------------------------------------------------------------------------------
     def _known_ids(self, ids: Sequence[str]) -> set[str]:
@@ -233,7 +257,7 @@ class SQLiteStore(StoreBase):
             )
 
     def _mark_superseded(self, old_id: str, new_id: str) -> None:
-        with self._lock:
+        with self._writing():
             ver = self._next_ver()
             self._db.execute("UPDATE events SET superseded_by = ? WHERE id = ?", (new_id, old_id))
             self._db.execute(
@@ -242,7 +266,7 @@ class SQLiteStore(StoreBase):
 
     def _forget(self, ids: Sequence[str]) -> int:
         """Erase entries for good (the user's right): text, metadata, index rows and vectors."""
-        with self._lock:
+        with self._writing():
             ver = self._next_ver()
             count = 0
             for record_id in ids:
@@ -405,6 +429,20 @@ class SQLiteStore(StoreBase):
                 allowed = {int(r[0]) for r in self._db.execute(f"SELECT e.rid FROM events e WHERE {where}", params)}
         cache = self._cache
         return lambda vector, column, limit: cache.nearest(vector, column, limit, allowed, project)
+
+    def _own_vectors(self, rids: Sequence[int]) -> dict[int, list[float]]:
+        out: dict[int, list[float]] = {}
+        with self._lock:
+            for start in range(0, len(rids), 500):
+                chunk = list(rids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                for rid, own in self._db.execute(
+                    f"SELECT rid, own FROM vectors WHERE rid IN ({marks}) AND own IS NOT NULL", chunk
+                ):
+                    vector = _unblob(own)
+                    if vector is not None:
+                        out[int(rid)] = vector
+        return out
 
     def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
         if not rids:

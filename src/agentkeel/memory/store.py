@@ -40,6 +40,7 @@ from agentkeel.memory.privacy import Masker
 from agentkeel.memory.retrieval import (  # noqa: F401  (query_terms, rrf, TUNING: the store's public recipe)
     CANDIDATES,
     CONTEXT_SPAN,
+    RELEVANCE_FLOORS,
     RRF_K,
     STOPWORDS,
     TUNING,
@@ -426,9 +427,10 @@ class StoreBase:
         record = Record.from_dict(new_record)
         metadata = {**record.metadata, "supersedes": old_id}
         record = Record(record.id, record.type, record.text, record.project, record.session, record.timestamp, metadata)
-        self.add_many([record])
-        self._mark_superseded(old_id, record.id)
-        self._commit()
+        with self._writing():  # an id already stored is skipped: a re-run after a kill adds nothing twice
+            self._add_many([record])
+            self._mark_superseded(old_id, record.id)
+            self._commit()
         return record.id
 
     def _mark_superseded(self, old_id: str, new_id: str) -> None:
@@ -510,7 +512,32 @@ class StoreBase:
             for name, column in (("vector", "own"), ("context", "context")):
                 got = compared.get(column)
                 lists[name] = got if got is not None else self._vector(vector, column, flt, CANDIDATES)
+            floor = RELEVANCE_FLOORS.get(self.embedder.name) if self.embedder is not None else None
+            if floor is not None and not lists.get("lexical"):  # no word matched: only what means the same
+                close = self._relevant(vector, {rid for name in ("vector", "context") for rid in lists[name]}, floor)
+                for name in ("vector", "context"):
+                    lists[name] = [rid for rid in lists[name] if rid in close]
         return lists
+
+    def _own_vectors(self, rids: Sequence[int]) -> dict[int, list[float]]:
+        """The entries' own vectors (those that have one)."""
+        raise NotImplementedError
+
+    def _relevant(self, vector: list[float], rids: set[int], floor: float) -> set[int]:
+        """The entries among ``rids`` whose own vector's cosine with ``vector`` reaches ``floor``."""
+        if not rids:
+            return set()
+        import numpy as np
+
+        found = self._own_vectors(sorted(rids))
+        if not found:
+            return set()
+        keys = list(found)
+        matrix = np.asarray([found[k] for k in keys], dtype=np.float32)
+        query = np.asarray(vector, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(query)) or 1.0)
+        cosines = (matrix @ query) / np.where(norms > 0, norms, 1.0)
+        return {k for k, c in zip(keys, cosines.tolist(), strict=True) if c >= floor}
 
     def fuse(self, lists: dict[str, Sequence[int]], tuning: Tuning | None = None) -> dict[int, float]:
         """Weighted reciprocal rank fusion of ``candidates`` with the weights of ``tuning``."""

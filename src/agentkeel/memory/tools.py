@@ -37,6 +37,12 @@ class GetInput(BaseModel):
     ids: list[str] = Field(min_length=1, max_length=20, description="Memory ids from MemorySearch or MemoryTimeline")
 
 
+CROSS_PROJECT_OFF = (
+    "Other projects' memories are not readable from here: the user has not allowed it."
+    ' To allow it, the user sets "memory": {"crossProject": true} in ~/.keel/settings.json.'
+)
+
+
 def memory_tools(
     store: Callable[[], MemoryStore],
     project: str,
@@ -44,11 +50,17 @@ def memory_tools(
     *,
     shipped: bool = True,
     on_damage: Callable[[MemoryDamaged], None] | None = None,
+    cross_project: bool = False,
 ) -> list[Tool]:
     """The three tools over a store (opened on first use by ``store``).
 
     A damaged store answers every call with an error that names the file and the fix, and
-    ``on_damage`` hears of it (the session turns memory off and tells the user)."""
+    ``on_damage`` hears of it (the session turns memory off and tells the user).
+
+    Other projects' memories are the user's to share: unless ``cross_project`` (the user's
+    ``memory.crossProject`` setting), a search of every project is refused and an id of another
+    project's entry reads as not found here, with the setting named (a prompt injection in one
+    folder must not read what the user did in another)."""
 
     def guarded(fn: Callable[[Any, ToolContext], Awaitable[ToolOutput]]) -> Callable[..., Awaitable[ToolOutput]]:
         async def run(args: Any, ctx: ToolContext) -> ToolOutput:
@@ -61,7 +73,16 @@ def memory_tools(
 
         return run
 
+    def own(ids: list[str], projects: dict[str, str]) -> tuple[list[str], int]:
+        """The ids this session may read, and how many belong to another project."""
+        if cross_project:
+            return ids, 0
+        kept = [i for i in ids if projects.get(i, project) == project]
+        return kept, len(ids) - len(kept)
+
     async def search(args: SearchInput, ctx: ToolContext) -> ToolOutput:
+        if args.all_projects and not cross_project:
+            return ToolOutput(CROSS_PROJECT_OFF, is_error=True)
         hits = await asyncio.to_thread(
             lambda: store().search(
                 args.query,
@@ -82,16 +103,26 @@ def memory_tools(
 
     async def timeline(args: TimelineInput, ctx: ToolContext) -> ToolOutput:
         hits = await asyncio.to_thread(lambda: store().timeline(args.id, args.before, args.after, budget_tokens))
+        if hits and not cross_project and any(h.project != project for h in hits):
+            return ToolOutput(f"Memory {args.id} belongs to another project. {CROSS_PROJECT_OFF}", is_error=True)
         if not hits:
             return ToolOutput(f"No memory with id {args.id}.", is_error=True)
         return ToolOutput("\n".join(("→ " if h.id == args.id else "  ") + h.line() for h in hits))
 
     async def get(args: GetInput, ctx: ToolContext) -> ToolOutput:
-        entries = await asyncio.to_thread(lambda: store().get(args.ids, budget_tokens * 2))
+        def read() -> tuple[list[Any], int]:
+            found = store()
+            ids, hidden = args.ids, 0
+            if not cross_project:  # which project each id is in; another project's text goes no further
+                ids, hidden = own(ids, {e.id: e.project for e in found.get(args.ids)})
+            return (found.get(ids, budget_tokens * 2) if ids else []), hidden
+
+        entries, hidden = await asyncio.to_thread(read)
+        elsewhere = f"{hidden} of those ids belong to another project. {CROSS_PROJECT_OFF}" if hidden else ""
         if not entries:
-            return ToolOutput("No memories with those ids.", is_error=True)
+            return ToolOutput(elsewhere or "No memories with those ids.", is_error=True)
         blocks = [f"[{e.id}] {e.timestamp} {e.type} (session {e.session or '-'})\n{e.text}" for e in entries]
-        return ToolOutput("\n\n".join(blocks))
+        return ToolOutput("\n\n".join(blocks + ([elsewhere] if elsewhere else [])))
 
     common = {"group": "custom", "read_only": True, "timeout_s": 30.0}
     tools = [

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from agentkeel.memory.store import MemoryStore
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+FIRST_SCREEN = 20  # entries the live feed starts with
+POLL = 100  # entries each poll of the store reads
 ENTRY_CHARS = 4000  # a dashboard row shows this much of an entry; `keel mem get` shows all
 
 
@@ -111,11 +113,14 @@ def build_app(store: MemoryStore, project: str | None, poll_s: float = 1.0) -> S
             seen: set[str] = set()
             first = True
             while not await request.is_disconnected():
-                recent: list[Entry] = await call(store.recent, list(EVENT_TYPES), project, 20 if first else 100)
-                for entry in reversed(recent):
-                    if entry.id not in seen:
-                        seen.add(entry.id)
-                        yield f"event: entry\ndata: {json.dumps(entry_json(entry, 600))}\n\n"
+                recent: list[Entry] = await call(store.recent, list(EVENT_TYPES), project, POLL)
+                # oldest first: a page puts each entry it receives at the top, so the newest ends there.
+                # The first poll sends the newest FIRST_SCREEN and counts every one it read as seen: the
+                # older ones are not news, and sent later they would land above the newer ones
+                fresh = [e for e in (recent[:FIRST_SCREEN] if first else recent) if e.id not in seen]
+                seen.update(e.id for e in recent)
+                for entry in reversed(fresh):
+                    yield f"event: entry\ndata: {json.dumps(entry_json(entry, 600))}\n\n"
                 if first:
                     yield ": live\n\n"
                     first = False

@@ -88,6 +88,7 @@ class MemorySettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     lessons: bool = True
     summary: Literal["extractive", "model"] = "extractive"
     summaryMaxTokens: Annotated[int, msgspec.Meta(ge=50, le=4000)] = 400
+    crossProject: bool = False  # MemorySearch/MemoryGet may read other projects' memories
 
 
 class ProviderSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
