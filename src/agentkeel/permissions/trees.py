@@ -42,15 +42,7 @@ _GREP = options.Cli(
         | {"--devices", "--include", "--exclude", "--exclude-dir", "--exclude-from", "--label", "--binary-files"}
     ),
 )
-_RG = options.Cli(
-    frozenset(),
-    short_values="efgtTmABCMjErd",
-    long_values=frozenset(
-        {"--regexp", "--file", "--glob", "--iglob", "--type", "--type-not", "--max-count", "--after-context"}
-        | {"--before-context", "--context", "--max-columns", "--threads", "--encoding", "--replace", "--max-depth"}
-        | {"--pre", "--pre-glob", "--type-add", "--ignore-file", "--sort", "--sortr", "--max-filesize"}
-    ),
-)
+_RG = options.RG
 _DIFF = options.Cli(frozenset(), short_values="CUDIxXSWLF", long_values=frozenset({"--exclude", "--exclude-from"}))
 _COPY = options.Cli(frozenset(), short_values="tSe", long_values=frozenset({"--target-directory", "--suffix"}))
 
