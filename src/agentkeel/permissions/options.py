@@ -191,6 +191,7 @@ PROGRAMS: dict[str, Cli] = {
         ),
         short_values="cp",
         until_positional=True,
+        abbreviations=True,  # npm's nopt
     ),
     "pip": Cli(
         frozenset(
@@ -314,7 +315,7 @@ def _named(cli: Cli, key: str, names: frozenset[str]) -> str | None:
     """``key`` as one of ``names``, directly or (for programs that take them) as an abbreviation."""
     if key in names:
         return key
-    if cli.abbreviations and key.startswith("--") and len(key) > 3 and key not in cli.known:
+    if cli.abbreviations and key.startswith("--") and len(key) >= 3 and key not in cli.known:
         hits = [n for n in names if n.startswith(key)]
         if hits:
             return hits[0]

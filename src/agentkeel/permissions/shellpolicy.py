@@ -400,13 +400,17 @@ def option_globs(cmd: SimpleCommand) -> list[str]:
     end = args.index("--") if "--" in args else len(args)
     risky: list[str] = []
     for g in dict.fromkeys(a for a in args[:end] if a in cmd.globbed):
+        if g[0] not in "*?[-" and not (g[0] in "(!)" and posixpath.basename(cmd.argv[0]) == "find"):
+            continue  # bash keeps what the pattern starts with: `./*`, `src/*` never expand to an option
+        if g.startswith("-"):
+            risky.append(g)
+            continue
         expanded = expand_glob(g, cmd.cwd)
         if expanded is None:
             risky.append(g)
             continue
-        base = cmd.cwd if not g.startswith("/") else "/"
         for p in expanded:
-            shown = p if g.startswith("/") else posixpath.relpath(p, base)
+            shown = posixpath.relpath(p, cmd.cwd)
             if shown.startswith("-") or (posixpath.basename(cmd.argv[0]) == "find" and shown[:1] in "(!)"):
                 risky.append(g)
                 break
