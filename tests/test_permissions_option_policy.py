@@ -9,10 +9,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from permission_corpus import make_project
 
 from agentkeel.permissions import PermissionEngine
 from agentkeel.tools import builtin_tools
+from permission_corpus import make_project
 
 TOOLS = {t.name: t for t in builtin_tools()}
 
@@ -422,3 +422,15 @@ def test_mcp_tool_names_are_unchanged() -> None:
     for server, tool in (("github", "get_issue"), ("my server", "a.b"), ("s", "t" * 90)):
         assert _mcp_tool_name(server, tool) == tool_name(server, tool)
     assert register_mcp_tool("github", "get_issue") == "mcp__github__get_issue"
+
+
+@pytest.mark.parametrize("command", ["cat *", "grep x *", "head -n1 *", "sort -- *", "wc -l ?ut"])
+def test_a_glob_that_names_a_link_out_of_the_project_reads_outside(project: tuple[Path, Path], command: str) -> None:
+    root, _ = project
+    d = root / "links"
+    d.mkdir()
+    (d / "a.txt").write_text("x\n")
+    (d / "out").symlink_to(root.parents[2] / "outside" / "notes.txt")
+    assert decide(project, command, shell_cwd=str(d)) != "allow"
+    (d / "out").unlink()
+    assert decide(project, command.replace("?ut", "?.txt"), shell_cwd=str(d)) == "allow"

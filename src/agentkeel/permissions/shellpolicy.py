@@ -46,7 +46,10 @@ _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ),
     "zip": (frozenset({"--unzip-command", "-TT"}), frozenset()),
     "rsync": (frozenset({"--rsh", "--rsync-path"}), frozenset({"e"})),
-    "curl": (frozenset({"--output", "--upload-file", "--config", "--remote-name", "--remote-name-all"}), frozenset({"o", "O", "T", "K"})),
+    "curl": (
+        frozenset({"--output", "--upload-file", "--config", "--remote-name", "--remote-name-all"}),
+        frozenset({"o", "O", "T", "K"}),
+    ),
     "wget": (frozenset({"--output-document", "--post-file", "--body-file", "--execute"}), frozenset({"O", "e"})),
     "ssh": (frozenset({"-oProxyCommand", "-oLocalCommand"}), frozenset()),
     "git": (
@@ -382,6 +385,10 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
         return True
     if spec.max_paths is not None and len(paths) > spec.max_paths:
         return False
+    for g in set(paths) & set(cmd.globbed):  # what a glob names now, each (a link out is a read outside)
+        expanded = expand_glob(g, cmd.cwd)
+        if expanded is None or not all(_inside_all(p, cmd.cwd, within, home) for p in expanded):
+            return False
     # without operands, ls, du, grep -r... read the directory the shell is in
     return all(_inside_all(p, cmd.cwd, within, home) for p in paths or ["."])
 
