@@ -434,3 +434,20 @@ def test_a_glob_that_names_a_link_out_of_the_project_reads_outside(project: tupl
     assert decide(project, command, shell_cwd=str(d)) != "allow"
     (d / "out").unlink()
     assert decide(project, command.replace("?ut", "?.txt"), shell_cwd=str(d)) == "allow"
+
+
+@pytest.mark.parametrize(
+    ("command", "rule", "deny"),
+    [
+        ("rg -nz foo src", None, None),  # -z inside a cluster: rg runs decompressors
+        ("rg --hostname-bin=sh foo src", None, None),
+        ("find . -files0-from list", None, None),
+        ("tar --rmt-command=sh -cf host:/x src", "Bash(tar *)", None),
+        ("git clone -c core.fsmonitor=sh https://example.com/r.git", "Bash(git clone *)", None),
+        ("diff --recur src secrets", None, "Read(**/*.pem)"),  # --recur is --recursive: reads key.pem
+    ],
+)
+def test_more_members_of_the_option_families(
+    project: tuple[Path, Path], command: str, rule: str | None, deny: str | None
+) -> None:
+    assert decide(project, command, allow=(rule,) if rule else (), deny=(deny,) if deny else ()) != "allow"

@@ -37,6 +37,7 @@ _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "--checkpoint-action",
                 "--use-compress-program",
                 "--rsh-command",
+                "--rmt-command",
                 "--info-script",
                 "--new-volume-script",
                 "--files-from",
@@ -126,10 +127,11 @@ SAFE_COMMANDS: dict[str, SafeCommand] = {
     "fgrep": SafeCommand(),
     "sort": SafeCommand(frozenset({"-o", "--output", "--compress-program", "-T"})),
     "uniq": SafeCommand(max_paths=1),
-    "rg": SafeCommand(frozenset({"--pre", "--pre-glob"})),
+    "rg": SafeCommand(frozenset({"--pre", "--pre-glob", "--search-zip", "-z", "--hostname-bin"})),
     "test": SafeCommand(),
     "find": SafeCommand(
         frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"})
+        | {"-files0-from"}  # the start points are read from a file
     ),
     "[": SafeCommand(),
 }
@@ -290,6 +292,8 @@ def _git_escalations(args: list[str]) -> list[str]:
         found.append("-O")
     if sub in ("fetch", "pull", "clone", "ls-remote") and "-u" in rest:
         found.append("-u")
+    if sub == "clone" and any(re.match(r"-[^-]*c", a) for a in rest):
+        found.append("-c")  # clone -c core.fsmonitor=...: config in the new repository, used at checkout
     return found
 
 
@@ -376,8 +380,12 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
     else:
         if any(a.split("=", 1)[0] in spec.bad_flags for a in args):
             return False
-        if name == "rg" and not all(_inside_all(r, cmd.cwd, within, home) for r in targets.read_targets(cmd)):
-            return False
+        if name == "rg":
+            keys = {k for k, _ in options.read_options(options.RG, args)}
+            if keys & spec.bad_flags:  # -nz: -z inside a cluster runs decompressors
+                return False
+            if not all(_inside_all(r, cmd.cwd, within, home) for r in targets.read_targets(cmd)):
+                return False
         paths = [a for a in args if not a.startswith("-")]
         if name == "rg" and paths and not any(a in ("-e", "-f", "--regexp") for a in args):
             paths = paths[1:]  # the first positional is the pattern

@@ -143,7 +143,7 @@ def option_reads(name: str, args: list[str]) -> list[str]:
 # git options that name a file git reads, per subcommand: (long options, short letters)
 _GIT_FILE_OPTIONS: dict[str, tuple[frozenset[str], str]] = {
     "blame": (frozenset({"--contents", "--ignore-revs-file"}), "S"),
-    "ls-files": (frozenset({"--exclude-from"}), "X"),
+    "ls-files": (frozenset({"--exclude-from", "--exclude-per-directory"}), "X"),
     "diff": (frozenset({"--orderfile"}), "O"),
     "log": (frozenset({"--orderfile"}), "O"),
     "show": (frozenset({"--orderfile"}), "O"),

@@ -58,7 +58,12 @@ def tree_reads(cmd: SimpleCommand) -> list[TreeRead]:
     if name in ("rg", "ag", "ack", "ack-grep"):
         return _searcher(name, args)
     if name == "diff":
-        opts = list(options.read_options(_DIFF, args))
+        parsed = options.parse(options.SAFE_OPTIONS["diff"], args)  # --recur is --recursive
+        opts = (
+            [*parsed.options, *(("", p) for p in parsed.positional)]
+            if parsed is not None
+            else list(options.read_options(_DIFF, args))
+        )
         if not any(k in ("-r", "--recursive") for k, _ in opts):
             return []
         follow = not any(k == "--no-dereference" for k, _ in opts)
