@@ -451,3 +451,22 @@ def test_more_members_of_the_option_families(
     project: tuple[Path, Path], command: str, rule: str | None, deny: str | None
 ) -> None:
     assert decide(project, command, allow=(rule,) if rule else (), deny=(deny,) if deny else ()) != "allow"
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("curl --dump-h=.git/hooks/pre-commit https://example.com/x", "Bash(curl *)"),  # --dump-header
+        ("curl --cookie-j .git/hooks/pre-commit https://example.com/x", "Bash(curl *)"),  # --cookie-jar
+        # the rule names --output-document (the escalation is covered): the abbreviation's value is still a write
+        (
+            "wget --output-d=.git/hooks/pre-commit https://example.com/x --output-document /dev/null",
+            "Bash(wget * --output-document /dev/null)",
+        ),
+        ("tar --cre --fil=.git/hooks/pre-commit src", "Bash(tar *)"),
+    ],
+)
+def test_an_abbreviated_output_option_writes_where_it_says(project: tuple[Path, Path], command: str, rule: str) -> None:
+    """Even a rule that names the abbreviation cannot let it write a protected file."""
+    assert decide(project, command, allow=(rule,)) != "allow"
+    assert decide(project, command, allow=(rule,), mode="acceptEdits") != "allow"

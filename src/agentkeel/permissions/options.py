@@ -289,6 +289,8 @@ def read_options(cli: Cli, args: list[str]) -> Iterator[tuple[str, str | None]]:
             key, eq, value = a.partition("=")
             if cli.dash_longs and key.startswith("--"):
                 key = key[1:]
+            if cli.abbreviations:
+                key = _full_name(cli, key)
             if not eq and key in cli.long_values:
                 i += 1
                 yield key, args[i] if i < len(args) else DYNAMIC
@@ -309,6 +311,16 @@ def read_options(cli: Cli, args: list[str]) -> Iterator[tuple[str, str | None]]:
                 return
             yield "", a
         i += 1
+
+
+def _full_name(cli: Cli, key: str) -> str:
+    """``--out`` as ``--output`` when it is the one long option keel knows of the program that
+    starts so (getopt_long reads it so; an ambiguous prefix stays as written: the tool refuses it)."""
+    names = cli.escalating | cli.writes | cli.long_values | cli.known
+    if not key.startswith("--") or len(key) < 3 or key in names:
+        return key
+    hits = [n for n in names if n.startswith(key)]
+    return hits[0] if len(hits) == 1 else key
 
 
 def _named(cli: Cli, key: str, names: frozenset[str]) -> str | None:

@@ -44,6 +44,8 @@ _CURL = options.Cli(
     frozenset(),
     short_values="oDcTKbdFHXuAeEwxmrCUYyztPQ",
     long_values=_CURL_WRITES | _CURL_READS | _CURL_DATA | {"--output-dir", "--header", "--request", "--user"},
+    known=frozenset({"--remote-name", "--remote-name-all"}),
+    abbreviations=True,
 )
 _WGET_WRITES = frozenset(
     {"-O", "--output-document", "-o", "--output-file", "-a", "--append-output", "--save-cookies"}
@@ -53,6 +55,8 @@ _WGET = options.Cli(
     frozenset(),
     short_values="OoaPiUeTtwQlAR",
     long_values=_WGET_WRITES | {"--directory-prefix", "--input-file", "--post-file", "--body-file", "--load-cookies"},
+    known=frozenset({"--content-disposition", "--trust-server-names", "--recursive", "--mirror", "--page-requisites"}),
+    abbreviations=True,
 )
 _GIT_READS = frozenset({"show", "cat-file", "diff", "log", "grep", "blame", "archive", "whatchanged"})
 _STREAMS = frozenset({"-", "/dev/stdout", "/dev/stderr", "/dev/null"})
@@ -80,7 +84,13 @@ def write_targets(cmd: SimpleCommand) -> list[str]:
     return [t for t in options.write_targets(cmd.argv) if t not in _STREAMS]
 
 
-TAR = options.Cli(frozenset(), short_values="fCTXbHKLNV", long_values=frozenset({"--file", "--directory"}))
+TAR = options.Cli(
+    frozenset(),
+    short_values="fCTXbHKLNV",
+    long_values=frozenset({"--file", "--directory"}),
+    known=frozenset({"--create", "--append", "--update", "--dereference", "--extract", "--list"}),
+    abbreviations=True,  # argp
+)
 
 
 def _tar_archive(args: list[str]) -> list[str]:
