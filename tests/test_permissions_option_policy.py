@@ -308,6 +308,7 @@ def test_a_glob_in_a_clean_directory_is_allowed(planted: tuple[Path, Path], comm
         ("go run ./cmd/app", "go run /tmp/evil.go"),
         ("deno run main.ts", "deno run -A /tmp/evil.ts"),
         ("bundle exec rspec", "bundle exec sh -c id"),
+        ("npm run build", "npm run deploy"),
         ("uv run env", "uv run env sh -c id"),
     ],
 )
@@ -327,6 +328,8 @@ def test_a_suggestion_never_ends_at_a_runner(project: tuple[Path, Path], approve
         ("uv run pytest -q", "Bash(uv run pytest *)"),
         ("npx tsc --noEmit", "Bash(npx tsc *)"),
         ("npm test", "Bash(npm test *)"),
+        ("npm run build", "Bash(npm run build *)"),
+        ("pnpm run lint --fix", "Bash(pnpm run lint *)"),
         ("cargo build --release", "Bash(cargo build *)"),
     ],
 )

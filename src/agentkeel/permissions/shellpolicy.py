@@ -508,6 +508,10 @@ _SUBCOMMAND_TOOLS = frozenset(
 _RUNS_ANYTHING = frozenset(
     {
         ("uv", "run"),
+        ("npm", "run"),  # a script by name: the suggestion keeps the name (`npm run build *`)
+        ("npm", "run-script"),
+        ("pnpm", "run"),
+        ("yarn", "run"),
         ("uv", "tool"),
         ("uvx", ""),
         ("npx", ""),
