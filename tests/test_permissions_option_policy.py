@@ -259,6 +259,7 @@ def planted(project: tuple[Path, Path]) -> tuple[Path, Path]:
         ("grep x *", None),
         ("cat *", None),
         ("find * -name a.txt", None),
+        ("find -- * -name a.txt", None),  # find reads -delete as an action after -- too
         ("ls *", None),
         ("sort *", "Bash(sort *)"),
         ("wc -l *", "Bash(wc *)"),
@@ -309,6 +310,7 @@ def test_a_glob_in_a_clean_directory_is_allowed(planted: tuple[Path, Path], comm
         ("deno run main.ts", "deno run -A /tmp/evil.ts"),
         ("bundle exec rspec", "bundle exec sh -c id"),
         ("npm run build", "npm run deploy"),
+        ("gh repo clone o/r", "gh repo delete o/r --yes"),
         ("uv run env", "uv run env sh -c id"),
     ],
 )

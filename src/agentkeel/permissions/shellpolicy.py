@@ -412,10 +412,11 @@ def option_globs(cmd: SimpleCommand) -> list[str]:
     if not cmd.globbed:
         return []
     args = cmd.argv[1:]
-    end = args.index("--") if "--" in args else len(args)
+    find = posixpath.basename(cmd.argv[0]) == "find"  # after find's `--`, `-delete` is still an action
+    end = args.index("--") if "--" in args and not find else len(args)
     risky: list[str] = []
     for g in dict.fromkeys(a for a in args[:end] if a in cmd.globbed):
-        if g[0] not in "*?[-" and not (g[0] in "(!)" and posixpath.basename(cmd.argv[0]) == "find"):
+        if g[0] not in "*?[-" and not (g[0] in "(!)" and find):
             continue  # bash keeps what the pattern starts with: `./*`, `src/*` never expand to an option
         if g.startswith("-"):
             risky.append(g)
@@ -426,7 +427,7 @@ def option_globs(cmd: SimpleCommand) -> list[str]:
             continue
         for p in expanded:
             shown = posixpath.relpath(p, cmd.cwd)
-            if shown.startswith("-") or (posixpath.basename(cmd.argv[0]) == "find" and shown[:1] in "(!)"):
+            if shown.startswith("-") or (find and shown[:1] in "(!)"):
                 risky.append(g)
                 break
     return risky
@@ -571,6 +572,10 @@ _INTERPRETERS = frozenset(
 )
 
 
+# command groups whose second word is the action (`gh repo clone` / `gh repo delete`)
+_TWO_LEVELS = frozenset({"gh", "aws", "gcloud", "az"})
+
+
 def _runs_anything(words: list[str]) -> bool:
     return (words[0], "") in _RUNS_ANYTHING or (len(words) > 1 and (words[0], words[1]) in _RUNS_ANYTHING)
 
@@ -594,6 +599,8 @@ def uncovered_suggestion(cmd: SimpleCommand) -> str | None:
         ):
             return f"Bash({' '.join(words[: at + 1])} *)"
         return f"Bash({' '.join(words)})"  # exactly this command
+    if words[0] in _TWO_LEVELS and len(words) >= 3 and re.fullmatch(r"[a-z][a-z0-9-]*", words[2]):
+        return f"Bash({' '.join(words[:3])} *)"  # `gh pr list *`: approving a clone is not approving a delete
     if len(words) >= 2 and words[0] in _SUBCOMMAND_TOOLS and not words[1].startswith("-"):
         return f"Bash({words[0]} {words[1]} *)"  # `npm test *`: that subcommand, any arguments
     return f"Bash({' '.join(words)})"  # anything else: exactly this command, never a whole program
