@@ -88,6 +88,7 @@ def check_run(project: Path, command: str, *, writes_ok: bool = False, cwd: Path
     cwd = cwd or project
     analysis = analyse(command, str(cwd), str(tmp / "home"))
     programs = {"bash"} | {posixpath.basename(c.argv[0]) for c in analysis.commands if c.argv}
+    programs |= {"grep" for p in programs if p in ("egrep", "fgrep")}  # scripts that exec grep -E / -F
     log = tmp / "strace.log"
     log.unlink(missing_ok=True)
     env = {
@@ -336,3 +337,51 @@ def test_family8_globs_that_expand_to_options(
             check_run(project, command, cwd=d)
     finally:
         shutil.rmtree(d)
+
+
+# --- the option tables against the programs themselves ----------------------------------------
+
+from agentkeel.permissions.options import SAFE_OPTIONS  # noqa: E402
+
+_TABLED = sorted(n for n in SAFE_OPTIONS if shutil.which(n))
+
+
+@st.composite
+def _tabled_command(draw: st.DrawFn) -> str:
+    """A modelled read-only program with options drawn from its table (and letters and names it
+    does not have), values that are the secret outside, a Read-denied file or a plain word."""
+    name = draw(st.sampled_from(_TABLED))
+    spec = SAFE_OPTIONS[name]
+    value = st.sampled_from(["OUTSIDE", ".env", "README.md", "3", "x"])
+    words: list[str] = [name]
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["short", "short", "long", "any-letter"]))
+        if kind == "long":
+            longs = sorted(spec.longs | spec.long_values | spec.long_reads) or ["--help"]
+            opt = _abbreviated(draw(st.sampled_from(longs)), draw(st.integers(3, 30)))
+            words += draw(st.sampled_from([[opt], [f"{opt}={draw(value)}"], [opt, draw(value)]]))
+        else:
+            letters = (
+                (spec.flags + spec.values + spec.reads)
+                if kind == "short"
+                else "abcdefghijklmnopqrstuvwxyzABCDEFIJLMNOPRSTUXZ0"
+            )
+            cluster = "".join(draw(st.lists(st.sampled_from(letters), min_size=1, max_size=3)))
+            words += draw(
+                st.sampled_from([[f"-{cluster}"], [f"-{cluster}{draw(value)}"], [f"-{cluster}", draw(value)]])
+            )
+    words += draw(st.lists(st.sampled_from(["README.md", "src/app.py", "OUTSIDE", ".env"]), max_size=2))
+    return " ".join(words)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=_tabled_command())
+@example(command="date -fOUTSIDE")
+@example(command="sort --random-source OUTSIDE README.md")
+def test_family6_option_tables_against_the_programs(tmp_path: Path, command: str) -> None:
+    """What keel believes of each option (flag, value, file read, dangerous) against what the
+    program does: a value keel took for a word must not be a file the program opens."""
+    project = _world(tmp_path)
+    command = command.replace("OUTSIDE", str(tmp_path / SECRET))
+    if _decide(project, command) == "allow":
+        check_run(project, command)
