@@ -475,3 +475,9 @@ def test_an_abbreviated_output_option_writes_where_it_says(project: tuple[Path, 
     """Even a rule that names the abbreviation cannot let it write a protected file."""
     assert decide(project, command, allow=(rule,)) != "allow"
     assert decide(project, command, allow=(rule,), mode="acceptEdits") != "allow"
+
+
+def test_find_actions_after_double_dash_still_escalate(project: tuple[Path, Path]) -> None:
+    """A guard, not a regression: escalations now stop at ``--``, except find's (its expression
+    goes on after it). This held before the change too."""
+    assert decide(project, "find -- . -name x -delete", allow=("Bash(find *)",)) != "allow"

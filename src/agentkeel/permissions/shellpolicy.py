@@ -224,7 +224,7 @@ def escalations(cmd: SimpleCommand) -> list[str]:
     if name == "tar" and args and not args[0].startswith("-"):
         args = ["-" + args[0], *args[1:]]  # traditional syntax: tar cIf prog out.tar dir
     for i, a in enumerate(args):
-        if a == "--":
+        if a == "--" and name != "find":  # find's expression goes on after --
             break
         key = a.split("=", 1)[0]
         hit = _long_hit(name, key, longs)
