@@ -24,7 +24,7 @@ from agentkeel.permissions import PermissionEngine
 from agentkeel.permissions.bash import analyse
 from test_permissions_props import TOOLS  # the props oracle's tool table
 
-FUZZ_EXAMPLES = int(os.environ.get("KEEL_FUZZ_EXAMPLES", "60"))
+FUZZ_EXAMPLES = int(os.environ.get("KEEL_FUZZ_EXAMPLES", "150"))
 SECRET = "keel-outside-secret.txt"
 STRACE = shutil.which("strace")
 
