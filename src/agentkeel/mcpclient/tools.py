@@ -92,7 +92,9 @@ class SchemaCheck:
 
 
 def mcp_tool(pool: McpCalls, conn: Connection, spec: types.Tool) -> Tool:
-    name = tool_name(conn.name, spec.name)
+    from agentkeel.permissions.rules import register_mcp_tool
+
+    name = register_mcp_tool(conn.name, spec.name)  # rules match its server and tool, not the name's text
     schema = dict(spec.input_schema) if spec.input_schema else {"type": "object", "properties": {}}
     server, remote = conn.name, spec.name
     check = SchemaCheck(schema)

@@ -8,6 +8,7 @@ are named ``mcp__server`` / ``mcp__server__tool`` / ``mcp__server__*``.
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 import re
 import socket
 from functools import lru_cache
@@ -51,14 +52,78 @@ class Rule(msgspec.Struct, frozen=True):
         if self.tool == "Read" and name in READ_TOOLS:
             return True
         if self.tool.startswith("mcp__") and name.startswith("mcp__"):
-            pattern = self.tool
-            if pattern.count("__") == 1:  # mcp__server: every tool of that server
-                pattern += "__*"
-            return fnmatch.fnmatchcase(name, pattern)
+            return mcp_rule_covers(self.tool, name, broad=self.kind != "allow")
         return self.tool == "*"
 
     def __str__(self) -> str:
         return self.text
+
+
+# --- MCP tool names ---------------------------------------------------------------------------
+
+MCP_NAME_MAX = 64  # the model APIs refuse longer tool names: keel cuts them (agentkeel.mcpclient.tools)
+_MCP_NAMES: dict[str, tuple[str, str]] = {}  # a name keel exposes -> (server, tool), as the rules spell them
+_MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def mcp_full_name(server: str, tool: str) -> str:
+    """``mcp__<server>__<tool>``, characters outside [A-Za-z0-9_-] as '_' (Claude Code's name)."""
+    return f"mcp__{_MCP_UNSAFE.sub('_', server)}__{_MCP_UNSAFE.sub('_', tool)}"
+
+
+def mcp_exposed_name(full: str) -> str:
+    """The name keel shows the model: over 64 characters, cut and given a hash of the whole."""
+    if len(full) <= MCP_NAME_MAX:
+        return full
+    import hashlib
+
+    return full[: MCP_NAME_MAX - 9] + "_" + hashlib.sha256(full.encode()).hexdigest()[:8]
+
+
+def register_mcp_tool(server: str, tool: str) -> str:
+    """Record which server and tool an exposed name stands for (a server may itself be named
+    ``github__evil``, and a long name is cut): rules are matched against those, not the name."""
+    full = mcp_full_name(server, tool)
+    name = mcp_exposed_name(full)
+    _MCP_NAMES[name] = (_MCP_UNSAFE.sub("_", server), _MCP_UNSAFE.sub("_", tool))
+    return name
+
+
+def _mcp_parts(rule_body: str) -> list[tuple[str, str | None]]:
+    """Every reading of a rule's ``server[__tool]``: the server alone (a name, or ``*``), or cut
+    at any ``__`` (``mcp__github__*`` is every tool of server github, not servers ``github__…``)."""
+    out: list[tuple[str, str | None]] = [(rule_body, None)] if "*" not in rule_body or rule_body == "*" else []
+    for m in re.finditer("__", rule_body):
+        if m.start() > 0:
+            out.append((rule_body[: m.start()], rule_body[m.end() :]))
+    return out
+
+
+def _mcp_match(rule: str, server: str, tool: str) -> bool:
+    body = rule[len("mcp__") :]
+    for s, t in _mcp_parts(body):
+        if fnmatch.fnmatchcase(server, s) and (t is None or fnmatch.fnmatchcase(tool, t)):
+            return True
+    return False
+
+
+def mcp_rule_covers(rule: str, name: str, *, broad: bool) -> bool:
+    """Does MCP rule ``mcp__server``/``mcp__server__tool``/``mcp__server__*`` name tool ``name``?
+    The server named must be the tool's server (``mcp__github`` is not server ``github__evil``),
+    and a rule giving a tool's full name covers the cut name keel exposes for it. For a name keel
+    did not register, deny and ask rules (``broad``) match any reading of it, allow rules only
+    when every reading agrees."""
+    if rule == name or mcp_exposed_name(rule) == name:
+        return True
+    known = _MCP_NAMES.get(name)
+    if known is not None:
+        return _mcp_match(rule, *known)
+    body = name[len("mcp__") :]
+    readings = [(s, t) for s, t in _mcp_parts(body) if t]
+    if not readings:
+        return False
+    hits = [_mcp_match(rule, s, t) for s, t in readings]
+    return any(hits) if broad else all(hits)
 
 
 def parse_rule(text: str, kind: RuleKind, source: str, scope: str = "user", root: str = "") -> Rule:
@@ -119,9 +184,20 @@ def url_host(url: str) -> str | None:
 
 
 def normalise_host(host: str) -> str | None:
+    """One spelling per host: IP literals in their canonical form (``2130706433``, ``0x7f.1``
+    and ``[::ffff:127.0.0.1]`` are all ``127.0.0.1``), names lower-cased, IDNA-encoded."""
     host = host.strip().rstrip(".").lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     if not host or ".." in host:
         return None
+    if ":" in host:
+        try:
+            addr = ipaddress.IPv6Address(host.split("%", 1)[0])
+        except ValueError:
+            return None
+        mapped = addr.ipv4_mapped or _ipv4_translated(addr)
+        return str(mapped) if mapped is not None else str(addr)
     if re.fullmatch(r"[0-9a-fx.]+", host):
         try:  # 2130706433, 0x7f.1, 127.1 -> 127.0.0.1
             return socket.inet_ntoa(socket.inet_aton(host))
@@ -132,6 +208,14 @@ def normalise_host(host: str) -> str | None:
         return host.encode("idna").decode("ascii")
     except UnicodeError:
         return None
+
+
+def _ipv4_translated(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """``::ffff:0:a.b.c.d`` (SIIT) and ``::a.b.c.d`` (IPv4-compatible) also name an IPv4 host."""
+    n = int(addr)
+    if n >> 32 in (0, 0xFFFF0000) and n >> 16 not in (0, 1) and n & 0xFFFFFFFF:
+        return ipaddress.IPv4Address(n & 0xFFFFFFFF)
+    return None
 
 
 def domain_matches(spec: str, host: str) -> bool:

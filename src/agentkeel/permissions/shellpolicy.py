@@ -15,7 +15,7 @@ import re
 
 import msgspec
 
-from agentkeel.permissions import actions, options, sed
+from agentkeel.permissions import actions, options, sed, targets
 from agentkeel.permissions.bash import DYNAMIC, SimpleCommand
 from agentkeel.permissions.rules import Rule, bash_matches, literal_words
 from agentkeel.permissions.shellstate import safe_assignment
@@ -37,6 +37,7 @@ _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "--checkpoint-action",
                 "--use-compress-program",
                 "--rsh-command",
+                "--rmt-command",
                 "--info-script",
                 "--new-volume-script",
                 "--files-from",
@@ -46,7 +47,10 @@ _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ),
     "zip": (frozenset({"--unzip-command", "-TT"}), frozenset()),
     "rsync": (frozenset({"--rsh", "--rsync-path"}), frozenset({"e"})),
-    "curl": (frozenset({"--output", "--upload-file", "--config", "--remote-name"}), frozenset({"o", "O", "T", "K"})),
+    "curl": (
+        frozenset({"--output", "--upload-file", "--config", "--remote-name", "--remote-name-all"}),
+        frozenset({"o", "O", "T", "K"}),
+    ),
     "wget": (frozenset({"--output-document", "--post-file", "--body-file", "--execute"}), frozenset({"O", "e"})),
     "ssh": (frozenset({"-oProxyCommand", "-oLocalCommand"}), frozenset()),
     "git": (
@@ -71,6 +75,8 @@ _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 _GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"})
 _GIT_RISKY_GLOBALS = frozenset({"-c", "--config-env", "--exec-path", "--git-dir", "--work-tree"})
 _GIT_RISKY_SUBCOMMANDS = frozenset({"config", "filter-branch", "submodule", "difftool", "mergetool", "bisect"})
+_REBASE_EXEC = frozenset({"--exec"})
+_GREP_PAGER = frozenset({"--open-files-in-pager"})
 _AWK = frozenset({"awk", "gawk", "mawk", "nawk"})
 _LONG_TO_SHORT: dict[str, dict[str, str]] = {
     "rm": {"--recursive": "-r", "--force": "-f", "--dir": "-d", "--verbose": "-v", "-R": "-r"},
@@ -121,10 +127,11 @@ SAFE_COMMANDS: dict[str, SafeCommand] = {
     "fgrep": SafeCommand(),
     "sort": SafeCommand(frozenset({"-o", "--output", "--compress-program", "-T"})),
     "uniq": SafeCommand(max_paths=1),
-    "rg": SafeCommand(frozenset({"--pre", "--pre-glob"})),
+    "rg": SafeCommand(frozenset({"--pre", "--pre-glob", "--search-zip", "-z", "--hostname-bin"})),
     "test": SafeCommand(),
     "find": SafeCommand(
         frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"})
+        | {"-files0-from"}  # the start points are read from a file
     ),
     "[": SafeCommand(),
 }
@@ -214,14 +221,21 @@ def escalations(cmd: SimpleCommand) -> list[str]:
     args = cmd.argv[1:]
     found: list[str] = []
     longs, shorts = _ESCALATING.get(name, (frozenset(), frozenset()))
-    for a in args:
+    if name == "tar" and args and not args[0].startswith("-"):
+        args = ["-" + args[0], *args[1:]]  # traditional syntax: tar cIf prog out.tar dir
+    for i, a in enumerate(args):
+        if a == "--" and name != "find":  # find's expression goes on after --
+            break
         key = a.split("=", 1)[0]
-        if key in longs:
-            found.append(key)
+        hit = _long_hit(name, key, longs)
+        if hit is not None:
+            found.append(hit)
         elif shorts and a.startswith("-") and not a.startswith("--"):
             found += [f"-{ch}" for ch in a[1:] if ch in shorts]
-        elif name == "ssh" and a.startswith("-o") and re.match(r"-o\s*(Proxy|Local|Permit)", a, re.I):
-            found.append(a)
+        elif name == "ssh" and a.startswith("-o"):
+            value = a[2:] or (args[i + 1] if i + 1 < len(args) else "")
+            if re.match(r"\s*(Proxy|Local|Permit)", value, re.I):
+                found.append(a if a != "-o" else f"-o{value}")
     if name == "git":
         found += _git_escalations(args)
     elif name == "sed":
@@ -234,28 +248,52 @@ def escalations(cmd: SimpleCommand) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+# exact names of harmless long options that are prefixes of escalating ones (``tar --file``
+# against ``--files-from``): written in full they are themselves, not an abbreviation
+_KNOWN_LONGS: dict[str, frozenset[str]] = {
+    "tar": frozenset({"--file", "--checkpoint", "--to-stdout"}),
+    "git": frozenset({"--exec", "--config"}),
+    "curl": frozenset({"--remote-name"}),
+}
+
+
+def _long_hit(name: str, key: str, longs: frozenset[str]) -> str | None:
+    """``key`` as one of the program's escalating long options: exactly, or as an abbreviation
+    (getopt_long, argp, git's parse-options and curl take any unique prefix; keel takes any
+    prefix of three characters or more, ``--x``, since a prefix that is ambiguous among the
+    program's options only makes it fail)."""
+    if key in longs:
+        return key
+    if not key.startswith("--") or len(key) < 3 or key in _KNOWN_LONGS.get(name, frozenset()):
+        return None
+    return next((n for n in sorted(longs) if n.startswith("--") and n.startswith(key)), None)
+
+
 def _git_escalations(args: list[str]) -> list[str]:
     found: list[str] = []
     i = 0
     while i < len(args) and args[i].startswith("-"):
         key = args[i].split("=", 1)[0]
-        if key in _GIT_RISKY_GLOBALS:
-            found.append(key)
+        hit = key if key in _GIT_RISKY_GLOBALS else _long_hit("git", key, _GIT_RISKY_GLOBALS)
+        if hit is not None:
+            found.append(hit)
         i += 2 if args[i] in _GIT_GLOBAL_WITH_VALUE else 1
     sub = args[i] if i < len(args) else ""
     rest = args[i + 1 :]
     reading_config = sub == "config" and any(a in ("--get", "--list", "-l", "--get-all", "--get-regexp") for a in rest)
     if sub in _GIT_RISKY_SUBCOMMANDS and not reading_config:
         found.append(sub)
-    if sub == "rebase" and any(a in ("-x", "--exec") or a.startswith("--exec=") for a in rest):
+    if sub == "rebase" and any(a == "-x" or _long_hit("git", a.split("=", 1)[0], _REBASE_EXEC) for a in rest):
         found.append("--exec")
     if sub == "grep" and any(
-        a.startswith("--open-files-in-pager") or (a.startswith("-") and not a.startswith("--") and "O" in a)
+        _long_hit("git", a.split("=", 1)[0], _GREP_PAGER) or (a.startswith("-") and not a.startswith("--") and "O" in a)
         for a in rest
     ):
         found.append("-O")
     if sub in ("fetch", "pull", "clone", "ls-remote") and "-u" in rest:
         found.append("-u")
+    if sub == "clone" and any(re.match(r"-[^-]*c", a) for a in rest):
+        found.append("-c")  # clone -c core.fsmonitor=...: config in the new repository, used at checkout
     return found
 
 
@@ -265,6 +303,8 @@ def part_allowed(cmd: SimpleCommand, rules: list[Rule]) -> Rule | None:
         return None
     if any(not safe_assignment(k, v) for k, v in cmd.assignments):
         return None
+    if option_globs(cmd):
+        return None  # what the glob names may be options no rule names
     esc = escalations(cmd)
     text = cmd.full_text
     for rule in rules:
@@ -286,6 +326,9 @@ def why_not_allowed(cmd: SimpleCommand) -> str:
     bad = [k for k, v in cmd.assignments if not safe_assignment(k, v)]
     if bad:
         return f"`{_show(cmd)}` runs with {', '.join(bad)} set"
+    globs = option_globs(cmd)
+    if globs:
+        return f"`{_show(cmd)}`: {', '.join(globs)} may name files that the program reads as options (add -- before it)"
     esc = escalations(cmd)
     if esc:
         return f"`{_show(cmd)}` uses {', '.join(esc)}, which no allow rule names"
@@ -298,11 +341,15 @@ def _show(cmd: SimpleCommand) -> str:
 
 
 def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bool:
-    """A built-in read-only command whose every path stays inside the working directories."""
+    """A built-in read-only command whose every path stays inside the working directories.
+    Every option must be one keel models for that program (see :data:`options.SAFE_OPTIONS`),
+    and every file an option names is a path it reads."""
     if cmd.dynamic or cmd.privileged or not cmd.argv or cmd.assignments:
         return False
     name = cmd.argv[0]
     args = cmd.argv[1:]
+    if option_globs(cmd):
+        return False
     if name == "git":
         if not args or args[0] not in _SAFE_GIT or escalations(cmd):
             return False
@@ -310,23 +357,80 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
             not a.startswith("-") or a in ("-d", "-D", "-m", "-M", "-c", "-C") for a in args[1:]
         ):
             return False
-        if any(a.startswith("--output") or a == "--no-index" for a in args):
+        if any(a.startswith("--output") or _long_hit("git", a.split("=", 1)[0], _GIT_UNSAFE) for a in args):
+            return False
+        reads = targets.git_option_reads(args, cmd.cwd)
+        if not all(_inside_all(r, cmd.cwd, within, home) for r in reads):
             return False
         return _inside_all(".", cmd.cwd, within, home)  # the repository it reads is where the shell is
     spec = SAFE_COMMANDS.get(name)
     if spec is None or escalations(cmd):
         return False
-    if any(a.split("=", 1)[0] in spec.bad_flags for a in args):
-        return False
+    model = options.SAFE_OPTIONS.get(name)
+    if model is not None:
+        parsed = options.parse(model, args)
+        if parsed is None or parsed.bad:
+            return False  # an option keel does not model, or one that runs, writes or reads a list
+        if not all(_inside_all(r, cmd.cwd, within, home) for r in parsed.reads if r not in ("-", "/dev/stdin")):
+            return False
+        paths = parsed.positional
+        keys = {k for k, _ in parsed.options}
+        if name in ("grep", "egrep", "fgrep") and paths and not keys & {"-e", "--regexp", "-f", "--file"}:
+            paths = paths[1:]  # the first positional is the pattern
+    else:
+        if any(a.split("=", 1)[0] in spec.bad_flags for a in args):
+            return False
+        if name == "rg":
+            keys = {k for k, _ in options.read_options(options.RG, args)}
+            if keys & spec.bad_flags:  # -nz: -z inside a cluster runs decompressors
+                return False
+            if not all(_inside_all(r, cmd.cwd, within, home) for r in targets.read_targets(cmd)):
+                return False
+        paths = [a for a in args if not a.startswith("-")]
+        if name == "rg" and paths and not any(a in ("-e", "-f", "--regexp") for a in args):
+            paths = paths[1:]  # the first positional is the pattern
     if not spec.paths:
         return True
-    paths = [a for a in args if not a.startswith("-")]
-    if name in ("grep", "egrep", "fgrep", "rg") and paths and not any(a in ("-e", "-f", "--regexp") for a in args):
-        paths = paths[1:]  # the first positional is the pattern
     if spec.max_paths is not None and len(paths) > spec.max_paths:
         return False
+    for g in set(paths) & set(cmd.globbed):  # what a glob names now, each (a link out is a read outside)
+        expanded = expand_glob(g, cmd.cwd)
+        if expanded is None or not all(_inside_all(p, cmd.cwd, within, home) for p in expanded):
+            return False
     # without operands, ls, du, grep -r... read the directory the shell is in
     return all(_inside_all(p, cmd.cwd, within, home) for p in paths or ["."])
+
+
+_GIT_UNSAFE = frozenset({"--no-index", "--ext-diff", "--textconv", "--open-files-in-pager"})
+
+
+def option_globs(cmd: SimpleCommand) -> list[str]:
+    """Glob arguments that may reach the program as options: ``sort *`` in a directory holding a
+    file named ``--compress-program=sh``. A glob after ``--`` is only ever operands; before it,
+    what it names on disk now must hold no name that starts with ``-`` (and there must be few
+    enough names to look at). Returns the globs that fail."""
+    if not cmd.globbed:
+        return []
+    args = cmd.argv[1:]
+    find = posixpath.basename(cmd.argv[0]) == "find"  # after find's `--`, `-delete` is still an action
+    end = args.index("--") if "--" in args and not find else len(args)
+    risky: list[str] = []
+    for g in dict.fromkeys(a for a in args[:end] if a in cmd.globbed):
+        if g[0] not in "*?[-" and not (g[0] in "(!)" and find):
+            continue  # bash keeps what the pattern starts with: `./*`, `src/*` never expand to an option
+        if g.startswith("-"):
+            risky.append(g)
+            continue
+        expanded = expand_glob(g, cmd.cwd)
+        if expanded is None:
+            risky.append(g)
+            continue
+        for p in expanded:
+            shown = posixpath.relpath(p, cmd.cwd)
+            if shown.startswith("-") or (find and shown[:1] in "(!)"):
+                risky.append(g)
+                break
+    return risky
 
 
 def _inside_all(arg: str, cwd: str, within: tuple[str, ...], home: str) -> bool:
@@ -400,11 +504,103 @@ _SUBCOMMAND_TOOLS = frozenset(
 )
 
 
+# (program, subcommand) pairs that run a command, code or a request named in their arguments:
+# a suggestion never ends there (``Bash(uv run *)`` would admit ``uv run rm -rf /``)
+_RUNS_ANYTHING = frozenset(
+    {
+        ("uv", "run"),
+        ("npm", "run"),  # a script by name: the suggestion keeps the name (`npm run build *`)
+        ("npm", "run-script"),
+        ("pnpm", "run"),
+        ("yarn", "run"),
+        ("uv", "tool"),
+        ("uvx", ""),
+        ("npx", ""),
+        ("pnpx", ""),
+        ("bunx", ""),
+        ("npm", "exec"),
+        ("npm", "x"),
+        ("pnpm", "exec"),
+        ("pnpm", "dlx"),
+        ("yarn", "exec"),
+        ("yarn", "dlx"),
+        ("bun", "x"),
+        ("bun", "run"),
+        ("bun", "exec"),
+        ("poetry", "run"),
+        ("pipenv", "run"),
+        ("pdm", "run"),
+        ("hatch", "run"),
+        ("rye", "run"),
+        ("bundle", "exec"),
+        ("deno", "run"),
+        ("deno", "eval"),
+        ("docker", "run"),
+        ("docker", "exec"),
+        ("docker", "compose"),
+        ("podman", "run"),
+        ("podman", "exec"),
+        ("kubectl", "exec"),
+        ("kubectl", "run"),
+        ("kubectl", "debug"),
+        ("gh", "api"),
+        ("gh", "extension"),
+        ("gh", "ext"),
+        ("go", "run"),
+        ("cargo", "run"),
+        ("dotnet", "run"),
+        ("mix", "run"),
+        ("rails", "runner"),
+        ("git", "bisect"),
+        ("git", "submodule"),
+        ("git", "filter-branch"),
+        ("git", "difftool"),
+        ("git", "mergetool"),
+        ("mvn", "exec:exec"),
+        ("mvn", "exec:java"),
+        ("python", "-c"),
+        ("python3", "-c"),
+    }
+)
+# programs that run what their arguments say: a suggestion never ends right after one
+_INTERPRETERS = frozenset(
+    {"sh", "bash", "zsh", "dash", "ksh", "fish", "env", "xargs", "exec", "eval", "sudo", "doas", "nohup"}
+    | {"timeout", "nice", "setsid", "time", "watch", "node", "deno", "bun", "ruby", "perl", "php", "python"}
+    | {"python3", "pip", "pip3", "npm", "npx", "uv", "uvx", "make", "cmake", "bundle", "docker", "git", "curl"}
+    | {"wget", "ssh", "osascript", "powershell", "pwsh", "lua", "tclsh", "expect", "awk", "gawk", "sed", "find"}
+    | {"run", "exec", "x", "dlx", "eval", "script", "shell", "repl", "console"}
+)
+
+
+# command groups whose second word is the action (`gh repo clone` / `gh repo delete`)
+_TWO_LEVELS = frozenset({"gh", "aws", "gcloud", "az"})
+
+
+def _runs_anything(words: list[str]) -> bool:
+    return (words[0], "") in _RUNS_ANYTHING or (len(words) > 1 and (words[0], words[1]) in _RUNS_ANYTHING)
+
+
 def uncovered_suggestion(cmd: SimpleCommand) -> str | None:
-    """A rule the user may choose to remember for this command."""
+    """A rule the user may choose to remember for this command: never one wider than what was
+    approved reaches (``uv run pytest`` suggests ``Bash(uv run pytest *)``, never ``uv run *``)."""
     if cmd.dynamic or not cmd.argv:
         return None
     words = [*cmd.privileged, *cmd.argv]
+    if _runs_anything(words):
+        # the runner, then the program it runs when that is a plain tool name (not an interpreter)
+        at = 1 if (words[0], "") in _RUNS_ANYTHING else 2
+        inner = words[at] if len(words) > at else ""
+        if (
+            words[0] not in ("docker", "podman", "kubectl", "gh", "git", "deno", "python", "python3")
+            and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", inner)
+            and not re.fullmatch(r"python[0-9.]*", inner)
+            and inner not in _INTERPRETERS
+            and not _runs_anything([inner, *words[at + 1 : at + 2]])
+        ):
+            return f"Bash({' '.join(words[: at + 1])} *)"
+        return f"Bash({' '.join(words)})"  # exactly this command
+    if words[0] in _TWO_LEVELS and len(words) >= 3 and re.fullmatch(r"[a-z][a-z0-9-]*", words[2]):
+        return f"Bash({' '.join(words[:3])} *)"  # `gh pr list *`: approving a clone is not approving a delete
     if len(words) >= 2 and words[0] in _SUBCOMMAND_TOOLS and not words[1].startswith("-"):
         return f"Bash({words[0]} {words[1]} *)"  # `npm test *`: that subcommand, any arguments
     return f"Bash({' '.join(words)})"  # anything else: exactly this command, never a whole program

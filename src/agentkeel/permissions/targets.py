@@ -44,6 +44,8 @@ _CURL = options.Cli(
     frozenset(),
     short_values="oDcTKbdFHXuAeEwxmrCUYyztPQ",
     long_values=_CURL_WRITES | _CURL_READS | _CURL_DATA | {"--output-dir", "--header", "--request", "--user"},
+    known=frozenset({"--remote-name", "--remote-name-all"}),
+    abbreviations=True,
 )
 _WGET_WRITES = frozenset(
     {"-O", "--output-document", "-o", "--output-file", "-a", "--append-output", "--save-cookies"}
@@ -53,6 +55,8 @@ _WGET = options.Cli(
     frozenset(),
     short_values="OoaPiUeTtwQlAR",
     long_values=_WGET_WRITES | {"--directory-prefix", "--input-file", "--post-file", "--body-file", "--load-cookies"},
+    known=frozenset({"--content-disposition", "--trust-server-names", "--recursive", "--mirror", "--page-requisites"}),
+    abbreviations=True,
 )
 _GIT_READS = frozenset({"show", "cat-file", "diff", "log", "grep", "blame", "archive", "whatchanged"})
 _STREAMS = frozenset({"-", "/dev/stdout", "/dev/stderr", "/dev/null"})
@@ -80,7 +84,13 @@ def write_targets(cmd: SimpleCommand) -> list[str]:
     return [t for t in options.write_targets(cmd.argv) if t not in _STREAMS]
 
 
-TAR = options.Cli(frozenset(), short_values="fCTXbHKLNV", long_values=frozenset({"--file", "--directory"}))
+TAR = options.Cli(
+    frozenset(),
+    short_values="fCTXbHKLNV",
+    long_values=frozenset({"--file", "--directory"}),
+    known=frozenset({"--create", "--append", "--update", "--dereference", "--extract", "--list"}),
+    abbreviations=True,  # argp
+)
 
 
 def _tar_archive(args: list[str]) -> list[str]:
@@ -109,8 +119,76 @@ def read_targets(cmd: SimpleCommand) -> list[str]:
         reading = ("-i", "--input-file", "--post-file", "--body-file", "--load-cookies")
         return [v for k, v in options.read_options(_WGET, args) if k in reading and v]
     if name == "git":
-        return git_object_paths(args, cmd.cwd)
-    return []
+        return git_object_paths(args, cmd.cwd) + git_option_reads(args, cmd.cwd)
+    if name == "rg":
+        return [v for k, v in options.read_options(options.RG, args) if k in ("-f", "--file", "--ignore-file") and v]
+    return option_reads(name, args)
+
+
+def option_reads(name: str, args: list[str]) -> list[str]:
+    """Files a modelled read-only program reads through its options: ``date -f.env``,
+    ``diff --from-file=/abs``, ``grep --fil=list`` (an abbreviation). Where keel cannot read
+    the options, every attached short value and every ``=value`` is taken for a file (the
+    deny rules see too much rather than too little)."""
+    spec = options.SAFE_OPTIONS.get(name)
+    if spec is None:
+        return []
+    parsed = options.parse(spec, args)
+    if parsed is not None:
+        return [r for r in parsed.reads if r not in _STREAMS]
+    out: list[str] = []
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        if a.startswith("--"):
+            if "=" in a:
+                out.append(a.split("=", 1)[1])
+            elif i + 1 < len(args):
+                out.append(args[i + 1])
+        elif a.startswith("-") and len(a) > 2:
+            out += [a[j:] for j in range(2, len(a))]
+    return [r for r in out if r and DYNAMIC not in r and r not in _STREAMS]
+
+
+# git options that name a file git reads, per subcommand: (long options, short letters)
+_GIT_FILE_OPTIONS: dict[str, tuple[frozenset[str], str]] = {
+    "blame": (frozenset({"--contents", "--ignore-revs-file"}), "S"),
+    "ls-files": (frozenset({"--exclude-from", "--exclude-per-directory"}), "X"),
+    "diff": (frozenset({"--orderfile"}), "O"),
+    "log": (frozenset({"--orderfile"}), "O"),
+    "show": (frozenset({"--orderfile"}), "O"),
+}
+_GIT_ANY_FILE_OPTIONS = frozenset({"--pathspec-from-file"})
+
+
+def git_option_reads(args: list[str], cwd: str) -> list[str]:
+    """Files a git command reads through an option (``git blame --contents=/abs``): git's
+    parse-options takes any unique prefix, so ``--cont=/abs`` is the same option. A value git
+    resolves from the directory it runs in is returned absolute."""
+    where, sub, rest = git_split(args, cwd)
+    longs, shorts = _GIT_FILE_OPTIONS.get(sub, (frozenset(), ""))
+    longs = longs | _GIT_ANY_FILE_OPTIONS
+    out: list[str] = []
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        i += 1
+        if a == "--":
+            break
+        if a.startswith("--") and len(a) > 2:
+            key, eq, value = a.partition("=")
+            if len(key) >= 4 and any(n.startswith(key) for n in longs):
+                if not eq:
+                    value = rest[i] if i < len(rest) else DYNAMIC
+                    i += 1
+                out.append(value)
+        elif a.startswith("-") and len(a) > 1 and a[1] in shorts:
+            if len(a) > 2:
+                out.append(a[2:])
+            else:
+                out.append(rest[i] if i < len(rest) else DYNAMIC)
+                i += 1
+    return [v if v.startswith("/") or DYNAMIC in v else posixpath.join(where, v) for v in out if v != "-"]
 
 
 def _curl(args: list[str]) -> tuple[list[str], list[str]]:

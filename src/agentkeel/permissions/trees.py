@@ -42,15 +42,7 @@ _GREP = options.Cli(
         | {"--devices", "--include", "--exclude", "--exclude-dir", "--exclude-from", "--label", "--binary-files"}
     ),
 )
-_RG = options.Cli(
-    frozenset(),
-    short_values="efgtTmABCMjErd",
-    long_values=frozenset(
-        {"--regexp", "--file", "--glob", "--iglob", "--type", "--type-not", "--max-count", "--after-context"}
-        | {"--before-context", "--context", "--max-columns", "--threads", "--encoding", "--replace", "--max-depth"}
-        | {"--pre", "--pre-glob", "--type-add", "--ignore-file", "--sort", "--sortr", "--max-filesize"}
-    ),
-)
+_RG = options.RG
 _DIFF = options.Cli(frozenset(), short_values="CUDIxXSWLF", long_values=frozenset({"--exclude", "--exclude-from"}))
 _COPY = options.Cli(frozenset(), short_values="tSe", long_values=frozenset({"--target-directory", "--suffix"}))
 
@@ -66,7 +58,12 @@ def tree_reads(cmd: SimpleCommand) -> list[TreeRead]:
     if name in ("rg", "ag", "ack", "ack-grep"):
         return _searcher(name, args)
     if name == "diff":
-        opts = list(options.read_options(_DIFF, args))
+        parsed = options.parse(options.SAFE_OPTIONS["diff"], args)  # --recur is --recursive
+        opts = (
+            [*parsed.options, *(("", p) for p in parsed.positional)]
+            if parsed is not None
+            else list(options.read_options(_DIFF, args))
+        )
         if not any(k in ("-r", "--recursive") for k, _ in opts):
             return []
         follow = not any(k == "--no-dereference" for k, _ in opts)
@@ -125,11 +122,29 @@ def _find(name: str, args: list[str]) -> list[TreeRead]:
     return [TreeRead(r, follow, certain=certain, only_files=only) for r in roots or ["."]]
 
 
+def _grep_options(args: list[str]) -> list[tuple[str, str | None]]:
+    """grep's options by their full names (``--recur`` is ``--recursive``, ``--direc=rec`` is
+    ``--directories=recurse``: getopt_long and argmatch take unique prefixes); where keel cannot
+    read them all, each long option by the name it may abbreviate, read broadly."""
+    parsed = options.parse(options.SAFE_OPTIONS["grep"], args)
+    if parsed is not None:
+        return [*parsed.options, *(("", p) for p in parsed.positional)]
+    out: list[tuple[str, str | None]] = []
+    for k, v in options.read_options(_GREP, args):
+        if k.startswith("--") and len(k) >= 3:
+            k = next((n for n in _GREP_LONGS if n.startswith(k)), k)
+        out.append((k, v))
+    return out
+
+
+_GREP_LONGS = ("--dereference-recursive", "--recursive", "--directories", "--regexp", "--file", "--include")
+
+
 def _grep(args: list[str]) -> list[TreeRead]:
-    opts = list(options.read_options(_GREP, args))
+    opts = _grep_options(args)
     keys = {k for k, _ in opts}
     recursive = bool(keys & {"-r", "-R", "--recursive", "--dereference-recursive"}) or any(
-        k in ("-d", "--directories") and v == "recurse" for k, v in opts
+        k in ("-d", "--directories") and v and "recurse".startswith(v) for k, v in opts
     )
     if not recursive:
         return []
