@@ -29,7 +29,7 @@ import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from agentkeel.permissions.paths import PROTECTED_DIRS, PROTECTED_FILES, WORKTREES
+from agentkeel.permissions.paths import PROTECTED_DIRS, PROTECTED_FILES, WORKTREES, credential_paths
 
 # inside every writable root: read-only even there (they run code nobody chose to run)
 _GUARDED_DIRS = tuple(sorted((PROTECTED_DIRS - {".git"}) | {".vscode", ".idea"}))
@@ -37,8 +37,6 @@ _GUARDED_FILES = tuple(sorted(PROTECTED_FILES))
 _GIT_GUARDED = ("hooks", "config")  # hooks, and the config that names programs (core.hooksPath, fsmonitor)
 # created as empty read-only mount points when missing, so they cannot be made either
 _ALWAYS_GUARDED = (".claude", ".keel")
-# credentials hidden from every sandboxed command, whatever the rules say
-DEFAULT_HIDDEN_HOME = (".ssh", ".aws", ".gnupg", ".kube", ".netrc", ".git-credentials", ".docker/config.json")
 
 
 @dataclass
@@ -199,5 +197,7 @@ def _worktrees(root: str) -> list[str]:
         return []
 
 
-def default_hidden(home: str) -> list[str]:
-    return [posixpath.join(home, name) for name in DEFAULT_HIDDEN_HOME] if home else []
+def default_hidden(home: str, keel_home: str | None = None) -> list[str]:
+    """Hidden from every sandboxed command, whatever the rules say: the credential stores (the
+    list the permission engine asks about reads of, ``permissions.paths.CREDENTIAL_STORES``)."""
+    return credential_paths(home, keel_home)

@@ -164,6 +164,10 @@ class Sandbox:
         analysis = call.bash
         if analysis is not None and not analysis.confident and self._bash_denials():
             return None  # a deny rule may name what keel could not read: ask, as without a sandbox
+        from agentkeel.permissions.credentials import credential_read
+
+        if credential_read(call, str(self.keel_home) if self.keel_home else None) is not None:
+            return None  # a credential store (hidden in here anyway): ask, as without a sandbox
         return "runs in keel's sandbox (sandbox.autoAllowBashIfSandboxed)"
 
     def _bash_denials(self) -> bool:
@@ -199,7 +203,8 @@ class Sandbox:
         return roots + [self._expand(p) for p in self.config.allow_write]
 
     def hidden(self) -> list[str]:
-        paths = default_hidden(str(self.home)) + [self._expand(p) for p in self.config.deny_read]
+        keel_home = str(self.keel_home) if self.keel_home else None
+        paths = default_hidden(str(self.home), keel_home) + [self._expand(p) for p in self.config.deny_read]
         return paths + self._ruled("Read")
 
     def deny_write(self) -> list[str]:
