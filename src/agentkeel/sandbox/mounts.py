@@ -4,8 +4,9 @@ Order matters: bubblewrap applies them left to right, so a later mount covers an
 
 1. the whole filesystem read-only (``--ro-bind / /``), a private ``/proc`` (the new PID
    namespace's: ``/proc/<pid>`` of a process outside does not exist inside), a minimal ``/dev``,
-   an empty ``/run`` (no host daemon's socket: docker, dbus, systemd) unless every Unix socket
-   is allowed;
+   an empty ``/run`` and ``/tmp/.X11-unix`` (no host daemon's socket: docker, dbus, systemd)
+   unless every Unix socket is allowed, with the sockets ``allowUnixSockets`` names there bound
+   back;
 2. the writable roots bound read-write: the working directories, the session's temp dir,
    ``sandbox.filesystem.allowWrite``;
 3. inside them, protected entries bound read-only again: ``.git/hooks``, ``.git/config``,
@@ -15,7 +16,8 @@ Order matters: bubblewrap applies them left to right, so a later mount covers an
 4. agents' worktrees (``.keel/worktrees/<name>/``) bound read-write again inside the read-only
    ``.keel/``: another working tree, whose own protected entries (its ``.git``, ``.keel/``,
    ``.claude/``, rc files...) are bound read-only after it, as at a root;
-5. Read-denied paths covered by an empty file or directory nobody may open (mode 000).
+5. Read-denied paths, credential stores and the host's Unix sockets (``sockets.py``) covered
+   by an empty file or directory nobody may open (mode 000).
 
 A protected file that does not exist yet (``.mcp.json``, ``.envrc``, ``.pre-commit-config.yaml``)
 cannot be covered without creating it; if the command creates one, keel removes it when the
@@ -35,6 +37,8 @@ from agentkeel.permissions.paths import PROTECTED_DIRS, PROTECTED_FILES, WORKTRE
 _GUARDED_DIRS = tuple(sorted((PROTECTED_DIRS - {".git"}) | {".vscode", ".idea"}))
 _GUARDED_FILES = tuple(sorted(PROTECTED_FILES))
 _GIT_GUARDED = ("hooks", "config")  # hooks, and the config that names programs (core.hooksPath, fsmonitor)
+# replaced by an empty tmpfs unless every Unix socket is allowed: host daemons' sockets
+MASKED = ("/run", "/var/run", "/tmp/.X11-unix")  # noqa: S108
 # created as empty read-only mount points when missing, so they cannot be made either
 _ALWAYS_GUARDED = (".claude", ".keel")
 
@@ -53,6 +57,7 @@ class Layout:
     # one the command creates is removed when it ends (see Sandbox.finished)
     absent: list[str] = field(default_factory=list)
     masked_dirs: list[str] = field(default_factory=list)  # replaced by an empty tmpfs
+    unmasked: list[str] = field(default_factory=list)  # allowed sockets inside them, bound back
     # directories between a writable root and a guarded entry, bound onto themselves: a mount
     # point cannot be renamed, so ``mv .git .git2 && mkdir -p .git/hooks`` fails (EBUSY)
     pinned: list[str] = field(default_factory=list)
@@ -65,6 +70,8 @@ class Layout:
         out = ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
         for d in self.masked_dirs:
             out += ["--tmpfs", d]
+        for u in self.unmasked:
+            out += ["--bind", u, u]
         out += self._binds(ro_dir)
         for tree in self.worktrees:
             out += tree._binds(ro_dir)
@@ -112,12 +119,17 @@ def build_layout(
     deny_write: Iterable[str] = (),
     hidden: Iterable[str] = (),
     mask_run: bool = True,
+    unmask: Iterable[str] = (),
 ) -> Layout:
-    """Resolve every path (bubblewrap mounts on the real path) and keep what exists."""
+    """Resolve every path (bubblewrap mounts on the real path) and keep what exists. ``unmask``:
+    paths inside the masked directories to bind back (the sockets ``allowUnixSockets`` names)."""
     layout = Layout()
     if mask_run:
-        layout.masked_dirs += [d for d in ("/run", "/var/run", "/tmp/.X11-unix") if os.path.isdir(d)]
+        layout.masked_dirs += [d for d in MASKED if os.path.isdir(d)]
         layout.masked_dirs = [d for d in dict.fromkeys(_real(d) for d in layout.masked_dirs)]
+        layout.unmasked = [
+            u for u in dict.fromkeys(_real(u) for u in unmask if _exists(u)) if _under(u, layout.masked_dirs)
+        ]
     roots = [r for r in dict.fromkeys(_real(w) for w in writable) if os.path.isdir(r)]
     # a root inside another is already writable; keep the outermost
     roots = [r for r in roots if not _under(r, [o for o in roots if o != r])]
