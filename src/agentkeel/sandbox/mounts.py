@@ -36,7 +36,9 @@ from agentkeel.permissions.paths import PROTECTED_DIRS, PROTECTED_FILES, WORKTRE
 # inside every writable root: read-only even there (they run code nobody chose to run)
 _GUARDED_DIRS = tuple(sorted((PROTECTED_DIRS - {".git"}) | {".vscode", ".idea"}))
 _GUARDED_FILES = tuple(sorted(PROTECTED_FILES))
-_GIT_GUARDED = ("hooks", "config")  # hooks, and the config that names programs (core.hooksPath, fsmonitor)
+# in every git directory: the files that name programs git runs (core.fsmonitor, core.hooksPath,
+# core.pager...) or another git directory whose config does (commondir); hooks/ beside them
+_GITDIR_FILES = ("config", "config.worktree", "commondir")
 # replaced by an empty tmpfs unless every Unix socket is allowed: host daemons' sockets
 MASKED = ("/run", "/var/run", "/tmp/.X11-unix")  # noqa: S108
 # created as empty read-only mount points when missing, so they cannot be made either
@@ -158,10 +160,17 @@ def build_layout(
     layout.readonly = [
         p for p in dict.fromkeys(_real(g) for g in guarded if _exists(g)) if _under(p, roots) and p not in roots
     ]
-    for sub in layout.worktrees:  # what is read-only inside a worktree is mounted after the worktree
-        inside = [p for p in layout.readonly if _under(p, sub.writable) and p not in sub.writable]
-        sub.readonly += [p for p in inside if p not in sub.readonly]
-        layout.readonly = [p for p in layout.readonly if p not in inside]
+    # what is read-only inside a worktree (or a submodule's git dir) is mounted after it: after the
+    # innermost one holding it, or a nested one's read-write bind would cover it again
+    moved: list[str] = []
+    for p in layout.readonly:
+        holders = [sub for sub in layout.worktrees if _under(p, sub.writable) and p not in sub.writable]
+        if holders:
+            sub = max(holders, key=lambda h: len(h.writable[0]))
+            if p not in sub.readonly:
+                sub.readonly.append(p)
+            moved.append(p)
+    layout.readonly = [p for p in layout.readonly if p not in moved]
     # a hidden directory holding a working directory would hide the working directory too
     layout.hidden = [
         p for p in dict.fromkeys(_real(h) for h in hidden if _exists(h)) if not any(_under(r, [p]) for r in roots)
@@ -182,18 +191,151 @@ def _guard_root(root: str, layout: Layout) -> list[str]:
         else:
             layout.absent.append(p)
     git = posixpath.join(root, ".git")
+    checkouts: list[str] = []  # the .git entries of submodules and linked worktrees
     if os.path.isfile(git) or os.path.islink(git):
         # a worktree's .git is a file naming the repository: rewritten, it would point git at a
         # config of the command's choosing (core.hooksPath) for the user's next git command
         guarded.append(git)
     elif os.path.isdir(git):
         layout.pinned.append(git)
-        for name in _GIT_GUARDED:
-            p = posixpath.join(git, name)
-            if _exists(p):
-                guarded.append(p)
-            elif name == "hooks":
-                layout.guard_missing.append(p)
+        guarded += _guard_gitdir(git, layout, layout, checkouts)
+    checkouts += [posixpath.join(root, path, ".git") for path in _submodule_paths(root)]
+    guarded += _guard_checkouts(root, checkouts, layout)
+    return guarded
+
+
+def _guard_gitdir(gitdir: str, layout: Layout, top: Layout, checkouts: list[str], *, common: bool = True) -> list[str]:
+    """What in a git directory names programs git runs (config, config.worktree, commondir,
+    hooks) and what holds more git directories (``modules/``: submodules', ``worktrees/``: linked
+    worktrees'). Those containers are read-only, so no git directory can be planted there for a
+    submodule ``git submodule update`` would adopt; each existing git directory in them is bound
+    read-write again after them (a sub-layout of ``top``: commits work), with its own protected
+    entries read-only after it, recursively. The .git entries of their checkouts go to ``checkouts``."""
+    guarded: list[str] = []
+    for name in _GITDIR_FILES if common else (*_GITDIR_FILES, "gitdir"):
+        p = posixpath.join(gitdir, name)
+        if _exists(p):
+            guarded.append(p)
+        elif name != "gitdir":
+            layout.absent.append(p)  # created by the command: removed when it ends
+    hooks = posixpath.join(gitdir, "hooks")
+    if _exists(hooks):
+        guarded.append(hooks)
+    elif common:
+        layout.guard_missing.append(hooks)
+    for container in ("modules", "worktrees") if common else ("modules",):
+        box = posixpath.join(gitdir, container)
+        if not _exists(box):
+            layout.guard_missing.append(box)
+            continue
+        guarded.append(box)
+        if os.path.islink(box) or not os.path.isdir(box):
+            continue
+        for inner in _inner_gitdirs(box, nested=container == "modules"):
+            sub = Layout(writable=[inner])
+            top.worktrees.append(sub)  # before the ones inside it: mounted in this order
+            found = _guard_gitdir(inner, sub, top, checkouts, common=container == "modules")
+            sub.readonly = [p for p in dict.fromkeys(_real(g) for g in found) if _under(p, [inner])]
+            checkout = _checkout_of(inner, container)
+            if checkout:
+                checkouts.append(checkout)
+    return guarded
+
+
+def _inner_gitdirs(box: str, *, nested: bool) -> list[str]:
+    """The git directories in ``modules/`` (a submodule's name may hold slashes: found by their
+    HEAD, four levels deep at most) or ``worktrees/`` (each directory)."""
+    found: list[str] = []
+    level = [box]
+    for _ in range(4 if nested else 1):
+        below: list[str] = []
+        for directory in level:
+            try:
+                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                if not nested or os.path.isfile(posixpath.join(entry.path, "HEAD")):
+                    found.append(entry.path)
+                else:
+                    below.append(entry.path)
+        level = below
+    return found
+
+
+def _checkout_of(gitdir: str, container: str) -> str | None:
+    """The .git entry of the checkout a submodule's or linked worktree's git directory serves:
+    ``core.worktree`` of a submodule's config, the ``gitdir`` file of a worktree's."""
+    try:
+        if container == "worktrees":
+            with open(posixpath.join(gitdir, "gitdir"), encoding="utf-8", errors="replace") as f:
+                target = f.read().strip()
+            return posixpath.normpath(posixpath.join(gitdir, target)) if target else None
+        worktree = _config_value(posixpath.join(gitdir, "config"), "core", "worktree")
+    except OSError:
+        return None
+    return posixpath.normpath(posixpath.join(gitdir, worktree, ".git")) if worktree else None
+
+
+def _config_value(path: str, section: str, key: str) -> str | None:
+    """One plain ``key = value`` of a git config file's ``[section]`` (enough for core.worktree)."""
+    current = ""
+    value = None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            line = raw.strip()
+            if line.startswith("["):
+                current = line.strip("[]").split()[0].lower() if line.strip("[]").split() else ""
+            elif current == section and "=" in line:
+                k, v = line.split("=", 1)
+                if k.strip().lower() == key:
+                    value = v.strip().strip('"')
+    return value
+
+
+def _submodule_paths(root: str) -> list[str]:
+    """The ``path =`` entries of the root's .gitmodules (checked out or not)."""
+    paths: list[str] = []
+    try:
+        with open(posixpath.join(root, ".gitmodules"), encoding="utf-8", errors="replace") as f:
+            for raw in f:
+                key, _, value = raw.strip().partition("=")
+                if key.strip().lower() == "path" and value.strip():
+                    paths.append(value.strip().strip('"'))
+    except OSError:
+        pass
+    return paths
+
+
+def _guard_checkouts(root: str, checkouts: list[str], layout: Layout) -> list[str]:
+    """A submodule's or linked worktree's checkout inside ``root``: its .git (a file naming its git
+    directory; rewritten, git would run a config of the command's choosing at the user's next
+    ``git status`` in the superproject) is read-only, and every directory from the root down to it
+    is a mount point (``mv sub sub2 && mkdir -p sub/.git`` fails: EBUSY). A checkout without one
+    may not get one (removed when the command ends). A checkout under ``.keel/`` is an agent's
+    worktree's, guarded with that worktree; one under another protected directory is read-only
+    already."""
+    guarded: list[str] = []
+    for dotgit in dict.fromkeys(posixpath.normpath(c) for c in checkouts):
+        checkout = posixpath.dirname(dotgit)
+        if not _under(checkout, [root]) or checkout == root:
+            continue
+        rel = posixpath.relpath(checkout, root).split("/")
+        if ".." in rel or rel[0] in _GUARDED_DIRS or rel[0] == ".git" or not os.path.isdir(checkout):
+            continue
+        chain = [posixpath.join(root, *rel[: i + 1]) for i in range(len(rel))]
+        if any(os.path.islink(d) for d in chain):
+            continue  # a symlink in the way: the path leads elsewhere (outside or read-only)
+        layout.pinned += [d for d in chain if d not in layout.pinned]
+        if os.path.isdir(dotgit) and not os.path.islink(dotgit):  # a submodule with its own .git directory
+            layout.pinned.append(dotgit)
+            guarded += _guard_gitdir(dotgit, layout, layout, [])
+        elif _exists(dotgit):
+            guarded.append(dotgit)
+        else:
+            layout.absent.append(dotgit)
     return guarded
 
 
