@@ -155,6 +155,37 @@ def host_sockets(
     out: list[str] = []
     for path in [*bound_sockets(), *walked]:
         real = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-        if not (_under(real, masked) or _under(real, own) or _under(real, allowed)):
+        if not (_under(real, masked) or _under(real, own) or _under(real, allowed)) and reachable(real):
             out.append(real)
     return list(dict.fromkeys(out))
+
+
+def reachable(path: str) -> bool:
+    """Could a sandboxed command of this user connect to ``path`` (search every directory on the
+    way, write the socket)? One it cannot reach needs no cover, and cannot have one: bubblewrap,
+    unable to see it, would try to create the mount point and fail the call (a database's socket
+    in a directory private to its own user). Without privileges the kernel answers (``access``,
+    ACLs included); as root, whose capabilities the sandbox drops, the permission bits do."""
+    if os.geteuid() != 0:
+        return os.access(path, os.W_OK)
+    uid, groups = os.getuid(), {os.getgid(), *os.getgroups()}
+
+    def allows(st: os.stat_result, shift: int) -> bool:  # shift: 0 for x, 1 for w
+        bits = (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH) if shift == 0 else (stat.S_IWUSR, stat.S_IWGRP, stat.S_IWOTH)
+        if st.st_uid == uid:
+            return bool(st.st_mode & bits[0])
+        if st.st_gid in groups:
+            return bool(st.st_mode & bits[1])
+        return bool(st.st_mode & bits[2])
+
+    try:
+        directory = os.path.dirname(path)
+        while True:
+            if not allows(os.stat(directory), 0):
+                return False
+            if directory == "/":
+                break
+            directory = os.path.dirname(directory)
+        return allows(os.lstat(path), 1)
+    except OSError:
+        return False
