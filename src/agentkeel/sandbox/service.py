@@ -227,11 +227,12 @@ class Sandbox:
             return []
         from agentkeel.sandbox import sockets
 
+        own = [str(self._root)] if self._root is not None else []  # the proxy's socket is there
         now = time.monotonic()
         if self._walked is None or now - self._walked[0] > sockets.WALK_TTL:
             roots = sockets.walk_roots(str(self.home), MASKED)
-            self._walked = (now, sockets.scan(roots, skip=[*self.writable(), str(self.root), *MASKED]))
-        return sockets.host_sockets(walked=self._walked[1], own=[str(self.root)], allowed=allowed, masked=MASKED)
+            self._walked = (now, sockets.scan(roots, skip=[*self.writable(with_tmp=False), *own, *MASKED]))
+        return sockets.host_sockets(walked=self._walked[1], own=own, allowed=allowed, masked=MASKED)
 
     def deny_write(self) -> list[str]:
         return [self._expand(p) for p in self.config.deny_write] + self._ruled("Edit")
