@@ -46,12 +46,14 @@ _SERVER = (
 @pytest.fixture
 def host_sockets() -> Iterator[Path]:
     """{S}: a directory in /tmp outside the scratch tree for the host's sockets (and the tmux server's)."""
-    short = Path(tempfile.mkdtemp(prefix="ks-", dir="/tmp"))  # noqa: S108 - a socket path holds 107 bytes
+    short = Path(tempfile.mkdtemp(prefix="ks-", dir="/tmp"))
     try:
         yield short
     finally:
         env = {k: v for k, v in os.environ.items() if k != "TMUX"}
-        subprocess.run(["tmux", "-S", str(short / "tmux.sock"), "kill-server"], env=env, capture_output=True, check=False)
+        subprocess.run(
+            ["tmux", "-S", str(short / "tmux.sock"), "kill-server"], env=env, capture_output=True, check=False
+        )
         shutil.rmtree(short, ignore_errors=True)
 
 

@@ -30,7 +30,10 @@ STORES = [
     (".git-credentials", "cat ~/.git-credentials"),
     (".pypirc", "cat ~/.pypirc"),
     (".config/gcloud/credentials.db", "cat ~/.config/gcloud/credentials.db"),
-    (".config/gcloud/application_default_credentials.json", "head ~/.config/gcloud/application_default_credentials.json"),
+    (
+        ".config/gcloud/application_default_credentials.json",
+        "head ~/.config/gcloud/application_default_credentials.json",
+    ),
     (".azure/msal_token_cache.json", "cat ~/.azure/msal_token_cache.json"),
     (".aws/credentials", "cat ~/.aws/credentials"),
     (".config/git/credentials", "cat ~/.config/git/credentials"),
@@ -153,4 +156,6 @@ def test_one_list_serves_both_paths() -> None:
     from agentkeel.sandbox.mounts import default_hidden
 
     home, keel = "/h", "/h/.keel"
-    assert default_hidden(home, keel) == [f"/h/{s}" for s in CREDENTIAL_STORES] + [f"/h/.keel/{k}" for k in KEEL_PRIVATE]
+    assert default_hidden(home, keel) == [f"/h/{s}" for s in CREDENTIAL_STORES] + [
+        f"/h/.keel/{k}" for k in KEEL_PRIVATE
+    ]

@@ -32,7 +32,7 @@ DENIAL = "[Sandbox denial:"
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:
     """A directory in /tmp with a short path (a socket path holds 107 bytes at most)."""
-    d = Path(tempfile.mkdtemp(prefix="ks-", dir="/tmp"))  # noqa: S108
+    d = Path(tempfile.mkdtemp(prefix="ks-", dir="/tmp"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -67,7 +67,8 @@ def _listen(path: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
 
 
 def _connect(path: Path | str) -> str:
-    return f"{sys.executable} -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{path}'); print(s.recv(64).decode())\""
+    code = f"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{path}'); print(s.recv(64).decode())"
+    return f'{sys.executable} -c "{code}"'
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -159,12 +160,15 @@ def test_a_socket_of_another_network_namespace_in_the_runtime_dir_is_found(
     sock = runtime / "docker.sock"
     code = (
         "import socket,sys\ns=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen()\n"
-        "while True:\n    c,_=s.accept()\n    try: c.sendall(b'hi-from-host\\n')\n    except OSError: pass\n    c.close()\n"
+        "while True:\n    c,_=s.accept()\n"
+        "    try: c.sendall(b'hi-from-host\\n')\n    except OSError: pass\n    c.close()\n"
     )
     bwrap = shutil.which("bwrap") or "bwrap"
     server = subprocess.Popen(
-        [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        + ["--bind", str(runtime), str(runtime), "--", sys.executable, "-c", code, str(sock)]
+        [
+            *(bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
+            *("--bind", str(runtime), str(runtime), "--", sys.executable, "-c", code, str(sock)),
+        ]
     )
     try:
         deadline = time.monotonic() + 10
@@ -198,7 +202,11 @@ def test_sockets_the_sandboxed_commands_make_still_work(proj: Path, home: Path) 
     """A server the session runs in the background binds in the project: the next call reaches it."""
     bash = SandboxedBash(proj, home)
     server = "socat UNIX-LISTEN:app.sock,fork 'EXEC:echo hi-from-app'" if shutil.which("socat") else ""
-    one_call = f"{sys.executable} -c \"import socket,os; s=socket.socket(socket.AF_UNIX); s.bind('one.sock'); s.listen(); c=socket.socket(socket.AF_UNIX); c.connect('one.sock'); print('same-call-ok')\""
+    code = (
+        "import socket; s=socket.socket(socket.AF_UNIX); s.bind('one.sock'); s.listen(); "
+        "c=socket.socket(socket.AF_UNIX); c.connect('one.sock'); print('same-call-ok')"
+    )
+    one_call = f'{sys.executable} -c "{code}"'
 
     async def scenario() -> tuple[str, str]:
         first = await bash.run(one_call)

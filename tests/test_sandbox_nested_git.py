@@ -113,15 +113,16 @@ def test_nested_git_config_hooks_and_pointers_stay_as_they_were(
     assert not marker.exists()
 
 
-def test_ordinary_work_in_the_repository_its_submodule_and_worktree_passes(
-    bash: SandboxedBash, repo: Path
-) -> None:
+def test_ordinary_work_in_the_repository_its_submodule_and_worktree_passes(bash: SandboxedBash, repo: Path) -> None:
     build = "mkdir -p build && echo artefact > build/out.txt && cat build/out.txt"
     out = bash(build)
     assert not out.is_error and out.content == "artefact", out.content
     steps = [
         (repo, "echo more >> main.txt && git add main.txt && git commit -qm work && git log --oneline -1"),
-        (repo / "vendor" / "lib", "echo more >> lib.txt && git add lib.txt && git commit -qm sub && git log --oneline -1"),
+        (
+            repo / "vendor" / "lib",
+            "echo more >> lib.txt && git add lib.txt && git commit -qm sub && git log --oneline -1",
+        ),
         (repo / "wt", "echo w > w.txt && git add w.txt && git commit -qm wt && git log --oneline -1"),
         (repo, "git add vendor/lib && git commit -qm bump && git status --short"),
     ]

@@ -96,6 +96,8 @@ def _git_writable(rest: list[str]) -> bool:
         inner = next((g for g in _INNER_GITDIRS if tuple(rest[: len(g)]) == g), None)
         return inner is not None and _git_writable(rest[len(inner) :])
     return True
+
+
 def _snapshot(root: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(root):

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING
 
 from agentkeel.permissions.paths import candidates, credential_store
 from agentkeel.permissions.rules import READ_TOOLS
-from agentkeel.permissions.words import DYNAMIC
-
 from agentkeel.permissions.verdicts import StageResult
+from agentkeel.permissions.words import DYNAMIC
 
 if TYPE_CHECKING:
     from agentkeel.permissions.call import Call

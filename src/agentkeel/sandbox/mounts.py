@@ -40,7 +40,7 @@ _GUARDED_FILES = tuple(sorted(PROTECTED_FILES))
 # core.pager...) or another git directory whose config does (commondir); hooks/ beside them
 _GITDIR_FILES = ("config", "config.worktree", "commondir")
 # replaced by an empty tmpfs unless every Unix socket is allowed: host daemons' sockets
-MASKED = ("/run", "/var/run", "/tmp/.X11-unix")  # noqa: S108
+MASKED = ("/run", "/var/run", "/tmp/.X11-unix")
 # created as empty read-only mount points when missing, so they cannot be made either
 _ALWAYS_GUARDED = (".claude", ".keel")
 

@@ -140,7 +140,7 @@ def scan(roots: Iterable[tuple[str, int]], skip: Iterable[str] = (), limit: int 
 def walk_roots(home: str, masked: Iterable[str], runtime_dir: str | None = None) -> list[tuple[str, int]]:
     masked = [os.path.realpath(m) for m in masked]
     runtime = runtime_dir if runtime_dir is not None else os.environ.get("XDG_RUNTIME_DIR", "")
-    roots = [("/tmp", 2), ("/var/tmp", 2), (runtime, 3), (home, 2)]  # noqa: S108
+    roots = [("/tmp", 2), ("/var/tmp", 2), (runtime, 3), (home, 2)]
     return [(r, d) for r, d in ((os.path.realpath(r), d) for r, d in roots if r) if not _under(r, masked)]
 
 
