@@ -135,19 +135,45 @@ def test_ordinary_work_in_the_repository_its_submodule_and_worktree_passes(bash:
     assert "vendor/lib" not in _git("status", "--porcelain", cwd=repo)  # the bump was committed
 
 
-def test_a_plain_repository_is_left_without_the_sessions_mount_points(tmp_path: Path) -> None:
-    """``.git/modules`` and ``.git/worktrees`` are covered while missing (nothing can be planted
-    there) by empty directories bubblewrap makes on the host; they go with the session."""
-    proj = tmp_path / "plain"
-    proj.mkdir()
-    _git("init", "-q", cwd=proj)
+def test_an_uninitialised_submodule_gets_no_planted_git_dir_and_no_leftovers(tmp_path: Path) -> None:
+    """Where .gitmodules names a submodule that is not checked out yet, a git directory planted in
+    ``.git/modules/<name>`` would be adopted by the user's ``git submodule update --init``: the
+    missing ``.git/modules`` is covered by an empty directory bubblewrap makes on the host, which
+    goes with the session. A repository without submodules gets no such directory at all."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    _git("init", "-q", cwd=lib)
+    (lib / "f").write_text("f\n")
+    _git("add", ".", cwd=lib)
+    _git("commit", "-qm", "lib", cwd=lib)
+    source = tmp_path / "source"
+    source.mkdir()
+    _git("init", "-q", cwd=source)
+    _git("submodule", "add", "-q", str(lib), "lib", cwd=source)
+    _git("commit", "-qm", "sub", cwd=source)
+    proj = tmp_path / "clone"
+    _git("clone", "-q", str(source), str(proj), cwd=tmp_path)  # the submodule is not initialised
+    assert not (proj / ".git" / "modules").exists()
+    marker = tmp_path / "fsmonitor-ran"
     bash = SandboxedBash(proj, Path(os.environ["HOME"]))
     try:
-        out = bash("mkdir -p .git/modules/x && echo planted > .git/modules/x/config")
-        assert DENIAL in out.content
-        out = bash("mkdir -p .git/worktrees/x && echo planted > .git/worktrees/x/commondir")
-        assert DENIAL in out.content
+        out = bash(
+            f"git clone -q --bare {lib} .git/modules/lib && git -C .git/modules/lib config core.bare false && "
+            f"git -C .git/modules/lib config core.fsmonitor 'touch {marker}'"
+        )
+        assert DENIAL in out.content, out.content
     finally:
         bash.close()
     assert not (proj / ".git" / "modules").exists()
-    assert not (proj / ".git" / "worktrees").exists()
+    _git("submodule", "update", "--init", cwd=proj)
+    _git("status", cwd=proj / "lib")
+    assert not marker.exists()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    _git("init", "-q", cwd=plain)
+    bash = SandboxedBash(plain, Path(os.environ["HOME"]))
+    try:
+        assert not bash("ls .git").is_error
+        assert not (plain / ".git" / "modules").exists() and not (plain / ".git" / "worktrees").exists()
+    finally:
+        bash.close()

@@ -198,19 +198,25 @@ def _guard_root(root: str, layout: Layout) -> list[str]:
         guarded.append(git)
     elif os.path.isdir(git):
         layout.pinned.append(git)
-        guarded += _guard_gitdir(git, layout, layout, checkouts)
+        guarded += _guard_gitdir(
+            git, layout, layout, checkouts, submodules=_exists(posixpath.join(root, ".gitmodules"))
+        )
     checkouts += [posixpath.join(root, path, ".git") for path in _submodule_paths(root)]
     guarded += _guard_checkouts(root, checkouts, layout)
     return guarded
 
 
-def _guard_gitdir(gitdir: str, layout: Layout, top: Layout, checkouts: list[str], *, common: bool = True) -> list[str]:
+def _guard_gitdir(
+    gitdir: str, layout: Layout, top: Layout, checkouts: list[str], *, common: bool = True, submodules: bool = True
+) -> list[str]:
     """What in a git directory names programs git runs (config, config.worktree, commondir,
     hooks) and what holds more git directories (``modules/``: submodules', ``worktrees/``: linked
     worktrees'). Those containers are read-only, so no git directory can be planted there for a
-    submodule ``git submodule update`` would adopt; each existing git directory in them is bound
-    read-write again after them (a sub-layout of ``top``: commits work), with its own protected
-    entries read-only after it, recursively. The .git entries of their checkouts go to ``checkouts``."""
+    submodule ``git submodule update`` would adopt; a missing ``modules/`` is covered too where the
+    checkout has submodules (``submodules``: a .gitmodules; without one nothing would adopt it, and
+    each cover is a mount). Each existing git directory in them is bound read-write again after
+    them (a sub-layout of ``top``: commits work), with its own protected entries read-only after
+    it, recursively. The .git entries of their checkouts go to ``checkouts``."""
     guarded: list[str] = []
     for name in _GITDIR_FILES if common else (*_GITDIR_FILES, "gitdir"):
         p = posixpath.join(gitdir, name)
@@ -226,7 +232,8 @@ def _guard_gitdir(gitdir: str, layout: Layout, top: Layout, checkouts: list[str]
     for container in ("modules", "worktrees") if common else ("modules",):
         box = posixpath.join(gitdir, container)
         if not _exists(box):
-            layout.guard_missing.append(box)
+            if container == "modules" and submodules:
+                layout.guard_missing.append(box)
             continue
         guarded.append(box)
         if os.path.islink(box) or not os.path.isdir(box):
@@ -234,9 +241,10 @@ def _guard_gitdir(gitdir: str, layout: Layout, top: Layout, checkouts: list[str]
         for inner in _inner_gitdirs(box, nested=container == "modules"):
             sub = Layout(writable=[inner])
             top.worktrees.append(sub)  # before the ones inside it: mounted in this order
-            found = _guard_gitdir(inner, sub, top, checkouts, common=container == "modules")
-            sub.readonly = [p for p in dict.fromkeys(_real(g) for g in found) if _under(p, [inner])]
             checkout = _checkout_of(inner, container)
+            nested = checkout is None or _exists(posixpath.join(posixpath.dirname(checkout), ".gitmodules"))
+            found = _guard_gitdir(inner, sub, top, checkouts, common=container == "modules", submodules=nested)
+            sub.readonly = [p for p in dict.fromkeys(_real(g) for g in found) if _under(p, [inner])]
             if checkout:
                 checkouts.append(checkout)
     return guarded

@@ -231,7 +231,9 @@ class Sandbox:
         now = time.monotonic()
         if self._walked is None or now - self._walked[0] > sockets.WALK_TTL:
             roots = sockets.walk_roots(str(self.home), MASKED)
-            self._walked = (now, sockets.scan(roots, skip=[*self.writable(with_tmp=False), *own, *MASKED]))
+            walked = sockets.scan(roots, skip=[*self.writable(with_tmp=False), *own, *MASKED])
+            bound = set(sockets.bound_sockets())
+            self._walked = (now, sockets.live(w for w in walked if w not in bound))
         return sockets.host_sockets(walked=self._walked[1], own=own, allowed=allowed, masked=MASKED)
 
     def deny_write(self) -> list[str]:
