@@ -159,3 +159,13 @@ def test_one_list_serves_both_paths() -> None:
     assert default_hidden(home, keel) == [f"/h/{s}" for s in CREDENTIAL_STORES] + [
         f"/h/.keel/{k}" for k in KEEL_PRIVATE
     ]
+
+
+def test_listing_the_home_and_searching_where_no_store_lies_do_not_ask(home: Path) -> None:
+    engine = _engine(home, home, sandbox=False)
+    (home / "src").mkdir()
+    assert engine.decide("Glob", {"pattern": "**/*.py"}).decision == "allow"  # names only
+    assert engine.decide("LS", {"path": str(home)}).decision == "allow"
+    assert engine.decide("Grep", {"pattern": "x", "path": str(home / "src")}).decision == "allow"
+    assert engine.decide("Bash", {"command": "grep -r x src"}).decision == "allow"
+    assert engine.decide("Grep", {"pattern": "x"}).decision == "ask"  # the home's files: ~/.npmrc among them

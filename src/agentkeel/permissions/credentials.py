@@ -22,7 +22,7 @@ from agentkeel.permissions.words import DYNAMIC
 if TYPE_CHECKING:
     from agentkeel.permissions.call import Call
 
-_RECURSIVE_TOOLS = frozenset({"Grep", "Glob", "LS"})
+_RECURSIVE_TOOLS = frozenset({"Grep"})  # reads the files under its path (Glob and LS list names)
 
 
 def credential_verdict(call: Call, keel_home: str | None) -> StageResult | None:

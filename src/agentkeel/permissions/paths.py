@@ -108,7 +108,8 @@ def credential_paths(home: str, keel_home: str | None = None) -> list[str]:
 
 def credential_store(path: str, home: str, keel_home: str | None = None, *, holding: bool = False) -> str | None:
     """The credential store ``path`` lies in (as ``~/...`` or ``$KEEL_HOME/...``), or None. With
-    ``holding``, a directory that holds one counts too (a recursive read of it reads the store).
+    ``holding``, a directory that holds one that exists counts too (a recursive read of it reads
+    the store).
     ``path`` may be a glob (``~/.np*rc``): it counts when it may match a store, case folded."""
     import fnmatch
 
@@ -116,8 +117,8 @@ def credential_store(path: str, home: str, keel_home: str | None = None, *, hold
     for store in credential_paths(home, keel_home):
         sparts = [p for p in store.lower().split("/") if p]
         n = min(len(parts), len(sparts))
-        if len(parts) < len(sparts) and not holding:
-            continue
+        if len(parts) < len(sparts) and not (holding and os.path.lexists(store)):
+            continue  # a directory holding a store that does not exist reads none
         if all(a == b or fnmatch.fnmatchcase(b, a) for a, b in zip(parts[:n], sparts[:n], strict=True)):
             if keel_home and store.startswith(keel_home.rstrip("/") + "/"):
                 return "$KEEL_HOME" + store[len(keel_home.rstrip("/")) :]
