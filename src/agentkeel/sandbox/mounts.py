@@ -9,13 +9,16 @@ Order matters: bubblewrap applies them left to right, so a later mount covers an
    back;
 2. the writable roots bound read-write: the working directories, the session's temp dir,
    ``sandbox.filesystem.allowWrite``;
-3. inside them, protected entries bound read-only again: ``.git/hooks``, ``.git/config``,
-   ``.claude/``, ``.keel/``, ``.vscode/``, shell rc files... (an entry that does not exist yet is
-   covered by an empty read-only directory, so it cannot be created either), ``$KEEL_HOME``,
-   ``sandbox.filesystem.denyWrite``;
+3. inside them, protected entries bound read-only again: ``.git/hooks``, ``.git/config`` (and
+   ``config.worktree``, ``commondir``), ``.git/modules/`` and ``.git/worktrees/``, the checkouts'
+   ``.git`` files, ``.claude/``, ``.keel/``, ``.vscode/``, shell rc files... (an entry that does
+   not exist yet is covered by an empty read-only directory, so it cannot be created either),
+   ``$KEEL_HOME``, ``sandbox.filesystem.denyWrite``;
 4. agents' worktrees (``.keel/worktrees/<name>/``) bound read-write again inside the read-only
    ``.keel/``: another working tree, whose own protected entries (its ``.git``, ``.keel/``,
-   ``.claude/``, rc files...) are bound read-only after it, as at a root;
+   ``.claude/``, rc files...) are bound read-only after it, as at a root; likewise each git
+   directory in ``.git/modules/`` (submodules', at any depth) and ``.git/worktrees/`` (linked
+   worktrees'), read-write again with its own config, hooks and pointers read-only after it;
 5. Read-denied paths, credential stores and the host's Unix sockets (``sockets.py``) covered
    by an empty file or directory nobody may open (mode 000).
 
