@@ -9,6 +9,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -40,6 +41,14 @@ TARGETS = [
     "P/.git",
     "P/.claude",
     "O",
+    "P/.git/modules/vendor/lib/config",
+    "P/.git/modules/vendor/lib/hooks/post-checkout",
+    "P/.git/modules/new/config",
+    "P/.git/worktrees/wt/commondir",
+    "P/.git/commondir",
+    "P/vendor/lib/.git",
+    "P/vendor",
+    "P/wt/.git",
 ]
 OPS = [
     "echo data > {t}",
@@ -57,15 +66,36 @@ OPS = [
 ]
 
 
+# in a git directory: what names programs git runs, or another git directory whose config does
+_GIT_PROTECTED = ("hooks", "config", "config.worktree", "commondir", "gitdir")
+# the git directories inside .git/modules and .git/worktrees (written by commits; bound writable)
+_INNER_GITDIRS = (("modules", "vendor", "lib"), ("worktrees", "wt"))
+
+
 def _writable(rel: str) -> bool:
-    """Inside the project and not in a protected entry."""
+    """Inside the project and not in a protected entry: the git directories' config, hooks and
+    pointers (the submodule's and the worktree's too), the containers of git directories, the
+    checkouts' .git files."""
     if not rel.startswith("P/") and rel != "P":
         return False
     parts = rel.split("/")
     protected = {".claude", ".keel", ".bashrc"}
     if len(parts) > 1 and parts[1] in protected:
         return False
-    return not (len(parts) > 2 and parts[1] == ".git" and parts[2] in ("hooks", "config"))
+    if rel in ("P/vendor/lib/.git", "P/wt/.git"):
+        return False
+    return parts[1:2] != [".git"] or _git_writable(parts[2:])
+
+
+def _git_writable(rest: list[str]) -> bool:
+    if not rest:
+        return True
+    if rest[0] in _GIT_PROTECTED:
+        return False
+    if rest[0] in ("modules", "worktrees"):
+        inner = next((g for g in _INNER_GITDIRS if tuple(rest[: len(g)]) == g), None)
+        return inner is not None and _git_writable(rest[len(inner) :])
+    return True
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -79,6 +109,8 @@ def _snapshot(root: Path) -> dict[str, str]:
                 out[rel] = "link:" + os.readlink(p)
             elif p.is_dir():
                 out[rel] = f"dir:{st_.st_mode:o}"
+            elif stat.S_ISSOCK(st_.st_mode):
+                out[rel] = f"sock:{st_.st_mode:o}:{st_.st_ino}"
             else:
                 out[rel] = f"file:{st_.st_mode:o}:" + hashlib.sha256(p.read_bytes()).hexdigest()
     return out
@@ -99,7 +131,39 @@ def _scratch(root: Path) -> tuple[Path, Path]:
     (outside / "file.txt").write_text("outside\n")
     (project / "homelink").symlink_to(home)
     (project / "outlink").symlink_to(outside)
+    for rel in CREDENTIALS:  # credential stores the sandbox hides
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text("token=obviously-fake-credential\n")
+    _nested_git(project, root.parent / "lib-src")
     return project, home
+
+
+CREDENTIALS = (
+    ".npmrc",
+    ".pypirc",
+    ".config/gh/hosts.yml",
+    ".claude/.credentials.json",
+    ".config/gcloud/credentials.db",
+    ".azure/msal_token_cache.json",
+    ".keel/settings.json",
+)
+
+
+def _nested_git(project: Path, lib: Path) -> None:
+    """A submodule at vendor/lib (``git submodule add`` of a local repository), a linked worktree at wt."""
+    git = ["git", "-c", "protocol.file.allow=always", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    if lib.exists():
+        shutil.rmtree(lib)
+    lib.mkdir()
+    subprocess.run([*git, "init", "-q"], cwd=lib, check=True)
+    (lib / "lib.txt").write_text("lib\n")
+    subprocess.run([*git, "add", "."], cwd=lib, check=True)
+    subprocess.run([*git, "commit", "-qm", "lib"], cwd=lib, check=True)
+    subprocess.run([*git, "add", "a.txt"], cwd=project, check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], cwd=project, check=True)
+    subprocess.run([*git, "submodule", "add", "-q", str(lib), "vendor/lib"], cwd=project, check=True)
+    subprocess.run([*git, "commit", "-qm", "submodule"], cwd=project, check=True)
+    subprocess.run([*git, "worktree", "add", "-q", "wt"], cwd=project, check=True, capture_output=True)
 
 
 def _path(root: Path, rel: str, via_proc: bool) -> str:

@@ -59,9 +59,11 @@ def render(report: dict[str, Any]) -> str:
     if enforced:
         lines += [
             "  writable: " + ", ".join(enforced["writable"]),
-            "  read-only inside them: .git/hooks, .git/config, .claude/, .keel/, .vscode/, shell rc files, $KEEL_HOME",
+            "  read-only inside them: config and hooks of every git dir (.git, .git/modules/**, .git/worktrees/*), "
+            ".claude/, .keel/, .vscode/, shell rc files, $KEEL_HOME",
             "  hidden: " + (", ".join(enforced["hidden"]) or "(nothing that exists)"),
             f"  network: {enforced['network']}",
+            f"  unix sockets: {enforced['unix_sockets']}",
             f"  processes: {enforced['namespaces']}",
             f"  ask-free when sandboxed (autoAllowBashIfSandboxed): {'yes' if enforced['auto_allow'] else 'no'}",
             "  may run unsandboxed on request (allowUnsandboxedCommands): "

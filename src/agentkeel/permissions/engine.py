@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from agentkeel._lazy import lazy_module
 from agentkeel.core.tools import Tool
 from agentkeel.permissions.call import Call
+from agentkeel.permissions.credentials import credential_verdict
 from agentkeel.permissions.paths import candidates, inside, protected
 from agentkeel.permissions.rules import (
     READ_TOOLS,
@@ -306,6 +307,8 @@ class PermissionEngine(ShellChecks):
                 why = self._protected(lexical) or self._protected(real)
                 if why:
                     return StageResult("tool", "ask", f"{call.name} {lexical}: {why}; always asks", strength="always")
+            if call.name in READ_TOOLS and (cred := credential_verdict(call, self.keel_home)) is not None:
+                return cred
             if not (inside(lexical, self.working_dirs) and inside(real, self.working_dirs)):
                 where = lexical if lexical == real else f"{lexical} (-> {real})"
                 return StageResult("tool", "ask", f"{call.name} {where} is outside the working directories")

@@ -64,6 +64,67 @@ PROTECTED_HOME = (
     "Library/LaunchAgents",
 )
 
+# credential stores under the home directory: one list for both paths. The sandbox hides every one
+# from sandboxed commands (an empty file or directory nobody may open), and a read of one asks
+# whatever else would allow it (a working directory holding the home, the sandbox's auto-allow);
+# an allow rule the user wrote still decides. Only stores a build does not read on its own (npm
+# reads ~/.npmrc, a file it tolerates losing; ~/.m2/settings.xml or pip.conf would break builds).
+CREDENTIAL_STORES = (
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",  # git credential-store's XDG file
+    ".config/gh",  # the GitHub CLI's token (hosts.yml)
+    ".config/hub",
+    ".npmrc",
+    ".pypirc",
+    ".config/gcloud",
+    ".azure",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".terraform.d/credentials.tfrc.json",
+    ".vault-token",
+    ".pgpass",
+    ".claude/.credentials.json",  # Claude Code's OAuth token
+    ".claude.json",  # Claude Code's account and user-scope MCP servers (their env holds keys)
+)
+# under $KEEL_HOME: keel's own (settings may carry keys in "env" or an apiKeyHelper; transcripts,
+# the session index, memory and logs hold every project's conversations)
+KEEL_PRIVATE = ("settings.json", "projects", "sessions.db", "memory", "logs")
+
+
+def credential_paths(home: str, keel_home: str | None = None) -> list[str]:
+    """The absolute paths of every credential store (existing or not)."""
+    out = [posixpath.join(home, name) for name in CREDENTIAL_STORES] if home else []
+    if keel_home:
+        out += [posixpath.join(keel_home, name) for name in KEEL_PRIVATE]
+    return out
+
+
+def credential_store(path: str, home: str, keel_home: str | None = None, *, holding: bool = False) -> str | None:
+    """The credential store ``path`` lies in (as ``~/...`` or ``$KEEL_HOME/...``), or None. With
+    ``holding``, a directory that holds one that exists counts too (a recursive read of it reads
+    the store).
+    ``path`` may be a glob (``~/.np*rc``): it counts when it may match a store, case folded."""
+    import fnmatch
+
+    parts = [p for p in path.lower().split("/") if p]
+    for store in credential_paths(home, keel_home):
+        sparts = [p for p in store.lower().split("/") if p]
+        n = min(len(parts), len(sparts))
+        if len(parts) < len(sparts) and not (holding and os.path.lexists(store)):
+            continue  # a directory holding a store that does not exist reads none
+        if all(a == b or fnmatch.fnmatchcase(b, a) for a, b in zip(parts[:n], sparts[:n], strict=True)):
+            if keel_home and store.startswith(keel_home.rstrip("/") + "/"):
+                return "$KEEL_HOME" + store[len(keel_home.rstrip("/")) :]
+            return "~" + store[len(home.rstrip("/")) :]
+    return None
+
 
 class PathPattern(msgspec.Struct, frozen=True, dict=True):
     """A compiled ``Read(...)``/``Edit(...)`` specifier: a gitignore pattern anchored at ``base``."""

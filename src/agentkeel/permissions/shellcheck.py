@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentkeel._lazy import lazy_module
 from agentkeel.permissions.call import Call
+from agentkeel.permissions.credentials import credential_verdict
 from agentkeel.permissions.paths import PathPattern, candidates, inside
 from agentkeel.permissions.rules import Rule, path_pattern
 from agentkeel.permissions.verdicts import StageResult, Strength, strongest
@@ -150,6 +151,7 @@ class ShellChecks:
         for redirect in analysis.redirects:
             if redirect.mode == "write" and redirect.target not in _HARMLESS_TARGETS:
                 verdicts.append(self._redirect_check(redirect))
+        verdicts.append(credential_verdict(call, self.keel_home))  # the one list the sandbox hides too
         return strongest(verdicts)
 
     def _redirect_check(self, redirect: Redirect) -> StageResult | None:

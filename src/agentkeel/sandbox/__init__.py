@@ -76,6 +76,7 @@ def status(
             "writable": [*sandbox.writable(with_tmp=False), "<session temp dir>"],
             "hidden": sorted({p for p in sandbox.hidden() if os.path.lexists(p)}),
             "network": _network(config, found, asks=session is not None and session.can_ask()),
+            "unix_sockets": _sockets(sandbox),
             "namespaces": "user, pid, net, ipc, uts, cgroup; --die-with-parent",
             "auto_allow": config.auto_allow,
             "unsandboxed_allowed": config.allow_unsandboxed,
@@ -110,3 +111,12 @@ def _network(config: SandboxConfig, found: Probe, *, asks: bool) -> str:
     domains = ", ".join(config.allowed_domains) or "no domain in sandbox.network.allowedDomains"
     rest = "a new host is asked about once" if asks else "other hosts are refused"
     return f"proxy: {domains} (and WebFetch domain allow rules); {rest}"
+
+
+def _sockets(sandbox: Sandbox) -> str:
+    if sandbox.config.allow_all_unix_sockets:
+        return "every host socket reachable (sandbox.network.allowAllUnixSockets)"
+    allowed = sandbox.allowed_sockets()
+    covered = len(sandbox.sockets(allowed))
+    named = f"; allowed: {', '.join(allowed)}" if allowed else ""
+    return f"host sockets covered ({covered} now; /run emptied){named}"

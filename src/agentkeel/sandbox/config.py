@@ -6,7 +6,8 @@
       "excludedCommands": ["docker *"],
       "allowUnsandboxedCommands": true,
       "failIfUnavailable": false,
-      "network": {"allowedDomains": ["pypi.org"], "allowLocalBinding": false, "allowAllUnixSockets": false},
+      "network": {"allowedDomains": ["pypi.org"], "allowLocalBinding": false,
+                  "allowUnixSockets": ["~/.ssh/agent.sock"], "allowAllUnixSockets": false},
       "filesystem": {"allowWrite": ["~/.cache/pip"], "denyWrite": ["./deploy"], "denyRead": ["~/.aws"]}
     }
 
@@ -22,7 +23,7 @@ from typing import Any
 
 # Claude Code keys keel accepts without acting on them (no warning)
 _COMPAT = frozenset({"enableWeakerNestedSandbox", "ignoreViolations", "credentials"})
-_NETWORK_COMPAT = frozenset({"allowUnixSockets", "httpProxyPort", "socksProxyPort", "allowManagedDomainsOnly"})
+_NETWORK_COMPAT = frozenset({"httpProxyPort", "socksProxyPort", "allowManagedDomainsOnly"})
 _FS_COMPAT = frozenset({"allowRead"})
 
 
@@ -36,6 +37,9 @@ class SandboxConfig:
     allowed_domains: tuple[str, ...] = ()
     allow_local_binding: bool = False
     allow_all_unix_sockets: bool = False
+    # host Unix sockets (or directories of them) a sandboxed command may connect to; every other
+    # one is covered (sandbox/sockets.py). Claude Code's key; on Linux it ignores it and blocks all.
+    allow_unix_sockets: tuple[str, ...] = ()
     allow_write: tuple[str, ...] = ()
     deny_write: tuple[str, ...] = ()
     deny_read: tuple[str, ...] = ()
@@ -95,6 +99,8 @@ def _network(values: dict[str, Any], value: object, warnings: list[str], where: 
             values["allowed_domains"] = _strings(v, "sandbox.network.allowedDomains", warnings, where)
         elif key == "allowLocalBinding":
             _bool(values, "allow_local_binding", v, "sandbox.network.allowLocalBinding", warnings, where)
+        elif key == "allowUnixSockets":
+            values["allow_unix_sockets"] = _strings(v, "sandbox.network.allowUnixSockets", warnings, where)
         elif key == "allowAllUnixSockets":
             _bool(values, "allow_all_unix_sockets", v, "sandbox.network.allowAllUnixSockets", warnings, where)
         elif key not in _NETWORK_COMPAT:

@@ -18,6 +18,7 @@ LEFTOVER_MARK = "[keel sandbox] background processes stopped:"
 
 _WRITE = re.compile(r"Read-only file system|Device or resource busy|EROFS|EBUSY", re.I)
 _HIDDEN = re.compile(r"Permission denied|EACCES|PermissionError", re.I)
+_SOCKET = re.compile(r"connect\w*\b[^\n]*(Permission denied|EACCES)|(Permission denied|EACCES)[^\n]*\bconnect", re.I)
 _PROC = re.compile(r"/proc/\d+/\S*.*No such file or directory|No such process", re.I)
 _NETWORK = re.compile(
     r"Network is unreachable|Could not resolve|Temporary failure in name resolution|Name or service not known|"
@@ -50,8 +51,13 @@ def causes(output: str, code: int | None, command: str, *, network: bool, blocke
             "writing outside the working directories and the session's temp dir, or to a protected path "
             "(.git/hooks, .git/config, .claude/, .keel/, shell rc files, $KEEL_HOME), is blocked"
         )
-    if _HIDDEN.search(output):
-        found.append("files a Read deny rule covers (and credentials such as ~/.ssh) are hidden")
+    if _SOCKET.search(output):
+        found.append(
+            "the host's Unix sockets are covered (tmux, ssh-agent, docker...): the user can name one in "
+            "sandbox.network.allowUnixSockets"
+        )
+    elif _HIDDEN.search(output):
+        found.append("files a Read deny rule covers (and credential stores such as ~/.ssh, ~/.npmrc) are hidden")
     if _PROC.search(output):
         found.append("processes outside the sandbox are not visible in /proc")
     # a pipeline's status is its last command's: the errors are read whatever the status; a

@@ -4,18 +4,23 @@ Order matters: bubblewrap applies them left to right, so a later mount covers an
 
 1. the whole filesystem read-only (``--ro-bind / /``), a private ``/proc`` (the new PID
    namespace's: ``/proc/<pid>`` of a process outside does not exist inside), a minimal ``/dev``,
-   an empty ``/run`` (no host daemon's socket: docker, dbus, systemd) unless every Unix socket
-   is allowed;
+   an empty ``/run`` and ``/tmp/.X11-unix`` (no host daemon's socket: docker, dbus, systemd)
+   unless every Unix socket is allowed, with the sockets ``allowUnixSockets`` names there bound
+   back;
 2. the writable roots bound read-write: the working directories, the session's temp dir,
    ``sandbox.filesystem.allowWrite``;
-3. inside them, protected entries bound read-only again: ``.git/hooks``, ``.git/config``,
-   ``.claude/``, ``.keel/``, ``.vscode/``, shell rc files... (an entry that does not exist yet is
-   covered by an empty read-only directory, so it cannot be created either), ``$KEEL_HOME``,
-   ``sandbox.filesystem.denyWrite``;
+3. inside them, protected entries bound read-only again: ``.git/hooks``, ``.git/config`` (and
+   ``config.worktree``, ``commondir``), ``.git/modules/`` and ``.git/worktrees/``, the checkouts'
+   ``.git`` files, ``.claude/``, ``.keel/``, ``.vscode/``, shell rc files... (an entry that does
+   not exist yet is covered by an empty read-only directory, so it cannot be created either),
+   ``$KEEL_HOME``, ``sandbox.filesystem.denyWrite``;
 4. agents' worktrees (``.keel/worktrees/<name>/``) bound read-write again inside the read-only
    ``.keel/``: another working tree, whose own protected entries (its ``.git``, ``.keel/``,
-   ``.claude/``, rc files...) are bound read-only after it, as at a root;
-5. Read-denied paths covered by an empty file or directory nobody may open (mode 000).
+   ``.claude/``, rc files...) are bound read-only after it, as at a root; likewise each git
+   directory in ``.git/modules/`` (submodules', at any depth) and ``.git/worktrees/`` (linked
+   worktrees'), read-write again with its own config, hooks and pointers read-only after it;
+5. Read-denied paths, credential stores and the host's Unix sockets (``sockets.py``) covered
+   by an empty file or directory nobody may open (mode 000).
 
 A protected file that does not exist yet (``.mcp.json``, ``.envrc``, ``.pre-commit-config.yaml``)
 cannot be covered without creating it; if the command creates one, keel removes it when the
@@ -29,16 +34,18 @@ import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from agentkeel.permissions.paths import PROTECTED_DIRS, PROTECTED_FILES, WORKTREES
+from agentkeel.permissions.paths import PROTECTED_DIRS, PROTECTED_FILES, WORKTREES, credential_paths
 
 # inside every writable root: read-only even there (they run code nobody chose to run)
 _GUARDED_DIRS = tuple(sorted((PROTECTED_DIRS - {".git"}) | {".vscode", ".idea"}))
 _GUARDED_FILES = tuple(sorted(PROTECTED_FILES))
-_GIT_GUARDED = ("hooks", "config")  # hooks, and the config that names programs (core.hooksPath, fsmonitor)
+# in every git directory: the files that name programs git runs (core.fsmonitor, core.hooksPath,
+# core.pager...) or another git directory whose config does (commondir); hooks/ beside them
+_GITDIR_FILES = ("config", "config.worktree", "commondir")
+# replaced by an empty tmpfs unless every Unix socket is allowed: host daemons' sockets
+MASKED = ("/run", "/var/run", "/tmp/.X11-unix")
 # created as empty read-only mount points when missing, so they cannot be made either
 _ALWAYS_GUARDED = (".claude", ".keel")
-# credentials hidden from every sandboxed command, whatever the rules say
-DEFAULT_HIDDEN_HOME = (".ssh", ".aws", ".gnupg", ".kube", ".netrc", ".git-credentials", ".docker/config.json")
 
 
 @dataclass
@@ -55,6 +62,7 @@ class Layout:
     # one the command creates is removed when it ends (see Sandbox.finished)
     absent: list[str] = field(default_factory=list)
     masked_dirs: list[str] = field(default_factory=list)  # replaced by an empty tmpfs
+    unmasked: list[str] = field(default_factory=list)  # allowed sockets inside them, bound back
     # directories between a writable root and a guarded entry, bound onto themselves: a mount
     # point cannot be renamed, so ``mv .git .git2 && mkdir -p .git/hooks`` fails (EBUSY)
     pinned: list[str] = field(default_factory=list)
@@ -67,6 +75,8 @@ class Layout:
         out = ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
         for d in self.masked_dirs:
             out += ["--tmpfs", d]
+        for u in self.unmasked:
+            out += ["--bind", u, u]
         out += self._binds(ro_dir)
         for tree in self.worktrees:
             out += tree._binds(ro_dir)
@@ -114,12 +124,17 @@ def build_layout(
     deny_write: Iterable[str] = (),
     hidden: Iterable[str] = (),
     mask_run: bool = True,
+    unmask: Iterable[str] = (),
 ) -> Layout:
-    """Resolve every path (bubblewrap mounts on the real path) and keep what exists."""
+    """Resolve every path (bubblewrap mounts on the real path) and keep what exists. ``unmask``:
+    paths inside the masked directories to bind back (the sockets ``allowUnixSockets`` names)."""
     layout = Layout()
     if mask_run:
-        layout.masked_dirs += [d for d in ("/run", "/var/run", "/tmp/.X11-unix") if os.path.isdir(d)]
+        layout.masked_dirs += [d for d in MASKED if os.path.isdir(d)]
         layout.masked_dirs = [d for d in dict.fromkeys(_real(d) for d in layout.masked_dirs)]
+        layout.unmasked = [
+            u for u in dict.fromkeys(_real(u) for u in unmask if _exists(u)) if _under(u, layout.masked_dirs)
+        ]
     roots = [r for r in dict.fromkeys(_real(w) for w in writable) if os.path.isdir(r)]
     # a root inside another is already writable; keep the outermost
     roots = [r for r in roots if not _under(r, [o for o in roots if o != r])]
@@ -148,10 +163,17 @@ def build_layout(
     layout.readonly = [
         p for p in dict.fromkeys(_real(g) for g in guarded if _exists(g)) if _under(p, roots) and p not in roots
     ]
-    for sub in layout.worktrees:  # what is read-only inside a worktree is mounted after the worktree
-        inside = [p for p in layout.readonly if _under(p, sub.writable) and p not in sub.writable]
-        sub.readonly += [p for p in inside if p not in sub.readonly]
-        layout.readonly = [p for p in layout.readonly if p not in inside]
+    # what is read-only inside a worktree (or a submodule's git dir) is mounted after it: after the
+    # innermost one holding it, or a nested one's read-write bind would cover it again
+    moved: list[str] = []
+    for p in layout.readonly:
+        holders = [sub for sub in layout.worktrees if _under(p, sub.writable) and p not in sub.writable]
+        if holders:
+            sub = max(holders, key=lambda h: len(h.writable[0]))
+            if p not in sub.readonly:
+                sub.readonly.append(p)
+            moved.append(p)
+    layout.readonly = [p for p in layout.readonly if p not in moved]
     # a hidden directory holding a working directory would hide the working directory too
     layout.hidden = [
         p for p in dict.fromkeys(_real(h) for h in hidden if _exists(h)) if not any(_under(r, [p]) for r in roots)
@@ -172,18 +194,159 @@ def _guard_root(root: str, layout: Layout) -> list[str]:
         else:
             layout.absent.append(p)
     git = posixpath.join(root, ".git")
+    checkouts: list[str] = []  # the .git entries of submodules and linked worktrees
     if os.path.isfile(git) or os.path.islink(git):
         # a worktree's .git is a file naming the repository: rewritten, it would point git at a
         # config of the command's choosing (core.hooksPath) for the user's next git command
         guarded.append(git)
     elif os.path.isdir(git):
         layout.pinned.append(git)
-        for name in _GIT_GUARDED:
-            p = posixpath.join(git, name)
-            if _exists(p):
-                guarded.append(p)
-            elif name == "hooks":
-                layout.guard_missing.append(p)
+        guarded += _guard_gitdir(
+            git, layout, layout, checkouts, submodules=_exists(posixpath.join(root, ".gitmodules"))
+        )
+    checkouts += [posixpath.join(root, path, ".git") for path in _submodule_paths(root)]
+    guarded += _guard_checkouts(root, checkouts, layout)
+    return guarded
+
+
+def _guard_gitdir(
+    gitdir: str, layout: Layout, top: Layout, checkouts: list[str], *, common: bool = True, submodules: bool = True
+) -> list[str]:
+    """What in a git directory names programs git runs (config, config.worktree, commondir,
+    hooks) and what holds more git directories (``modules/``: submodules', ``worktrees/``: linked
+    worktrees'). Those containers are read-only, so no git directory can be planted there for a
+    submodule ``git submodule update`` would adopt; a missing ``modules/`` is covered too where the
+    checkout has submodules (``submodules``: a .gitmodules; without one nothing would adopt it, and
+    each cover is a mount). Each existing git directory in them is bound read-write again after
+    them (a sub-layout of ``top``: commits work), with its own protected entries read-only after
+    it, recursively. The .git entries of their checkouts go to ``checkouts``."""
+    guarded: list[str] = []
+    for name in _GITDIR_FILES if common else (*_GITDIR_FILES, "gitdir"):
+        p = posixpath.join(gitdir, name)
+        if _exists(p):
+            guarded.append(p)
+        elif name != "gitdir":
+            layout.absent.append(p)  # created by the command: removed when it ends
+    hooks = posixpath.join(gitdir, "hooks")
+    if _exists(hooks):
+        guarded.append(hooks)
+    elif common:
+        layout.guard_missing.append(hooks)
+    for container in ("modules", "worktrees") if common else ("modules",):
+        box = posixpath.join(gitdir, container)
+        if not _exists(box):
+            if container == "modules" and submodules:
+                layout.guard_missing.append(box)
+            continue
+        guarded.append(box)
+        if os.path.islink(box) or not os.path.isdir(box):
+            continue
+        for inner in _inner_gitdirs(box, nested=container == "modules"):
+            sub = Layout(writable=[inner])
+            top.worktrees.append(sub)  # before the ones inside it: mounted in this order
+            checkout = _checkout_of(inner, container)
+            nested = checkout is None or _exists(posixpath.join(posixpath.dirname(checkout), ".gitmodules"))
+            found = _guard_gitdir(inner, sub, top, checkouts, common=container == "modules", submodules=nested)
+            sub.readonly = [p for p in dict.fromkeys(_real(g) for g in found) if _under(p, [inner])]
+            if checkout:
+                checkouts.append(checkout)
+    return guarded
+
+
+def _inner_gitdirs(box: str, *, nested: bool) -> list[str]:
+    """The git directories in ``modules/`` (a submodule's name may hold slashes: found by their
+    HEAD, four levels deep at most) or ``worktrees/`` (each directory)."""
+    found: list[str] = []
+    level = [box]
+    for _ in range(4 if nested else 1):
+        below: list[str] = []
+        for directory in level:
+            try:
+                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                if not nested or os.path.isfile(posixpath.join(entry.path, "HEAD")):
+                    found.append(entry.path)
+                else:
+                    below.append(entry.path)
+        level = below
+    return found
+
+
+def _checkout_of(gitdir: str, container: str) -> str | None:
+    """The .git entry of the checkout a submodule's or linked worktree's git directory serves:
+    ``core.worktree`` of a submodule's config, the ``gitdir`` file of a worktree's."""
+    try:
+        if container == "worktrees":
+            with open(posixpath.join(gitdir, "gitdir"), encoding="utf-8", errors="replace") as f:
+                target = f.read().strip()
+            return posixpath.normpath(posixpath.join(gitdir, target)) if target else None
+        worktree = _config_value(posixpath.join(gitdir, "config"), "core", "worktree")
+    except OSError:
+        return None
+    return posixpath.normpath(posixpath.join(gitdir, worktree, ".git")) if worktree else None
+
+
+def _config_value(path: str, section: str, key: str) -> str | None:
+    """One plain ``key = value`` of a git config file's ``[section]`` (enough for core.worktree)."""
+    current = ""
+    value = None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            line = raw.strip()
+            if line.startswith("["):
+                current = line.strip("[]").split()[0].lower() if line.strip("[]").split() else ""
+            elif current == section and "=" in line:
+                k, v = line.split("=", 1)
+                if k.strip().lower() == key:
+                    value = v.strip().strip('"')
+    return value
+
+
+def _submodule_paths(root: str) -> list[str]:
+    """The ``path =`` entries of the root's .gitmodules (checked out or not)."""
+    paths: list[str] = []
+    try:
+        with open(posixpath.join(root, ".gitmodules"), encoding="utf-8", errors="replace") as f:
+            for raw in f:
+                key, _, value = raw.strip().partition("=")
+                if key.strip().lower() == "path" and value.strip():
+                    paths.append(value.strip().strip('"'))
+    except OSError:
+        pass
+    return paths
+
+
+def _guard_checkouts(root: str, checkouts: list[str], layout: Layout) -> list[str]:
+    """A submodule's or linked worktree's checkout inside ``root``: its .git (a file naming its git
+    directory; rewritten, git would run a config of the command's choosing at the user's next
+    ``git status`` in the superproject) is read-only, and every directory from the root down to it
+    is a mount point (``mv sub sub2 && mkdir -p sub/.git`` fails: EBUSY). A checkout without one
+    may not get one (removed when the command ends). A checkout under ``.keel/`` is an agent's
+    worktree's, guarded with that worktree; one under another protected directory is read-only
+    already."""
+    guarded: list[str] = []
+    for dotgit in dict.fromkeys(posixpath.normpath(c) for c in checkouts):
+        checkout = posixpath.dirname(dotgit)
+        if not _under(checkout, [root]) or checkout == root:
+            continue
+        rel = posixpath.relpath(checkout, root).split("/")
+        if ".." in rel or rel[0] in _GUARDED_DIRS or rel[0] == ".git" or not os.path.isdir(checkout):
+            continue
+        chain = [posixpath.join(root, *rel[: i + 1]) for i in range(len(rel))]
+        if any(os.path.islink(d) for d in chain):
+            continue  # a symlink in the way: the path leads elsewhere (outside or read-only)
+        layout.pinned += [d for d in chain if d not in layout.pinned]
+        if os.path.isdir(dotgit) and not os.path.islink(dotgit):  # a submodule with its own .git directory
+            layout.pinned.append(dotgit)
+            guarded += _guard_gitdir(dotgit, layout, layout, [])
+        elif _exists(dotgit):
+            guarded.append(dotgit)
+        else:
+            layout.absent.append(dotgit)
     return guarded
 
 
@@ -199,5 +362,7 @@ def _worktrees(root: str) -> list[str]:
         return []
 
 
-def default_hidden(home: str) -> list[str]:
-    return [posixpath.join(home, name) for name in DEFAULT_HIDDEN_HOME] if home else []
+def default_hidden(home: str, keel_home: str | None = None) -> list[str]:
+    """Hidden from every sandboxed command, whatever the rules say: the credential stores (the
+    list the permission engine asks about reads of, ``permissions.paths.CREDENTIAL_STORES``)."""
+    return credential_paths(home, keel_home)

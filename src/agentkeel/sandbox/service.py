@@ -16,13 +16,14 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from agentkeel.sandbox.config import SandboxConfig
 from agentkeel.sandbox.explain import LEFTOVER_MARK, explain
-from agentkeel.sandbox.mounts import build_layout, default_hidden
+from agentkeel.sandbox.mounts import MASKED, build_layout, default_hidden
 from agentkeel.sandbox.probe import Probe, probe
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class Sandbox:
         self._made: dict[str, None] = {}
         self._live = 0  # prepared calls not yet finished
         self._rule_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
+        self._walked: tuple[float, list[str]] | None = None  # (when, sockets found by the walk)
         self.asker: DomainAsker | None = None  # set by the runtime once the permission gate exists
         self.answers: dict[str, bool] = {}  # the user's answer per new host, for the session
         self._asking: dict[str, asyncio.Future[bool]] = {}  # one question per host at a time
@@ -164,6 +166,10 @@ class Sandbox:
         analysis = call.bash
         if analysis is not None and not analysis.confident and self._bash_denials():
             return None  # a deny rule may name what keel could not read: ask, as without a sandbox
+        from agentkeel.permissions.credentials import credential_read
+
+        if credential_read(call, str(self.keel_home) if self.keel_home else None) is not None:
+            return None  # a credential store (hidden in here anyway): ask, as without a sandbox
         return "runs in keel's sandbox (sandbox.autoAllowBashIfSandboxed)"
 
     def _bash_denials(self) -> bool:
@@ -199,8 +205,36 @@ class Sandbox:
         return roots + [self._expand(p) for p in self.config.allow_write]
 
     def hidden(self) -> list[str]:
-        paths = default_hidden(str(self.home)) + [self._expand(p) for p in self.config.deny_read]
+        keel_home = str(self.keel_home) if self.keel_home else None
+        paths = default_hidden(str(self.home), keel_home) + [self._expand(p) for p in self.config.deny_read]
         return paths + self._ruled("Read")
+
+    def allowed_sockets(self) -> list[str]:
+        """``sandbox.network.allowUnixSockets``: ``/abs`` as written (Claude Code's example is
+        ``/var/run/docker.sock``), ``~/x`` in the home, a relative path in the project."""
+        out = []
+        for spec in self.config.allow_unix_sockets:
+            s = spec.strip()
+            if s.startswith("/") and not s.startswith("//"):
+                out.append(os.path.normpath(s))
+            elif s:
+                out.append(self._expand(s))
+        return out
+
+    def sockets(self, allowed: list[str]) -> list[str]:
+        """The host Unix sockets to cover for the next command (none with ``allowAllUnixSockets``)."""
+        if self.config.allow_all_unix_sockets:
+            return []
+        from agentkeel.sandbox import sockets
+
+        own = [str(self._root)] if self._root is not None else []  # the proxy's socket is there
+        now = time.monotonic()
+        if self._walked is None or now - self._walked[0] > sockets.WALK_TTL:
+            roots = sockets.walk_roots(str(self.home), MASKED)
+            walked = sockets.scan(roots, skip=[*self.writable(with_tmp=False), *own, *MASKED])
+            bound = set(sockets.bound_sockets())
+            self._walked = (now, sockets.live(w for w in walked if w not in bound))
+        return sockets.host_sockets(walked=self._walked[1], own=own, allowed=allowed, masked=MASKED)
 
     def deny_write(self) -> list[str]:
         return [self._expand(p) for p in self.config.deny_write] + self._ruled("Edit")
@@ -234,14 +268,16 @@ class Sandbox:
         """The bubblewrap command line that runs ``command`` in ``shell``; ``on_exit`` is shell text
         for the EXIT trap (the Bash tool's "where did the shell end up"), kept single-quote free."""
         assert self.probe.bwrap is not None
+        allowed = self.allowed_sockets()
         layout = build_layout(
             writable=self.writable(),
             scratch=str(self.tmpdir),
             home=str(self.home),
             keel_home=str(self.keel_home) if self.keel_home else None,
             deny_write=self.deny_write(),
-            hidden=self.hidden(),
+            hidden=self.hidden() + self.sockets(allowed),
             mask_run=not self.config.allow_all_unix_sockets,
+            unmask=allowed,
         )
         self._made.update((p, None) for p in layout.all_guard_missing() if not os.path.lexists(p))
         root = self.root
