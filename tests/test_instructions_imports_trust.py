@@ -117,3 +117,22 @@ def test_keel_trust_on_a_folder_with_nothing_else_to_trust_lets_its_imports_out(
     server = fake_llm({"steps": ["ok"]})
     assert keel("-p", "hi", env=wire_env(server, "anthropic")).code == 0
     assert "team conventions from home" in _prompt_sent(server)
+
+
+def test_a_trusted_folder_still_imports_no_credential_store(
+    tmp_path: Path, project: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    home = tmp_path / "userhome"
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text(FAKE_KEY)
+    (home / ".npmrc").write_text("//registry.npmjs.org/:_authToken=npm_FAKEfakeFAKEfake0000\n")
+    (home / "team.md").write_text("team conventions from home")
+    (project / ".git").mkdir()
+    (project / "CLAUDE.md").write_text("@~/.ssh/id_rsa @~/.npmrc @~/team.md")
+    assert keel("trust", str(project)).code == 0
+    server = fake_llm({"steps": ["ok"]})
+    run = keel("-p", "hi", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    sent = _prompt_sent(server)
+    assert "team conventions from home" in sent
+    assert "FAKE-not-a-real-key" not in sent and "_authToken" not in sent

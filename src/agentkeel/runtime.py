@@ -99,10 +99,15 @@ def _retrust(store: TrustStore, cwd: Path) -> None:
 
 
 def _import_refusal(engine: PermissionEngine) -> Callable[[Path], str | None]:
-    """Why an instruction file's ``@import`` may not be read into the prompt: the Read rules."""
+    """Why an instruction file's ``@import`` may not be read into the prompt: the Read deny rules,
+    and the credential stores (the one list the sandbox hides and the engine asks about)."""
+    from agentkeel.permissions.paths import credential_store
 
     def refuse(path: Path) -> str | None:
-        return "a Read deny rule covers it" if engine.read_denied(path) else None
+        if engine.read_denied(path):
+            return "a Read deny rule covers it"
+        store = credential_store(str(path), engine.home, engine.keel_home)
+        return f"{store} is a credential store" if store else None
 
     return refuse
 
