@@ -7,6 +7,12 @@ redirects to or from, and a list of *problems*: anything keel cannot read with c
 (syntax errors, function definitions, arguments whose value is only known at run time).
 A command with problems is never auto-allowed; deny rules are still checked on every part
 that was understood.
+
+The analysis fails closed: a command is read with confidence only when every part of it is in
+the modelled subset (ARCHITECTURE.md, "The modelled shell subset"). What it does not model is
+a problem; what could run a program keel cannot name (code bash evaluates in an arithmetic
+word, a shell or interpreter reading a script keel does not see, a program name that is not a
+static word) is also *opaque*: a Bash deny rule then treats the command as running any program.
 """
 
 from __future__ import annotations
@@ -23,8 +29,26 @@ import msgspec
 from agentkeel.permissions.grammar import source_problem, tree_problem, unescaped_blank
 from agentkeel.permissions.shellstate import DIR_COMMANDS, Dirs, change, in_this_shell, record_mkdir, safe_assignment
 from agentkeel.permissions.words import DYNAMIC as DYNAMIC  # re-exported: the analysis' marker
-from agentkeel.permissions.words import ansi_c, dq_literal, has_glob, lone_dollar
-from agentkeel.permissions.wrappers import SHELLS, WRAPPER_OPTS_WITH_VALUE, shell_c, skip_options
+from agentkeel.permissions.words import (
+    PLAIN_NAME,
+    ansi_c,
+    brace_expansion,
+    dq_literal,
+    has_glob,
+    literal_arithmetic,
+    lone_dollar,
+)
+from agentkeel.permissions.wrappers import (
+    INTERPRETERS,
+    RUNNER_SUBCOMMANDS,
+    RUNNERS,
+    SHELLS,
+    WRAPPER_OPTS_WITH_VALUE,
+    interpreter_code,
+    shell_c,
+    skip_options,
+    unknown_option,
+)
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -36,6 +60,35 @@ _WORDLIKE = frozenset(
 )
 _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 _SAFE_VARS = frozenset({"HOME", "PWD", "USER", "LOGNAME", "SHELL", "TMPDIR"})
+# variables that change which program a later command runs or what the shell runs on its own
+_RUN_VARS = frozenset(
+    {
+        "PATH", "BASH_ENV", "ENV", "IFS", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PS4", "SHELLOPTS",
+        "BASHOPTS", "PROMPT_COMMAND", "BASH_LOADABLES_PATH", "EXECIGNORE", "CDPATH", "GLOBIGNORE",
+    }
+)  # fmt: skip
+# builtins that change how the shell reads or runs later commands (aliases, loadable builtins,
+# the command hash, shell options): keel does not follow them
+_SHELL_STATE = frozenset({"alias", "enable", "hash", "shopt", "source", ".", "set", "trap", "complete", "bind"})
+# builtins whose arguments name variables bash assigns (and evaluates subscripts of)
+_NAME_SETTERS = frozenset({"read", "printf", "getopts", "mapfile", "readarray", "wait", "unset", "let"})
+_MAX_SUFFIXES = 32
+_ARITH_TESTS = frozenset({b"-eq", b"-ne", b"-lt", b"-le", b"-gt", b"-ge"})
+_DECLARE = frozenset({"declare", "typeset", "local", "export", "readonly"})
+_AWK = frozenset({"awk", "gawk", "mawk", "nawk", "busybox awk"})
+
+
+def live_backquote(raw: str) -> bool:
+    """An unescaped backquote in raw word text."""
+    i = 0
+    while i < len(raw):
+        if raw[i] == "\\":
+            i += 2
+        elif raw[i] == "`":
+            return True
+        else:
+            i += 1
+    return False
 
 
 class SimpleCommand(msgspec.Struct):
@@ -77,6 +130,10 @@ class BashAnalysis(msgspec.Struct):
     commands: list[SimpleCommand] = msgspec.field(default_factory=list)
     redirects: list[Redirect] = msgspec.field(default_factory=list)
     problems: list[str] = msgspec.field(default_factory=list)
+    # why a part may run a program keel cannot name (a subset of the problems)
+    opaque: list[str] = msgspec.field(default_factory=list)
+    # word sequences a runner (``uv run``, ``setsid``, ``npx``...) may run: for deny and ask rules only
+    also_runs: list[SimpleCommand] = msgspec.field(default_factory=list)
     cwd: str = ""  # where the shell is when the line is done (after its literal cd/pushd/popd)
 
     @property
@@ -116,6 +173,7 @@ class _Walker:
         self.stack: list[str] = []  # pushd's directory stack
         self.made: set[str] = set()  # directories mkdir creates earlier in the line
         self.dir_changes = 0  # cd/pushd/popd seen so far (to tell whether a construct changed directory)
+        self.integers: set[str] = set()  # names declared -i earlier in the line (assignments evaluate)
 
     # --- statements ----------------------------------------------------------------------
 
@@ -146,11 +204,36 @@ class _Walker:
                 cwd = self.statement(node, cwd, depth)
         return cwd
 
-    def isolated(self, node: Node, cwd: str, depth: int) -> None:
-        """A part that runs in a subshell: directory changes inside do not reach the rest."""
-        stack = list(self.stack)
+    def isolated(self, node: Node, cwd: str, depth: int) -> dict[str, str]:
+        """A part that runs in a subshell: directory changes and assignments inside do not reach
+        the rest. Returns the variables as the part left them."""
+        stack, saved = list(self.stack), dict(self.vars)
         self.statement(node, cwd, depth)
-        self.stack = stack
+        end = self.vars
+        self.stack, self.vars = stack, saved
+        return end
+
+    def branch(self, nodes: list[Node], cwd: str, depth: int) -> dict[str, str]:
+        """A part that may or may not run (an if/case arm, the right of && or ||, a loop body):
+        walked from the variables as they are now; returns them as the part left them."""
+        saved = dict(self.vars)
+        for n in nodes:
+            self.statement_or_word(n, cwd, depth)
+        end = self.vars
+        self.vars = saved
+        return end
+
+    def merge(self, ends: list[dict[str, str]]) -> None:
+        """After parts that may or may not have run: a variable any of them changed is unknown."""
+        changed = {k for end in ends for k in set(end) | set(self.vars) if end.get(k) != self.vars.get(k)}
+        for k in changed:
+            self.vars[k] = DYNAMIC
+
+    def loop(self, nodes: list[Node], cwd: str, depth: int) -> None:
+        """A loop body runs any number of times and sees what earlier rounds assigned."""
+        first = self.branch(nodes, cwd, depth)
+        self.merge([first])
+        self.merge([self.branch(nodes, cwd, depth)])
 
     def statement(self, node: Node, cwd: str, depth: int) -> str:
         t = node.type
@@ -160,12 +243,29 @@ class _Walker:
             return cwd
         if t == "command":
             return self.command(node, cwd, depth)
-        if t in ("list", "program", "compound_statement", "do_group", "else_clause", "elif_clause"):
+        if t == "compound_statement" and node.children and node.children[0].type == "((":
+            self.arithmetic(node, (node.text or b"")[2:-2].decode("utf-8", "replace"), cwd, depth)
+            return cwd
+        if t == "list":
+            conditional = False
+            for child in node.children:
+                if child.type in ("&&", "||"):
+                    conditional = True
+                elif conditional:  # runs only if the left side succeeded (or failed)
+                    saved = dict(self.vars)
+                    cwd = self.statement(child, cwd, depth)
+                    end, self.vars = self.vars, saved
+                    self.merge([end])
+                else:
+                    cwd = self.statement(child, cwd, depth)
+            return cwd
+        if t in ("program", "compound_statement", "do_group", "else_clause", "elif_clause"):
             return self.statements(node.children, cwd, depth)
         if t == "pipeline":
             before = self.dir_changes
-            for child in node.children:  # each part runs in a subshell, from the same directory
-                self.isolated(child, cwd, depth)
+            # each part runs in a subshell, from the same directory; with lastpipe the last part
+            # runs in this shell, so what any part assigns is unknown afterwards
+            self.merge([self.isolated(child, cwd, depth) for child in node.children])
             if self.dir_changes != before:  # unless lastpipe is set, which keel cannot see
                 self.problem("changes directory inside a pipeline (bash may or may not keep it)")
             return cwd
@@ -191,16 +291,47 @@ class _Walker:
             argv = [self.word(c, cwd, depth) for c in node.children if c.is_named and c.type != "variable_assignment"]
             keyword = node.children[0].text.decode() if node.children and node.children[0].text else t
             assigned = self.assignments(node, cwd, depth)
-            for name, value in assigned:
-                self.remember(name, value)
             argv = [keyword, *[f"{n}={v}" for n, v in assigned], *argv]
+            self.names_set(argv)
+            for name, value in assigned:
+                if name not in self.vars or self.vars[name] != DYNAMIC:
+                    self.remember(name, value)
             self.out.commands.append(SimpleCommand(argv=argv, cwd=cwd))
             return cwd
-        if t in ("if_statement", "while_statement", "case_statement", "case_item"):
+        if t == "if_statement":
             before = self.dir_changes
+            arms: list[list[Node]] = []
+            for child in node.children:
+                if child.type == "then":
+                    arms.append([])
+                elif not child.is_named:
+                    continue
+                elif not arms:  # the condition: always runs
+                    self.statement_or_word(child, cwd, depth)
+                elif child.type in ("elif_clause", "else_clause"):
+                    arms.append([child])
+                else:
+                    arms[-1].append(child)
+            self.merge([self.branch(arm, cwd, depth) for arm in arms])
+            self.unfollowed_dir_change(before, t)
+            return cwd
+        if t == "case_statement":
+            before = self.dir_changes
+            items = [c for c in node.children if c.type == "case_item"]
+            for child in node.children:
+                if child.is_named and child.type != "case_item":
+                    self.statement_or_word(child, cwd, depth)
+            self.merge([self.branch([item], cwd, depth) for item in items])
+            self.unfollowed_dir_change(before, t)
+            return cwd
+        if t == "case_item":
             for child in node.children:
                 if child.is_named:
                     self.statement_or_word(child, cwd, depth)
+            return cwd
+        if t in ("while_statement", "until_statement"):
+            before = self.dir_changes
+            self.loop([c for c in node.children if c.is_named], cwd, depth)
             self.unfollowed_dir_change(before, t)
             return cwd
         if t in ("for_statement", "c_style_for_statement"):
@@ -208,14 +339,24 @@ class _Walker:
             var = node.child_by_field_name("variable")
             if var is not None and var.text is not None:
                 self.vars[var.text.decode()] = DYNAMIC
+            body: list[Node] = []
             for child in node.children:
-                if child.type in ("word", "string", "raw_string", "concatenation", "simple_expansion", "expansion"):
+                if t == "c_style_for_statement" and child.is_named and child.type != "do_group":
+                    text = (child.text or b"").decode("utf-8", "replace")
+                    self.arithmetic(child, text, cwd, depth)
+                    for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                        self.vars[name] = DYNAMIC
+                elif child.type in ("word", "string", "raw_string", "concatenation", "simple_expansion", "expansion"):
                     self.word(child, cwd, depth)
                 elif child.is_named and child.type != "variable_name":
-                    self.statement_or_word(child, cwd, depth)
+                    body.append(child)
+            self.loop(body, cwd, depth)
             self.unfollowed_dir_change(before, t)
             return cwd
-        if t in ("test_command", "arithmetic_expansion", "binary_expression", "unary_expression"):
+        if t == "arithmetic_expansion":
+            self.word(node, cwd, depth)
+            return cwd
+        if t in ("test_command", "binary_expression", "unary_expression"):
             self.nested(node, cwd, depth)
             return cwd
         if t == "function_definition":
@@ -237,10 +378,18 @@ class _Walker:
             self.statement(node, cwd, depth)
 
     def subshell(self, node: Node, cwd: str, depth: int) -> None:
-        """``( .. )``, ``$( .. )``, ``<( .. )``: a cd inside does not leak out."""
-        stack = list(self.stack)
+        """``( .. )``, ``$( .. )``, ``<( .. )``: a cd or an assignment inside does not leak out."""
+        stack, saved = list(self.stack), dict(self.vars)
         self.statements(node.children, cwd, depth)
-        self.stack = stack
+        self.stack, self.vars = stack, saved
+
+    def substitution_script(self, source: str, cwd: str, depth: int) -> None:
+        """A backquoted command keel read out of text (a here-document body): run in a subshell."""
+        parser = _parser()
+        assert parser is not None
+        stack, saved = list(self.stack), dict(self.vars)
+        self.script(parser, source, cwd, depth + 1)
+        self.stack, self.vars = stack, saved
 
     def unfollowed_dir_change(self, before: int, construct: str) -> None:
         if self.dir_changes != before:
@@ -248,20 +397,103 @@ class _Walker:
             self.problem(f"changes directory inside {kind} (keel does not follow where it ends up)")
 
     def nested(self, node: Node, cwd: str, depth: int) -> None:
-        """Collect every command that runs inside an expression (substitutions)."""
+        """Collect every command that runs inside an expression (substitutions), and what bash
+        evaluates there that keel does not model (arithmetic, subscripts, unread backquotes)."""
         for child in node.children:
-            if child.type in ("command_substitution", "process_substitution"):
+            t = child.type
+            if t in ("command_substitution", "process_substitution"):
                 self.subshell(child, cwd, depth + 1)
-            elif child.type == "command":
+            elif t == "command":
                 self.command(child, cwd, depth)
+            elif t in ("arithmetic_expansion", "expansion"):
+                self.word(child, cwd, depth)
+            elif t == "subscript":
+                self.subscript(child, cwd, depth)
+            elif t == "word":
+                self.backquotes(child)
+            elif t == "binary_expression" and any(
+                c.type == "test_operator" and c.text in _ARITH_TESTS for c in child.children
+            ):
+                for c in child.children:  # [[ a -eq b ]]: both sides are evaluated arithmetically
+                    if c.is_named and c.type != "test_operator":
+                        value = self.word(c, cwd, depth)
+                        if not literal_arithmetic(value):
+                            self.opaque(f"[[ … {(c.text or b'').decode('utf-8', 'replace')!r} … ]] is evaluated arithmetically (it can run code)")
+            elif t == "unary_expression" and any(c.type == "test_operator" and c.text in (b"-v", b"-R") for c in child.children):
+                for c in child.children:
+                    if c.is_named and c.type != "test_operator":
+                        value = self.word(c, cwd, depth)
+                        if not PLAIN_NAME.fullmatch(value):
+                            self.opaque(f"[[ -v {value.replace(DYNAMIC, '…')!r} ]] evaluates a subscript (it can run code)")
             else:
                 self.nested(child, cwd, depth)
+
+    def arithmetic(self, node: Node, text: str, cwd: str, depth: int) -> None:
+        """Text bash evaluates arithmetically: keel models literal arithmetic only."""
+        if not literal_arithmetic(text):
+            shown = text.strip()[:60]
+            self.opaque(f"bash evaluates {shown!r} arithmetically (a name or expansion in it can run code)")
+        self.nested(node, cwd, depth)
+
+    def subscript(self, node: Node, cwd: str, depth: int) -> None:
+        data = node.text or b""
+        index = data[data.find(b"[") + 1 : data.rfind(b"]")].decode("utf-8", "replace")
+        if index not in ("@", "*") and not literal_arithmetic(index):
+            self.opaque(f"the array subscript [{index[:60]}] is evaluated by bash (it can run code)")
+        self.nested(node, cwd, depth)
+
+    def backquotes(self, node: Node) -> None:
+        """A backquote inside what the parser took for a plain word (``${x=`rm`}``) runs a command
+        the parser did not read."""
+        raw = (node.text or b"").decode("utf-8", "replace")
+        if live_backquote(raw):
+            self.opaque(f"a backquoted command the shell parser did not read ({raw[:60]!r})")
+
+    def heredoc_body(self, raw: str, cwd: str, depth: int) -> None:
+        """An unquoted here-document body: bash runs its backquoted commands (the parser reads only
+        ``$(..)`` there), so keel reads them as bash does: text up to the next unescaped backquote,
+        with backslash-escaped backslashes, dollars and backquotes unescaped."""
+        i, n = 0, len(raw)
+        while i < n:
+            ch = raw[i]
+            if ch == "\\":
+                i += 2
+                continue
+            if ch != "`":
+                i += 1
+                continue
+            j, inner = i + 1, []
+            while j < n and raw[j] != "`":
+                if raw[j] == "\\" and j + 1 < n:
+                    if raw[j + 1] == "`":
+                        self.opaque("nested backquotes in a here-document (keel does not read them)")
+                        return
+                    inner.append(raw[j + 1] if raw[j + 1] in "$\\" else raw[j : j + 2])
+                    j += 2
+                    continue
+                inner.append(raw[j])
+                j += 1
+            if j >= n:
+                self.opaque("an unterminated backquote in a here-document")
+                return
+            self.substitution_script("".join(inner), cwd, depth)
+            i = j + 1
 
     def problem(self, text: str) -> None:
         if text not in self.out.problems:
             self.out.problems.append(text)
 
+    def opaque(self, text: str) -> None:
+        """A part that may run a program keel cannot name: not confident, and any program to deny rules."""
+        self.problem(text)
+        if text not in self.out.opaque:
+            self.out.opaque.append(text)
+
     def remember(self, name: str, value: str) -> None:
+        if name in _RUN_VARS:
+            self.opaque(f"sets {name}, which changes what later commands run")
+        if name in self.integers and not literal_arithmetic(value):
+            self.opaque(f"{name} was declared -i: bash evaluates {value.replace(DYNAMIC, '…')!r} arithmetically")
         self.vars[name] = value
 
     def assignments(self, node: Node, cwd: str, depth: int) -> list[tuple[str, str]]:
@@ -273,8 +505,15 @@ class _Walker:
             name_node = a.child_by_field_name("name")
             value_node = a.child_by_field_name("value")
             name = name_node.text.decode() if name_node is not None and name_node.text else DYNAMIC
+            if name_node is not None and name_node.type == "subscript":
+                self.subscript(name_node, cwd, depth)
+                name = name.split("[", 1)[0]
             value = self.word(value_node, cwd, depth) if value_node is not None else ""
-            if any(c.type == "+=" for c in a.children):
+            if value_node is not None and value_node.type == "array":
+                value = DYNAMIC
+                if any(c.type == "[" or (c.text or b"").startswith(b"[") for c in value_node.children):
+                    self.opaque("an array with [subscript]= elements (bash evaluates the subscripts)")
+            if name_node is not None and name_node.type == "subscript" or any(c.type == "+=" for c in a.children):
                 value = DYNAMIC
             found.append((name, value))
         return found
@@ -300,7 +539,11 @@ class _Walker:
                 assignments += self.assignments(child, cwd, depth)
             elif child.type == "command_name":
                 for c in child.children:
-                    words.append(self.word(c, cwd, depth))
+                    value = self.word(c, cwd, depth)
+                    if value != DYNAMIC and has_glob(c):
+                        self.opaque(f"the program name {value!r} is a glob pattern (any program could match)")
+                        value = DYNAMIC
+                    words.append(value)
             elif child.type in _REDIRECTS:
                 self.redirect(child, cwd, depth)
             elif child.is_named or child.type == "$":  # a lone "$" is a literal to bash
@@ -310,6 +553,9 @@ class _Walker:
                 words.append(value)
             elif child.text:  # a token the grammar left bare ("==", "=~"): a word to bash
                 words.append(child.text.decode("utf-8", "replace"))
+        for name, _ in assignments:
+            if name in _RUN_VARS:
+                self.opaque(f"runs a command with {name} set, which changes what it runs")
         cmd = SimpleCommand(argv=words, assignments=assignments, globbed=globbed, cwd=cwd)
         after_eval = self.unwrap(cmd, cwd, depth)
         if cmd.argv and cmd.argv[0] in DIR_COMMANDS:
@@ -334,6 +580,7 @@ class _Walker:
         """Strip wrappers and pull nested commands out; append what remains. For ``eval``, the
         directory its script ends in (eval runs in this shell; ``bash -c`` does not)."""
         argv = cmd.argv
+        self.runner_suffixes(argv, cwd)
         while argv:
             name = posixpath.basename(argv[0]) if DYNAMIC not in argv[0] else argv[0]
             if name in ("sudo", "doas"):
@@ -341,24 +588,22 @@ class _Walker:
                 cmd.privileged += argv[: len(argv) - len(rest)]
                 argv = rest
                 continue
-            if name == "env":
-                rest = argv[1:]
-                while rest and (rest[0].startswith("-") or "=" in rest[0]):
-                    opt = rest.pop(0)
-                    if opt in ("-S", "--split-string") or opt.startswith(("-S", "--split-string=")):
-                        self.problem("env -S splits a string into a command")
-                        return None
-                    if opt in ("-u", "--unset") and rest:
-                        rest.pop(0)
-                    elif "=" in opt and not opt.startswith("-"):
-                        k, _, v = opt.partition("=")
-                        cmd.assignments.append((k, v))
-                cmd.wrappers.append("env")
-                argv = rest
-                continue
-            if name in WRAPPER_OPTS_WITH_VALUE and name not in ("env",):
+            if name in WRAPPER_OPTS_WITH_VALUE:
                 if name == "command" and len(argv) > 1 and argv[1] in ("-v", "-V"):
                     break  # ``command -v x`` only looks x up
+                if name == "env" and any(a.startswith(("-S", "--split-s")) for a in argv[1:]):
+                    self.opaque("env -S splits a string into a command")
+                    return None
+                bad = unknown_option(name, argv[1:])
+                if bad is not None:
+                    shown = bad.replace(DYNAMIC, "…")
+                    self.opaque(f"{name} {shown}: an option keel does not model (the program it runs is unknown)")
+                    break
+                if name == "env":
+                    argv = self.env(argv, cmd, cwd)
+                    if argv is None:
+                        return None
+                    continue
                 rest = skip_options(argv[1:], WRAPPER_OPTS_WITH_VALUE[name])
                 if name == "timeout" and rest:
                     rest = rest[1:]  # the duration
@@ -371,29 +616,179 @@ class _Walker:
                     rest = [*rest, DYNAMIC]  # xargs appends arguments from its input
                 argv = rest
                 continue
-            if name in SHELLS and len(argv) >= 2:
+            if name in SHELLS:
                 inner = shell_c(argv[1:])
                 if inner is None:
-                    break  # ``bash script.sh``: a command like any other
+                    self.opaque(f"{name} runs a script keel does not read (a file or standard input)")
+                    break
                 if DYNAMIC in inner:
-                    self.problem(f"{name} -c runs a string known only at run time")
+                    self.opaque(f"{name} -c runs a string known only at run time")
                     return None
                 self._nested_script(inner, cmd, cwd, depth)
                 return None
             if name == "eval":
                 inner = " ".join(argv[1:])
                 if DYNAMIC in inner:
-                    self.problem("eval runs a string known only at run time")
+                    self.opaque("eval runs a string known only at run time")
                     return None
                 return self._nested_script(inner, cmd, cwd, depth)
             if name in ("find", "fd", "fdfind"):
                 argv = self.find_exec(argv, cmd, cwd, depth)
             break
         cmd.argv = argv
+        if argv:
+            self.evaluated(argv, cwd, depth)
         if argv or cmd.assignments:
             self.out.commands.append(cmd)
         return None
 
+    def env(self, argv: list[str], cmd: SimpleCommand, cwd: str) -> list[str] | None:
+        """``env [-i] [-u NAME] [-C DIR] [NAME=VALUE]... CMD``: what it runs, and where."""
+        i = 1
+        while i < len(argv):
+            a = argv[i]
+            if a == "--":
+                i += 1
+                break
+            if not a.startswith("-"):
+                break
+            chdir: str | None = None
+            if a in ("-u", "--unset", "-a", "--argv0"):
+                i += 2
+                continue
+            if a in ("-C", "--chdir"):
+                chdir = argv[i + 1] if i + 1 < len(argv) else DYNAMIC
+                i += 1
+            elif a.startswith("--chdir="):
+                chdir = a.split("=", 1)[1]
+            elif a.startswith("-C"):
+                chdir = a[2:]
+            i += 1
+            if chdir is not None:
+                if DYNAMIC in chdir:
+                    self.opaque("env -C to a directory known only at run time")
+                    return None
+                cmd.cwd = posixpath.normpath(posixpath.join(cmd.cwd or cwd, chdir))
+        while i < len(argv) and "=" in argv[i] and not argv[i].startswith(("-", "=")):
+            k, _, v = argv[i].partition("=")
+            cmd.assignments.append((k, v))
+            if k in _RUN_VARS:
+                self.opaque(f"env sets {k}, which changes what it runs")
+            i += 1
+        cmd.wrappers.append("env")
+        return argv[i:]
+
+    def runner_suffixes(self, argv: list[str], cwd: str) -> None:
+        """``uv run --with x rm -rf src``: a runner's options are not modelled, so every word
+        sequence that could be the command it runs is checked against deny and ask rules."""
+        if not argv or DYNAMIC in argv[0]:
+            return
+        name = posixpath.basename(argv[0])
+        second = argv[1] if len(argv) > 1 else ""
+        if name not in RUNNERS and (name, second) not in RUNNER_SUBCOMMANDS:
+            return
+        for i in range(1, min(len(argv), _MAX_SUFFIXES)):
+            if not argv[i].startswith("-"):
+                self.out.also_runs.append(SimpleCommand(argv=argv[i:], cwd=cwd))
+
+    def evaluated(self, argv: list[str], cwd: str, depth: int) -> None:
+        """What a builtin or interpreter runs that is not a program in its argv: subscripts and
+        arithmetic bash evaluates (``test -v 'a[$(id)]'``, ``printf -v``, ``read``, ``let``),
+        variables it assigns (unknown afterwards), scripts it reads (``source``, ``trap``,
+        ``python -c``)."""
+        name = posixpath.basename(argv[0]) if DYNAMIC not in argv[0] else argv[0]
+        args = argv[1:]
+        if name in ("test", "["):
+            for i, a in enumerate(args[:-1]):
+                if a in ("-v", "-R") and not PLAIN_NAME.fullmatch(args[i + 1]):
+                    shown = args[i + 1].replace(DYNAMIC, "…")
+                    self.opaque(f"{name} {a} {shown!r} evaluates a subscript (it can run code)")
+            return
+        if name in _NAME_SETTERS or name in _DECLARE:
+            self.names_set(argv)
+            return
+        if name in ("source", "."):
+            self.opaque(f"{name} runs a script keel does not read")
+        elif name == "trap":
+            operands = [a for a in args if a != "--" and not a.startswith("-")]
+            if len(operands) > 1 and DYNAMIC in operands[0]:
+                self.opaque("trap runs a string known only at run time")
+            elif len(operands) > 1:  # trap ACTION SIGNAL...: the action runs later, in this shell
+                self.substitution_script(operands[0], cwd, depth)
+        elif name in ("alias", "enable", "hash", "shopt", "complete", "bind"):
+            self.opaque(f"{name} changes how the shell reads or runs later commands (keel does not follow it)")
+        elif name in INTERPRETERS or re.fullmatch(r"python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*", name):
+            base = re.sub(r"[0-9.]+$", "", name) or name
+            if interpreter_code(name if name in INTERPRETERS else base, args):
+                self.opaque(f"{name} runs code keel does not read (inline or from standard input)")
+        elif name in _AWK:
+            script = next((a for a in args if not a.startswith("-")), "")
+            if any(a == "-f" or a.startswith(("-f", "--file")) for a in args) or re.search(
+                r"system|getline|\||\bprint[f]?\b[^;}]*>", script
+            ):
+                self.opaque(f"{name} runs a program that can start commands")
+
+    def names_set(self, argv: list[str]) -> None:
+        """Variables a builtin assigns: bash evaluates their subscripts, and their values are
+        known only at run time afterwards."""
+        name, args = argv[0], argv[1:]
+        names: list[str] = []
+        values: list[tuple[str, str]] = []
+        if name == "read":
+            i = 0
+            while i < len(args) and args[i].startswith("-"):
+                opt = args[i]
+                if opt == "-a" and i + 1 < len(args):
+                    names.append(args[i + 1])
+                if opt in ("-a", "-d", "-i", "-n", "-N", "-p", "-t", "-u"):
+                    i += 1
+                i += 1
+            names += args[i:] or ["REPLY"]
+        elif name == "printf":
+            for i, a in enumerate(args):
+                if a == "-v" and i + 1 < len(args):
+                    names.append(args[i + 1])
+                elif a.startswith("-v") and len(a) > 2:
+                    names.append(a[2:])
+                if not a.startswith("-"):
+                    break
+        elif name == "getopts":
+            names += args[1:2]
+        elif name in ("mapfile", "readarray"):
+            positional = [a for a in args if not a.startswith("-")]
+            names.append(positional[-1] if positional else "MAPFILE")
+        elif name == "wait":
+            names += [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-p"]
+        elif name == "unset":
+            names += [a for a in args if not a.startswith("-")]
+        elif name == "let":
+            for a in args:
+                if not literal_arithmetic(a):
+                    self.opaque(f"let evaluates {a.replace(DYNAMIC, '…')[:60]!r} arithmetically (it can run code)")
+            return
+        elif name in _DECLARE:
+            flags = "".join(a[1:] for a in args if a.startswith(("-", "+")))
+            if "n" in flags:
+                self.opaque(f"{name} -n makes a name reference (keel does not follow it)")
+            for a in args:
+                if a.startswith(("-", "+")):
+                    continue
+                n, eq, v = a.partition("=")
+                n = n.removesuffix("+")
+                names.append(n)
+                if eq:
+                    values.append((n, v))
+                if "i" in flags:
+                    self.integers.add(n.split("[", 1)[0])
+                    if eq and not literal_arithmetic(v):
+                        self.opaque(f"{name} -i evaluates {v.replace(DYNAMIC, '…')[:60]!r} arithmetically")
+        for n in names:
+            if not PLAIN_NAME.fullmatch(n):
+                shown = n.replace(DYNAMIC, "…")[:60]
+                self.opaque(f"{name} assigns {shown!r}: bash evaluates its subscript (it can run code)")
+                continue
+            if name not in _DECLARE:
+                self.vars[n.split("[", 1)[0]] = DYNAMIC
     def _nested_script(self, inner: str, cmd: SimpleCommand, cwd: str, depth: int) -> str:
         parser = _parser()
         assert parser is not None
@@ -428,6 +823,11 @@ class _Walker:
     def redirect(self, node: Node, cwd: str, depth: int) -> None:
         if node.type == "heredoc_redirect":
             self.nested(node, cwd, depth)
+            start = next((c for c in node.children if c.type == "heredoc_start"), None)
+            quoted = start is None or any(q in (start.text or b"") for q in (b"'", b'"', b"\\"))
+            for body in (c for c in node.children if c.type == "heredoc_body"):
+                if not quoted:  # a quoted delimiter keeps the body literal
+                    self.heredoc_body((body.text or b"").decode("utf-8", "replace"), cwd, depth)
             return
         if node.type == "herestring_redirect":
             for c in node.children:
@@ -470,6 +870,14 @@ class _Walker:
         raw = node.text.decode("utf-8", "replace") if node.text is not None else ""
         if t == "$":
             return lone_dollar(node)
+        if t in ("word", "concatenation") and brace_expansion(node):
+            # bash expands .{e,}nv into .env nv: keel does not expand braces, so the words are unknown
+            self.problem(f"brace expansion in {raw[:60]!r} (keel does not expand it)")
+            self.nested(node, cwd, depth)
+            return DYNAMIC
+        if t == "word" and live_backquote(raw):
+            self.backquotes(node)
+            return DYNAMIC
         if t == "word":
             if unescaped_blank(raw):
                 # tree-sitter-bash 0.25 reads "status\n\\rm" as one word; bash runs rm on a new line
@@ -530,11 +938,32 @@ class _Walker:
             inner = [c for c in node.children if c.is_named]
             if len(inner) == 1 and inner[0].type == "variable_name" and inner[0].text:
                 return self._var(inner[0].text.decode(), cwd)
+            self.expansion(node)
             self.nested(node, cwd, depth)
+            return DYNAMIC
+        if t == "arithmetic_expansion":
+            body = raw[3:-2] if raw.startswith("$((") else raw[2:-1]
+            self.arithmetic(node, body, cwd, depth)
             return DYNAMIC
         # arithmetic, arrays, anything else: run what it contains, value unknown
         self.nested(node, cwd, depth)
         return DYNAMIC
+
+    def expansion(self, node: Node) -> None:
+        """``${..}`` beyond a plain name: what bash evaluates in it. Substring offsets are
+        arithmetic, ``${!x}`` and ``${x@P}`` expand a value again, ``${x=..}`` assigns x."""
+        kids = node.children
+        types = [c.type for c in kids]
+        if "!" in types[:2] or "@" in types:
+            self.opaque(f"{(node.text or b'').decode('utf-8', 'replace')[:60]!r} expands a value again (it can run code)")
+        if ":" in types:  # ${x:offset:length}
+            for c in kids[types.index(":") + 1 :]:
+                if c.is_named and not (c.type == "number" and literal_arithmetic((c.text or b"").decode())):
+                    self.opaque(f"the substring offset {(c.text or b'').decode('utf-8', 'replace')[:40]!r} is evaluated arithmetically")
+        if any(ty in ("=", ":=") for ty in types):
+            name = next((c for c in kids if c.type == "variable_name"), None)
+            if name is not None and name.text:
+                self.vars[name.text.decode()] = DYNAMIC  # assigned if unset: known only at run time
 
     def _var(self, name: str, cwd: str) -> str:
         if name in self.vars:

@@ -208,11 +208,35 @@ class PermissionEngine(ShellChecks):
 
     def _deny_stage(self, call: Call, stage: str, *, managed: bool) -> StageResult:
         rules = self.rules_of("deny", managed=managed)
-        hit = self._match(call, rules, broad=True)
+        hit = self._match(call, rules, broad=True) or self._any_program(call, rules)
         if hit is not None:
             rule, detail = hit
             return StageResult(stage, "deny", f"{detail} is denied by rule {rule.text} ({rule.source})", rule.text)
         return StageResult(stage, "continue")
+
+    def _any_program(self, call: Call, rules: list[Rule]) -> tuple[Rule, str] | None:
+        """Deny rules hold for every program a command can run. A part keel cannot name (a program
+        known only at run time, a script a shell or interpreter reads, code bash evaluates in a
+        word) could be any program, so a Bash deny rule catches it; in bypassPermissions mode,
+        where nothing else would stop it, so does any part keel does not model, and a Read or
+        Edit deny rule too (it could read or write anything)."""
+        analysis = call.bash
+        if analysis is None:
+            return None
+        bash_rules = [r for r in rules if r.tool == "Bash" and not r.bare]
+        if bash_rules:
+            for cmd in [*analysis.commands, *analysis.also_runs]:
+                if cmd.argv and DYNAMIC in cmd.argv[0]:
+                    return bash_rules[0], f"`{sp._show(cmd)}` (a program known only at run time, which may be any)"
+            if analysis.opaque:
+                return bash_rules[0], f"a command that may run any program ({analysis.opaque[0]})"
+        if self.mode == "bypassPermissions" and not analysis.confident:
+            path_rules = [r for r in rules if r.tool in ("Read", "Edit", "Write") and not r.bare]
+            catching = bash_rules or path_rules
+            if catching:
+                why = "; ".join(analysis.problems)
+                return catching[0], f"a command keel cannot check in bypassPermissions mode ({why})"
+        return None
 
     def _ask_stage(self, call: Call) -> StageResult:
         hit = self._match(call, self.rules_of("ask"), broad=True)
@@ -369,7 +393,7 @@ class PermissionEngine(ShellChecks):
             analysis = call.bash
             if analysis is None:
                 return None
-            for cmd in analysis.commands:
+            for cmd in [*analysis.commands, *(analysis.also_runs if broad else ())]:
                 if broad and sp.rule_catches(spec, cmd):
                     return f"`{sp._show(cmd)}`"
             return None
