@@ -424,7 +424,7 @@ class _Walker:
                     if c.is_named and c.type != "test_operator":
                         value = self.word(c, cwd, depth)
                         if not PLAIN_NAME.fullmatch(value):
-                            self.opaque(f"[[ -v {value.replace(DYNAMIC, '…')!r} ]] evaluates a subscript (it can run code)")
+                            self.opaque(f"-v {value.replace(DYNAMIC, '…')!r} in a test evaluates a subscript (it can run code)")
             else:
                 self.nested(child, cwd, depth)
 
