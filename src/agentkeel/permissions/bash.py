@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from agentkeel.permissions import sed
 from agentkeel.permissions.grammar import source_problem, tree_problem, unescaped_blank
 from agentkeel.permissions.shellstate import DIR_COMMANDS, Dirs, change, in_this_shell, record_mkdir, safe_assignment
 from agentkeel.permissions.words import DYNAMIC as DYNAMIC  # re-exported: the analysis' marker
@@ -65,8 +66,27 @@ _RUN_VARS = frozenset(
     {
         "PATH", "BASH_ENV", "ENV", "IFS", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PS4", "SHELLOPTS",
         "BASHOPTS", "PROMPT_COMMAND", "BASH_LOADABLES_PATH", "EXECIGNORE", "CDPATH", "GLOBIGNORE",
+        "POSIXLY_CORRECT", "BASH_XTRACEFD", "HISTFILE", "INPUTRC",
     }
 )  # fmt: skip
+# variables bash sets itself (or refuses to assign): a value assigned in the line is not what a use sees
+_SHELL_SET_VARS = frozenset(
+    {
+        "_", "RANDOM", "SRANDOM", "SECONDS", "LINENO", "BASHPID", "EPOCHSECONDS", "EPOCHREALTIME", "BASH_COMMAND",
+        "PIPESTATUS", "OPTIND", "OPTARG", "REPLY", "PWD", "OLDPWD", "UID", "EUID", "PPID", "BASH_SUBSHELL",
+        "HISTCMD", "FUNCNAME", "BASH_REMATCH", "BASH_ARGV", "BASH_ARGC", "BASH_SOURCE", "BASH_LINENO", "GROUPS",
+        "SHLVL", "BASH_ARGV0", "MAPFILE", "COPROC",
+    }
+)  # fmt: skip
+# POSIX special builtins: in POSIX mode (sh, bash --posix) assignments before them persist
+_SPECIAL_BUILTINS = frozenset(
+    {":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return", "set", "shift",
+     "times", "trap", "unset", "source"}
+)  # fmt: skip
+# set -o options that do not change which program runs or how words are read
+_PLAIN_SET_OPTIONS = frozenset({"errexit", "nounset", "pipefail", "xtrace", "verbose", "noclobber", "notify"})
+# git -c keys that never run a program
+_GIT_PLAIN_CONFIG = ("user.", "color.", "advice.", "init.defaultbranch", "core.quotepath", "log.", "column.", "i18n.")
 # builtins that change how the shell reads or runs later commands (aliases, loadable builtins,
 # the command hash, shell options): keel does not follow them
 _SHELL_STATE = frozenset({"alias", "enable", "hash", "shopt", "source", ".", "set", "trap", "complete", "bind"})
@@ -174,6 +194,7 @@ class _Walker:
         self.made: set[str] = set()  # directories mkdir creates earlier in the line
         self.dir_changes = 0  # cd/pushd/popd seen so far (to tell whether a construct changed directory)
         self.integers: set[str] = set()  # names declared -i earlier in the line (assignments evaluate)
+        self.readonly: set[str] = set()  # names made readonly earlier in the line (assignments fail)
 
     # --- statements ----------------------------------------------------------------------
 
@@ -294,8 +315,13 @@ class _Walker:
             argv = [keyword, *[f"{n}={v}" for n, v in assigned], *argv]
             self.names_set(argv)
             for name, value in assigned:
-                if name not in self.vars or self.vars[name] != DYNAMIC:
+                if keyword == "local":  # outside a function local fails: the variable keeps its value
+                    self.vars[name] = DYNAMIC
+                elif name not in self.vars or self.vars[name] != DYNAMIC:
                     self.remember(name, value)
+            flags = "".join(a[1:] for a in argv[1:] if a.startswith("-"))
+            if keyword == "readonly" or "r" in flags:
+                self.readonly |= {a.split("=", 1)[0] for a in argv[1:] if not a.startswith(("-", "+"))}
             self.out.commands.append(SimpleCommand(argv=argv, cwd=cwd))
             return cwd
         if t == "if_statement":
@@ -453,6 +479,11 @@ class _Walker:
         """An unquoted here-document body: bash runs its backquoted commands (the parser reads only
         ``$(..)`` there), so keel reads them as bash does: text up to the next unescaped backquote,
         with backslash-escaped backslashes, dollars and backquotes unescaped."""
+        # tree-sitter-bash 0.25 reads $((x)) in a body as $( (x) ): bash evaluates it arithmetically
+        for m in re.finditer(r"\$\(\((.*?)\)\)|\$\[(.*?)\]", raw, flags=re.S):
+            text = m.group(1) if m.group(1) is not None else m.group(2)
+            if not literal_arithmetic(text):
+                self.opaque(f"bash evaluates {text.strip()[:60]!r} arithmetically (a name or expansion in it can run code)")
         i, n = 0, len(raw)
         while i < n:
             ch = raw[i]
@@ -494,7 +525,8 @@ class _Walker:
             self.opaque(f"sets {name}, which changes what later commands run")
         if name in self.integers and not literal_arithmetic(value):
             self.opaque(f"{name} was declared -i: bash evaluates {value.replace(DYNAMIC, '…')!r} arithmetically")
-        self.vars[name] = value
+        unknown = name in _SHELL_SET_VARS or name in self.readonly
+        self.vars[name] = DYNAMIC if unknown else value
 
     def assignments(self, node: Node, cwd: str, depth: int) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
@@ -556,6 +588,8 @@ class _Walker:
         for name, _ in assignments:
             if name in _RUN_VARS:
                 self.opaque(f"runs a command with {name} set, which changes what it runs")
+            if words and words[0] in _SPECIAL_BUILTINS:
+                self.vars[name] = DYNAMIC  # persists in POSIX mode (sh, bash --posix)
         cmd = SimpleCommand(argv=words, assignments=assignments, globbed=globbed, cwd=cwd)
         after_eval = self.unwrap(cmd, cwd, depth)
         if cmd.argv and cmd.argv[0] in DIR_COMMANDS:
@@ -566,6 +600,8 @@ class _Walker:
 
     def change_dir(self, cmd: SimpleCommand, cwd: str) -> str:
         self.dir_changes += 1
+        self.vars.pop("PWD", None)  # cd sets PWD and OLDPWD again
+        self.vars["OLDPWD"] = DYNAMIC
         if not in_this_shell(cmd.wrappers, cmd.privileged):
             self.problem(f"{cmd.argv[0]} behind a wrapper (bash may not change directory at all)")
             return cwd
@@ -715,6 +751,33 @@ class _Walker:
                 self.opaque("trap runs a string known only at run time")
             elif len(operands) > 1:  # trap ACTION SIGNAL...: the action runs later, in this shell
                 self.substitution_script(operands[0], cwd, depth)
+        elif name == "set":
+            for i, a in enumerate(args):
+                if a in ("-o", "+o") and (i + 1 >= len(args) or args[i + 1] not in _PLAIN_SET_OPTIONS):
+                    self.opaque(f"set {a} {' '.join(args[i + 1 : i + 2])} changes how the shell runs commands")
+                elif re.fullmatch(r"[-+][a-zA-Z]+", a) and set(a[1:]) - set("euxvCo"):
+                    self.opaque(f"set {a} changes how the shell reads or runs commands")
+                elif a == "--" or not a.startswith(("-", "+")):
+                    break
+        elif name == "git":
+            skip = False
+            for i, a in enumerate(args):
+                if skip:
+                    skip = False
+                    continue
+                if not a.startswith("-"):
+                    break
+                skip = a in ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--attr-source")
+                value = args[i + 1] if a == "-c" and i + 1 < len(args) else a.removeprefix("-c")
+                if a == "-c" or (a.startswith("-c") and len(a) > 2):
+                    if not value.lower().startswith(_GIT_PLAIN_CONFIG):
+                        self.opaque(f"git -c {value.replace(DYNAMIC, '…')[:40]} can make git run any program")
+                elif a.startswith(("--config-env", "--exec-path=")):
+                    self.opaque(f"git {a.split('=', 1)[0]} can make git run any program")
+        elif name == "sed":
+            call = sed.read_call(args)
+            if not call.sandbox and (call.executes or call.unknown or call.script_files):
+                self.opaque("sed runs commands (e) or a script keel does not read")
         elif name in ("alias", "enable", "hash", "shopt", "complete", "bind"):
             self.opaque(f"{name} changes how the shell reads or runs later commands (keel does not follow it)")
         elif name in INTERPRETERS or re.fullmatch(r"python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*", name):
