@@ -475,6 +475,34 @@ class _Walker:
         if live_backquote(raw):
             self.opaque(f"a backquoted command the shell parser did not read ({raw[:60]!r})")
 
+    def reparse_body(self, text: str, cwd: str, depth: int) -> None:
+        """A body tree-sitter-bash 0.25 leaves as text (after ``<<-``): read it as a ``<<`` body."""
+        parser = _parser()
+        assert parser is not None
+        lines = [line.lstrip("\t") for line in text.split("\n")]
+        delimiter = "KEEL_HEREDOC_END"
+        if delimiter in lines:
+            self.opaque("a here-document body keel cannot read")
+            return
+        source = f": <<{delimiter}\n" + "\n".join(lines).rstrip("\n") + f"\n{delimiter}\n"
+        data = source.encode("utf-8", "surrogatepass")
+        root = parser.parse(data).root_node
+        bodies: list[Node] = []
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n.type == "heredoc_body":
+                bodies.append(n)
+            stack.extend(n.children)
+        if root.has_error or tree_problem(root, data) or len(bodies) != 1:
+            self.opaque("a here-document body keel cannot read")
+            return
+        body = bodies[0]
+        if not body.named_children and "$" in (body.text or b"").decode("utf-8", "replace"):
+            self.opaque("an expansion in a here-document body the shell parser did not read")
+            return
+        self.nested(body, cwd, depth)
+
     def heredoc_body(self, raw: str, cwd: str, depth: int) -> None:
         """An unquoted here-document body: bash runs its backquoted commands (the parser reads only
         ``$(..)`` there), so keel reads them as bash does: text up to the next unescaped backquote,
@@ -890,7 +918,10 @@ class _Walker:
             quoted = start is None or any(q in (start.text or b"") for q in (b"'", b'"', b"\\"))
             for body in (c for c in node.children if c.type == "heredoc_body"):
                 if not quoted:  # a quoted delimiter keeps the body literal
-                    self.heredoc_body((body.text or b"").decode("utf-8", "replace"), cwd, depth)
+                    text = (body.text or b"").decode("utf-8", "replace")
+                    if not body.named_children and re.search(r"(?<!\\)\$", text):
+                        self.reparse_body(text, cwd, depth)  # <<-: the parser left the body unread
+                    self.heredoc_body(text, cwd, depth)
             return
         if node.type == "herestring_redirect":
             for c in node.children:
