@@ -1030,7 +1030,8 @@ class _Walker:
             return DYNAMIC
         if t == "expansion":
             inner = [c for c in node.children if c.is_named]
-            if len(inner) == 1 and inner[0].type == "variable_name" and inner[0].text:
+            plain = [c.type for c in node.children] == ["${", "variable_name", "}"]
+            if plain and inner[0].text:
                 return self._var(inner[0].text.decode(), cwd)
             self.expansion(node)
             self.nested(node, cwd, depth)

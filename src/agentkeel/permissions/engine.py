@@ -217,9 +217,9 @@ class PermissionEngine(ShellChecks):
     def _any_program(self, call: Call, rules: list[Rule]) -> tuple[Rule, str] | None:
         """Deny rules hold for every program a command can run. A part keel cannot name (a program
         known only at run time, a script a shell or interpreter reads, code bash evaluates in a
-        word) could be any program, so a Bash deny rule catches it; in bypassPermissions mode,
-        where nothing else would stop it, so does any part keel does not model, and a Read or
-        Edit deny rule too (it could read or write anything)."""
+        word) could be any program, so a Bash deny rule catches it. Where nothing else would stop
+        it (bypassPermissions mode, a rule allowing every command, sandbox auto-allow), so does
+        any part keel does not model, and a Read or Edit deny rule too (it could touch anything)."""
         analysis = call.bash
         if analysis is None:
             return None
@@ -230,12 +230,12 @@ class PermissionEngine(ShellChecks):
                     return bash_rules[0], f"`{sp._show(cmd)}` (a program known only at run time, which may be any)"
             if analysis.opaque:
                 return bash_rules[0], f"a command that may run any program ({analysis.opaque[0]})"
-        if self.mode == "bypassPermissions" and not analysis.confident:
+        if not analysis.confident and self._nothing_else_stops(call):
             path_rules = [r for r in rules if r.tool in ("Read", "Edit", "Write") and not r.bare]
             catching = bash_rules or path_rules
             if catching:
                 why = "; ".join(analysis.problems)
-                return catching[0], f"a command keel cannot check in bypassPermissions mode ({why})"
+                return catching[0], f"a command keel cannot check, which nothing else would stop ({why})"
         return None
 
     def _ask_stage(self, call: Call) -> StageResult:
@@ -280,6 +280,13 @@ class PermissionEngine(ShellChecks):
                     f"{name}: keel cannot tell whether it matches; approval required"
                 )
         return None
+
+    def _nothing_else_stops(self, call: Call) -> bool:
+        """Would a Bash command keel cannot check run without a prompt? In bypassPermissions mode,
+        under a rule allowing every command, or when the sandbox runs what would ask."""
+        if self.mode == "bypassPermissions" or (self.sandbox_auto_allow is not None and self.mode != "plan"):
+            return True
+        return any(r.bare and r.tool in ("Bash", "*") for r in self.rules_of("allow"))
 
     def _allow_stage(self, call: Call, stage: str, *, managed: bool) -> StageResult:
         rules = self.rules_of("allow", managed=managed)
