@@ -386,22 +386,24 @@ def test_family7_bypass_deny_rule_holds_for_every_way_of_running_the_program(
     tmp_path: Path, form: str, prefix: str, suffix: str
 ) -> None:
     project, _ = _traced_world(tmp_path)
-    engine = PermissionEngine(
-        cwd=str(project), mode="bypassPermissions", home=str(tmp_path / "home"), scratch_dirs=()
-    )
+    engine = PermissionEngine(cwd=str(project), mode="bypassPermissions", home=str(tmp_path / "home"), scratch_dirs=())
     engine.add(["Bash(rm *)"], "deny", "test")
     command = prefix + form.format() + suffix
     decision = engine.decide("Bash", {"command": command}, TOOLS["Bash"])
     ran, _ = _run_traced(tmp_path, command)
     if any(line.split(" ", 1)[0] == "rm" for line in ran):
-        assert decision.decision == "deny", f"{command!r} ran {ran} but was decided {decision.decision}: {decision.reason}"
+        assert decision.decision == "deny", (
+            f"{command!r} ran {ran} but was decided {decision.decision}: {decision.reason}"
+        )
 
 
 # brace expansion (family 6): a brace word that bash expands into a Read-denied file
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     left=st.sampled_from(["", ".", ".e", "'.'", '".e"', "\\."]),
-    alternatives=st.lists(st.sampled_from(["", "e", "en", "env", ".env", "nv", "v", "x", "'e'", "\\,"]), min_size=2, max_size=3),
+    alternatives=st.lists(
+        st.sampled_from(["", "e", "en", "env", ".env", "nv", "v", "x", "'e'", "\\,"]), min_size=2, max_size=3
+    ),
     right=st.sampled_from(["", "nv", "v", "env", "'nv'", "{v,}", "{v,x}"]),
     mode=st.sampled_from(["default", "bypassPermissions", "acceptEdits"]),
     reader=st.sampled_from(["cat", "head", "cat file.txt"]),

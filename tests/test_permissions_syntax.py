@@ -10,16 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from permission_corpus import decide, engine_for, load_cases, make_project
 
 from agentkeel.permissions import PermissionEngine
 from agentkeel.permissions.bash import analyse
 from agentkeel.tools import builtin_tools
+from permission_corpus import decide, engine_for, load_cases, make_project
 
 TOOLS = {t.name: t for t in builtin_tools()}
 
 
-def _decide(tmp_path: Path, command: str, mode: str = "default", allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()) -> str:
+def _decide(
+    tmp_path: Path, command: str, mode: str = "default", allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()
+) -> str:
     project = tmp_path / "p"
     project.mkdir(exist_ok=True)
     (project / "src").mkdir(exist_ok=True)
@@ -52,7 +54,9 @@ def test_family1_code_in_an_arithmetic_word_is_not_read_only(tmp_path: Path, com
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(touch *)",)) == "deny"
 
 
-@pytest.mark.parametrize("command", ["test -v NAME", "[ -v HOME ] && ls", "test -f src", "(( 1 + 2 )) && ls", "[[ 3 -gt 2 ]] && ls"])
+@pytest.mark.parametrize(
+    "command", ["test -v NAME", "[ -v HOME ] && ls", "test -f src", "(( 1 + 2 )) && ls", "[[ 3 -gt 2 ]] && ls"]
+)
 def test_family1_plain_names_and_literal_arithmetic_stay_allowed(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command) == "allow"
 

@@ -444,13 +444,18 @@ class _Walker:
                     if c.is_named and c.type != "test_operator":
                         value = self.word(c, cwd, depth)
                         if not literal_arithmetic(value):
-                            self.opaque(f"[[ … {(c.text or b'').decode('utf-8', 'replace')!r} … ]] is evaluated arithmetically (it can run code)")
-            elif t == "unary_expression" and any(c.type == "test_operator" and c.text in (b"-v", b"-R") for c in child.children):
+                            shown = (c.text or b"").decode("utf-8", "replace")
+                            self.opaque(f"[[ … {shown!r} … ]] is evaluated arithmetically (it can run code)")
+            elif t == "unary_expression" and any(
+                c.type == "test_operator" and c.text in (b"-v", b"-R") for c in child.children
+            ):
                 for c in child.children:
                     if c.is_named and c.type != "test_operator":
                         value = self.word(c, cwd, depth)
                         if not PLAIN_NAME.fullmatch(value):
-                            self.opaque(f"-v {value.replace(DYNAMIC, '…')!r} in a test evaluates a subscript (it can run code)")
+                            self.opaque(
+                                f"-v {value.replace(DYNAMIC, '…')!r} in a test evaluates a subscript (it can run code)"
+                            )
             else:
                 self.nested(child, cwd, depth)
 
@@ -511,7 +516,9 @@ class _Walker:
         for m in re.finditer(r"\$\(\((.*?)\)\)|\$\[(.*?)\]", raw, flags=re.S):
             text = m.group(1) if m.group(1) is not None else m.group(2)
             if not literal_arithmetic(text):
-                self.opaque(f"bash evaluates {text.strip()[:60]!r} arithmetically (a name or expansion in it can run code)")
+                self.opaque(
+                    f"bash evaluates {text.strip()[:60]!r} arithmetically (a name or expansion in it can run code)"
+                )
         i, n = 0, len(raw)
         while i < n:
             ch = raw[i]
@@ -573,7 +580,7 @@ class _Walker:
                 value = DYNAMIC
                 if any(c.type == "[" or (c.text or b"").startswith(b"[") for c in value_node.children):
                     self.opaque("an array with [subscript]= elements (bash evaluates the subscripts)")
-            if name_node is not None and name_node.type == "subscript" or any(c.type == "+=" for c in a.children):
+            if (name_node is not None and name_node.type == "subscript") or any(c.type == "+=" for c in a.children):
                 value = DYNAMIC
             found.append((name, value))
         return found
@@ -664,9 +671,10 @@ class _Walker:
                     self.opaque(f"{name} {shown}: an option keel does not model (the program it runs is unknown)")
                     break
                 if name == "env":
-                    argv = self.env(argv, cmd, cwd)
-                    if argv is None:
+                    after_env = self.env(argv, cmd, cwd)
+                    if after_env is None:
                         return None
+                    argv = after_env
                     continue
                 rest = skip_options(argv[1:], WRAPPER_OPTS_WITH_VALUE[name])
                 if name == "timeout" and rest:
@@ -880,6 +888,7 @@ class _Walker:
                 continue
             if name not in _DECLARE:
                 self.vars[n.split("[", 1)[0]] = DYNAMIC
+
     def _nested_script(self, inner: str, cmd: SimpleCommand, cwd: str, depth: int) -> str:
         parser = _parser()
         assert parser is not None
@@ -1050,11 +1059,14 @@ class _Walker:
         kids = node.children
         types = [c.type for c in kids]
         if "!" in types[:2] or "@" in types:
-            self.opaque(f"{(node.text or b'').decode('utf-8', 'replace')[:60]!r} expands a value again (it can run code)")
+            self.opaque(
+                f"{(node.text or b'').decode('utf-8', 'replace')[:60]!r} expands a value again (it can run code)"
+            )
         if ":" in types:  # ${x:offset:length}
             for c in kids[types.index(":") + 1 :]:
                 if c.is_named and not (c.type == "number" and literal_arithmetic((c.text or b"").decode())):
-                    self.opaque(f"the substring offset {(c.text or b'').decode('utf-8', 'replace')[:40]!r} is evaluated arithmetically")
+                    shown = (c.text or b"").decode("utf-8", "replace")[:40]
+                    self.opaque(f"the substring offset {shown!r} is evaluated arithmetically")
         if any(ty in ("=", ":=") for ty in types):
             name = next((c for c in kids if c.type == "variable_name"), None)
             if name is not None and name.text:

@@ -18,11 +18,23 @@ WRAPPER_OPTS_WITH_VALUE: dict[str, frozenset[str]] = {
     "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
     "xargs": frozenset(
         {
-            "-n", "-L", "-I", "-d", "-P", "-s", "-E", "-a",
-            "--arg-file", "--delimiter", "--max-args", "--max-lines", "--max-procs", "--max-chars",
+            "-n",
+            "-L",
+            "-I",
+            "-d",
+            "-P",
+            "-s",
+            "-E",
+            "-a",
+            "--arg-file",
+            "--delimiter",
+            "--max-args",
+            "--max-lines",
+            "--max-procs",
+            "--max-chars",
             "--process-slot-var",
         }
-    ),  # fmt: skip
+    ),
     "env": frozenset({"-u", "--unset", "-C", "--chdir", "-a", "--argv0"}),
     "time": frozenset({"-f", "--format", "-o", "--output"}),
     "command": frozenset(),
@@ -41,10 +53,25 @@ WRAPPER_FLAGS: dict[str, frozenset[str]] = {
     "stdbuf": frozenset(),
     "xargs": frozenset(
         {
-            "-0", "--null", "-p", "--interactive", "-r", "--no-run-if-empty", "-t", "--verbose", "-x",
-            "--exit", "-o", "--open-tty", "-e", "-i", "-l", "--replace", "--eof",
+            "-0",
+            "--null",
+            "-p",
+            "--interactive",
+            "-r",
+            "--no-run-if-empty",
+            "-t",
+            "--verbose",
+            "-x",
+            "--exit",
+            "-o",
+            "--open-tty",
+            "-e",
+            "-i",
+            "-l",
+            "--replace",
+            "--eof",
         }
-    ),  # fmt: skip
+    ),
     "env": frozenset({"-i", "--ignore-environment", "-0", "--null", "-v", "--debug", "-"}),
     "time": frozenset({"-p", "--portability", "-a", "--append", "-v", "--verbose", "-q", "--quiet"}),
     "command": frozenset({"-p"}),
@@ -57,7 +84,10 @@ WRAPPER_FLAGS: dict[str, frozenset[str]] = {
     "busybox": frozenset(),
 }
 # options with an optional value that is only ever attached (``--eof=x``, ``-i{}``, ``-l2``)
-_ATTACHED_OPTIONAL = {"xargs": ("-e", "-i", "-l", "--replace=", "--eof="), "env": ("--default-signal", "--ignore-signal", "--block-signal")}
+_ATTACHED_OPTIONAL = {
+    "xargs": ("-e", "-i", "-l", "--replace=", "--eof="),
+    "env": ("--default-signal", "--ignore-signal", "--block-signal"),
+}
 
 SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "mksh", "fish", "ash", "yash", "tcsh", "csh"})
 # options of bash/sh that take the next word as their value
