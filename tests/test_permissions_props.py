@@ -422,3 +422,50 @@ def test_brace_expansion_never_reads_a_denied_file(
     engine.add(["Read(./.env)"], "deny", "test")
     decision = engine.decide("Bash", {"command": command}, TOOLS["Bash"])
     assert decision.decision != "allow", f"{command!r} reads .env past Read(./.env): {decision.reason}"
+
+
+# family 7, composed: a way of naming rm, inside any chain of wrappers, shells and evaluations
+_RM_CORES = ["rm x", "{rm,x}", "../shims/[r]m x", "../shims/r? x", "r''m x", "\\rm x", "$'rm' x", "${V:-rm} x",
+             "$(echo rm) x", "`echo rm` x", "\"rm\" x", "r{m,} x"]  # fmt: skip
+_RM_WRAPS = [
+    "command {c}", "time {c}", "nohup {c}", "setsid {c}", "timeout 5 {c}", "timeout --signal=KILL 5 {c}",
+    "nice -n 1 {c}", "nice -5 {c}", "stdbuf -oL {c}", "env {c}", "env -C . {c}", "env --chdir=. {c}", "env X=1 {c}",
+    "env -u X {c}", "env -- {c}", "xargs --max-procs 1 {c} < /dev/null", "xargs -P1 {c} < /dev/null",
+    "bash -c -- {q}", "sh -c {q}", "bash -ec {q}", "eval {q}", "echo {q} | bash", "echo {q} | sh -s", "bash <<< {q}",
+    "coproc {c}", "{{ {c}; }}", "( {c} )", "if true; then {c}; fi", "trap {q} EXIT", "cat <<EOF | sh\n{c}\nEOF",
+    "echo ${{x=`{c}`}}", "cat <<EOF\n`{c}`\nEOF", "test -v {a}", "printf -v {a} x", "read {a} <<< x", "(( {u} ))",
+    "V={a}; echo $((V))", "true && {c}", "false || {c}", "{c} | cat", "builtin eval {q}", "exec {c}",
+]  # fmt: skip
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    core=st.sampled_from(_RM_CORES),
+    wraps=st.lists(st.sampled_from(_RM_WRAPS), max_size=3),
+    prefix=st.sampled_from(["", "git status; ", "V=rm; "]),
+)
+@example(core="rm x", wraps=["setsid {c}", "env -C . {c}"], prefix="")
+def test_family7_composed_ways_of_running_a_denied_program_are_denied(
+    tmp_path: Path, core: str, wraps: list[str], prefix: str
+) -> None:
+    import shlex
+
+    command = core
+    for wrap in wraps:
+        command = wrap.format(
+            c=command,
+            q=shlex.quote(command),
+            a=shlex.quote(f"a[$({command})]"),
+            u=f"a[$({command})]",
+        )
+    command = prefix + command
+    project, _ = _traced_world(tmp_path)
+    engine = PermissionEngine(cwd=str(project), mode="bypassPermissions", home=str(tmp_path / "home"), scratch_dirs=())
+    engine.add(["Bash(rm *)"], "deny", "test")
+    decision = engine.decide("Bash", {"command": command}, TOOLS["Bash"])
+    if decision.decision == "deny":
+        return
+    ran, _ = _run_traced(tmp_path, command)
+    assert not any(line.split(" ", 1)[0] == "rm" for line in ran), (
+        f"{command!r} ran {ran} but was decided {decision.decision}: {decision.reason}"
+    )

@@ -93,6 +93,12 @@ _SHELL_STATE = frozenset({"alias", "enable", "hash", "shopt", "source", ".", "se
 # builtins whose arguments name variables bash assigns (and evaluates subscripts of)
 _NAME_SETTERS = frozenset({"read", "printf", "getopts", "mapfile", "readarray", "wait", "unset", "let"})
 _MAX_SUFFIXES = 32
+# reserved words: tree-sitter-bash 0.25 reads ``time if ..; fi`` and ``coproc { ..; }`` as commands
+# named "time" and "then"..., so one of these as a program (or after time/coproc) is a misreading
+_RESERVED = frozenset(
+    {"if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until", "do", "done",
+     "function", "{", "}", "[[", "]]", "!", "in", "time", "coproc"}
+)  # fmt: skip
 _ARITH_TESTS = frozenset({b"-eq", b"-ne", b"-lt", b"-le", b"-gt", b"-ge"})
 _DECLARE = frozenset({"declare", "typeset", "local", "export", "readonly"})
 _AWK = frozenset({"awk", "gawk", "mawk", "nawk", "busybox awk"})
@@ -620,6 +626,9 @@ class _Walker:
                 words.append(value)
             elif child.text:  # a token the grammar left bare ("==", "=~"): a word to bash
                 words.append(child.text.decode("utf-8", "replace"))
+        misread = words[1:2] if words[:1] in (["time"], ["coproc"]) else words[:1]
+        if misread and misread[0] in _RESERVED - {"time", "coproc"}:
+            self.opaque(f"the reserved word {misread[0]!r} read as a command (the shell parser misreads it)")
         for name, _ in assignments:
             if name in _RUN_VARS:
                 self.opaque(f"runs a command with {name} set, which changes what it runs")
@@ -651,7 +660,7 @@ class _Walker:
         """Strip wrappers and pull nested commands out; append what remains. For ``eval``, the
         directory its script ends in (eval runs in this shell; ``bash -c`` does not)."""
         argv = cmd.argv
-        self.runner_suffixes(argv, cwd)
+        self.runner_suffixes(argv, cmd.globbed, cwd)
         while argv:
             name = posixpath.basename(argv[0]) if DYNAMIC not in argv[0] else argv[0]
             if name in ("sudo", "doas"):
@@ -707,6 +716,9 @@ class _Walker:
             if name in ("find", "fd", "fdfind"):
                 argv = self.find_exec(argv, cmd, cwd, depth)
             break
+        if argv and argv is not cmd.argv and argv[0] in cmd.globbed:  # `command /bin/[r]m`
+            self.opaque(f"the program name {argv[0]!r} is a glob pattern (any program could match)")
+            argv = [DYNAMIC, *argv[1:]]
         cmd.argv = argv
         if argv:
             self.evaluated(argv, cwd, depth)
@@ -750,7 +762,7 @@ class _Walker:
         cmd.wrappers.append("env")
         return argv[i:]
 
-    def runner_suffixes(self, argv: list[str], cwd: str) -> None:
+    def runner_suffixes(self, argv: list[str], globbed: list[str], cwd: str) -> None:
         """``uv run --with x rm -rf src``: a runner's options are not modelled, so every word
         sequence that could be the command it runs is checked against deny and ask rules."""
         if not argv or DYNAMIC in argv[0]:
@@ -761,7 +773,8 @@ class _Walker:
             return
         for i in range(1, min(len(argv), _MAX_SUFFIXES)):
             if not argv[i].startswith("-"):
-                self.out.also_runs.append(SimpleCommand(argv=argv[i:], cwd=cwd))
+                program = DYNAMIC if argv[i] in globbed else argv[i]  # a glob could name any program
+                self.out.also_runs.append(SimpleCommand(argv=[program, *argv[i + 1 :]], cwd=cwd))
 
     def evaluated(self, argv: list[str], cwd: str, depth: int) -> None:
         """What a builtin or interpreter runs that is not a program in its argv: subscripts and
