@@ -88,11 +88,12 @@ _PLAIN_SET_OPTIONS = frozenset({"errexit", "nounset", "pipefail", "xtrace", "ver
 # git -c keys that never run a program
 _GIT_PLAIN_CONFIG = ("user.", "color.", "advice.", "init.defaultbranch", "core.quotepath", "log.", "column.", "i18n.")
 # builtins that change how the shell reads or runs later commands (aliases, loadable builtins,
-# the command hash, shell options): keel does not follow them
-_SHELL_STATE = frozenset({"alias", "enable", "hash", "shopt", "source", ".", "set", "trap", "complete", "bind"})
+# the command hash, completion and key bindings): keel does not follow them
+_SHELL_STATE = frozenset({"alias", "enable", "hash", "shopt", "complete", "bind"})
 # builtins whose arguments name variables bash assigns (and evaluates subscripts of)
 _NAME_SETTERS = frozenset({"read", "printf", "getopts", "mapfile", "readarray", "wait", "unset", "let"})
 _MAX_SUFFIXES = 32
+_MAX_LOOP_REREADS = 3
 # reserved words: tree-sitter-bash 0.25 reads ``time if ..; fi`` and ``coproc { ..; }`` as commands
 # named "time" and "then"..., so one of these as a program (or after time/coproc) is a misreading
 _RESERVED = frozenset(
@@ -101,7 +102,7 @@ _RESERVED = frozenset(
 )  # fmt: skip
 _ARITH_TESTS = frozenset({b"-eq", b"-ne", b"-lt", b"-le", b"-gt", b"-ge"})
 _DECLARE = frozenset({"declare", "typeset", "local", "export", "readonly"})
-_AWK = frozenset({"awk", "gawk", "mawk", "nawk", "busybox awk"})
+_AWK = frozenset({"awk", "gawk", "mawk", "nawk"})
 
 
 def live_backquote(raw: str) -> bool:
@@ -187,7 +188,11 @@ def analyse(command: str, cwd: str, home: str | None = None) -> BashAnalysis:
     if "\x00" in command:
         out.problems.append("the command contains a NUL byte")
         return out
-    out.cwd = _Walker(out, home or os.path.expanduser("~")).script(parser, command, cwd, depth=0)
+    try:
+        out.cwd = _Walker(out, home or os.path.expanduser("~")).script(parser, command, cwd, depth=0)
+    except RecursionError:  # constructs nested hundreds deep: not read, so not confident (and opaque)
+        out.problems.append("the command is nested too deeply to check")
+        out.opaque.append("the command is nested too deeply to check")
     return out
 
 
@@ -201,6 +206,7 @@ class _Walker:
         self.dir_changes = 0  # cd/pushd/popd seen so far (to tell whether a construct changed directory)
         self.integers: set[str] = set()  # names declared -i earlier in the line (assignments evaluate)
         self.readonly: set[str] = set()  # names made readonly earlier in the line (assignments fail)
+        self.loops = 0  # loop bodies being read a second time
 
     # --- statements ----------------------------------------------------------------------
 
@@ -257,10 +263,20 @@ class _Walker:
             self.vars[k] = DYNAMIC
 
     def loop(self, nodes: list[Node], cwd: str, depth: int) -> None:
-        """A loop body runs any number of times and sees what earlier rounds assigned."""
-        first = self.branch(nodes, cwd, depth)
-        self.merge([first])
+        """A loop body runs any number of times and sees what earlier rounds assigned: when the
+        first round changes a variable, the body is read again with it unknown."""
+        before = dict(self.vars)
         self.merge([self.branch(nodes, cwd, depth)])
+        if self.vars == before:
+            return
+        if self.loops >= _MAX_LOOP_REREADS:  # each nested loop could double the work
+            self.problem("assignments in loops nested too deeply to follow")
+            return
+        self.loops += 1
+        try:
+            self.merge([self.branch(nodes, cwd, depth)])
+        finally:
+            self.loops -= 1
 
     def statement(self, node: Node, cwd: str, depth: int) -> str:
         t = node.type
@@ -827,7 +843,7 @@ class _Walker:
             call = sed.read_call(args)
             if not call.sandbox and (call.executes or call.unknown or call.script_files):
                 self.opaque("sed runs commands (e) or a script keel does not read")
-        elif name in ("alias", "enable", "hash", "shopt", "complete", "bind"):
+        elif name in _SHELL_STATE:
             self.opaque(f"{name} changes how the shell reads or runs later commands (keel does not follow it)")
         elif name in INTERPRETERS or re.fullmatch(r"python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*", name):
             base = re.sub(r"[0-9.]+$", "", name) or name
