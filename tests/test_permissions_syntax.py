@@ -166,3 +166,12 @@ def test_every_safety_iii_family_has_corpus_cases() -> None:
     groups = {c.group for c in load_cases()}
     for family in ("family 1", "family 2", "family 3", "family 7", "family 6 (brace expansion)"):
         assert any(g.startswith(f"Safety III {family}") for g in groups), family
+
+
+@pytest.mark.parametrize("command", ["echo rm -rf src | bash", "setsid rm -rf src", "uv run rm -rf src"])
+def test_family7_an_ask_rule_asks_for_a_command_that_may_run_its_program(tmp_path: Path, command: str) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    engine = PermissionEngine(cwd=str(project), mode="bypassPermissions", home=str(tmp_path / "home"))
+    engine.add(["Bash(rm *)"], "ask", "test")
+    assert engine.decide("Bash", {"command": command}, TOOLS["Bash"]).decision == "ask"

@@ -266,7 +266,9 @@ class PermissionEngine(ShellChecks):
         if not rules:
             return None
         programs = {sp.rule_program(r.specifier or "") for r in rules}
-        for cmd in call.bash.commands:
+        if call.bash.opaque:
+            return f"a command that may run any program ({call.bash.opaque[0]}), which rule {rules[0].text} may name"
+        for cmd in [*call.bash.commands, *call.bash.also_runs]:
             if cmd.argv and DYNAMIC in cmd.argv[0]:
                 return (
                     f"`{sp._show(cmd)}` runs a program known only at run time, which rule {rules[0].text} "
