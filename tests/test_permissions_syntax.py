@@ -126,6 +126,11 @@ def test_family3_a_subshell_keeps_the_outer_value_exactly() -> None:
         "setsid rm -rf src",
         "uv run rm -rf src",
         "npx rm -rf src",
+        "sort --compress-prog=rm x",
+        "ssh -o ProxyCommand='rm -rf src' host",
+        "GIT_SSH_COMMAND='rm -rf src' git fetch",
+        "echo rm | xargs -I{} {} -rf src",
+        "time if true; then rm -rf src; fi",
     ],
 )
 def test_family7_bypass_mode_denies_every_way_of_running_a_denied_program(tmp_path: Path, command: str) -> None:

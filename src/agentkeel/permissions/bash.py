@@ -89,10 +89,31 @@ _PLAIN_SET_OPTIONS = frozenset({"errexit", "nounset", "pipefail", "xtrace", "ver
 _GIT_PLAIN_CONFIG = ("user.", "color.", "advice.", "init.defaultbranch", "core.quotepath", "log.", "column.", "i18n.")
 # builtins that change how the shell reads or runs later commands (aliases, loadable builtins,
 # the command hash, completion and key bindings): keel does not follow them
-_SHELL_STATE = frozenset({"alias", "enable", "hash", "shopt", "complete", "bind"})
+_SHELL_STATE = frozenset({"alias", "enable", "hash", "shopt", "complete", "compgen", "bind", "fc"})
 # builtins whose arguments name variables bash assigns (and evaluates subscripts of)
 _NAME_SETTERS = frozenset({"read", "printf", "getopts", "mapfile", "readarray", "wait", "unset", "let"})
 _MAX_SUFFIXES = 32
+# variables whose value is a command some program runs (git, ssh, less, editors)
+_PROGRAM_VARS = frozenset(
+    {
+        "GIT_SSH_COMMAND", "GIT_SSH", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "PAGER", "MANPAGER", "EDITOR", "VISUAL",
+        "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS", "GIT_PROXY_COMMAND",
+        "LESSOPEN", "LESSCLOSE", "RSYNC_RSH", "BROWSER", "SYSTEMD_PAGER", "PSQL_PAGER", "FCEDIT",
+    }
+)  # fmt: skip
+# options whose value is a command the program runs (long ones match by unique prefix, as getopt_long does)
+_PROGRAM_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "sort": (frozenset({"--compress-program"}), frozenset()),
+    "tar": (
+        frozenset({"--to-command", "--use-compress-program", "--rsh-command", "--info-script", "--new-volume-script"}),
+        frozenset({"-I", "-F"}),
+    ),
+    "rsync": (frozenset({"--rsh"}), frozenset({"-e"})),
+    "rg": (frozenset({"--pre"}), frozenset()),
+    "zip": (frozenset({"--unzip-command"}), frozenset({"-TT"})),
+    "git": (frozenset({"--upload-pack", "--receive-pack", "--exec", "--extcmd", "--open-files-in-pager"}), frozenset()),
+    "less": (frozenset(), frozenset()),
+}
 _MAX_LOOP_REREADS = 3
 # reserved words: tree-sitter-bash 0.25 reads ``time if ..; fi`` and ``coproc { ..; }`` as commands
 # named "time" and "then"..., so one of these as a program (or after time/coproc) is a misreading
@@ -103,6 +124,18 @@ _RESERVED = frozenset(
 _ARITH_TESTS = frozenset({b"-eq", b"-ne", b"-lt", b"-le", b"-gt", b"-ge"})
 _DECLARE = frozenset({"declare", "typeset", "local", "export", "readonly"})
 _AWK = frozenset({"awk", "gawk", "mawk", "nawk"})
+
+
+def _xargs_replace(options: list[str]) -> str:
+    """The replace string of ``xargs -I R`` / ``-iR`` / ``--replace[=R]`` (default ``{}``)."""
+    for i, a in enumerate(options):
+        if a == "-I" and i + 1 < len(options):
+            return options[i + 1]
+        if a.startswith("-I") and len(a) > 2:
+            return a[2:]
+        if a.startswith("-i") or a.startswith("--replace"):
+            return a.split("=", 1)[1] if "=" in a else (a[2:] if a.startswith("-i") and len(a) > 2 else "{}")
+    return ""
 
 
 def live_backquote(raw: str) -> bool:
@@ -577,7 +610,13 @@ class _Walker:
         if text not in self.out.opaque:
             self.out.opaque.append(text)
 
+    def program_value(self, name: str, value: str, cwd: str) -> None:
+        """``GIT_SSH_COMMAND='rm x' git fetch``: the value is a command a program may run."""
+        if name in _PROGRAM_VARS and value:
+            self.out.also_runs.append(SimpleCommand(argv=value.split() or [value], cwd=cwd))
+
     def remember(self, name: str, value: str) -> None:
+        self.program_value(name, value, self.out.cwd or "")
         if name in _RUN_VARS:
             self.opaque(f"sets {name}, which changes what later commands run")
         if name in self.integers and not literal_arithmetic(value):
@@ -645,9 +684,10 @@ class _Walker:
         misread = words[1:2] if words[:1] in (["time"], ["coproc"]) else words[:1]
         if misread and misread[0] in _RESERVED - {"time", "coproc"}:
             self.opaque(f"the reserved word {misread[0]!r} read as a command (the shell parser misreads it)")
-        for name, _ in assignments:
+        for name, value in assignments:
             if name in _RUN_VARS:
                 self.opaque(f"runs a command with {name} set, which changes what it runs")
+            self.program_value(name, value, cwd)
             if words and words[0] in _SPECIAL_BUILTINS:
                 self.vars[name] = DYNAMIC  # persists in POSIX mode (sh, bash --posix)
         cmd = SimpleCommand(argv=words, assignments=assignments, globbed=globbed, cwd=cwd)
@@ -708,6 +748,9 @@ class _Walker:
                     rest = rest[1:]
                 cmd.wrappers.append(name)
                 if name == "xargs":
+                    replace = _xargs_replace(argv[1 : len(argv) - len(rest)])
+                    if replace and rest and replace in rest[0]:  # xargs -I{} {} x: the program comes from the input
+                        rest = [DYNAMIC, *rest[1:]]
                     if not rest:
                         rest = ["echo"]
                     rest = [*rest, DYNAMIC]  # xargs appends arguments from its input
@@ -808,8 +851,11 @@ class _Walker:
         if name in _NAME_SETTERS or name in _DECLARE:
             self.names_set(argv)
             return
+        self.program_options(name, args, cwd)
         if name in ("source", "."):
             self.opaque(f"{name} runs a script keel does not read")
+        elif name in ("mapfile", "readarray") and any(a.startswith("-C") for a in args):
+            self.opaque(f"{name} -C runs a callback keel does not read")
         elif name == "trap":
             operands = [a for a in args if a != "--" and not a.startswith("-")]
             if len(operands) > 1 and DYNAMIC in operands[0]:
@@ -855,6 +901,35 @@ class _Walker:
                 r"system|getline|\||\bprint[f]?\b[^;}]*>", script
             ):
                 self.opaque(f"{name} runs a program that can start commands")
+
+    def program_options(self, name: str, args: list[str], cwd: str) -> None:
+        """``sort --compress-prog=rm``, ``tar -I rm``, ``ssh -o ProxyCommand=rm``: a program run by
+        an option's value is checked against deny and ask rules (any program when unknown)."""
+        longs, shorts = _PROGRAM_OPTIONS.get(name, (frozenset(), frozenset()))
+        values: list[str] = []
+        for i, a in enumerate(args):
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            if a == "--":
+                break
+            if a.startswith("--") and len(a.split("=", 1)[0]) > 3:
+                key = a.split("=", 1)[0]
+                if any(opt.startswith(key) for opt in longs):
+                    values.append(a.split("=", 1)[1] if "=" in a else nxt)
+                elif name == "tar" and "--checkpoint-action".startswith(key):
+                    value = a.split("=", 1)[1] if "=" in a else nxt
+                    if value.startswith("exec="):
+                        values.append(value[5:])
+            elif a in shorts:
+                values.append(nxt)
+            elif any(a.startswith(s) and len(a) > len(s) for s in shorts):
+                values.append(a[2:])
+            elif name == "ssh" and a.startswith("-o"):
+                option = a[2:] or nxt
+                m = re.match(r"([A-Za-z]+)\s*=?\s*(.*)", option, re.S)
+                if m and m.group(1).lower() in ("proxycommand", "localcommand", "knownhostscommand", "remotecommand"):
+                    values.append(m.group(2))
+        for value in values:
+            self.out.also_runs.append(SimpleCommand(argv=value.split() or [DYNAMIC], cwd=cwd))
 
     def names_set(self, argv: list[str]) -> None:
         """Variables a builtin assigns: bash evaluates their subscripts, and their values are
@@ -941,6 +1016,8 @@ class _Walker:
                     j += 1
                 kept.append(a)
                 if inner:
+                    if "{}" in inner[0]:  # the program is the file find found: any program
+                        inner[0] = DYNAMIC
                     nested = SimpleCommand(argv=inner, cwd=cwd)
                     self.unwrap(nested, cwd, depth + 1)
                 i = j + 1
