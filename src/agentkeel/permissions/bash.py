@@ -848,14 +848,14 @@ class _Walker:
                     shown = args[i + 1].replace(DYNAMIC, "…")
                     self.opaque(f"{name} {a} {shown!r} evaluates a subscript (it can run code)")
             return
+        if name in ("mapfile", "readarray") and any(a.startswith("-C") for a in args):
+            self.opaque(f"{name} -C runs a callback keel does not read")
         if name in _NAME_SETTERS or name in _DECLARE:
             self.names_set(argv)
             return
         self.program_options(name, args, cwd)
         if name in ("source", "."):
             self.opaque(f"{name} runs a script keel does not read")
-        elif name in ("mapfile", "readarray") and any(a.startswith("-C") for a in args):
-            self.opaque(f"{name} -C runs a callback keel does not read")
         elif name == "trap":
             operands = [a for a in args if a != "--" and not a.startswith("-")]
             if len(operands) > 1 and DYNAMIC in operands[0]:
