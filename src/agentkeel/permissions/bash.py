@@ -86,6 +86,10 @@ _SPECIAL_BUILTINS = frozenset(
 # set -o options that do not change which program runs or how words are read
 _PLAIN_SET_OPTIONS = frozenset({"errexit", "nounset", "pipefail", "xtrace", "verbose", "noclobber", "notify"})
 # git -c keys that never run a program
+_GIT_COMMAND_KEYS = (
+    "pager", "editor", "sshcommand", "fsmonitor", ".command", ".textconv", ".cmd", ".program", ".helper",
+    ".clean", ".smudge", ".process", "askpass", "proxy", ".tool", "external", "hookspath", "packobjectshook",
+)  # fmt: skip
 _GIT_PLAIN_CONFIG = ("user.", "color.", "advice.", "init.defaultbranch", "core.quotepath", "log.", "column.", "i18n.")
 # builtins that change how the shell reads or runs later commands (aliases, loadable builtins,
 # the command hash, completion and key bindings): keel does not follow them
@@ -881,8 +885,7 @@ class _Walker:
                 skip = a in ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--attr-source")
                 value = args[i + 1] if a == "-c" and i + 1 < len(args) else a.removeprefix("-c")
                 if a == "-c" or (a.startswith("-c") and len(a) > 2):
-                    if not value.lower().startswith(_GIT_PLAIN_CONFIG):
-                        self.opaque(f"git -c {value.replace(DYNAMIC, '…')[:40]} can make git run any program")
+                    self.git_setting(value, cwd)
                 elif a.startswith(("--config-env", "--exec-path=")):
                     self.opaque(f"git {a.split('=', 1)[0]} can make git run any program")
         elif name == "sed":
@@ -893,14 +896,34 @@ class _Walker:
             self.opaque(f"{name} changes how the shell reads or runs later commands (keel does not follow it)")
         elif name in INTERPRETERS or re.fullmatch(r"python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*", name):
             base = re.sub(r"[0-9.]+$", "", name) or name
-            if interpreter_code(name if name in INTERPRETERS else base, args):
-                self.opaque(f"{name} runs code keel does not read (inline or from standard input)")
+            source = interpreter_code(name if name in INTERPRETERS else base, args)
+            if source == "stdin":  # text piped into an interpreter: any program, to deny rules
+                self.opaque(f"{name} runs code from standard input (keel does not read it)")
+            elif source == "inline":  # not modelled: asks, and is any program where nothing else asks
+                self.problem(f"{name} runs inline code keel does not read")
         elif name in _AWK:
             script = next((a for a in args if not a.startswith("-")), "")
             if any(a == "-f" or a.startswith(("-f", "--file")) for a in args) or re.search(
                 r"system|getline|\||\bprint[f]?\b[^;}]*>", script
             ):
                 self.opaque(f"{name} runs a program that can start commands")
+
+    def git_setting(self, setting: str, cwd: str) -> None:
+        """``git -c key=value``: a key naming a command (an alias, a pager, an editor, ssh, a
+        diff or filter driver) runs its value; other keys are not modelled; plain ones are fine."""
+        key, _, value = setting.partition("=")
+        key = key.lower()
+        shown = setting.replace(DYNAMIC, "…")[:40]
+        if DYNAMIC in key:
+            self.opaque(f"git -c {shown}: a setting known only at run time")
+        elif key.startswith(_GIT_PLAIN_CONFIG):
+            return
+        elif key.startswith("alias.") or key.endswith(_GIT_COMMAND_KEYS):
+            command = value.removeprefix("!")
+            self.out.also_runs.append(SimpleCommand(argv=command.split() or [DYNAMIC], cwd=cwd))
+            self.problem(f"git -c {shown} runs a command")
+        else:
+            self.problem(f"git -c {shown}: a setting keel does not model (some run programs)")
 
     def program_options(self, name: str, args: list[str], cwd: str) -> None:
         """``sort --compress-prog=rm``, ``tar -I rm``, ``ssh -o ProxyCommand=rm``: a program run by

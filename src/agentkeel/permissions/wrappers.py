@@ -221,16 +221,19 @@ def shell_c(args: list[str]) -> str | None:
     return args[i] if i < len(args) else DYNAMIC
 
 
-def interpreter_code(name: str, args: list[str]) -> bool:
-    """Does this interpreter run inline code or read its program from standard input?"""
+def interpreter_code(name: str, args: list[str]) -> str | None:
+    """Where this interpreter takes its program from when keel cannot read it: "stdin" (text
+    piped or redirected into it), "inline" (``-c``/``-e`` code), or None (a script file, a module)."""
     inline = INTERPRETERS.get(name)
     if inline is None:
-        return False
+        return None
     for a in args:
-        if a == "-" or a in inline or DYNAMIC in a:
-            return True
+        if a == "-" or DYNAMIC in a:
+            return "stdin"
+        if a in inline:
+            return "inline"
         if a.startswith("-") and not a.startswith("--") and any(o[1:] in a[1:] for o in inline if len(o) == 2):
-            return True  # -Ic, -ne, -c'code': clusters and attached code
+            return "inline"  # -Ic, -ne, -c'code': clusters and attached code
         if a == "-m" or not a.startswith("-"):
-            return False  # a module or a script file: runs that, not text keel was given
-    return True  # no script: the program comes from standard input
+            return None  # a module or a script file: runs that, not text keel was given
+    return "stdin"  # no script: the program comes from standard input
