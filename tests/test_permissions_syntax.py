@@ -72,6 +72,7 @@ def test_family1_plain_names_and_literal_arithmetic_stay_allowed(tmp_path: Path,
         "cat <<-EOF\n\t$(touch pwned)\n\tEOF",
         'cat <<EOF\n"`touch pwned`"\nEOF',
         "cat <<EOF\n${x:-`touch pwned`}\nEOF",
+        "cat <<EOF\n\\`x\\`'`touch pwned`'\nEOF",  # the parser reads this body as words
     ],
 )
 def test_family2_commands_in_an_unquoted_heredoc_body_are_read(tmp_path: Path, command: str) -> None:

@@ -558,7 +558,14 @@ class _Walker:
             if n.type == "heredoc_body":
                 bodies.append(n)
             stack.extend(n.children)
-        if root.has_error or tree_problem(root, data) or len(bodies) != 1:
+        redirects = [n for n in root.children[0].children if n.type == "heredoc_redirect"] if root.children else []
+        strays = [
+            c
+            for r in redirects
+            for c in r.children
+            if c.is_named and c.type not in ("heredoc_start", "heredoc_body", "heredoc_end")
+        ]
+        if root.has_error or tree_problem(root, data) or len(bodies) != 1 or strays:
             self.opaque("a here-document body keel cannot read")
             return
         body = bodies[0]
@@ -1054,12 +1061,27 @@ class _Walker:
             self.nested(node, cwd, depth)
             start = next((c for c in node.children if c.type == "heredoc_start"), None)
             quoted = start is None or any(q in (start.text or b"") for q in (b"'", b'"', b"\\"))
-            for body in (c for c in node.children if c.type == "heredoc_body"):
-                if not quoted:  # a quoted delimiter keeps the body literal
-                    text = (body.text or b"").decode("utf-8", "replace")
-                    if not body.named_children and re.search(r"(?<!\\)\$", text):
-                        self.reparse_body(text, cwd, depth)  # <<-: the parser left the body unread
-                    self.heredoc_body(text, cwd, depth)
+            if quoted or start is None:  # a quoted delimiter keeps the body literal
+                return
+            # the body as bash reads it: from the line after the delimiter word to the end line (the
+            # parser may leave it unread after <<-, or misread it as words)
+            root = node
+            while root.parent is not None:
+                root = root.parent
+            data = root.text or b""
+            newline = data.find(b"\n", start.end_byte)
+            end = next((c for c in node.children if c.type == "heredoc_end"), None)
+            if newline < 0:
+                return
+            text = data[newline + 1 : end.start_byte if end is not None else len(data)].decode("utf-8", "replace")
+            bodies = [c for c in node.children if c.type == "heredoc_body"]
+            misread = any(
+                c.is_named and c.type not in ("heredoc_start", "heredoc_body", "heredoc_end") and c.start_byte > newline
+                for c in node.children
+            )
+            if misread or (re.search(r"(?<!\\)\$", text) and not any(b.named_children for b in bodies)):
+                self.reparse_body(text, cwd, depth)
+            self.heredoc_body(text, cwd, depth)
             return
         if node.type == "herestring_redirect":
             for c in node.children:
