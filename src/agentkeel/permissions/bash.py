@@ -839,12 +839,22 @@ class _Walker:
             return
         name = posixpath.basename(argv[0])
         second = argv[1] if len(argv) > 1 else ""
-        if name not in RUNNERS and (name, second) not in RUNNER_SUBCOMMANDS:
+        if (name, second) in RUNNER_SUBCOMMANDS:
+            first = 2
+        elif name in RUNNERS and name not in WRAPPER_OPTS_WITH_VALUE and name not in ("sudo", "doas"):
+            first = 1  # (wrappers keel strips exactly need no guessing)
+        else:
             return
-        for i in range(1, min(len(argv), _MAX_SUFFIXES)):
-            if not argv[i].startswith("-"):
-                program = DYNAMIC if argv[i] in globbed else argv[i]  # a glob could name any program
-                self.out.also_runs.append(SimpleCommand(argv=[program, *argv[i + 1 :]], cwd=cwd))
+        candidate = True  # the first word that is not an option may be the program, whatever it is
+        for i in range(first, min(len(argv), _MAX_SUFFIXES)):
+            word = argv[i]
+            if word.startswith("-"):
+                continue
+            if DYNAMIC in word and not candidate:
+                continue  # an unknown argument after the program: not a program itself
+            candidate = False
+            program = DYNAMIC if word in globbed else word  # a glob could name any program
+            self.out.also_runs.append(SimpleCommand(argv=[program, *argv[i + 1 :]], cwd=cwd))
 
     def evaluated(self, argv: list[str], cwd: str, depth: int) -> None:
         """What a builtin or interpreter runs that is not a program in its argv: subscripts and
