@@ -29,6 +29,7 @@ class Case:
     input: dict[str, Any]
     settings: dict[str, Any]
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    expect: str | None = None  # a group's "expect": the exact decision (an attack that must be denied, not asked)
 
     def steps(self) -> tuple[tuple[str, dict[str, Any]], ...]:
         return self.calls or ((self.tool, self.input),)
@@ -50,7 +51,9 @@ def load_cases() -> list[Case]:
                     else ()
                 )
                 tool, tool_input = calls[0] if calls else _call(group["tool"], case)
-                out.append(Case(kind, group[label], tool, tool_input, group.get("settings", {}), calls))
+                out.append(
+                    Case(kind, group[label], tool, tool_input, group.get("settings", {}), calls, group.get("expect"))
+                )
     return out
 
 

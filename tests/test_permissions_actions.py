@@ -173,11 +173,12 @@ def test_a_look_alike_still_runs_under_its_allow_rule(tmp_path: Path, family: st
 
 @pytest.mark.parametrize("command", ["$(which rm) -rf x", "`which rm` x", '"$RM" -rf x', "${X}rm x"])
 def test_a_program_known_only_at_run_time_asks_under_a_deny_rule_even_in_bypass(tmp_path: Path, command: str) -> None:
+    # issue #30 family 7: a program name that is not a static word is any program, so the deny rule holds
     for mode in ("default", "bypassPermissions"):
         engine = _engine(tmp_path, ["Bash(*)"], ["Bash(rm *)"])
         engine.mode = mode
         decision = engine.decide("Bash", {"command": command})
-        assert decision.decision == "ask", (mode, command, decision.reason)
+        assert decision.decision == "deny", (mode, command, decision.reason)
         assert "known only at run time" in decision.reason
 
 

@@ -54,7 +54,9 @@ def test_auto_allow_turns_asks_into_sandboxed_runs_but_not_denials_asks_or_prote
     decide = lambda c: b.engine.decide("Bash", {"command": c})  # noqa: E731
     assert decide("touch x").decision == "allow"
     assert decide("touch x").stage == "sandbox"
-    assert decide("python3 -c 'print(1)'").decision == "allow"
+    assert decide("python3 script.py").decision == "allow"
+    # issue #30: inline code keel cannot read may run the denied program, and the sandbox would not ask
+    assert decide("python3 -c 'print(1)'").decision == "deny"
     assert decide("rm -rf x").decision == "deny"
     assert decide("git push origin main").decision == "ask"
     assert decide("echo x >> ~/.bashrc").decision == "ask"  # protected: always asks
@@ -68,7 +70,8 @@ def test_auto_allow_turns_asks_into_sandboxed_runs_but_not_denials_asks_or_prote
 def test_unreadable_commands_keep_asking_when_a_bash_deny_rule_exists(tmp_path: Path) -> None:
     home = Path(os.environ["HOME"])
     b = SandboxedBash(tmp_path, home, allow=(), deny=("Bash(git push *)",))
-    assert b.engine.decide("Bash", {"command": 'eval "$(echo Z2l0IHB1c2g= | base64 -d)"'}).decision == "ask"
+    # issue #30 family 7: a program known only at run time is any program, so the deny rule holds
+    assert b.engine.decide("Bash", {"command": 'eval "$(echo Z2l0IHB1c2g= | base64 -d)"'}).decision == "deny"
     b.close()
     b = SandboxedBash(tmp_path, home, allow=())
     assert b.engine.decide("Bash", {"command": 'eval "$(echo Z2l0IHB1c2g= | base64 -d)"'}).decision == "allow"

@@ -209,11 +209,35 @@ class PermissionEngine(ShellChecks):
 
     def _deny_stage(self, call: Call, stage: str, *, managed: bool) -> StageResult:
         rules = self.rules_of("deny", managed=managed)
-        hit = self._match(call, rules, broad=True)
+        hit = self._match(call, rules, broad=True) or self._any_program(call, rules)
         if hit is not None:
             rule, detail = hit
             return StageResult(stage, "deny", f"{detail} is denied by rule {rule.text} ({rule.source})", rule.text)
         return StageResult(stage, "continue")
+
+    def _any_program(self, call: Call, rules: list[Rule]) -> tuple[Rule, str] | None:
+        """Deny rules hold for every program a command can run. A part keel cannot name (a program
+        known only at run time, a script a shell or interpreter reads, code bash evaluates in a
+        word) could be any program, so a Bash deny rule catches it. Where nothing else would stop
+        it (bypassPermissions mode, a rule allowing every command, sandbox auto-allow), so does
+        any part keel does not model, and a Read or Edit deny rule too (it could touch anything)."""
+        analysis = call.bash
+        if analysis is None:
+            return None
+        bash_rules = [r for r in rules if r.tool == "Bash" and not r.bare]
+        if bash_rules:
+            for cmd in [*analysis.commands, *analysis.also_runs]:
+                if cmd.argv and DYNAMIC in cmd.argv[0]:
+                    return bash_rules[0], f"`{sp._show(cmd)}` (a program known only at run time, which may be any)"
+            if analysis.opaque:
+                return bash_rules[0], f"a command that may run any program ({analysis.opaque[0]})"
+        if not analysis.confident and self._nothing_else_stops(call):
+            path_rules = [r for r in rules if r.tool in ("Read", "Edit", "Write") and not r.bare]
+            catching = bash_rules or path_rules
+            if catching:
+                why = "; ".join(analysis.problems)
+                return catching[0], f"a command keel cannot check, which nothing else would stop ({why})"
+        return None
 
     def _ask_stage(self, call: Call) -> StageResult:
         hit = self._match(call, self.rules_of("ask"), broad=True)
@@ -243,7 +267,9 @@ class PermissionEngine(ShellChecks):
         if not rules:
             return None
         programs = {sp.rule_program(r.specifier or "") for r in rules}
-        for cmd in call.bash.commands:
+        if call.bash.opaque:
+            return f"a command that may run any program ({call.bash.opaque[0]}), which rule {rules[0].text} may name"
+        for cmd in [*call.bash.commands, *call.bash.also_runs]:
             if cmd.argv and DYNAMIC in cmd.argv[0]:
                 return (
                     f"`{sp._show(cmd)}` runs a program known only at run time, which rule {rules[0].text} "
@@ -257,6 +283,13 @@ class PermissionEngine(ShellChecks):
                     f"{name}: keel cannot tell whether it matches; approval required"
                 )
         return None
+
+    def _nothing_else_stops(self, call: Call) -> bool:
+        """Would a Bash command keel cannot check run without a prompt? In bypassPermissions mode,
+        under a rule allowing every command, or when the sandbox runs what would ask."""
+        if self.mode == "bypassPermissions" or (self.sandbox_auto_allow is not None and self.mode != "plan"):
+            return True
+        return any(r.bare and r.tool in ("Bash", "*") for r in self.rules_of("allow"))
 
     def _allow_stage(self, call: Call, stage: str, *, managed: bool) -> StageResult:
         rules = self.rules_of("allow", managed=managed)
@@ -372,7 +405,7 @@ class PermissionEngine(ShellChecks):
             analysis = call.bash
             if analysis is None:
                 return None
-            for cmd in analysis.commands:
+            for cmd in [*analysis.commands, *(analysis.also_runs if broad else ())]:
                 if broad and sp.rule_catches(spec, cmd):
                     return f"`{sp._show(cmd)}`"
             return None

@@ -54,6 +54,17 @@ def tree_problem(root: Node, data: bytes) -> str | None:
         node = stack.pop()
         if node.type == "simple_expansion" and any(b in (node.text or b"") for b in (b" ", b"\t", b"\n")):
             return "an expansion with a blank inside ($ a), which bash reads as two words"
+        if node.type == "heredoc_body":
+            # tree-sitter-bash 0.25 leaves the body's text before its first expansion outside every
+            # token; that text is literal to bash unless it holds a "$" the parser did not read
+            # (backquotes in a body are read by the analyser itself)
+            pos = node.start_byte
+            for child in [*node.children, None]:
+                end = child.start_byte if child is not None else node.end_byte
+                if b"$" not in data[pos:end]:
+                    covered[pos:end] = b"\x01" * (end - pos)
+                if child is not None:
+                    pos = child.end_byte
         if node.child_count:
             stack.extend(node.children)
             continue

@@ -50,3 +50,31 @@ def ansi_c(body: str) -> str:
         return codecs.decode(body.encode("latin-1", "backslashreplace"), "unicode_escape")
     except (UnicodeDecodeError, ValueError):
         return DYNAMIC
+
+
+# What bash evaluates arithmetically (subscripts, (( )), $(( )), let, [[ -eq ]], ${x:offset}) runs
+# code when it names a variable ('a[$(id)]' in a variable's value is expanded again), so keel
+# models only literal arithmetic: numbers (decimal, 0x.., base#..), operators and blanks.
+LITERAL_ARITHMETIC = re.compile(r"(?:\s|0[xX][0-9a-fA-F]+|[0-9]+#[0-9A-Za-z@_]+|[0-9]+|[-+*/%()<>=!&|^~?:,])*")
+# a variable name bash takes as such without evaluating anything: NAME, or NAME[literal integer]
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[(?:[0-9]+|[@*])\])?")
+_BRACE = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
+
+
+def literal_arithmetic(text: str) -> bool:
+    return DYNAMIC not in text and LITERAL_ARITHMETIC.fullmatch(text) is not None
+
+
+def brace_expansion(node: Node) -> bool:
+    """Would bash brace-expand this word (``.{e,}nv``, ``{a..c}``)? Read from the word's unquoted
+    skeleton: quoted parts and expansions stand for one ordinary character, escapes for two."""
+    return bool(_BRACE.search(_skeleton(node)))
+
+
+def _skeleton(node: Node) -> str:
+    if node.type == "word":
+        raw = node.text.decode("utf-8", "replace") if node.text else ""
+        return re.sub(r"\\.", "__", raw, flags=re.S)
+    if node.type == "concatenation":
+        return "".join(_skeleton(c) for c in node.children)
+    return "_"
