@@ -114,6 +114,8 @@ def test_long_session_compacts_never_overflows_retains_and_resumes(
         "json",
         "--permission-mode",
         "bypassPermissions",
+        "--max-turns",  # 204 turns: past -p's default bound of 200
+        "300",
         env=wire_env(server, wire),
         timeout=600,
     )

@@ -35,7 +35,7 @@ def test_the_memory_page_lists_newest_first(serve: Serve, browser: Callable[[], 
     store.close()
     s = serve({"steps": ["ok"]})
     d = browser()
-    d.get(s.url)
+    d.get(s.login_url)  # the printed address with its token: the server swaps it for the cookie
     click(d, "nav button[data-tab=memory]")
     wait(d, lambda d: "minute 59" in text(d, "mem-feed"))
     time.sleep(3)  # a few of the stream's polls (one a second)

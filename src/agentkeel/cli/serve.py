@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if chosen is not None and len(chosen) < MIN_TOKEN:
         print(f"keel serve: KEEL_SERVE_TOKEN is too short: use at least {MIN_TOKEN} random characters", file=sys.stderr)
         return EXIT_USAGE
-    token = chosen or secrets.token_urlsafe(24)
+    token = secrets.token_urlsafe(24) if not chosen else chosen
     from agentkeel.session.private import private_home
     from agentkeel.session.store import keel_home
 
