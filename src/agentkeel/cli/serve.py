@@ -17,6 +17,11 @@ EXIT_ERROR = 1
 MIN_TOKEN = 16
 
 
+def _serve_token(chosen: str | None) -> str:
+    """What the owner must show: KEEL_SERVE_TOKEN when set (checked above), else a new random one per start."""
+    return chosen or secrets.token_urlsafe(24)
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="an HTTP API and a web app for keel sessions (loopback by default)")
     p.add_argument("--host", default="127.0.0.1", help="loopback by default (the token guards every address)")
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if chosen is not None and len(chosen) < MIN_TOKEN:
         print(f"keel serve: KEEL_SERVE_TOKEN is too short: use at least {MIN_TOKEN} random characters", file=sys.stderr)
         return EXIT_USAGE
-    token = secrets.token_urlsafe(24) if not chosen else chosen
+    token = _serve_token(chosen)
     from agentkeel.session.private import private_home
     from agentkeel.session.store import keel_home
 
