@@ -390,7 +390,10 @@ class Agent:
         )
         if call.tool is None:
             return call, Verdict("deny", f"No such tool: {use.name}. Available: {self._tool_names()}")
-        invalid = _invalid(call.tool, call.input) or await call.tool.precheck(call.input, self._context(call))
+        invalid = _invalid(call.tool, call.input)
+        if invalid:
+            return call, Verdict("deny", invalid, "validation")
+        invalid = await call.tool.precheck(call.input, self._context(call))
         if invalid:  # a call that cannot succeed fails with the tool's error, before anyone is asked
             return call, Verdict("deny", invalid, "validation")
         verdict = Verdict("allow")

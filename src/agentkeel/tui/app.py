@@ -52,7 +52,7 @@ from agentkeel.tui.side import HeaderBar, MeterBar, SessionItem, Sidebar, next_m
 
 OptionsFactory = Callable[[], RuntimeOptions]  # a fresh copy of the session's options each call
 DOUBLE_PRESS_S = 2.0
-START_HINT = "Type a prompt and press Enter · / commands · @ files · Esc Esc rewind · Ctrl-C interrupts · /exit leaves"
+START_HINT = "Type a prompt · / commands · @ files · Ctrl-C interrupts · /exit leaves"
 INSTEAD = "Denied, and the turn is stopped. Tell keel what to do instead:"
 
 
