@@ -236,10 +236,10 @@ class KeelApp(App[int]):
             found.finish(event.is_error, event.duration_ms, event.summary, event.metadata)
             self.status = "thinking"
         elif isinstance(event, ToolResults):
-            for block in event.message.content:
-                shown = chat.tools.get(block.tool_use_id) if isinstance(block, ToolResultBlock) else None
-                if isinstance(block, ToolResultBlock) and shown is not None:
-                    shown.result(block.text(), block.is_error)
+            for result in event.message.content:
+                shown = chat.tools.get(result.tool_use_id) if isinstance(result, ToolResultBlock) else None
+                if isinstance(result, ToolResultBlock) and shown is not None:
+                    shown.result(result.text(), result.is_error)
         elif isinstance(event, AssistantMessage):
             await chat.end_answer()
             usage = event.usage
