@@ -227,3 +227,29 @@ async def test_retries_of_one_request_are_one_line(
         await wait_for(pilot, lambda: _idle(app) and "Through at last." in screen_text(app), what="the answer")
         retries = [n.text for n in app.query(NoticeLine) if "retrying" in n.text]
         assert len(retries) == 1 and "(attempt 3)" in retries[0]
+
+
+async def test_no_to_a_subagents_call_stops_the_whole_turn(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    task = {
+        "name": "Task",
+        "input": {"description": "touch it", "prompt": "touch made.txt", "subagent_type": "general-purpose"},
+    }
+    steps = [
+        {"text": "Delegating.", "tool_calls": [task]},
+        {"text": "Touching.", "tool_calls": [{"name": "Bash", "input": {"command": "touch made.txt"}}]},
+        "The subagent went on.",
+        "The parent went on.",
+    ]
+    server = fake_llm({"steps": steps})
+    app = KeelApp(make_options(project, server), home=tmp_path / "keelhome")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _send(pilot, "delegate")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChooserScreen), what="the subagent's dialog")
+        assert "touch made.txt" in screen_text(app)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: _idle(app), what="the turn to stop")
+        assert len(server.cursor.requests) == 2  # the parent's and the subagent's first: nobody went on
+        assert "Tell keel what to do instead" in screen_text(app)
+    assert not (project / "made.txt").exists()

@@ -323,12 +323,21 @@ class KeelApp(App[int]):
         choice = await self.choose(screen)
         answer: Answer = ANSWERS.get(choice or "n", "deny")  # type: ignore[assignment]
         if answer == "deny" and call.tool is not None:  # (not a sandboxed command's network ask)
-            self._told_no, self._stop_at = True, call.id
+            self._told_no = True
+            if self._own_call(call.id):
+                self._stop_at = call.id  # the turn stops once the denial is recorded
+            else:
+                self.rt.agent.interrupt()  # a subagent's call: the turn (and the subagent) stop now
             self.status = "stopping"
             self.query_one(PromptInput).focus()
         else:
             self.status = f"running {call.name}"
         return answer
+
+    def _own_call(self, call_id: str) -> bool:
+        """A call of this session's last answer (not a subagent's: those have a bus of their own)."""
+        answer = next((m for m in reversed(self.rt.agent.messages) if m.role == "assistant"), None)
+        return answer is not None and any(use.id == call_id for use in answer.tool_uses())
 
     async def ask_repeat(self, call: ToolCall, count: int) -> bool:
         screen = ChooserScreen(
