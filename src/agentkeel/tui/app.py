@@ -54,6 +54,7 @@ OptionsFactory = Callable[[], RuntimeOptions]  # a fresh copy of the session's o
 DOUBLE_PRESS_S = 2.0
 START_HINT = "Type a prompt · / commands · @ files · Ctrl-C interrupts · /exit leaves"
 INSTEAD = "Denied, and the turn is stopped. Tell keel what to do instead:"
+SUBAGENT_TOOLS = ("Task", "Agent")
 
 
 class KeelApp(App[int]):
@@ -322,9 +323,10 @@ class KeelApp(App[int]):
         self.show_header()
         choice = await self.choose(screen)
         answer: Answer = ANSWERS.get(choice or "n", "deny")  # type: ignore[assignment]
-        if answer == "deny" and call.tool is not None:  # (not a sandboxed command's network ask)
-            self._told_no = True
-            if self._own_call(call.id):
+        own, nested = self._own_call(call.id), self._in_subagent()
+        if answer == "deny" and call.tool is not None and (own or nested):  # (not a network ask, nor a
+            self._told_no = True  # background agent's: that one is denied and the turn goes on)
+            if own:
                 self._stop_at = call.id  # the turn stops once the denial is recorded
             else:
                 self.rt.agent.interrupt()  # a subagent's call: the turn (and the subagent) stop now
@@ -338,6 +340,11 @@ class KeelApp(App[int]):
         """A call of this session's last answer (not a subagent's: those have a bus of their own)."""
         answer = next((m for m in reversed(self.rt.agent.messages) if m.role == "assistant"), None)
         return answer is not None and any(use.id == call_id for use in answer.tool_uses())
+
+    def _in_subagent(self) -> bool:
+        """The turn is waiting on a subagent (a Task call still running, so not a background one)."""
+        busy = self.running is not None and not self.running.done()
+        return busy and any(b.running and b.tool_name in SUBAGENT_TOOLS for b in self.query_one(ChatLog).tools.values())
 
     async def ask_repeat(self, call: ToolCall, count: int) -> bool:
         screen = ChooserScreen(
@@ -414,6 +421,7 @@ class KeelApp(App[int]):
         finally:
             await self.drain()
             await chat.end_answer()
+            self._told_no, self._stop_at = False, ""  # (a background agent's ask after it is asked again)
 
     # --- keys -----------------------------------------------------------------------------
 
