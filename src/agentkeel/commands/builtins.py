@@ -67,6 +67,11 @@ async def help_(runtime: Any, args: str) -> str:
     return "\n".join(lines)
 
 
+async def exit_(runtime: Any, args: str) -> str:
+    """The TUI and the line mode leave on ``/exit`` before any command runs; listed for /help."""
+    return "/exit and /quit leave an interactive session (the TUI, the line mode); here there is nothing to leave."
+
+
 async def clear(runtime: Any, args: str) -> str:
     from agentkeel.core.view import ViewBuilder
 
@@ -252,6 +257,7 @@ FALLBACKS = {"cost": cost}
 def builtin_commands() -> list[Command]:
     out = [
         Command("help", "Show the slash commands", handler=help_, aliases=("?",)),
+        Command("exit", "Leave keel (the session is kept: keel -c resumes it)", handler=exit_, aliases=("quit",)),
         Command("clear", "Start a fresh context (the transcript keeps the history)", handler=clear, aliases=("reset",)),
         Command("model", "Show or switch the model", argument_hint="[model]", handler=model),
         Command("permissions", "Show the permission mode and rules", handler=permissions, aliases=("allowed-tools",)),

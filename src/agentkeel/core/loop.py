@@ -440,6 +440,9 @@ class Agent:
         invalid = _invalid(call.tool, call.input)
         if invalid:
             return call, Verdict("deny", invalid, "validation")
+        invalid = await call.tool.precheck(call.input, self._context(call))
+        if invalid:  # a call that cannot succeed fails with the tool's error, before anyone is asked
+            return call, Verdict("deny", invalid, "validation")
         verdict = Verdict("allow")
         for ext in self.ext:
             if ext.before_tool is None:
@@ -519,17 +522,7 @@ class Agent:
         tool = call.tool
         assert tool is not None
         timeout = tool.timeout_s if tool.timeout_s is not None else self.config.default_tool_timeout_s
-        ctx = ToolContext(
-            cwd=self.context.cwd,
-            session_id=self.context.session_id,
-            services=self.context.services,
-            emit=self.bus.emit,
-            tool_use_id=call.id,
-            additional_dirs=self.context.additional_dirs,
-            env=self.context.env,
-            scratch_dir=self.context.scratch_dir,
-            hidden_path=self.context.hidden_path,
-        )
+        ctx = self._context(call)
         try:
             args = tool.parse(call.input)
             return await asyncio.wait_for(tool.run(args, ctx), timeout)
@@ -542,6 +535,19 @@ class Agent:
         except Exception as exc:
             log.exception("tool %s crashed", tool.name)
             return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+    def _context(self, call: ToolCall) -> ToolContext:
+        return ToolContext(
+            cwd=self.context.cwd,
+            session_id=self.context.session_id,
+            services=self.context.services,
+            emit=self.bus.emit,
+            tool_use_id=call.id,
+            additional_dirs=self.context.additional_dirs,
+            env=self.context.env,
+            scratch_dir=self.context.scratch_dir,
+            hidden_path=self.context.hidden_path,
+        )
 
     # --- helpers -----------------------------------------------------------------------
 

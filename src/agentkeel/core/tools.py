@@ -118,6 +118,7 @@ class ToolContext(msgspec.Struct):
 
 
 Runner = Callable[[Any, ToolContext], Awaitable[ToolOutput]]
+Validator = Callable[[Any, ToolContext], Awaitable[None]]  # raises ToolError: the call cannot succeed
 
 
 class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
@@ -142,6 +143,7 @@ class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
     source: ToolSource = "built-in"
     raw_schema: dict[str, Any] | None = None  # the schema shown to the model, when not generated (MCP, shipped)
     load: Callable[[], Tool] | None = None
+    validate: Validator | None = None  # a cheap check of the parsed input, before anyone is asked
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -179,6 +181,21 @@ class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
             return model.model_validate(raw)
         except ValidationError as e:
             raise ToolInputError(format_validation_error(self.name, e)) from None
+
+    async def precheck(self, raw: dict[str, Any], ctx: ToolContext) -> str:
+        """Why this call would fail, found without running it (the tool's ``validate``, as Claude
+        Code's ``validateInput``), or ''. The loop asks it before the permission check, so nobody is
+        asked to approve a call that cannot succeed. A check that crashes finds nothing (the run,
+        still gated, reports the problem)."""
+        try:
+            tool = self.load() if self.validate is None and self.load is not None else self
+            if tool.validate is not None:
+                await tool.validate(tool.parse(raw), ctx)
+        except ToolError as err:
+            return str(err)
+        except Exception:
+            log.exception("the input check of %s failed", self.name)
+        return ""
 
 
 def format_validation_error(tool: str, err: ValidationError) -> str:

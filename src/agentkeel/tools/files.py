@@ -307,6 +307,46 @@ async def _multi_edit(args: MultiEditInput, ctx: ToolContext) -> ToolOutput:
     return await _edit_file(ctx, args.file_path, list(args.edits))
 
 
+# --- the checks before anyone is asked (``Tool.validate``) -------------------------------
+
+
+def _check_ops(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> None:
+    """What would make an edit fail, found without writing: the file is missing, unread or changed
+    since read (checked before its content is looked at: nothing unread is probed), or an
+    old_string is not there exactly once."""
+    path = resolve(ctx, file_path)
+    if not path.exists():
+        if len(ops) == 1 and ops[0].old_string == "":
+            return
+        raise ToolError(f"File does not exist: {path}")
+    ctx.services.get(FileState).check_fresh(path)
+    text = read_text(path, "too large for Edit, which loads the whole file; edit it with Bash (e.g. sed -i)")
+    for i, op in enumerate(ops):
+        if op.old_string == "":
+            raise ToolError(f"edit {i + 1}: old_string is empty; only a new file can be created that way")
+        text = apply_edit(text, op, f"edit {i + 1}: " if len(ops) > 1 else "")
+
+
+async def _check_edit(args: EditInput, ctx: ToolContext) -> None:
+    _check_ops(
+        ctx,
+        args.file_path,
+        [EditOp(old_string=args.old_string, new_string=args.new_string, replace_all=args.replace_all)],
+    )
+
+
+async def _check_multi_edit(args: MultiEditInput, ctx: ToolContext) -> None:
+    _check_ops(ctx, args.file_path, list(args.edits))
+
+
+async def _check_write(args: WriteInput, ctx: ToolContext) -> None:
+    path = resolve(ctx, args.file_path)
+    if path.is_dir():
+        raise ToolError(f"{path} is a directory")
+    if path.exists():
+        ctx.services.get(FileState).check_fresh(path)
+
+
 # --- LS ----------------------------------------------------------------------------------
 
 LS_LIMIT = 1000
@@ -364,6 +404,7 @@ def file_tools() -> list[Tool]:
             group="fs",
             destructive=True,
             timeout_s=60,
+            validate=_check_write,
         ),
         Tool(
             "Edit",
@@ -374,6 +415,7 @@ def file_tools() -> list[Tool]:
             group="fs",
             destructive=True,
             timeout_s=60,
+            validate=_check_edit,
         ),
         Tool(
             "MultiEdit",
@@ -383,6 +425,7 @@ def file_tools() -> list[Tool]:
             group="fs",
             destructive=True,
             timeout_s=60,
+            validate=_check_multi_edit,
         ),
         Tool(
             "LS",

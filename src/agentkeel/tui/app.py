@@ -33,10 +33,12 @@ from agentkeel.core.events import (
     TextDelta,
     TodosUpdated,
     ToolFinished,
+    ToolResults,
     ToolStarted,
     UserMessage,
 )
 from agentkeel.core.extensions import ToolCall
+from agentkeel.core.types import ToolResultBlock
 from agentkeel.permissions import Answer, Decision
 from agentkeel.runtime import Runtime, RuntimeOptions
 from agentkeel.session.store import keel_home
@@ -50,6 +52,9 @@ from agentkeel.tui.side import HeaderBar, MeterBar, SessionItem, Sidebar, next_m
 
 OptionsFactory = Callable[[], RuntimeOptions]  # a fresh copy of the session's options each call
 DOUBLE_PRESS_S = 2.0
+START_HINT = "Type a prompt · / commands · @ files · Ctrl-C interrupts · /exit leaves"
+INSTEAD = "Denied, and the turn is stopped. Tell keel what to do instead:"
+SUBAGENT_TOOLS = ("Task", "Agent")
 
 
 class KeelApp(App[int]):
@@ -103,6 +108,8 @@ class KeelApp(App[int]):
         self._last_ctrl_c = -10.0
         self._last_escape = -10.0
         self._frame = 0
+        self._stop_at = ""  # the denied call whose result ends the turn ("No, and tell the model what to do")
+        self._told_no = False
         self.hint = "enter send · ctrl+j newline · shift+tab mode · ctrl+c interrupt"
         if theme:
             self.theme = theme
@@ -134,6 +141,7 @@ class KeelApp(App[int]):
         self.run_worker(self._pump(), exclusive=False, group="pump")
         await self.refresh_sessions()
         self.show_header()
+        await self.query_one(ChatLog).add(NoticeLine(START_HINT))
         await self.ops.show_history()
         if self.first_prompt:
             self.submit(self.first_prompt)
@@ -162,6 +170,10 @@ class KeelApp(App[int]):
         if isinstance(event, ToolStarted) and event.name in EDIT_TOOLS:
             # the edit runs right after this returns: its diff is taken now, from the file as it is
             self._diffs[event.tool_use_id] = diff_for_call(event.name, event.input, self.rt.agent.context.cwd, 40)
+        if isinstance(event, ToolFinished) and self._stop_at and event.tool_use_id == self._stop_at:
+            # the user said no and will say what to do instead: the denial is recorded, the turn ends
+            self._stop_at = ""
+            self.rt.agent.interrupt()
         if threading.get_ident() == self._thread:
             self._queue.put_nowait(event)
         else:
@@ -206,8 +218,8 @@ class KeelApp(App[int]):
             self.status = "thinking"
         elif isinstance(event, StreamRetry):
             await chat.end_answer()
-            await chat.add(
-                NoticeLine(f"model request failed ({event.error}); retrying in {event.delay_s:.1f}s", "warning")
+            await chat.retrying(
+                f"model request failed ({event.error}); retrying in {event.delay_s:.1f}s (attempt {event.attempt})"
             )
         elif isinstance(event, ToolStarted):
             await chat.end_answer()
@@ -224,6 +236,11 @@ class KeelApp(App[int]):
                 await chat.add(found)
             found.finish(event.is_error, event.duration_ms, event.summary, event.metadata)
             self.status = "thinking"
+        elif isinstance(event, ToolResults):
+            for result in event.message.content:
+                shown = chat.tools.get(result.tool_use_id) if isinstance(result, ToolResultBlock) else None
+                if isinstance(result, ToolResultBlock) and shown is not None:
+                    shown.result(result.text(), result.is_error)
         elif isinstance(event, AssistantMessage):
             await chat.end_answer()
             usage = event.usage
@@ -239,9 +256,11 @@ class KeelApp(App[int]):
                 await chat.add(NoticeLine(event.message, event.level))
         elif isinstance(event, Interrupted):
             await chat.end_answer()
-            await chat.add(NoticeLine("[interrupted]", "warning"))
+            chat.stop_running()
+            await chat.add(NoticeLine(INSTEAD if self._told_no else "[interrupted]", "warning"))
         elif isinstance(event, RunFinished):
             await chat.end_answer()
+            chat.stop_running()
             if event.is_error and event.subtype != "interrupted":
                 await chat.add(NoticeLine(f"[{event.subtype}] {event.result}", "error"))
         elif isinstance(event, UserMessage) and self.turn <= 1:
@@ -286,7 +305,12 @@ class KeelApp(App[int]):
     # --- asking the user ------------------------------------------------------------------
 
     async def ask(self, call: ToolCall, decision: Decision) -> Answer:
-        """The permission callback: the same four answers as the line mode."""
+        """The permission callback: the same four answers as the line mode. "No" (or Esc) also
+        stops the turn, once the denial is recorded, and puts the cursor back in the prompt: what
+        the user types next is the instruction (as Claude Code's "No, and tell Claude what to do
+        differently"); another call of the same batch is then denied without asking."""
+        if self._told_no:
+            return "deny"
         await self.drain()  # what led to the ask is on screen first (and the status is not overwritten)
         diff = diff_for_call(call.name, call.input, self.rt.agent.context.cwd)
         screen = permission_dialog(
@@ -298,8 +322,29 @@ class KeelApp(App[int]):
         self.status = "waiting for you"
         self.show_header()
         choice = await self.choose(screen)
-        self.status = f"running {call.name}"
-        return ANSWERS.get(choice or "n", "deny")  # type: ignore[return-value]
+        answer: Answer = ANSWERS.get(choice or "n", "deny")  # type: ignore[assignment]
+        own, nested = self._own_call(call.id), self._in_subagent()
+        if answer == "deny" and call.tool is not None and (own or nested):  # (not a network ask, nor a
+            self._told_no = True  # background agent's: that one is denied and the turn goes on)
+            if own:
+                self._stop_at = call.id  # the turn stops once the denial is recorded
+            else:
+                self.rt.agent.interrupt()  # a subagent's call: the turn (and the subagent) stop now
+            self.status = "stopping"
+            self.query_one(PromptInput).focus()
+        else:
+            self.status = f"running {call.name}"
+        return answer
+
+    def _own_call(self, call_id: str) -> bool:
+        """A call of this session's last answer (not a subagent's: those have a bus of their own)."""
+        answer = next((m for m in reversed(self.rt.agent.messages) if m.role == "assistant"), None)
+        return answer is not None and any(use.id == call_id for use in answer.tool_uses())
+
+    def _in_subagent(self) -> bool:
+        """The turn is waiting on a subagent (a Task call still running, so not a background one)."""
+        busy = self.running is not None and not self.running.done()
+        return busy and any(b.running and b.tool_name in SUBAGENT_TOOLS for b in self.query_one(ChatLog).tools.values())
 
     async def ask_repeat(self, call: ToolCall, count: int) -> bool:
         screen = ChooserScreen(
@@ -354,6 +399,7 @@ class KeelApp(App[int]):
 
         await chat.add(UserBlock(text))
         self.status = "thinking"
+        self._told_no, self._stop_at = False, ""
         self.show_header()
         try:
             await self.rt.start()
@@ -375,6 +421,7 @@ class KeelApp(App[int]):
         finally:
             await self.drain()
             await chat.end_answer()
+            self._told_no, self._stop_at = False, ""  # (a background agent's ask after it is asked again)
 
     # --- keys -----------------------------------------------------------------------------
 

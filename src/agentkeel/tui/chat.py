@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 PREVIEW_LINES = 6
+TAIL_TOOLS = frozenset({"Bash", "BashOutput"})  # output previewed by its last lines
 
 
 def call_summary(name: str, tool_input: dict[str, Any], width: int = 60, cwd: Path | None = None) -> str:
@@ -36,20 +37,29 @@ def call_summary(name: str, tool_input: dict[str, Any], width: int = 60, cwd: Pa
     return f"{name}({json.dumps(tool_input)[: width // 2]})"
 
 
-def preview(text: str, lines: int = PREVIEW_LINES) -> str:
+def preview(text: str, lines: int = PREVIEW_LINES, *, tail: bool = False) -> str:
+    """The first ``lines`` lines of a tool's output, or its last (``tail``: a command's output ends
+    with what matters, the error or the summary), with a count of the lines left out."""
     rows = text.rstrip("\n").splitlines()
     if len(rows) <= lines:
         return "\n".join(rows)
-    return "\n".join([*rows[:lines], f"… +{len(rows) - lines} lines"])
+    more = f"… +{len(rows) - lines} lines"
+    return "\n".join([more, *rows[-lines:]] if tail else [*rows[:lines], more])
 
 
 class UserBlock(Static):
+    """A prompt as the user typed it; context added to it before the model saw it (hook output,
+    keel's ``<memory-context>``) is named in one dim line, not shown."""
+
     DEFAULT_CSS = """
     UserBlock { margin: 1 0 0 0; padding: 0 1; border-left: thick $primary; color: $text; }
     """
 
-    def __init__(self, text: str) -> None:
-        super().__init__(Text(text), markup=False)
+    def __init__(self, text: str, added: str = "") -> None:
+        shown = Text(text)
+        if added:
+            shown.append(f"\n{added}", style="dim")
+        super().__init__(shown, markup=False)
         self.text = text
 
 
@@ -77,6 +87,9 @@ class AnswerBlock(Markdown):
 
     async def _on_mount(self, event: Mount) -> None:  # type: ignore[override]
         await super()._on_mount(event)
+        # Textual calls each class's handler in turn: Markdown's own would run again, with no
+        # initial text this time, and blank an answer made whole (a resumed session's)
+        event.prevent_default()
         self._ready = True
         if self._finished:
             await self.finish()
@@ -172,6 +185,28 @@ class ToolBlock(Collapsible):
             elapsed = time.monotonic() - self.started
             self.title = f"{SPINNER[frame % len(SPINNER)]} {self.summary} · running {elapsed:.0f}s"
 
+    def stop(self) -> None:
+        """The call was interrupted (or its run ended) before it finished: no spinner, no clock."""
+        if not self.running:
+            return
+        self.running = False
+        self.title = f"■ {self.summary} · interrupted after {time.monotonic() - self.started:.1f}s"
+        self.add_class("-error")
+
+    def show_output(self, text: str) -> None:
+        """The preview of the output: a command's last lines, another tool's first."""
+        shown = preview(text, tail=self.tool_name in TAIL_TOOLS)
+        self.output.update(Text(shown))
+        self.output.display = bool(shown)
+
+    def result(self, text: str, is_error: bool) -> None:
+        """The call's whole result, as the model got it: a call still running had none of its own
+        (it was interrupted); an edit's diff stays what it shows."""
+        if self.running:
+            self.stop()
+        elif not (self.diff and not is_error):
+            self.show_output(text)
+
     def finish(self, is_error: bool, duration_ms: int, summary: str, metadata: dict[str, Any]) -> None:
         self.running = False
         exit_code = metadata.get("exit_code")
@@ -185,9 +220,8 @@ class ToolBlock(Collapsible):
         self.title = " · ".join(parts)
         if is_error:
             self.add_class("-error")
-        shown = "" if self.diff and not is_error else preview(summary)
-        self.output.update(Text(shown))
-        self.output.display = bool(shown)
+        shown = "" if self.diff and not is_error else summary
+        self.show_output(shown)
         if not is_error and self.diff == "" and not shown:
             self.collapsed = True
 
@@ -230,3 +264,18 @@ class ChatLog(VerticalScroll):
         for block in self.tools.values():
             if block.running:
                 block.tick(frame)
+
+    def stop_running(self) -> None:
+        for block in self.tools.values():
+            block.stop()
+
+    async def retrying(self, text: str) -> None:
+        """A model request is retried: one line, updated while the retries follow each other."""
+        last = self.children[-1] if self.children else None
+        if isinstance(last, NoticeLine) and last.has_class("-retry"):
+            last.text = text
+            last.update(Text(text))
+            return
+        line = NoticeLine(text, "warning")
+        line.add_class("-retry")
+        await self.add(line)

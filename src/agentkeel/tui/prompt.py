@@ -118,6 +118,10 @@ class PromptInput(TextArea):
         self.set_text(text, s.start + len(s.insert))
         self.refresh_suggestions()
 
+    def _stale(self) -> bool:
+        """The list shown is not the one for the text typed now (its change is still queued)."""
+        return self.completer.suggest(self.text, self._offset()) != self.suggestions
+
     def _typed_in_full(self) -> bool:
         """The highlighted suggestion is what is typed already (``/rewind``): Enter sends it."""
         chosen = self.dropdown.highlighted
@@ -141,6 +145,9 @@ class PromptInput(TextArea):
         key = event.key
         self.app.last_input = time.monotonic()  # type: ignore[attr-defined]  # streaming defers to typing
         open_list = self.dropdown.display and bool(self.suggestions)
+        if open_list and key in ("enter", "tab") and self._stale():
+            self.refresh_suggestions()  # keys came faster than the list followed: act on what is typed
+            open_list = bool(self.suggestions)
         handled = True
         if open_list and key == "enter" and self._typed_in_full():
             self._submit()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentkeel.core.events import AssistantMessage
+from agentkeel.core.types import Message, TextBlock
 from agentkeel.runtime import KeelError
 from agentkeel.tui.chat import AnswerBlock, ChatLog, NoticeLine, UserBlock, call_summary
 from agentkeel.tui.dialogs import Choice, ChooserScreen
@@ -44,6 +46,7 @@ REWIND_MODES = [
 ]
 MODE_OF: dict[str, RewindMode] = {"b": "both", "c": "conversation", "o": "code"}
 TURN_KEYS = "123456789abcdefghijklmnopqrstuvwxyz"
+INJECTED = ("<memory-context", "<system-reminder")  # context keel or a hook added to a prompt
 
 
 class SessionOps:
@@ -75,20 +78,44 @@ class SessionOps:
     # --- showing a conversation -----------------------------------------------------------
 
     async def show_history(self) -> None:
-        """The conversation so far (a resumed or rewound session), from the model's view."""
+        """The conversation so far (a resumed or rewound session), from the model's view: each
+        prompt as typed (also one that follows an interrupted call's result in the same message),
+        each answer, each call; and the header's turn, cost and context from the session's log."""
         chat = self.app.query_one(ChatLog)
         for message in self.app.rt.agent.messages:
-            text = message.text().strip()
             if message.role == "user":
-                if text and not message.tool_results():
-                    await chat.add(UserBlock(text))
+                parts = prompt_parts(message)
+                if parts is not None:
+                    await chat.add(UserBlock(*parts))
                 continue
+            text = message.text().strip()
             if text:
                 await chat.add(AnswerBlock(text))
             for use in message.tool_uses():
                 await chat.add(
                     NoticeLine(f"● {call_summary(use.name, dict(use.input), cwd=self.app.rt.agent.context.cwd)}")
                 )
+        self.count_session()
+
+    def count_session(self) -> None:
+        """The header's turn, cost and context for a session with a past (resumed, forked, rewound)."""
+        from agentkeel.session import history
+        from agentkeel.session.load import load_session
+
+        app = self.app
+        if not app.rt.session_path.exists():
+            return
+        try:
+            events = load_session(app.rt.session_path).events
+            turns = len(history.user_turns(app.rt.session_path))
+        except Exception:  # the figures are a convenience: a log that cannot be read leaves them be
+            return
+        answers = [e for e in events if isinstance(e, AssistantMessage)]
+        app.turn, app.cost = turns, sum(e.cost_usd for e in answers)
+        if answers:
+            u = answers[-1].usage
+            app.context_tokens = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens + u.output_tokens
+        app.show_header()
 
     # --- resume / fork ----------------------------------------------------------------------
 
@@ -225,3 +252,23 @@ def _rewound(index: int, mode: str, result: Any) -> str:
     if result.removed_files:
         parts.append("removed " + ", ".join(result.removed_files))
     return "; ".join(parts)
+
+
+def prompt_parts(message: Message) -> tuple[str, str] | None:
+    """A user message as shown: the prompt, and a note naming the context added to it (a hook's
+    output, keel's ``<memory-context>``: text blocks after the prompt's, or glued to its end).
+    None: no prompt in it (only tool results)."""
+    texts = [b.text for b in message.content if isinstance(b, TextBlock) and b.text.strip()]
+    at = next((i for i, t in enumerate(texts) if not t.lstrip().startswith(INJECTED)), None)
+    if at is None:
+        return None
+    prompt = texts[at]
+    cut = min((prompt.find("\n" + tag) for tag in INJECTED if "\n" + tag in prompt), default=len(prompt))
+    extra = [*texts[:at], prompt[cut:], *texts[at + 1 :]]
+    extra = [t.strip() for t in extra if t.strip()]
+    memory = sum(t.startswith("<memory-context") for t in extra)
+    added = [
+        *(["memory"] if memory else []),
+        *([f"hook output ({len(extra) - memory})"] if len(extra) > memory else []),
+    ]
+    return prompt[:cut].strip(), f"+ context: {', '.join(added)}" if added else ""
