@@ -267,3 +267,71 @@ def test_a_suggestion_does_not_reach_a_launcher(project: tuple[Path, Path], appr
     assert suggested, approved
     assert decide(root, home, approved, allow=suggested) == "allow", suggested
     assert decide(root, home, abuse, allow=suggested) != "allow", suggested
+
+
+# --- item 4: keel serve's guard in front of every kind of connection --------------------------
+
+
+def _websocket_scope(headers: dict[str, str]) -> dict[str, object]:
+    return {
+        "type": "websocket",
+        "path": "/api/sessions",
+        "query_string": b"",
+        "server": ("127.0.0.1", 7378),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"host": "127.0.0.1:7378"},  # no token
+        {"host": "127.0.0.1:7378", "cookie": "keel_token_9999=" + "t" * 32},  # another port's cookie
+        {"host": "evil.example:7378", "authorization": "Bearer " + "t" * 32},  # DNS rebinding
+        {"host": "127.0.0.1:7378", "cookie": "keel_token_7378=" + "t" * 32, "origin": "http://evil.example"},
+    ],
+)
+def test_a_websocket_without_the_token_never_reaches_the_app(headers: dict[str, str]) -> None:
+    """The guard used to pass every connection that was not plain HTTP straight to the app."""
+    import asyncio
+
+    from agentkeel.serve.guard import Guard
+
+    reached: list[str] = []
+    sent: list[dict[str, object]] = []
+
+    async def app(scope: object, receive: object, send: object) -> None:
+        reached.append("app")
+
+    async def receive() -> dict[str, object]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(dict(message))
+
+    guard = Guard(app, token="t" * 32, loopback_only=True)  # type: ignore[arg-type]
+    asyncio.run(guard(_websocket_scope(headers), receive, send))  # type: ignore[arg-type]
+    assert reached == []
+    assert sent == [{"type": "websocket.close", "code": 1008}]
+
+
+def test_a_websocket_with_the_token_reaches_the_app() -> None:
+    import asyncio
+
+    from agentkeel.serve.guard import Guard
+
+    reached: list[str] = []
+
+    async def app(scope: object, receive: object, send: object) -> None:
+        reached.append("app")
+
+    async def receive() -> dict[str, object]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, object]) -> None:
+        pass
+
+    guard = Guard(app, token="t" * 32, loopback_only=True)  # type: ignore[arg-type]
+    scope = _websocket_scope({"host": "127.0.0.1:7378", "cookie": "keel_token_7378=" + "t" * 32})
+    asyncio.run(guard(scope, receive, send))  # type: ignore[arg-type]
+    assert reached == ["app"]
