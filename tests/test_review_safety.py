@@ -335,3 +335,60 @@ def test_a_websocket_with_the_token_reaches_the_app() -> None:
     scope = _websocket_scope({"host": "127.0.0.1:7378", "cookie": "keel_token_7378=" + "t" * 32})
     asyncio.run(guard(scope, receive, send))  # type: ignore[arg-type]
     assert reached == ["app"]
+
+
+# --- family 10: a committed symlink is an import by another name -------------------------------
+
+FAKE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nFAKE-not-a-real-key-0123456789\n-----END OPENSSH PRIVATE KEY-----"
+
+
+def _instructions(tmp_path: Path, *, trusted: bool, deny: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    for d in (home / ".ssh", home / ".claude", repo / ".git", repo / ".claude" / "rules"):
+        d.mkdir(parents=True, exist_ok=True)
+    (home / ".ssh" / "id_rsa").write_text(FAKE_KEY)
+    (home / "notes.md").write_text("user notes outside the project\n")
+    (repo / ".env").write_text("API_KEY=obviously-fake-env-value\n")
+    (repo / "AGENTS.md").write_text("agents guide inside the project\n")
+    return home, repo
+
+
+def _load(home: Path, repo: Path, *, trusted: bool, deny: tuple[str, ...] = ()) -> str:
+    from agentkeel.context.instructions import ImportPolicy, Instructions
+    from agentkeel.runtime import _import_refusal
+
+    engine = PermissionEngine(cwd=str(repo), home=str(home), keel_home=str(home / ".keel"))
+    engine.add(deny, "deny", "test")
+    policy = ImportPolicy(trusted=trusted, refuse=_import_refusal(engine))
+    loaded = Instructions.load(repo, home, home / ".keel", env={}, policy=policy)
+    return "\n".join(f.text for f in loaded.files)
+
+
+@pytest.mark.parametrize(
+    ("link", "target", "trusted", "deny", "secret"),
+    [
+        ("CLAUDE.md", "home/.ssh/id_rsa", False, (), "FAKE-not-a-real-key"),
+        ("CLAUDE.md", "home/.ssh/id_rsa", True, (), "FAKE-not-a-real-key"),  # a credential store
+        ("CLAUDE.local.md", "home/.ssh/id_rsa", True, (), "FAKE-not-a-real-key"),
+        (".claude/CLAUDE.md", "home/notes.md", False, (), "user notes outside"),
+        (".claude/rules/style.md", "home/.ssh/id_rsa", True, (), "FAKE-not-a-real-key"),
+        (".claude/rules/style.md", "home/notes.md", False, (), "user notes outside"),
+        ("CLAUDE.md", "repo/.env", True, ("Read(./.env)",), "obviously-fake-env-value"),
+    ],
+)
+def test_a_committed_instruction_file_that_links_out_is_not_read(
+    tmp_path: Path, link: str, target: str, trusted: bool, deny: tuple[str, ...], secret: str
+) -> None:
+    home, repo = _instructions(tmp_path, trusted=trusted)
+    (repo / link).symlink_to(tmp_path / target)
+    assert secret not in _load(home, repo, trusted=trusted, deny=deny)
+
+
+def test_an_instruction_file_linked_inside_the_project_is_read(tmp_path: Path) -> None:
+    home, repo = _instructions(tmp_path, trusted=False)
+    (repo / "CLAUDE.md").symlink_to("AGENTS.md")  # the usual CLAUDE.md -> AGENTS.md
+    (repo / ".claude" / "rules" / "a.md").symlink_to(repo / "AGENTS.md")
+    text = _load(home, repo, trusted=False)
+    assert text.count("agents guide inside the project") >= 1
+    home.joinpath(".claude", "CLAUDE.md").symlink_to(home / "notes.md")  # the user's own: free
+    assert "user notes outside" in _load(home, repo, trusted=False)
