@@ -392,3 +392,58 @@ def test_an_instruction_file_linked_inside_the_project_is_read(tmp_path: Path) -
     assert text.count("agents guide inside the project") >= 1
     home.joinpath(".claude", "CLAUDE.md").symlink_to(home / "notes.md")  # the user's own: free
     assert "user notes outside" in _load(home, repo, trusted=False)
+
+
+# --- item 9: core.hooksPath naming a directory of the project ----------------------------------
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd, check=True, capture_output=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("hooks_path", "attack"),
+    [
+        (
+            "tools/hooks",
+            "printf '#!/bin/sh\\ntouch {M}\\n' > tools/hooks/pre-commit && chmod +x tools/hooks/pre-commit",
+        ),
+        (
+            "./tools/hooks",
+            "rm -rf tools/hooks && mkdir tools/hooks && printf '#!/bin/sh\\ntouch {M}\\n' > tools/hooks/x",
+        ),
+        ("tools", "mv tools tools2 && mkdir tools"),
+        (".githooks", "mkdir -p .githooks && printf '#!/bin/sh\\ntouch {M}\\n' > .githooks/pre-commit"),  # missing
+    ],
+)
+def test_the_directory_core_hookspath_names_is_read_only_in_the_sandbox(
+    tmp_path: Path, hooks_path: str, attack: str
+) -> None:
+    import os
+
+    from sandbox_harness import SandboxedBash, bwrap_works
+
+    if not bwrap_works() or shutil.which("git") is None:
+        pytest.skip("needs bubblewrap and git")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git("init", "-q", cwd=repo)
+    _git("config", "core.hooksPath", hooks_path, cwd=repo)
+    if hooks_path != ".githooks":
+        (repo / "tools" / "hooks").mkdir(parents=True)
+    (repo / "a.txt").write_text("a\n")
+    marker = tmp_path / "hook-ran"
+    bash = SandboxedBash(repo, Path(os.environ["HOME"]))
+    try:
+        out = bash(attack.replace("{M}", str(marker)))
+        assert "[Sandbox denial:" in out.content, out.content
+        # ordinary work still passes inside the sandbox
+        ok = bash("echo b >> a.txt && git add a.txt && git -c user.name=t -c user.email=t@example.com commit -qm b")
+        assert "[Sandbox denial:" not in ok.content, ok.content
+    finally:
+        bash.close()
+    (repo / "a.txt").write_text("c\n")
+    _git("commit", "-qam", "c", cwd=repo)  # the user's next commit, on the host
+    assert not marker.exists()
