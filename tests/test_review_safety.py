@@ -447,3 +447,45 @@ def test_the_directory_core_hookspath_names_is_read_only_in_the_sandbox(
     (repo / "a.txt").write_text("c\n")
     _git("commit", "-qam", "c", cwd=repo)  # the user's next commit, on the host
     assert not marker.exists()
+
+
+# --- family 14: redaction of further command-line forms ----------------------------------------
+
+FAKE_PW = "Zq8vR2xLm4Tn7Wp-fake"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "docker login -p{S} -u me registry.example.com",  # pflag: the shorthand's value attached
+        "podman login -u me -p{S} quay.io",
+        "vercel deploy --token {S}",
+        "tool --api-key {S} run",
+        "tool --api-key '{S}' run",
+        "cli --client-secret {S}",
+        "keytool -importkeystore -srcstorepass {S} -deststorepass {S}",
+        "keytool -list -storepass {S}",
+        "ldapsearch -x -D cn=admin -w {S} -b dc=example",
+    ],
+)
+def test_a_password_on_a_command_line_is_redacted(line: str) -> None:
+    from agentkeel.redact import redact
+
+    assert FAKE_PW not in redact(line.replace("{S}", FAKE_PW))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "docker login --password-stdin -u me",
+        "docker run -p 8080:80 nginx",
+        "see the --token option",
+        "tool --token $TOKEN",
+        "tool --token-file token.txt",
+        "ldapsearch -W -D cn=admin",
+    ],
+)
+def test_command_lines_without_a_password_are_kept(line: str) -> None:
+    from agentkeel.redact import redact
+
+    assert redact(line) == line
