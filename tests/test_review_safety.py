@@ -489,3 +489,18 @@ def test_command_lines_without_a_password_are_kept(line: str) -> None:
     from agentkeel.redact import redact
 
     assert redact(line) == line
+
+
+# --- family 6 (the read-only model): tree -R writes ----------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["tree -R -L 1 -H .", "tree -RL 1 -H .", "tree -aR -H . -L 2 src"])
+def test_tree_rerunning_itself_to_write_pages_is_not_read_only(project: tuple[Path, Path], command: str) -> None:
+    """tree -R, with -H and -L, runs tree again in every directory at the depth limit adding
+    ``-o 00Tree.html``: it writes a file in each."""
+    assert decide(*project, command) != "allow"
+
+
+@pytest.mark.parametrize("command", ["tree -L 2 src", "tree -a -I node_modules", "tree -H . -L 1", "tree -J"])
+def test_tree_listings_stay_allowed(project: tuple[Path, Path], command: str) -> None:
+    assert decide(*project, command) == "allow"

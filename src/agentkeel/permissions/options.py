@@ -557,9 +557,9 @@ SAFE_OPTIONS: dict[str, Opts] = {
         long_bad="files0-from",
     ),
     "tree": _o(
-        "adlfxRqNQpugshDFvtcUriASnCXJ",
+        "adlfxqNQpugshDFvtcUriASnCXJ",
         "LPIHT",
-        bad="o",
+        bad="oR",  # -R re-runs tree with -o 00Tree.html in every directory (with -H, -L)
         longs="gitignore ignore-case matchdirs metafirst prune info noreport si du inodes device dirsfirst "
         "filesfirst nolinks fromfile fflinks",
         long_values="charset filelimit timefmt sort",
