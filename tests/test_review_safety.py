@@ -504,3 +504,20 @@ def test_tree_rerunning_itself_to_write_pages_is_not_read_only(project: tuple[Pa
 @pytest.mark.parametrize("command", ["tree -L 2 src", "tree -a -I node_modules", "tree -H . -L 1", "tree -J"])
 def test_tree_listings_stay_allowed(project: tuple[Path, Path], command: str) -> None:
     assert decide(*project, command) == "allow"
+
+
+# --- family 6: listings that follow a committed symlink out of the project --------------------
+
+
+@pytest.mark.parametrize(
+    "command", ["ls -RL", "ls -RL .", "ls -R --dereference", "du -L", "du -La .", "tree -l", "find -L . -name x"]
+)
+def test_a_listing_through_a_link_out_of_the_project_is_not_read_only(project: tuple[Path, Path], command: str) -> None:
+    """The corpus project commits etclink -> /etc and vendor -> a folder outside: following them
+    lists those trees."""
+    assert decide(*project, command) != "allow"
+
+
+@pytest.mark.parametrize("command", ["ls -LR src", "tree -l src", "find -L src -name '*.py'", "ls -R", "du -sh ."])
+def test_listings_that_stay_inside_are_allowed(project: tuple[Path, Path], command: str) -> None:
+    assert decide(*project, command) == "allow"

@@ -15,7 +15,7 @@ import re
 
 import msgspec
 
-from agentkeel.permissions import actions, options, sed, targets
+from agentkeel.permissions import actions, options, sed, targets, trees
 from agentkeel.permissions.bash import DYNAMIC, SimpleCommand
 from agentkeel.permissions.rules import Rule, bash_matches, literal_words
 from agentkeel.permissions.shellstate import safe_assignment
@@ -428,6 +428,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
         return True
     if spec.max_paths is not None and len(paths) > spec.max_paths:
         return False
+    if not all(_no_link_out(root, cmd.cwd, within, home) for root in trees.listing_follows(cmd)):
+        return False  # ls -RL over a committed link to /etc lists /etc
     for g in set(paths) & set(cmd.globbed):  # what a glob names now, each (a link out is a read outside)
         expanded = expand_glob(g, cmd.cwd)
         if expanded is None or not all(_inside_all(p, cmd.cwd, within, home) for p in expanded):
@@ -478,6 +480,18 @@ def option_globs(cmd: SimpleCommand) -> list[str]:
                 risky.append(g)
                 break
     return risky
+
+
+def _no_link_out(root: str, cwd: str, within: tuple[str, ...], home: str) -> bool:
+    """No symlink under ``root`` leads outside the working directories (nor is the tree too
+    large to tell)."""
+    from agentkeel.permissions.paths import candidates
+
+    if DYNAMIC in root:
+        return False
+    lexical, real = candidates(root, cwd, home)
+    result = trees.walk(lexical, real, trees.TreeRead(root, True), [], within)
+    return result.outside is None and not result.too_large
 
 
 def _inside_all(arg: str, cwd: str, within: tuple[str, ...], home: str) -> bool:
