@@ -521,3 +521,33 @@ def test_a_listing_through_a_link_out_of_the_project_is_not_read_only(project: t
 @pytest.mark.parametrize("command", ["ls -LR src", "tree -l src", "find -L src -name '*.py'", "ls -R", "du -sh ."])
 def test_listings_that_stay_inside_are_allowed(project: tuple[Path, Path], command: str) -> None:
     assert decide(*project, command) == "allow"
+
+
+# --- git writes an option or operand names: judged like a redirect target ----------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("git archive -o .git/hooks/pre-commit HEAD", "Bash(git archive *)"),
+        ("git archive -o ~/.bashrc HEAD", "Bash(git archive *)"),
+        ("git archive -o/tmp/x.tar HEAD", "Bash(git archive *)"),
+        ("git format-patch -o .git/hooks HEAD~1", "Bash(git format-patch *)"),
+        ("git bundle create .git/hooks/pre-commit HEAD", "Bash(git bundle *)"),
+    ],
+)
+def test_a_git_output_to_a_protected_or_outside_path_asks(project: tuple[Path, Path], command: str, rule: str) -> None:
+    assert decide(*project, command, allow=(rule,)) != "allow"
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("git archive -o out.tar HEAD", "Bash(git archive *)"),
+        ("git archive --format=zip -o out.zip HEAD", "Bash(git archive *)"),
+        ("git format-patch -o patches HEAD~1", "Bash(git format-patch *)"),
+        ("git bundle create repo.bundle --all", "Bash(git bundle *)"),
+    ],
+)
+def test_a_git_output_inside_the_project_stays_allowed(project: tuple[Path, Path], command: str, rule: str) -> None:
+    assert decide(*project, command, allow=(rule,)) == "allow"

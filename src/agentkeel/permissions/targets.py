@@ -83,7 +83,7 @@ def write_targets(cmd: SimpleCommand) -> list[str]:
     if name == "wget":
         return _wget_writes(args)
     if name == "git":
-        return _git_config_writes(args, cmd.cwd)
+        return _git_config_writes(args, cmd.cwd) + _git_output_writes(args, cmd.cwd)
     if name == "tar":
         return _tar_archive(args)
     if name in _SSH_VALUES:
@@ -378,6 +378,48 @@ def _git_config_writes(args: list[str], cwd: str) -> list[str]:
     if writing or len(positional) >= 2:
         return [target]
     return []
+
+
+# git subcommands that write a file or directory an option or operand names:
+# (long options, short letters with the path as value)
+_GIT_OUTPUTS: dict[str, tuple[frozenset[str], str]] = {
+    "archive": (frozenset({"--output"}), "o"),
+    "format-patch": (frozenset({"--output-directory", "--output"}), "o"),
+    "diff": (frozenset({"--output"}), ""),
+    "log": (frozenset({"--output"}), ""),
+    "show": (frozenset({"--output"}), ""),
+}
+
+
+def _git_output_writes(args: list[str], cwd: str) -> list[str]:
+    """``git archive -o .git/hooks/x``, ``git format-patch -o dir``, ``git bundle create f``:
+    the paths git writes (relative to where it runs), judged like a redirect target."""
+    where, sub, rest = git_split(args, cwd)
+    out: list[str] = []
+    if sub == "bundle" and len(rest) >= 2 and rest[0] == "create":
+        out.append(next((a for a in rest[1:] if not a.startswith("-")), DYNAMIC))
+    longs, shorts = _GIT_OUTPUTS.get(sub, (frozenset(), ""))
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        i += 1
+        if a == "--":
+            break
+        if a.startswith("--"):
+            key, eq, value = a.partition("=")
+            if len(key) >= 4 and any(n.startswith(key) for n in longs):
+                if not eq:
+                    value = rest[i] if i < len(rest) else DYNAMIC
+                    i += 1
+                out.append(value)
+        elif a.startswith("-") and shorts and any(ch in shorts for ch in a[1:]):
+            at = next(j for j, ch in enumerate(a) if j > 0 and ch in shorts)
+            if len(a) > at + 1:
+                out.append(a[at + 1 :])
+            else:
+                out.append(rest[i] if i < len(rest) else DYNAMIC)
+                i += 1
+    return [v if v.startswith("/") or DYNAMIC in v else posixpath.join(where, v) for v in out if v not in _STREAMS]
 
 
 def git_object_paths(args: list[str], cwd: str) -> list[str]:
