@@ -551,3 +551,46 @@ def test_a_git_output_to_a_protected_or_outside_path_asks(project: tuple[Path, P
 )
 def test_a_git_output_inside_the_project_stays_allowed(project: tuple[Path, Path], command: str, rule: str) -> None:
     assert decide(*project, command, allow=(rule,)) == "allow"
+
+
+# --- family 14: MCP deny rules with the server's configured spelling ---------------------------
+
+
+def _exposed(server: str, tool: str) -> str:
+    """The name keel exposes for an MCP tool, built by the code that builds MCP tools."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    import mcp_types
+
+    from agentkeel.mcpclient.tools import mcp_tool
+
+    conn: Any = SimpleNamespace(name=server, connect_timeout_s=1, tool_timeout_s=1)
+    return mcp_tool(None, conn, mcp_types.Tool(name=tool, input_schema={"type": "object"})).name
+
+
+@pytest.mark.parametrize(
+    ("server", "tool", "rule"),
+    [
+        ("my.server", "run", "mcp__my.server"),  # the server as .mcp.json names it
+        ("my.server", "run", "mcp__my.server__run"),
+        ("GitHub", "delete_repo", "mcp__github"),  # another case
+        ("github", "Delete_Repo", "mcp__github__delete_repo"),
+        ("corp.api", "drop_table", "mcp__corp.api__drop_*"),
+    ],
+)
+def test_an_mcp_deny_rule_in_the_configured_spelling_holds(tmp_path: Path, server: str, tool: str, rule: str) -> None:
+    name = _exposed(server, tool)
+    engine = PermissionEngine(cwd=str(tmp_path), home=str(tmp_path), mode="bypassPermissions")
+    engine.add([rule], "deny", "test")
+    assert engine.decide(name, {}, None).decision == "deny", name
+
+
+def test_an_mcp_allow_rule_stays_exact(tmp_path: Path) -> None:
+    engine = PermissionEngine(cwd=str(tmp_path), home=str(tmp_path))
+    engine.add(["mcp__github"], "allow", "test")
+    assert engine.decide(_exposed("github", "get_issue"), {}, None).decision == "allow"
+    assert engine.decide(_exposed("GitHub2", "get_issue"), {}, None).decision != "allow"
+    engine = PermissionEngine(cwd=str(tmp_path), home=str(tmp_path), mode="bypassPermissions")
+    engine.add(["mcp__github"], "deny", "test")
+    assert engine.decide(_exposed("gitlab", "get_issue"), {}, None).decision == "allow"
