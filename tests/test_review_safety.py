@@ -594,3 +594,57 @@ def test_an_mcp_allow_rule_stays_exact(tmp_path: Path) -> None:
     engine = PermissionEngine(cwd=str(tmp_path), home=str(tmp_path), mode="bypassPermissions")
     engine.add(["mcp__github"], "deny", "test")
     assert engine.decide(_exposed("gitlab", "get_issue"), {}, None).decision == "allow"
+
+
+# --- family 5: test paths outside the repository under a rule for the test runner ---------------
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("pytest /tmp/evil", "Bash(pytest *)"),  # loads /tmp/evil/conftest.py
+        ("pytest ../../../outside", "Bash(pytest *)"),
+        ("pytest vendor", "Bash(pytest *)"),  # a committed link out of the project
+        ("uv run pytest /tmp/evil_test.py", "Bash(uv run pytest *)"),
+        ("python -m pytest /tmp/evil", "Bash(python -m pytest *)"),
+        ("go test /tmp/evil/...", "Bash(go test *)"),
+    ],
+)
+def test_tests_outside_the_repository_are_not_covered(project: tuple[Path, Path], command: str, rule: str) -> None:
+    assert decide(*project, command, allow=(rule,)) != "allow"
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("pytest src -x", "Bash(pytest *)"),
+        ("pytest src/app.py::test_x -q", "Bash(pytest *)"),
+        ("pytest -k 'foo and bar' src", "Bash(pytest *)"),
+        ("go test ./...", "Bash(go test *)"),
+        ("go test -run TestX ./pkg", "Bash(go test *)"),
+        ("go test github.com/x/y", "Bash(go test *)"),
+    ],
+)
+def test_tests_inside_the_repository_stay_allowed(project: tuple[Path, Path], command: str, rule: str) -> None:
+    assert decide(*project, command, allow=(rule,)) == "allow"
+
+
+def test_pytest_runs_a_conftest_outside_the_repository(tmp_path: Path) -> None:
+    """What the decision guards: pytest given a path elsewhere imports that folder's conftest."""
+    import sys
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    marker = tmp_path / "conftest-ran"
+    (elsewhere / "conftest.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (elsewhere / "test_x.py").write_text("def test_x():\n    pass\n")
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(elsewhere)],
+        cwd=repo,
+        capture_output=True,
+        check=False,
+    )
+    assert marker.exists()
+    assert decide(repo, tmp_path, f"pytest {elsewhere}", allow=("Bash(pytest *)",)) != "allow"

@@ -275,7 +275,36 @@ def escalations(cmd: SimpleCommand) -> list[str]:
         if re.search(r"system|\||>|getline|print\s*>", script):
             found.append("awk system()/redirect")
     found += options.escalations(cmd.argv)
+    found += _tests_elsewhere(cmd)
     return list(dict.fromkeys(found))
+
+
+def _tests_elsewhere(cmd: SimpleCommand) -> list[str]:
+    """Test paths outside the repository the command runs in: ``pytest /tmp/x`` imports
+    /tmp/x/conftest.py and the tests there, ``go test /tmp/x/...`` builds and runs them (another
+    user of the machine can plant either), as ``--rootdir`` or ``-c`` would."""
+    name, args = options.program(cmd.argv)
+    if name == "go":
+        if not args or args[0] != "test":
+            return []
+        args = args[1:]
+    elif name != "pytest":
+        return []
+    cli = options.PROGRAMS[name]
+    top = targets.toplevel(cmd.cwd)
+    top_real = os.path.realpath(top)
+    out: list[str] = []
+    for key, value in options.read_options(cli, args):
+        if key or not value or DYNAMIC in value:
+            continue
+        path = posixpath.normpath(posixpath.join(cmd.cwd, value.split("::", 1)[0]))
+        if not (_under(path, top) and _under(os.path.realpath(path), top_real)):
+            out.append(value)
+    return out
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 # exact names of harmless long options that are prefixes of escalating ones (``tar --file``
