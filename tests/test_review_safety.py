@@ -648,3 +648,18 @@ def test_pytest_runs_a_conftest_outside_the_repository(tmp_path: Path) -> None:
     )
     assert marker.exists()
     assert decide(repo, tmp_path, f"pytest {elsewhere}", allow=("Bash(pytest *)",)) != "allow"
+
+
+# --- the read-only model: date with an operand sets the clock --------------------------------
+
+
+@pytest.mark.parametrize("command", ["date 0101202020", "date 010100002020.00", "date -u 0101202020", "date -- 0101"])
+def test_date_with_a_time_operand_is_not_read_only(project: tuple[Path, Path], command: str) -> None:
+    """GNU date MMDDhhmm[[CC]YY][.ss] sets the system clock as -s does (it succeeds as root: the
+    clock of this machine jumped to 2020-01-01 20:20 during this review)."""
+    assert decide(*project, command) != "allow"
+
+
+@pytest.mark.parametrize("command", ["date", "date +%s", "date -u +%Y-%m-%dT%H:%M:%SZ", "date -d yesterday +%F"])
+def test_date_reads_stay_allowed(project: tuple[Path, Path], command: str) -> None:
+    assert decide(*project, command) == "allow"

@@ -439,6 +439,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
             return False
         paths = parsed.positional
         keys = {k for k, _ in parsed.options}
+        if name == "date" and any(not p.startswith("+") for p in paths):
+            return False  # `date 0101202020` sets the clock (as root), as -s does; only +FORMAT reads
         if name in ("grep", "egrep", "fgrep") and paths and not keys & {"-e", "--regexp", "-f", "--file"}:
             paths = paths[1:]  # the first positional is the pattern
     else:
