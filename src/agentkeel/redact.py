@@ -76,11 +76,16 @@ _CURL = re.compile(
 # After "sshpass": the password of -p (attached or not).
 _SSHPASS = re.compile(r"""(?:[ \t]++(?!-p)\S++){0,8}+[ \t]++-p[ \t]*+(?P<v>'[^'\n]*+'|"[^"\n]*+"|[^\s'"]++)""")
 # After "docker"/"podman"/"nerdctl"/"helm": `login ... -p PW`, `--password PW`, `--password=PW`.
-_LOGIN = re.compile(
+_LOGIN = re.compile(  # -p's value may be attached to it, as pflag reads it
     r"""(?:[ \t]++(?!login\b)\S++){0,4}+[ \t]++(?:registry[ \t]++)?login"""
-    r"""(?:[ \t]++(?!-p\b|--password\b)\S++){0,24}+[ \t]++(?:-p|--password)(?:[ \t]++|=)"""
+    r"""(?:[ \t]++(?!-p|--password\b)\S++){0,24}+[ \t]++(?:-p(?:[ \t]++|=)?+|--password(?:[ \t]++|=))"""
     r"""(?P<v>'[^'\n]*+'|"[^"\n]*+"|[^\s'"]++)"""
 )
+# After a long option that names a secret (--token, --api-key), its value as the next word (the
+# form with "=" is an assignment). A shell variable or another option is not a value.
+_OPTION_VALUE = re.compile(r"""[ \t]++(?P<v>'[^'\n]++'|"[^"\n]++"|[^\s'"$\-][^\s'"]*+)""")
+# After the ldap tools' -w option: the bind password (keytool's -storepass: _OPTION_VALUE).
+_LDAP = re.compile(r"""[\w-]*+(?:[ \t]++(?!-w\b)\S++){0,24}+[ \t]++-w[ \t]++(?P<v>'[^'\n]*+'|"[^"\n]*+"|[^\s'"]++)""")
 # A .netrc entry, "machine NAME login USER [account A] password VALUE" (any whitespace between; the login
 # is required, so prose such as "the machine learning password policy" is left alone).
 _NETRC = re.compile(r"""[ \t]++\S++(?:\s++(?:login|account)\s++\S++)++\s++password\s++(?P<v>\S++)""")
@@ -100,6 +105,24 @@ _ANCHORED: list[tuple[str, bool, re.Pattern[str], str]] = [
     ("nerdctl", True, _LOGIN, "password"),
     ("helm", True, _LOGIN, "password"),
     ("machine", True, _NETRC, "password"),
+    ("--token", True, _OPTION_VALUE, "secret"),
+    ("--auth-token", True, _OPTION_VALUE, "secret"),
+    ("--access-token", True, _OPTION_VALUE, "secret"),
+    ("--api-key", True, _OPTION_VALUE, "secret"),
+    ("--apikey", True, _OPTION_VALUE, "secret"),
+    ("--api-token", True, _OPTION_VALUE, "secret"),
+    ("--secret", True, _OPTION_VALUE, "secret"),
+    ("--client-secret", True, _OPTION_VALUE, "secret"),
+    ("-storepass", True, _OPTION_VALUE, "password"),
+    ("-keypass", True, _OPTION_VALUE, "password"),
+    ("-srcstorepass", True, _OPTION_VALUE, "password"),
+    ("-deststorepass", True, _OPTION_VALUE, "password"),
+    ("ldapsearch", True, _LDAP, "password"),
+    ("ldapmodify", True, _LDAP, "password"),
+    ("ldapadd", True, _LDAP, "password"),
+    ("ldapdelete", True, _LDAP, "password"),
+    ("ldapwhoami", True, _LDAP, "password"),
+    ("ldappasswd", True, _LDAP, "password"),
     ("default", True, _NETRC_DEFAULT, "password"),
 ]
 _WORD = re.compile(r"[A-Z]?[a-z]+")

@@ -258,14 +258,17 @@ class Instructions:
             return []
         if real in self._seen:
             return []
+        if reason != "import" and (why := self._link_refused(path, real, scope)):
+            self.notes.append(f"{path} not loaded: {why}")
+            return []
         text = _read(path)
         if text is None:
             if by is not None:
                 self.notes.append(f"{by}: imported file {path} not found")
             return []
         self._seen.add(real)
-        if reason == "import":
-            text = redact(text)  # imported text may hold what the importer's author never saw
+        if reason == "import" or (scope in PROJECT_SCOPES and path.is_symlink()):
+            text = redact(text)  # imported (or linked) text may hold what the author never saw
         if len(text) > SIZE_WARNING:
             self.notes.append(
                 f"{path} is {len(text):,} characters (over {SIZE_WARNING:,}): it costs context on every request"
@@ -308,12 +311,42 @@ class Instructions:
             )
         return self.policy.refuse(real)
 
+    def _link_refused(self, path: Path, real: Path, scope: str) -> str | None:
+        """Why a file that came with the repository (CLAUDE.md, CLAUDE.local.md, a rule) may not
+        be read where it is a symbolic link: a committed ``CLAUDE.md -> ~/.aws/credentials`` is
+        an import by another name, so it obeys the same rules (outside the project only in a
+        trusted folder; never a Read-denied file or a credential store)."""
+        if scope not in PROJECT_SCOPES:
+            return None
+        try:
+            inside = real.is_relative_to(self._real_root())
+            linked = path.is_symlink() or not inside
+        except OSError:
+            return "its path cannot be resolved"
+        if not linked:
+            return None
+        if not inside and not self.policy.trusted:
+            return (
+                "it links outside the project, which is followed only in a trusted folder "
+                f"(run `keel trust {self.root}` if you trust it)"
+            )
+        return self.policy.refuse(real)
+
     def _load_rules(self, base: Path) -> None:
         try:
             found = sorted(base.rglob("*.md")) if base.is_dir() else []
         except OSError:
             return
+        project = base in (self.root / ".claude" / "rules", self.root / ".keel" / "rules")
         for path in found:
+            if project:
+                try:
+                    why = self._link_refused(path, path.resolve(), "rule")
+                except (OSError, RuntimeError):
+                    why = "its path cannot be resolved"
+                if why:
+                    self.notes.append(f"{path} not loaded: {why}")
+                    continue
             text = _read(path)
             if text is None:
                 continue

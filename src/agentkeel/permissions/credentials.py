@@ -44,10 +44,13 @@ def credential_read(call: Call, keel_home: str | None) -> str | None:
     if call.name != "Bash" or call.bash is None:
         return None
     from agentkeel.permissions import shellpolicy as sp
-    from agentkeel.permissions import trees
+    from agentkeel.permissions import targets, trees
 
     for cmd in call.bash.commands:
         words = [(w, False) for w in sp.path_words(cmd)]
+        # files read through options the words above do not show: ``date -f~/.npmrc``
+        # (an attached short value), ``git blame -S~/.netrc``, ``curl -H@~/.docker/config.json``
+        words += [(w, False) for w in targets.read_targets(cmd)]
         words += [(t.root, True) for t in trees.tree_reads(cmd)]
         for word, holding in words:
             store = _store(word, cmd.cwd, call.home, keel_home, holding=holding)

@@ -253,6 +253,18 @@ PROGRAMS: dict[str, Cli] = {
         ends=frozenset({"--", "-args", "--args"}),
         dash_longs=True,
     ),
+    # gradle: an init script, another build or settings file, another project runs other code
+    "gradle": Cli(
+        frozenset(
+            {"-I", "--init-script", "-b", "--build-file", "-c", "--settings-file", "-p", "--project-dir"}
+            | {"--include-build", "-g", "--gradle-user-home", "--project-cache-dir"}
+        ),
+        short_values="IbcpgDPx",
+        long_values=frozenset(
+            {"--init-script", "--build-file", "--settings-file", "--project-dir", "--include-build"}
+            | {"--gradle-user-home", "--project-cache-dir", "--exclude-task", "--console", "--warning-mode"}
+        ),
+    ),
 }
 RG = Cli(
     frozenset(),
@@ -263,7 +275,18 @@ RG = Cli(
         | {"--pre", "--pre-glob", "--type-add", "--ignore-file", "--sort", "--sortr", "--max-filesize"}
     ),
 )
-_ALIASES = {"pip3": "pip", "py.test": "pytest", "pytest-3": "pytest", "pnpx": "npx", "gmake": "make"}
+_ALIASES = {
+    "pip3": "pip",
+    "py.test": "pytest",
+    "pytest-3": "pytest",
+    "pnpx": "npx",
+    "gmake": "make",
+    "gradlew": "gradle",
+    "mvnw": "mvn",
+}
+# runners whose ``run X`` runs the program X with the arguments after it: X's options are X's
+# (``uv run pytest -p evil`` loads a plugin as ``pytest -p evil`` does)
+_RUNNERS = frozenset({"uv", "poetry", "pipenv", "pdm", "hatch", "rye"})
 
 
 def program(argv: list[str]) -> tuple[str, list[str]]:
@@ -271,6 +294,12 @@ def program(argv: list[str]) -> tuple[str, list[str]]:
     if not argv or DYNAMIC in argv[0]:
         return (argv[0] if argv else ""), argv[1:]
     name, args = posixpath.basename(argv[0]), argv[1:]
+    if name in _RUNNERS and len(args) >= 2 and args[0] == "run" and not args[1].startswith("-"):
+        if DYNAMIC in args[1]:
+            return args[1], args[2:]
+        name, args = posixpath.basename(args[1]), args[2:]
+    elif name == "uvx" and args and not args[0].startswith("-") and DYNAMIC not in args[0]:
+        name, args = posixpath.basename(args[0]), args[1:]
     if name.startswith("python") and re.fullmatch(r"python[0-9.]*", name) and len(args) >= 2 and args[0] == "-m":
         name, args = args[1], args[2:]
     if name.startswith("pip") and re.fullmatch(r"pip[0-9.]+", name):
@@ -334,8 +363,32 @@ def _named(cli: Cli, key: str, names: frozenset[str]) -> str | None:
     return None
 
 
+# maven: a plugin goal named on the command line (``exec:exec``, ``antrun:run``) runs what its
+# properties say; these options read other poms, settings or extensions
+_MAVEN_FILES = frozenset(
+    {"-f", "--file", "-s", "--settings", "-gs", "--global-settings", "-t", "--toolchains", "-gt"}
+    | {"--global-toolchains", "-l", "--log-file", "-emp", "--encrypt-master-password"}
+)
+_MAVEN_FLAGS = frozenset({"-fae", "-ff", "-fn", "-llr"})  # flags that start like a file option (-f...)
+_MAVEN_RISKY_PROPERTY = re.compile(r"-D(exec\.|[^=]*ext\.class\.path|argLine|[^=]*jvm|[^=]*agent)", re.I)
+
+
+def _maven(args: list[str]) -> list[str]:
+    found: list[str] = []
+    for a in args:
+        key = a.split("=", 1)[0]
+        file_option = key in _MAVEN_FILES or (key[:2] in ("-f", "-s", "-t", "-l") and key not in _MAVEN_FLAGS)
+        if file_option or _MAVEN_RISKY_PROPERTY.match(a):
+            found.append(key)
+        elif not a.startswith("-") and ":" in a:
+            found.append(a)  # a plugin goal: group:artifact:goal or prefix:goal
+    return found
+
+
 def escalations(argv: list[str]) -> list[str]:
     name, args = program(argv)
+    if name == "mvn":
+        return _maven(args)
     cli = PROGRAMS.get(name)
     if cli is None:
         return []
@@ -504,9 +557,9 @@ SAFE_OPTIONS: dict[str, Opts] = {
         long_bad="files0-from",
     ),
     "tree": _o(
-        "adlfxRqNQpugshDFvtcUriASnCXJ",
+        "adlfxqNQpugshDFvtcUriASnCXJ",
         "LPIHT",
-        bad="o",
+        bad="oR",  # -R re-runs tree with -o 00Tree.html in every directory (with -H, -L)
         longs="gitignore ignore-case matchdirs metafirst prune info noreport si du inodes device dirsfirst "
         "filesfirst nolinks fromfile fflinks",
         long_values="charset filelimit timefmt sort",

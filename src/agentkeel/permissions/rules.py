@@ -99,8 +99,16 @@ def _mcp_parts(rule_body: str) -> list[tuple[str, str | None]]:
     return out
 
 
-def _mcp_match(rule: str, server: str, tool: str) -> bool:
+_MCP_RULE_UNSAFE = re.compile(r"[^A-Za-z0-9_\-*?\[\]!]")  # as _MCP_UNSAFE, glob characters kept
+
+
+def _mcp_match(rule: str, server: str, tool: str, broad: bool = False) -> bool:
     body = rule[len("mcp__") :]
+    if broad:
+        # a deny or ask rule written with the server's configured name (``mcp__my.server``) or
+        # another case (``mcp__GitHub``) names the same server keel exposes as my_server/github
+        body = _MCP_RULE_UNSAFE.sub("_", body).lower()
+        server, tool = server.lower(), tool.lower()
     for s, t in _mcp_parts(body):
         if fnmatch.fnmatchcase(server, s) and (t is None or fnmatch.fnmatchcase(tool, t)):
             return True
@@ -115,14 +123,16 @@ def mcp_rule_covers(rule: str, name: str, *, broad: bool) -> bool:
     when every reading agrees."""
     if rule == name or mcp_exposed_name(rule) == name:
         return True
+    if broad and mcp_exposed_name(_MCP_RULE_UNSAFE.sub("_", rule)).lower() == name.lower():
+        return True
     known = _MCP_NAMES.get(name)
     if known is not None:
-        return _mcp_match(rule, *known)
+        return _mcp_match(rule, *known, broad=broad)
     body = name[len("mcp__") :]
     readings = [(s, t) for s, t in _mcp_parts(body) if t]
     if not readings:
         return False
-    hits = [_mcp_match(rule, s, t) for s, t in readings]
+    hits = [_mcp_match(rule, s, t, broad) for s, t in readings]
     return any(hits) if broad else all(hits)
 
 

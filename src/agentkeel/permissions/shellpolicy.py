@@ -15,7 +15,7 @@ import re
 
 import msgspec
 
-from agentkeel.permissions import actions, options, sed, targets
+from agentkeel.permissions import actions, options, sed, targets, trees
 from agentkeel.permissions.bash import DYNAMIC, SimpleCommand
 from agentkeel.permissions.rules import Rule, bash_matches, literal_words
 from agentkeel.permissions.shellstate import safe_assignment
@@ -29,7 +29,7 @@ _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "sort": (frozenset({"--output", "--compress-program", "--files0-from"}), frozenset({"o"})),
     "wc": (frozenset({"--files0-from"}), frozenset()),
     "du": (frozenset({"--files0-from"}), frozenset()),
-    "rg": (frozenset({"--pre", "--pre-glob"}), frozenset()),
+    "rg": (frozenset({"--pre", "--pre-glob", "--hostname-bin"}), frozenset()),
     "tar": (
         frozenset(
             {
@@ -51,8 +51,18 @@ _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"--output", "--upload-file", "--config", "--remote-name", "--remote-name-all"}),
         frozenset({"o", "O", "T", "K"}),
     ),
-    "wget": (frozenset({"--output-document", "--post-file", "--body-file", "--execute"}), frozenset({"O", "e"})),
-    "ssh": (frozenset({"-oProxyCommand", "-oLocalCommand"}), frozenset()),
+    "wget": (
+        # --use-askpass runs a program; --config reads a wgetrc (output_document, post_file...)
+        frozenset({"--output-document", "--post-file", "--body-file", "--execute", "--use-askpass", "--config"}),
+        frozenset({"O", "e"}),
+    ),
+    # man runs the pager, browser or preprocessors it is given; its config file defines them
+    "man": (frozenset({"--pager", "--html", "--preprocessor", "--config-file"}), frozenset({"P", "H", "C", "p"})),
+    # less: a log file it writes, a lesskey file that binds keys to commands
+    "less": (
+        frozenset({"--log-file", "--LOG-FILE", "--lesskey-file", "--lesskey-src", "--lesskey-content"}),
+        frozenset({"o", "O", "k"}),
+    ),
     "git": (
         frozenset(
             {
@@ -67,11 +77,25 @@ _ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "--config",
                 "--exec-path",
                 "--config-env",
+                # git send-email runs these programs
+                "--smtp-server",
+                "--sendmail-cmd",
+                "--to-cmd",
+                "--cc-cmd",
+                "--header-cmd",
             }
         ),
         frozenset(),
     ),
 }
+# ssh, scp and sftp: options that run a local program or load a library (``-o ProxyCommand=``,
+# ``-F`` a config file that may say the same, ``-I`` a PKCS#11 library, scp/sftp ``-S`` the
+# ssh program, sftp ``-D`` a local sftp server)
+_SSH_RISKY = {"ssh": "FI", "scp": "FS", "sftp": "FSD"}
+_SSH_RISKY_KEYS = re.compile(
+    r"\s*(Proxy|Local|Permit|KnownHostsCommand|PKCS11Provider|SecurityKeyProvider|Match|Include)",
+    re.I,
+)
 _GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"})
 _GIT_RISKY_GLOBALS = frozenset({"-c", "--config-env", "--exec-path", "--git-dir", "--work-tree"})
 _GIT_RISKY_SUBCOMMANDS = frozenset({"config", "filter-branch", "submodule", "difftool", "mergetool", "bisect"})
@@ -223,7 +247,7 @@ def escalations(cmd: SimpleCommand) -> list[str]:
     longs, shorts = _ESCALATING.get(name, (frozenset(), frozenset()))
     if name == "tar" and args and not args[0].startswith("-"):
         args = ["-" + args[0], *args[1:]]  # traditional syntax: tar cIf prog out.tar dir
-    for i, a in enumerate(args):
+    for a in args:
         if a == "--" and name != "find":  # find's expression goes on after --
             break
         key = a.split("=", 1)[0]
@@ -232,10 +256,16 @@ def escalations(cmd: SimpleCommand) -> list[str]:
             found.append(hit)
         elif shorts and a.startswith("-") and not a.startswith("--"):
             found += [f"-{ch}" for ch in a[1:] if ch in shorts]
-        elif name == "ssh" and a.startswith("-o"):
-            value = a[2:] or (args[i + 1] if i + 1 < len(args) else "")
-            if re.match(r"\s*(Proxy|Local|Permit)", value, re.I):
-                found.append(a if a != "-o" else f"-o{value}")
+        elif name == "zip" and a.startswith("-") and not a.startswith("--") and "TT" in a:
+            found.append("-TT")  # zip -TTsh: the unzip command, attached
+        elif name == "less" and a.startswith("+"):
+            found.append("+command")  # less +!cmd: a command at start, `!` runs a shell
+    if name in _SSH_RISKY:
+        for key, value in targets.ssh_options(name, args):
+            if key == "-o" and _SSH_RISKY_KEYS.match(value):
+                found.append(f"-o{value}")
+            elif key[1] in _SSH_RISKY[name]:
+                found.append(key)
     if name == "git":
         found += _git_escalations(args)
     elif name == "sed":
@@ -245,15 +275,45 @@ def escalations(cmd: SimpleCommand) -> list[str]:
         if re.search(r"system|\||>|getline|print\s*>", script):
             found.append("awk system()/redirect")
     found += options.escalations(cmd.argv)
+    found += _tests_elsewhere(cmd)
     return list(dict.fromkeys(found))
+
+
+def _tests_elsewhere(cmd: SimpleCommand) -> list[str]:
+    """Test paths outside the repository the command runs in: ``pytest /tmp/x`` imports
+    /tmp/x/conftest.py and the tests there, ``go test /tmp/x/...`` builds and runs them (another
+    user of the machine can plant either), as ``--rootdir`` or ``-c`` would."""
+    name, args = options.program(cmd.argv)
+    if name == "go":
+        if not args or args[0] != "test":
+            return []
+        args = args[1:]
+    elif name != "pytest":
+        return []
+    cli = options.PROGRAMS[name]
+    top = targets.toplevel(cmd.cwd)
+    top_real = os.path.realpath(top)
+    out: list[str] = []
+    for key, value in options.read_options(cli, args):
+        if key or not value or DYNAMIC in value:
+            continue
+        path = posixpath.normpath(posixpath.join(cmd.cwd, value.split("::", 1)[0]))
+        if not (_under(path, top) and _under(os.path.realpath(path), top_real)):
+            out.append(value)
+    return out
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 # exact names of harmless long options that are prefixes of escalating ones (``tar --file``
 # against ``--files-from``): written in full they are themselves, not an abbreviation
 _KNOWN_LONGS: dict[str, frozenset[str]] = {
     "tar": frozenset({"--file", "--checkpoint", "--to-stdout"}),
-    "git": frozenset({"--exec", "--config"}),
+    "git": frozenset({"--exec", "--config", "--to", "--cc"}),
     "curl": frozenset({"--remote-name"}),
+    "wget": frozenset({"--content-disposition"}),
 }
 
 
@@ -283,15 +343,17 @@ def _git_escalations(args: list[str]) -> list[str]:
     reading_config = sub == "config" and any(a in ("--get", "--list", "-l", "--get-all", "--get-regexp") for a in rest)
     if sub in _GIT_RISKY_SUBCOMMANDS and not reading_config:
         found.append(sub)
-    if sub == "rebase" and any(a == "-x" or _long_hit("git", a.split("=", 1)[0], _REBASE_EXEC) for a in rest):
-        found.append("--exec")
+    if sub == "rebase" and any(
+        re.match(r"-[^-]*x", a) or _long_hit("git", a.split("=", 1)[0], _REBASE_EXEC) for a in rest
+    ):
+        found.append("--exec")  # -x, -x'cmd' and -ix cmd alike
     if sub == "grep" and any(
         _long_hit("git", a.split("=", 1)[0], _GREP_PAGER) or (a.startswith("-") and not a.startswith("--") and "O" in a)
         for a in rest
     ):
         found.append("-O")
-    if sub in ("fetch", "pull", "clone", "ls-remote") and "-u" in rest:
-        found.append("-u")
+    if sub in ("fetch", "pull", "clone", "ls-remote") and any(re.match(r"-[^-]*u", a) for a in rest):
+        found.append("-u")  # clone/ls-remote -u is --upload-pack, attached too (-ush)
     if sub == "clone" and any(re.match(r"-[^-]*c", a) for a in rest):
         found.append("-c")  # clone -c core.fsmonitor=...: config in the new repository, used at checkout
     return found
@@ -353,9 +415,11 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
     if name == "git":
         if not args or args[0] not in _SAFE_GIT or escalations(cmd):
             return False
-        if args[0] == "branch" and any(
-            not a.startswith("-") or a in ("-d", "-D", "-m", "-M", "-c", "-C") for a in args[1:]
-        ):
+        if args[0] == "branch" and not all(_listing_branch_option(a) for a in args[1:]):
+            return False  # only the listing forms: --edit-description runs the editor, -u writes config
+        if any(not _inside_all(a, cmd.cwd, within, home) for a in args[1:] if not a.startswith("-")):
+            # `git diff /dev/null ~/.ssh/id_rsa`: with a path outside the work tree git diff
+            # compares the two files (an implied --no-index); every operand must stay inside
             return False
         if any(a.startswith("--output") or _long_hit("git", a.split("=", 1)[0], _GIT_UNSAFE) for a in args):
             return False
@@ -375,6 +439,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
             return False
         paths = parsed.positional
         keys = {k for k, _ in parsed.options}
+        if name == "date" and any(not p.startswith("+") for p in paths):
+            return False  # `date 0101202020` sets the clock (as root), as -s does; only +FORMAT reads
         if name in ("grep", "egrep", "fgrep") and paths and not keys & {"-e", "--regexp", "-f", "--file"}:
             paths = paths[1:]  # the first positional is the pattern
     else:
@@ -393,6 +459,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
         return True
     if spec.max_paths is not None and len(paths) > spec.max_paths:
         return False
+    if not all(_no_link_out(root, cmd.cwd, within, home) for root in trees.listing_follows(cmd)):
+        return False  # ls -RL over a committed link to /etc lists /etc
     for g in set(paths) & set(cmd.globbed):  # what a glob names now, each (a link out is a read outside)
         expanded = expand_glob(g, cmd.cwd)
         if expanded is None or not all(_inside_all(p, cmd.cwd, within, home) for p in expanded):
@@ -402,6 +470,18 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
 
 
 _GIT_UNSAFE = frozenset({"--no-index", "--ext-diff", "--textconv", "--open-files-in-pager"})
+_BRANCH_LISTING = frozenset(
+    {"--list", "--all", "--remotes", "--verbose", "--show-current", "--merged", "--no-merged", "--contains"}
+    | {"--no-contains", "--sort", "--format", "--color", "--no-color", "--points-at", "--ignore-case"}
+    | {"--omit-empty", "--abbrev", "--no-abbrev", "--no-column", "--quiet"}
+)
+
+
+def _listing_branch_option(arg: str) -> bool:
+    """An option of ``git branch`` that only lists (``-a``, ``-vv``, ``--sort=-committerdate``)."""
+    if arg.startswith("--"):
+        return arg.split("=", 1)[0] in _BRANCH_LISTING
+    return bool(re.fullmatch(r"-[arvlqi]+", arg))
 
 
 def option_globs(cmd: SimpleCommand) -> list[str]:
@@ -431,6 +511,18 @@ def option_globs(cmd: SimpleCommand) -> list[str]:
                 risky.append(g)
                 break
     return risky
+
+
+def _no_link_out(root: str, cwd: str, within: tuple[str, ...], home: str) -> bool:
+    """No symlink under ``root`` leads outside the working directories (nor is the tree too
+    large to tell)."""
+    from agentkeel.permissions.paths import candidates
+
+    if DYNAMIC in root:
+        return False
+    lexical, real = candidates(root, cwd, home)
+    result = trees.walk(lexical, real, trees.TreeRead(root, True), [], within)
+    return result.outside is None and not result.too_large
 
 
 def _inside_all(arg: str, cwd: str, within: tuple[str, ...], home: str) -> bool:
@@ -535,6 +627,9 @@ _RUNS_ANYTHING = frozenset(
         ("bundle", "exec"),
         ("deno", "run"),
         ("deno", "eval"),
+        ("deno", "task"),  # a task by name, as npm run
+        ("yarn", "workspace"),  # yarn workspace <name> <any yarn command>: exec, dlx, node...
+        ("yarn", "workspaces"),
         ("docker", "run"),
         ("docker", "exec"),
         ("docker", "compose"),
@@ -569,6 +664,19 @@ _INTERPRETERS = frozenset(
     | {"python3", "pip", "pip3", "npm", "npx", "uv", "uvx", "make", "cmake", "bundle", "docker", "git", "curl"}
     | {"wget", "ssh", "osascript", "powershell", "pwsh", "lua", "tclsh", "expect", "awk", "gawk", "sed", "find"}
     | {"run", "exec", "x", "dlx", "eval", "script", "shell", "repl", "console"}
+    # interpreters and launchers a runner may start: each runs code or a command its arguments give
+    | {"ipython", "pypy", "pypy3", "coverage", "tsx", "ts-node", "esno", "zx", "vite-node", "cross-env"}
+    | {"dotenv", "dotenv-cli", "env-cmd", "concurrently", "npm-run-all", "run-p", "run-s", "nodemon", "pm2"}
+    | {"xonsh", "irb", "pry", "iex", "elixir", "erl", "ghci", "runghc", "Rscript", "R", "julia", "scala"}
+    | {"groovy", "jshell", "nu", "tcsh", "csh", "busybox", "strace", "ltrace", "gdb", "valgrind", "sudo"}
+    | {"pnpm", "yarn", "bunx", "pnpx", "npm-exec", "tox", "nox", "invoke", "doit", "just", "watchexec"}
+)
+# runners whose next word names where, not what (``yarn workspace web <any yarn command>``)
+_WORKSPACE_RUNNERS = frozenset({("yarn", "workspace"), ("yarn", "workspaces")})
+# commands that run a command on another machine: a suggestion is exactly what was approved
+_REMOTE_RUNNERS = frozenset(
+    {("gcloud", "compute", "ssh"), ("gcloud", "cloud-shell", "ssh"), ("az", "vm", "run-command")}
+    | {("gh", "codespace", "ssh"), ("aws", "ssm", "start-session"), ("aws", "ecs", "execute-command")}
 )
 
 
@@ -592,6 +700,7 @@ def uncovered_suggestion(cmd: SimpleCommand) -> str | None:
         inner = words[at] if len(words) > at else ""
         if (
             words[0] not in ("docker", "podman", "kubectl", "gh", "git", "deno", "python", "python3")
+            and tuple(words[:2]) not in _WORKSPACE_RUNNERS
             and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", inner)
             and not re.fullmatch(r"python[0-9.]*", inner)
             and inner not in _INTERPRETERS
@@ -599,6 +708,8 @@ def uncovered_suggestion(cmd: SimpleCommand) -> str | None:
         ):
             return f"Bash({' '.join(words[: at + 1])} *)"
         return f"Bash({' '.join(words)})"  # exactly this command
+    if tuple(words[:3]) in _REMOTE_RUNNERS:
+        return f"Bash({' '.join(words)})"
     if words[0] in _TWO_LEVELS and len(words) >= 3 and re.fullmatch(r"[a-z][a-z0-9-]*", words[2]):
         return f"Bash({' '.join(words[:3])} *)"  # `gh pr list *`: approving a clone is not approving a delete
     if len(words) >= 2 and words[0] in _SUBCOMMAND_TOOLS and not words[1].startswith("-"):

@@ -39,11 +39,16 @@ _CURL_WRITES = frozenset(
     | {"--etag-save", "--hsts", "--alt-svc", "--libcurl"}
 )
 _CURL_READS = frozenset({"-T", "--upload-file", "-K", "--config", "-b", "--cookie", "--etag-compare"})
-_CURL_DATA = frozenset({"-d", "--data", "--data-binary", "--data-ascii", "--data-urlencode", "--json", "-F", "--form"})
+_CURL_DATA = frozenset(
+    {"-d", "--data", "--data-binary", "--data-ascii", "--data-urlencode", "--json", "-F", "--form"}
+    | {"--url-query", "--variable"}
+)
+# options that read a file when their value starts with @ (``-H @headers.txt``, ``-w @format``)
+_CURL_AT_FILE = frozenset({"-H", "--header", "--proxy-header", "-w", "--write-out"})
 _CURL = options.Cli(
     frozenset(),
     short_values="oDcTKbdFHXuAeEwxmrCUYyztPQ",
-    long_values=_CURL_WRITES | _CURL_READS | _CURL_DATA | {"--output-dir", "--header", "--request", "--user"},
+    long_values=_CURL_WRITES | _CURL_READS | _CURL_DATA | _CURL_AT_FILE | {"--output-dir", "--request", "--user"},
     known=frozenset({"--remote-name", "--remote-name-all"}),
     abbreviations=True,
 )
@@ -78,10 +83,46 @@ def write_targets(cmd: SimpleCommand) -> list[str]:
     if name == "wget":
         return _wget_writes(args)
     if name == "git":
-        return _git_config_writes(args, cmd.cwd)
+        return _git_config_writes(args, cmd.cwd) + _git_output_writes(args, cmd.cwd)
     if name == "tar":
         return _tar_archive(args)
+    if name in _SSH_VALUES:
+        return [v for k, v in ssh_options(name, args) if k == "-E"]  # ssh -E log: appended to
     return [t for t in options.write_targets(cmd.argv) if t not in _STREAMS]
+
+
+# short letters that take a value, per program of the ssh family (``-F`` config and ``-i``
+# identity are files read, ``-E`` a log written; a value may be attached: ``-Fcfg``)
+_SSH_VALUES = {"ssh": "BbcDEeFIiJLlmOoPpQRSWw", "scp": "cFiJloPSX", "sftp": "BbcDFiJloPRSs"}
+
+
+def ssh_options(name: str, args: list[str]) -> list[tuple[str, str]]:
+    """(``-letter``, value) for every short option of ssh/scp/sftp that takes a value, attached
+    or as the next word. ssh reads options after the host too (``ssh host -oProxyCommand=x``),
+    up to the command; scp and sftp take them anywhere before ``--``."""
+    letters = _SSH_VALUES.get(name, "")
+    out: list[tuple[str, str]] = []
+    operands = 0
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if a == "--":
+            break
+        if not a.startswith("-") or len(a) < 2:
+            operands += 1
+            if name == "ssh" and operands > 1:
+                break  # the remote command
+            continue
+        for j, ch in enumerate(a[1:], start=2):
+            if ch in letters:
+                value = a[j:]
+                if not value:
+                    value = args[i] if i < len(args) else DYNAMIC
+                    i += 1
+                out.append((f"-{ch}", value))
+                break
+    return out
 
 
 TAR = options.Cli(
@@ -122,6 +163,8 @@ def read_targets(cmd: SimpleCommand) -> list[str]:
         return git_object_paths(args, cmd.cwd) + git_option_reads(args, cmd.cwd)
     if name == "rg":
         return [v for k, v in options.read_options(options.RG, args) if k in ("-f", "--file", "--ignore-file") and v]
+    if name in _SSH_VALUES:
+        return [v for k, v in ssh_options(name, args) if k in ("-F", "-i") and v not in _STREAMS]
     return option_reads(name, args)
 
 
@@ -157,6 +200,11 @@ _GIT_FILE_OPTIONS: dict[str, tuple[frozenset[str], str]] = {
     "diff": (frozenset({"--orderfile"}), "O"),
     "log": (frozenset({"--orderfile"}), "O"),
     "show": (frozenset({"--orderfile"}), "O"),
+    # the message (or its template) read from a file: ``git commit -F.env`` puts it in history
+    "commit": (frozenset({"--file", "--template"}), "Ft"),
+    "tag": (frozenset({"--file"}), "F"),
+    "merge": (frozenset({"--file"}), "F"),
+    "notes": (frozenset({"--file"}), "F"),
 }
 _GIT_ANY_FILE_OPTIONS = frozenset({"--pathspec-from-file"})
 
@@ -182,9 +230,11 @@ def git_option_reads(args: list[str], cwd: str) -> list[str]:
                     value = rest[i] if i < len(rest) else DYNAMIC
                     i += 1
                 out.append(value)
-        elif a.startswith("-") and len(a) > 1 and a[1] in shorts:
-            if len(a) > 2:
-                out.append(a[2:])
+        elif a.startswith("-") and not a.startswith("--") and any(ch in shorts for ch in a[1:]):
+            # a cluster: the first letter that takes a file takes the rest (``-qF.env``)
+            at = next(j for j, ch in enumerate(a) if j > 0 and ch in shorts)
+            if len(a) > at + 1:
+                out.append(a[at + 1 :])
             else:
                 out.append(rest[i] if i < len(rest) else DYNAMIC)
                 i += 1
@@ -209,6 +259,8 @@ def _curl(args: list[str]) -> tuple[list[str], list[str]]:
             output_dir = value or DYNAMIC
         elif key in _CURL_READS and value:
             reads.append(value)
+        elif key in _CURL_AT_FILE and value and value.startswith("@") and value != "@-":
+            reads.append(value[1:])
         elif key in _CURL_DATA and value:
             # -d @file, --data-urlencode name@file, -F field=@file or field=<file
             m = re.match(r"^(?:[^=@<]*[=])?[@<](.+)$", value) or re.match(r"^[^=@]*@(.+)$", value)
@@ -326,6 +378,48 @@ def _git_config_writes(args: list[str], cwd: str) -> list[str]:
     if writing or len(positional) >= 2:
         return [target]
     return []
+
+
+# git subcommands that write a file or directory an option or operand names:
+# (long options, short letters with the path as value)
+_GIT_OUTPUTS: dict[str, tuple[frozenset[str], str]] = {
+    "archive": (frozenset({"--output"}), "o"),
+    "format-patch": (frozenset({"--output-directory", "--output"}), "o"),
+    "diff": (frozenset({"--output"}), ""),
+    "log": (frozenset({"--output"}), ""),
+    "show": (frozenset({"--output"}), ""),
+}
+
+
+def _git_output_writes(args: list[str], cwd: str) -> list[str]:
+    """``git archive -o .git/hooks/x``, ``git format-patch -o dir``, ``git bundle create f``:
+    the paths git writes (relative to where it runs), judged like a redirect target."""
+    where, sub, rest = git_split(args, cwd)
+    out: list[str] = []
+    if sub == "bundle" and len(rest) >= 2 and rest[0] == "create":
+        out.append(next((a for a in rest[1:] if not a.startswith("-")), DYNAMIC))
+    longs, shorts = _GIT_OUTPUTS.get(sub, (frozenset(), ""))
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        i += 1
+        if a == "--":
+            break
+        if a.startswith("--"):
+            key, eq, value = a.partition("=")
+            if len(key) >= 4 and any(n.startswith(key) for n in longs):
+                if not eq:
+                    value = rest[i] if i < len(rest) else DYNAMIC
+                    i += 1
+                out.append(value)
+        elif a.startswith("-") and shorts and any(ch in shorts for ch in a[1:]):
+            at = next(j for j, ch in enumerate(a) if j > 0 and ch in shorts)
+            if len(a) > at + 1:
+                out.append(a[at + 1 :])
+            else:
+                out.append(rest[i] if i < len(rest) else DYNAMIC)
+                i += 1
+    return [v if v.startswith("/") or DYNAMIC in v else posixpath.join(where, v) for v in out if v not in _STREAMS]
 
 
 def git_object_paths(args: list[str], cwd: str) -> list[str]:

@@ -253,6 +253,33 @@ def _positional(args: list[str]) -> list[str]:
     return out
 
 
+def listing_follows(cmd: SimpleCommand) -> list[str]:
+    """The roots a command lists (names, sizes) through the symlinks it follows: ``ls -RL``,
+    ``du -L``, ``tree -l``, ``find -L``. Through a committed ``etclink -> /etc`` they list a tree
+    outside the working directories."""
+    if not cmd.argv:
+        return []
+    name, args = posixpath.basename(cmd.argv[0]), cmd.argv[1:]
+    shorts = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
+    longs = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    positional = [a for a in args if not a.startswith("-")]
+    if name == "ls" and "L" in shorts and ("R" in shorts or "--recursive" in longs):
+        return positional or ["."]
+    if name == "ls" and "--dereference" in longs and ("R" in shorts or "--recursive" in longs):
+        return positional or ["."]
+    if name == "du" and ("L" in shorts or "--dereference" in longs):
+        return positional or ["."]
+    if name == "tree" and ("l" in shorts or "--followlinks" in longs):
+        return positional or ["."]
+    if name == "find" and any(a in ("-L", "-follow") for a in args):
+        rest = [a for a in args if a not in ("-H", "-L", "-P")]
+        roots: list[str] = []
+        while rest and not rest[0].startswith(("-", "(", ")", "!")):
+            roots.append(rest.pop(0))
+        return roots or ["."]
+    return []
+
+
 def listed_reads(cmd: SimpleCommand) -> bool:
     """``sort --files0-from=list``, ``tar -T list``: the files read are named in another file."""
     return any(a.startswith("--files0-from") or a.startswith("--files-from") for a in cmd.argv[1:])

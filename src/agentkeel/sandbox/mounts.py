@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -206,7 +207,63 @@ def _guard_root(root: str, layout: Layout) -> list[str]:
         )
     checkouts += [posixpath.join(root, path, ".git") for path in _submodule_paths(root)]
     guarded += _guard_checkouts(root, checkouts, layout)
+    for hooks in _hooks_paths(root):
+        # core.hooksPath naming a directory of the project (husky's .husky, a .githooks): it is
+        # the hooks directory, so a hook planted there would run at the user's next git commit
+        if _exists(hooks):
+            guarded.append(hooks)
+        else:
+            layout.guard_missing.append(hooks)
     return guarded
+
+
+_HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.I)
+_SECTION = re.compile(r"^\s*\[\s*([A-Za-z0-9.-]+)(\s+\"[^\"]*\")?\s*\]")
+
+
+def _config_hooks_path(path: str) -> str | None:
+    """``core.hooksPath`` as one git config file sets it (the last one wins), or None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    found: str | None = None
+    section = ""
+    for line in lines:
+        head = _SECTION.match(line)
+        if head:
+            section = head.group(1).lower() + ("" if head.group(2) is None else "!")
+            line = line[head.end() :]
+        m = _HOOKS_PATH.match(line)
+        if m and section == "core":
+            value = m.group(1).split(" #", 1)[0].split(" ;", 1)[0].strip()
+            found = value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
+    return found
+
+
+def _hooks_paths(root: str) -> list[str]:
+    """The directories of ``root`` that ``core.hooksPath`` names, in the repository's config or
+    the user's (git resolves a relative one from the top of the work tree)."""
+    home = os.path.expanduser("~")
+    configs = [
+        posixpath.join(root, ".git", "config"),
+        posixpath.join(root, ".git", "config.worktree"),
+        posixpath.join(home, ".gitconfig"),
+        posixpath.join(os.environ.get("XDG_CONFIG_HOME") or posixpath.join(home, ".config"), "git", "config"),
+    ]
+    out: list[str] = []
+    for config in configs:
+        value = _config_hooks_path(config)
+        if not value:
+            continue
+        if value.startswith("~/"):
+            value = posixpath.join(home, value[2:])
+        path = posixpath.normpath(posixpath.join(root, value))
+        real = _real(path) if _exists(path) else path
+        if _under(real, [root]) and real != root:
+            out.append(path)
+    return list(dict.fromkeys(out))
 
 
 def _guard_gitdir(

@@ -67,11 +67,25 @@ class Guard:
         self.loopback_only = loopback_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         host = headers.get("host", "")
+        if scope["type"] != "http":
+            # a WebSocket (or any other kind of connection) needs the token and a loopback host
+            # too; an Origin it sends must be this server (browsers do not preflight WebSockets)
+            origin = headers.get("origin")
+            if (
+                (self.loopback_only and not is_loopback(_host_name(host)))
+                or not self._authorized(headers, cookie_for(scope))
+                or (origin is not None and urlsplit(origin).netloc != host)
+            ):
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                return
+            await self.app(scope, receive, send)
+            return
         if self.loopback_only and not is_loopback(_host_name(host)):
             await _refuse(send, 400, f"this server answers only on loopback host names, not {host!r}")
             return
