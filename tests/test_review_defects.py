@@ -1,0 +1,73 @@
+"""An adversarial review of the #31 fixes: other members of each defect family than the ones the
+first tests cover. Real files, the real ``keel`` CLI, the scripted model (``--model scripted:FILE``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from conftest import KEEL
+
+
+def _run(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KEEL, *args], cwd=cwd, env=dict(os.environ), capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _script(path: Path, steps: list[Any]) -> Path:
+    path.write_text(json.dumps({"steps": steps}))
+    return path
+
+
+# --- batch: an OUT file keel batch did not make is never cut or written into -------------------
+
+
+def _batch_tasks(project: Path, ids: list[str], newline_at_end: bool = True) -> Path:
+    script = _script(project / "s.json", ["ok"])
+    lines = [json.dumps({"id": t, "prompt": f"task {t}", "model": f"scripted:{script}"}) for t in ids]
+    tasks = project / "tasks.jsonl"
+    tasks.write_text("\n".join(lines) + ("\n" if newline_at_end else ""))
+    return tasks
+
+
+def test_batch_refuses_an_out_file_that_is_not_its_own(project: Path) -> None:
+    """A user's file given as -o: its last line (no newline) was cut and results appended to it."""
+    tasks = _batch_tasks(project, ["t1"])
+    notes = project / "notes.txt"
+    notes.write_bytes(b"my important notes\nsecond line without a newline")
+    run = _run(project, "batch", str(tasks), "-o", str(notes))
+    assert run.returncode == 2, run.stderr
+    assert "not a keel batch results file" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert notes.read_bytes() == b"my important notes\nsecond line without a newline"
+
+
+def test_batch_refuses_the_tasks_file_as_out(project: Path) -> None:
+    """``-o tasks.jsonl``: the last task (no newline) was deleted and results mixed into the tasks."""
+    tasks = _batch_tasks(project, ["t1", "t2"], newline_at_end=False)
+    before = tasks.read_bytes()
+    run = _run(project, "batch", str(tasks), "-o", str(tasks))
+    assert run.returncode == 2, run.stderr
+    assert "is the tasks file" in run.stderr
+    assert tasks.read_bytes() == before
+
+
+def test_batch_resume_keeps_a_whole_last_result_without_a_newline(project: Path) -> None:
+    """The last line is a whole result lacking only its newline: --resume counted it as done (not
+    run again) and then cut it off: the task's result was gone for good."""
+    tasks = _batch_tasks(project, ["t1", "t2"])
+    out = project / "out.jsonl"
+    first = _run(project, "batch", str(tasks), "-o", str(out))
+    assert first.returncode == 0, first.stderr
+    lines = out.read_bytes().splitlines()
+    t2 = next(line for line in lines if b'"id":"t2"' in line)
+    out.write_bytes(t2)  # t1 not recorded; t2's line whole but unterminated
+    again = _run(project, "batch", str(tasks), "-o", str(out), "--resume")
+    assert again.returncode == 0, again.stderr
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert sorted(ids) == ["t1", "t2"], out.read_text()
+    assert t2 + b"\n" in out.read_bytes()
