@@ -71,3 +71,37 @@ def test_batch_resume_keeps_a_whole_last_result_without_a_newline(project: Path)
     ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
     assert sorted(ids) == ["t1", "t2"], out.read_text()
     assert t2 + b"\n" in out.read_bytes()
+
+
+# --- rewind: a file it brings back is made as any editor would make it -------------------------
+
+
+def test_rewind_brings_back_a_deleted_file_readable_and_a_long_named_one(project: Path) -> None:
+    """A Bash ``rm`` then a code rewind: the files came back 0600 (mkstemp's mode), whatever the
+    umask, and a file with a 250-byte name could not be restored at all (its temporary file's name
+    was over 255 bytes)."""
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    keep = project / "keep.txt"
+    keep.write_text("data\n")
+    keep.chmod(0o644)
+    long = project / ("n" * 250)
+    long.write_text("long\n")
+    long.chmod(0o644)
+    _script(
+        project / "s.json",
+        [{"tool_calls": [{"name": "Bash", "input": {"command": f"rm keep.txt {long.name}"}}]}, "done"],
+    )
+    script = f"scripted:{project / 's.json'}"
+    ran = _run(project, "-p", "go", "--model", script, "--permission-mode", "bypassPermissions")
+    assert ran.returncode == 0, ran.stderr
+    assert not keep.exists() and not long.exists()
+    umask = os.umask(0o022)
+    try:
+        back = _run(project, "-p", "/rewind 0 code", "--model", script, "-c")
+    finally:
+        os.umask(umask)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "2 file(s) restored" in back.stdout, back.stdout
+    assert keep.read_text() == "data\n" and long.read_text() == "long\n"
+    assert keep.stat().st_mode & 0o777 == 0o644
+    assert not list(project.glob("*.keel-rewind-tmp"))
