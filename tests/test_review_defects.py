@@ -105,3 +105,22 @@ def test_rewind_brings_back_a_deleted_file_readable_and_a_long_named_one(project
     assert keep.read_text() == "data\n" and long.read_text() == "long\n"
     assert keep.stat().st_mode & 0o777 == 0o644
     assert not list(project.glob("*.keel-rewind-tmp"))
+
+
+# --- plugins: a manifest that is not a file is one warning, not silently skipped ---------------
+
+
+def test_a_plugin_manifest_that_is_a_folder_or_a_link_loop_is_one_warning(project: Path) -> None:
+    """plugin.json a folder or a symlink loop: the plugin loaded under its folder's name, its
+    manifest ignored without a word."""
+    script = f"scripted:{_script(project / 's.json', ['ok'])}"
+    folder = project / "pa" / ".claude-plugin"
+    (folder / "plugin.json").mkdir(parents=True)
+    loop = project / "pb" / ".claude-plugin"
+    loop.mkdir(parents=True)
+    (loop / "plugin.json").symlink_to("other.json")
+    (loop / "other.json").symlink_to("plugin.json")
+    for root in (project / "pa", project / "pb"):
+        run = _run(project, "-p", "hi", "--model", script, "--plugin-dir", str(root))
+        assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+        assert f"{root}/.claude-plugin/plugin.json: not a readable file" in run.stderr, run.stderr
