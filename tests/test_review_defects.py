@@ -124,3 +124,43 @@ def test_a_plugin_manifest_that_is_a_folder_or_a_link_loop_is_one_warning(projec
         run = _run(project, "-p", "hi", "--model", script, "--plugin-dir", str(root))
         assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
         assert f"{root}/.claude-plugin/plugin.json: not a readable file" in run.stderr, run.stderr
+
+
+# --- keel mem sync: the mirror is the user's file ------------------------------------------------
+
+
+def test_mem_sync_keeps_the_mirrors_mode_link_and_the_users_own_lines(project: Path) -> None:
+    """A 0600 mirror became 0644 after a sync; a mirror that is a symlink was replaced by a regular
+    file (the link's target left stale); a line of the user's that is no entry was deleted."""
+    assert _run(project, "mem", "mirror").returncode == 0
+    mirror = project / ".keel" / "memory" / "MEMORY.md"
+    real = project / "notes" / "memory.md"
+    real.parent.mkdir()
+    mirror.replace(real)
+    mirror.symlink_to(real)
+    real.chmod(0o600)
+    with real.open("a") as f:
+        f.write("- a new fact\nmy own note, not a fact\n")
+    run = _run(project, "mem", "sync")
+    assert run.returncode == 0, run.stderr
+    assert mirror.is_symlink() and os.readlink(mirror) == str(real)
+    assert real.stat().st_mode & 0o777 == 0o600
+    text = real.read_text()
+    assert "] a new fact" in text and "my own note, not a fact" in text
+    again = _run(project, "mem", "sync")  # the kept line stays kept, and is no fact
+    assert again.returncode == 0 and "0 added" in again.stdout, again.stdout
+    assert real.read_text().count("my own note, not a fact") == 1
+
+
+def test_mem_sync_of_a_mirror_that_is_not_utf8_is_one_line(project: Path) -> None:
+    """A mirror saved as Latin-1 by an editor: an internal error and a traceback."""
+    assert _run(project, "mem", "mirror").returncode == 0
+    mirror = project / ".keel" / "memory" / "MEMORY.md"
+    with mirror.open("ab") as f:
+        f.write(b"- caf\xe9 au lait\n")
+    before = mirror.read_bytes()
+    run = _run(project, "mem", "sync")
+    assert run.returncode == 1
+    assert "not UTF-8" in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert mirror.read_bytes() == before
