@@ -164,3 +164,13 @@ def test_mem_sync_of_a_mirror_that_is_not_utf8_is_one_line(project: Path) -> Non
     assert "not UTF-8" in run.stderr and "Traceback" not in run.stderr, run.stderr
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert mirror.read_bytes() == before
+
+
+def test_the_memory_mirror_is_git_ignored(project: Path) -> None:
+    """``keel mem mirror`` wrote .keel/memory/MEMORY.md into the repository: ``git status`` showed it."""
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    assert _run(project, "mem", "mirror").returncode == 0
+    status = subprocess.run(
+        ["git", "status", "--short", "-uall"], cwd=project, capture_output=True, text=True, check=True
+    )
+    assert status.stdout == "", status.stdout

@@ -370,8 +370,11 @@ def _replace_text(path: Path, text: str) -> None:
     a symbolic link stays a link (its target is written) and an existing file keeps its mode."""
     import os
 
+    from agentkeel.settings.localfiles import ignore_local_files
+
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
+    ignore_local_files(path)  # in a project's .keel/: git-ignored, as keel's other local files there
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # left by a write a kill interrupted
         stale.unlink(missing_ok=True)
     try:
