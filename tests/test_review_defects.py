@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import KEEL
 
 
@@ -174,3 +176,32 @@ def test_the_memory_mirror_is_git_ignored(project: Path) -> None:
         ["git", "status", "--short", "-uall"], cwd=project, capture_output=True, text=True, check=True
     )
     assert status.stdout == "", status.stdout
+
+
+# --- Edit and rewind keep a file's owner (keel run as root in a container, on a user's files) ---
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_edit_and_rewind_keep_the_files_owner(project: Path) -> None:
+    """An Edit (a temporary file renamed over the target) left a user's file owned by root, so
+    the user could no longer write it; a rewind did the same."""
+    target = project / "f.txt"
+    target.write_text("a\nb\n")
+    os.chown(target, 12345, 23456)
+    target.chmod(0o664)
+    steps = [
+        {"tool_calls": [{"name": "Read", "input": {"file_path": str(target)}}]},
+        {"tool_calls": [{"name": "Edit", "input": {"file_path": str(target), "old_string": "b", "new_string": "B"}}]},
+        "done",
+    ]
+    script = f"scripted:{_script(project / 's.json', steps)}"
+    ran = _run(project, "-p", "go", "--model", script, "--permission-mode", "bypassPermissions")
+    assert ran.returncode == 0, ran.stderr
+    st = target.stat()
+    assert target.read_text() == "a\nB\n"
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (12345, 23456, 0o664)
+    back = _run(project, "-p", "/rewind 0 code", "--model", script, "-c")
+    assert back.returncode == 0, back.stdout + back.stderr
+    st = target.stat()
+    assert target.read_text() == "a\nb\n"
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (12345, 23456, 0o664)

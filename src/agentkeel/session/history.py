@@ -236,18 +236,22 @@ def _apply(store: ObjectStore, path: Path, want: str | None) -> None:
 def _write_back(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        st = path.lstat()
-        mode: int | None = st.st_mode & 0o7777 if stat.S_ISREG(st.st_mode) else None
+        st: os.stat_result | None = path.lstat()
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            st = None
     except OSError:
-        mode = None
+        st = None
     # a file that is not there now is made 0666 & ~umask (by the kernel), as any editor's would be
     tmp = path.parent / f"{_tmp_prefix(path)}{uuid.uuid4().hex[:8]}{TMP_SUFFIX}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        if mode is not None:
-            tmp.chmod(mode)
+            if st is not None:  # the file keeps its owner (where this process may) and mode
+                if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                    with contextlib.suppress(OSError):
+                        os.fchown(f.fileno(), st.st_uid, st.st_gid)
+                os.fchmod(f.fileno(), st.st_mode & 0o7777)
         tmp.replace(path)  # a link at ``path`` is replaced by the file, its target untouched
     except BaseException:
         tmp.unlink(missing_ok=True)
