@@ -205,3 +205,23 @@ def test_edit_and_rewind_keep_the_files_owner(project: Path) -> None:
     st = target.stat()
     assert target.read_text() == "a\nb\n"
     assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (12345, 23456, 0o664)
+
+
+# --- hooks: a resumed session's long hook output never overwrites an earlier one -------------
+
+
+def test_a_resumed_sessions_hook_output_file_is_a_new_one(project: Path) -> None:
+    """Hook output over 10,000 characters is kept in hook-output/<Event>-<n>.txt, n counted from 1
+    in each process: a resumed session overwrote the file the first turn's context names."""
+    (project / ".claude").mkdir()
+    command = "python3 -c \"print(open('word').read().strip() * 3000)\""
+    hook = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": command}]}]}}
+    (project / ".claude" / "settings.json").write_text(json.dumps(hook))
+    assert _run(project, "trust", str(project)).returncode == 0
+    script = f"scripted:{_script(project / 's.json', ['ok'])}"
+    (project / "word").write_text("first")
+    assert _run(project, "-p", "hi", "--model", script).returncode == 0
+    (project / "word").write_text("second")
+    assert _run(project, "-p", "again", "--model", script, "-c").returncode == 0
+    kept = sorted(Path(os.environ["KEEL_HOME"]).glob("projects/*/*/hook-output/*.txt"))
+    assert sorted(f.read_text()[:6] for f in kept) == ["firstf", "second"], kept

@@ -287,11 +287,17 @@ class HookDispatcher:
         if len(text) <= CONTEXT_CAP:
             return text
         folder = self.ctx.transcript_path.with_suffix("") / "hook-output"
-        self._spills += 1
-        path = folder / f"{event}-{self._spills}.txt"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            while True:  # a new file: a resumed session never overwrites one its conversation names
+                self._spills += 1
+                path = folder / f"{event}-{self._spills}.txt"
+                try:
+                    with path.open("x", encoding="utf-8") as f:
+                        f.write(text)
+                    break
+                except FileExistsError:
+                    continue
             where = f"The whole output is in {path} (Read it if you need more)."
         except OSError as e:
             where = f"The rest was not kept ({e.strerror or e})."
