@@ -225,3 +225,22 @@ def test_a_resumed_sessions_hook_output_file_is_a_new_one(project: Path) -> None
     assert _run(project, "-p", "again", "--model", script, "-c").returncode == 0
     kept = sorted(Path(os.environ["KEEL_HOME"]).glob("projects/*/*/hook-output/*.txt"))
     assert sorted(f.read_text()[:6] for f in kept) == ["firstf", "second"], kept
+
+
+def test_mem_sync_leaves_a_running_writers_temporary_file_alone(project: Path) -> None:
+    """Two ``keel mem sync`` at once: the second deleted the first's temporary mirror mid-write
+    (the first then failed with an internal error). Only a dead writer's file is removed."""
+    assert _run(project, "mem", "mirror").returncode == 0
+    folder = project / ".keel" / "memory"
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        live = folder / f".MEMORY.md.{sleeper.pid}.tmp"
+        live.write_text("being written")
+        dead_pid = 2**22 + 17  # above the highest pid_max Linux allows: never a live process
+        dead = folder / f".MEMORY.md.{dead_pid}.tmp"
+        dead.write_text("left by a kill")
+        assert _run(project, "mem", "sync").returncode == 0
+        assert live.exists() and not dead.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()

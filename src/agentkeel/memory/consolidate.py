@@ -365,6 +365,22 @@ def write_mirror(store: MemoryStore, path: Path, project: str, kept: Sequence[st
     return sum(len(v) for v in by_type.values())
 
 
+def _writer_alive(pid: str) -> bool:
+    """Whether the process that named a temporary file (``.<name>.<pid>.tmp``) is still running: a
+    second ``keel mem sync`` at the same time must not delete the first one's file mid-write."""
+    import os
+
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another user's
+    return True
+
+
 def _replace_text(path: Path, text: str) -> None:
     """Write ``path`` whole or not at all (a kill mid-write must not leave the user's mirror torn);
     a symbolic link stays a link (its target is written) and an existing file keeps its mode."""
@@ -376,7 +392,8 @@ def _replace_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     ignore_local_files(path)  # in a project's .keel/: git-ignored, as keel's other local files there
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # left by a write a kill interrupted
-        stale.unlink(missing_ok=True)
+        if not _writer_alive(stale.name.removesuffix(".tmp").rsplit(".", 1)[-1]):
+            stale.unlink(missing_ok=True)
     try:
         mode: int | None = path.stat().st_mode & 0o7777
     except FileNotFoundError:
