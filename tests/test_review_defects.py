@@ -128,6 +128,20 @@ def test_a_plugin_manifest_that_is_a_folder_or_a_link_loop_is_one_warning(projec
         assert f"{root}/.claude-plugin/plugin.json: not a readable file" in run.stderr, run.stderr
 
 
+def test_a_plugins_mcp_or_hooks_file_that_is_a_link_loop_or_a_folder_is_one_warning(project: Path) -> None:
+    """A plugin's .mcp.json that is a link loop, its hooks/hooks.json a folder: both ignored silently."""
+    script = f"scripted:{_script(project / 's.json', ['ok'])}"
+    root = project / "pc"
+    (root / ".claude-plugin").mkdir(parents=True)
+    (root / ".claude-plugin" / "plugin.json").write_text('{"name": "pc"}')
+    (root / ".mcp.json").symlink_to(".mcp.json")
+    (root / "hooks" / "hooks.json").mkdir(parents=True)
+    run = _run(project, "-p", "hi", "--model", script, "--plugin-dir", str(root))
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+    assert f"{root}/.mcp.json: not a readable file" in run.stderr, run.stderr
+    assert f"{root}/hooks/hooks.json: not a readable file" in run.stderr, run.stderr
+
+
 # --- keel mem sync: the mirror is the user's file ------------------------------------------------
 
 
