@@ -258,3 +258,43 @@ def test_mem_sync_leaves_a_running_writers_temporary_file_alone(project: Path) -
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+# --- keel -p: a stdout that cannot be written is one line and exit 1 ----------------------------
+
+
+def test_print_mode_to_a_full_disk_or_a_closed_stdout_is_one_line(project: Path) -> None:
+    """``keel -p ... > /dev/full`` was an internal error; ``keel -p ... >&-`` an internal error and a
+    traceback (sys.stdout is None)."""
+    script = f"scripted:{_script(project / 's.json', ['hello'])}"
+    for fmt, redirect, why in (
+        ("text", "> /dev/full", "No space left on device"),
+        ("stream-json", "> /dev/full", "No space left on device"),
+        ("text", ">&-", "stdout is closed"),
+    ):
+        extra = "--verbose" if fmt == "stream-json" else ""
+        run = subprocess.run(
+            f"exec {KEEL} -p hi --model {script} --output-format {fmt} {extra} {redirect}",
+            shell=True, cwd=project, stderr=subprocess.PIPE, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert run.returncode == 1, (fmt, redirect, run.stderr)
+        assert run.stderr.strip() == f"keel: cannot write the output: {why}", (fmt, redirect, run.stderr)
+
+
+def test_closed_standard_streams_never_become_the_session_log(project: Path) -> None:
+    """``keel -p ... >&- 2>&-``: the session log was opened as fd 2 (and its lock as fd 1), so whatever
+    keel's children or libraries wrote to stderr went into the transcript."""
+    seen = project / "fds.txt"
+    find_keel = (
+        'p=$PPID; while [ "$(cat /proc/$p/comm)" != keel ] && [ $p -gt 1 ]; do '
+        "p=$(awk '{print $4}' /proc/$p/stat); done; "
+        f"readlink /proc/$p/fd/1 /proc/$p/fd/2 > {seen}"
+    )
+    steps = [{"tool_calls": [{"name": "Bash", "input": {"command": find_keel}}]}, "done"]
+    script = f"scripted:{_script(project / 's.json', steps)}"
+    subprocess.run(
+        f"exec {KEEL} -p hi --model {script} --permission-mode bypassPermissions >&- 2>&-",
+        shell=True, cwd=project, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    fds = seen.read_text().split()
+    assert len(fds) == 2 and not any(".jsonl" in fd for fd in fds), fds
