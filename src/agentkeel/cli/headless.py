@@ -132,6 +132,10 @@ class Output:
         self.closed = False
         self.error = ""  # stdout cannot be written (a full disk, closed): the run stops, exit 1, one line
 
+    def failure(self) -> str:
+        """Why stdout could not be written ("" while it can)."""
+        return self.error
+
     def write(self, text: str) -> None:
         if self.closed or self.error:
             return
@@ -277,7 +281,7 @@ async def _run(
         from agentkeel.protocol import stream_json
 
         out.write(stream_json.dumps(result_object(rt, result, structured)))
-    if out.error:  # the answer itself could not be written
+    if out.failure():  # the answer itself could not be written
         print(f"keel: {out.error}", file=sys.stderr)
         return EXIT_RUN_ERROR
     if signals:
