@@ -298,3 +298,17 @@ def test_closed_standard_streams_never_become_the_session_log(project: Path) -> 
     )  # fmt: skip
     fds = seen.read_text().split()
     assert len(fds) == 2 and not any(".jsonl" in fd for fd in fds), fds
+
+
+def test_stream_json_input_to_a_full_disk_or_a_closed_stdout_is_one_line(project: Path) -> None:
+    """The stream-json input mode (the SDK's) had the same internal errors as -p."""
+    script = f"scripted:{_script(project / 's.json', ['hello'])}"
+    line = json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}}) + "\n"
+    for redirect, why in (("> /dev/full", "No space left on device"), (">&-", "stdout is closed")):
+        run = subprocess.run(
+            f"exec {KEEL} -p --input-format stream-json --output-format stream-json --verbose "
+            f"--model {script} {redirect}",
+            shell=True, cwd=project, input=line, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 1, (redirect, run.stderr)
+        assert run.stderr.strip() == f"keel: cannot write the output: {why}", (redirect, run.stderr)
