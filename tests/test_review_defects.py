@@ -312,3 +312,45 @@ def test_stream_json_input_to_a_full_disk_or_a_closed_stdout_is_one_line(project
         )  # fmt: skip
         assert run.returncode == 1, (redirect, run.stderr)
         assert run.stderr.strip() == f"keel: cannot write the output: {why}", (redirect, run.stderr)
+
+
+# --- Write/Edit: a read-only file stays read-only --------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to another user in a child process")
+def test_a_read_only_file_is_refused_not_renamed_over() -> None:
+    """A write is a temporary file renamed over the target, which the target's own mode does not
+    stop: a 0444 file of the user's was overwritten where an in-place write (Claude Code's) fails."""
+    import shutil
+    import tempfile
+
+    from agentkeel.core.tools import ToolError
+    from agentkeel.tools.writing import atomic_write
+
+    folder = Path(tempfile.mkdtemp(prefix="keel-ro-", dir="/tmp"))
+    try:
+        folder.chmod(0o777)
+        target = folder / "locked.txt"
+        target.write_text("keep me\n")
+        os.chown(target, 65534, 65534)
+        target.chmod(0o444)
+        pid = os.fork()
+        if pid == 0:  # the child: an ordinary user, who owns the file and may write the folder
+            code = 3
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                os.environ["KEEL_HOME"] = str(folder / "home")
+                try:
+                    atomic_write(target, b"changed\n")
+                    code = 1
+                except ToolError as e:
+                    code = 0 if "read-only" in str(e) else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert target.read_text() == "keep me\n"
+        assert target.stat().st_mode & 0o777 == 0o444
+    finally:
+        shutil.rmtree(folder)

@@ -7,6 +7,8 @@ so a reader (or a kill) sees the old file or the new one, never half of one. Aro
   link stays a link and its target changes. The permission engine checks a file tool's path
   both as given and with symlinks resolved (``permissions/paths.candidates``), so the real path
   was allowed before the call ran.
+* **Read-only files.** A file this process may not write (``os.access``) is refused, as an
+  in-place write would be: renaming over it would get round its mode.
 * **Modes.** An existing file keeps its permission bits, and its owner and group where this
   process may set them (root editing a user's file leaves it the user's); a new one gets
   ``0666 & ~umask``, as any editor's would (the kernel applies the umask and any default ACL to the ``open``).
@@ -130,6 +132,11 @@ def atomic_write(path: Path, data: bytes) -> Path:
             st: os.stat_result | None = target.stat()
         except FileNotFoundError:
             st = None
+        if st is not None and not os.access(target, os.W_OK):  # the rename would get round the file's mode
+            raise ToolError(
+                f"Cannot write {path}: the file is read-only (mode {st.st_mode & 0o777:o}); "
+                "it was left as it is (make it writable first if it should change)"
+            )
         short = os.fsencode(target.name)[:200].decode("utf-8", "ignore") or "file"  # a name fits in 255 bytes
         tmp = target.parent / f".{short}.{os.urandom(8).hex()}{TMP_SUFFIX}"
         pending = _Pending(tmp)
