@@ -354,3 +354,44 @@ def test_a_read_only_file_is_refused_not_renamed_over() -> None:
         assert target.stat().st_mode & 0o777 == 0o444
     finally:
         shutil.rmtree(folder)
+
+
+def _log_texts(home: Path) -> list[str]:
+    """Every text and tool result of the newest session log, in order."""
+    log = max(home.glob("projects/*/*.jsonl"), key=lambda p: p.stat().st_mtime)
+    texts = []
+    for line in log.read_text().splitlines():
+        message = json.loads(line).get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            value = block.get("content") if block.get("type") == "tool_result" else block.get("text")
+            if value:
+                texts.append(str(value))
+    return texts
+
+
+def test_a_long_block_reason_reaches_the_model_as_a_preview_and_a_file(project: Path) -> None:
+    """A PreToolUse hook's exit-2 stderr and a Stop hook's ``reason`` reach the model; only a
+    hook's added context was capped at 10,000 characters: 80,000 and 100,000 went in whole."""
+    (project / ".claude").mkdir()
+    pre = "python3 -c \"import sys; sys.stderr.write('why ' * 20000); sys.exit(2)\""
+    stop = (
+        "python3 -c \"import json, sys; d = json.load(sys.stdin); print(json.dumps({} if d.get('stop_hook_active') "
+        "else {'decision': 'block', 'reason': 'more ' * 20000}))\""
+    )
+    hooks = {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": pre}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": stop}]}],
+    }
+    (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
+    assert _run(project, "trust", str(project)).returncode == 0
+    steps = [{"tool_calls": [{"name": "Bash", "input": {"command": "echo hi"}}]}, "done", "done again"]
+    script = f"scripted:{_script(project / 's.json', steps)}"
+    run = _run(project, "-p", "go", "--model", script, "--permission-mode", "bypassPermissions")
+    assert run.returncode == 0, run.stderr
+    texts = _log_texts(Path(os.environ["KEEL_HOME"]))
+    blocked = [t for t in texts if "why why" in t]
+    continued = [t for t in texts if "more more" in t]
+    assert blocked and continued, texts
+    for text in blocked + continued:
+        assert len(text) < 12_000 and "The whole output is in" in text, len(text)

@@ -240,6 +240,8 @@ class HookDispatcher:
         outcome = interpret(event, spec, raw, duration)
         if any(len(c) > CONTEXT_CAP for c in outcome.context):
             outcome.context = [self._spilled(event, spec, c) for c in outcome.context]
+        if len(outcome.reason) > CONTEXT_CAP:  # a block's reason reaches the model too (a Stop hook's, a denial's)
+            outcome.reason = self._spilled(event, spec, outcome.reason)
         if outcome.error:
             self.notice(outcome.error)
         if outcome.system_message:
