@@ -395,3 +395,15 @@ def test_a_long_block_reason_reaches_the_model_as_a_preview_and_a_file(project: 
     assert blocked and continued, texts
     for text in blocked + continued:
         assert len(text) < 12_000 and "The whole output is in" in text, len(text)
+
+
+async def test_write_under_a_file_names_the_file_in_the_way(project: Path) -> None:
+    """Write to ``f.txt/sub`` where f.txt is a file answered ``Cannot write ...: File exists``."""
+    from agentkeel.core.tools import ToolError
+    from agentkeel.tools.writing import atomic_write
+
+    (project / "f.txt").write_text("x")
+    with pytest.raises(ToolError) as caught:
+        atomic_write(project / "f.txt" / "deeper" / "sub", b"b")
+    assert str(caught.value) == f"Cannot write {project}/f.txt/deeper/sub: {project}/f.txt is a file, not a folder"
+    assert (project / "f.txt").read_text() == "x"

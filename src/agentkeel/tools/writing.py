@@ -127,7 +127,11 @@ def atomic_write(path: Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` (see the module's doc); the real path written."""
     target = real_target(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # a file where a folder of the path should be
+            blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()), None)
+            raise ToolError(f"Cannot write {path}: {blocker or target.parent} is a file, not a folder") from None
         try:
             st: os.stat_result | None = target.stat()
         except FileNotFoundError:
