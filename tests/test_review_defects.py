@@ -407,3 +407,33 @@ async def test_write_under_a_file_names_the_file_in_the_way(project: Path) -> No
         atomic_write(project / "f.txt" / "deeper" / "sub", b"b")
     assert str(caught.value) == f"Cannot write {project}/f.txt/deeper/sub: {project}/f.txt is a file, not a folder"
     assert (project / "f.txt").read_text() == "x"
+
+
+# --- memory truth: an edit that failed changed nothing --------------------------------------------
+
+
+def test_a_session_whose_edits_all_failed_is_no_success_and_changed_nothing() -> None:
+    """Every Edit failed (old_string not found), the last call a Read that worked: the lesson said
+    "Succeeded ... changed app.py" and was fed back as an approach that worked."""
+    from agentkeel.memory.consolidate import reflect
+    from agentkeel.memory.model import Entry
+
+    def entry(kind: str, text: str, **meta: Any) -> Entry:
+        return Entry(
+            id=text[:8], type=kind, project="p", session="s", timestamp="2026-01-01T00:00:00Z", text=text,
+            metadata=meta,
+        )  # fmt: skip
+
+    failed_edit = {"tool": "Edit", "file_path": "app.py", "success": False}
+    lesson = reflect(
+        [
+            entry("user_prompt", "fix the crash in app.py"),
+            entry("tool_observation", "Read app.py", tool="Read", file_path="app.py", success=True),
+            entry("tool_observation", "String to replace not found in file", **failed_edit),
+            entry("tool_observation", "String to replace not found in file (2)", **failed_edit),
+            entry("tool_observation", "Read app.py again", tool="Read", file_path="app.py", success=True),
+        ]
+    )
+    assert lesson is not None
+    assert not lesson.success and lesson.score <= 0.25, lesson
+    assert not any("changed app.py" in s for s in lesson.strengths), lesson.strengths

@@ -191,7 +191,12 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
         )
     failed = [e for e in runs if e.metadata.get("success") is False]
     checks = [e for e in runs if _CHECK.search(str(e.metadata.get("command", "")))]
-    edited = list(dict.fromkeys(str(e.metadata.get("file_path")) for e in runs if e.metadata.get("tool") in _EDITS))
+    # the files it changed: an edit that failed (old_string not found, a stale Read) changed nothing
+    edited = list(
+        dict.fromkeys(
+            str(e.metadata.get("file_path")) for e in runs if e.metadata.get("tool") in _EDITS and _succeeded(e)
+        )
+    )
     last_check = checks[-1] if checks else None
     check_ok = None if last_check is None else _succeeded(last_check)
     ok_ratio = 1 - (len(failed) + len(refused)) / len(calls)
@@ -201,7 +206,7 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
     else:
         success = check_ok
         score = 0.5 * ok_ratio + (0.5 if check_ok else 0.0)
-    if not edited and any(e.metadata.get("tool") in _EDITS for e in refused):
+    if not edited and any(e.metadata.get("tool") in _EDITS for e in [*refused, *failed]):
         success = False  # the change it set out to make was never made
         score = min(score, 0.25)
 
