@@ -437,3 +437,26 @@ def test_a_session_whose_edits_all_failed_is_no_success_and_changed_nothing() ->
     assert lesson is not None
     assert not lesson.success and lesson.score <= 0.25, lesson
     assert not any("changed app.py" in s for s in lesson.strengths), lesson.strengths
+
+
+# --- KEEL_HOME's spilled outputs are as private as the transcript they belong to ---------------
+
+
+def test_spilled_tool_and_hook_outputs_are_private(project: Path) -> None:
+    """A long Bash output and a long hook context are kept in files beside the session; they were
+    0644 in 0755 folders while the transcript holding the same text is 0600."""
+    (project / ".claude").mkdir()
+    command = "python3 -c \"print('ctx ' * 5000)\""
+    hook = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": command}]}]}}
+    (project / ".claude" / "settings.json").write_text(json.dumps(hook))
+    assert _run(project, "trust", str(project)).returncode == 0
+    steps = [{"tool_calls": [{"name": "Bash", "input": {"command": "seq 1 20000"}}]}, "done"]
+    script = f"scripted:{_script(project / 's.json', steps)}"
+    run = _run(project, "-p", "go", "--model", script, "--permission-mode", "bypassPermissions")
+    assert run.returncode == 0, run.stderr
+    home = Path(os.environ["KEEL_HOME"])
+    spilled = [*home.glob("projects/*/*/tool-results/*.txt"), *home.glob("projects/*/*/hook-output/*.txt")]
+    assert {p.parent.name for p in spilled} == {"tool-results", "hook-output"}, spilled
+    for path in spilled:
+        assert path.stat().st_mode & 0o777 == 0o600, path
+        assert path.parent.stat().st_mode & 0o777 == 0o700, path.parent

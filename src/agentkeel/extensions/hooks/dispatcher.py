@@ -290,16 +290,17 @@ class HookDispatcher:
             return text
         folder = self.ctx.transcript_path.with_suffix("") / "hook-output"
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # private, as the transcript it belongs to
             while True:  # a new file: a resumed session never overwrites one its conversation names
                 self._spills += 1
                 path = folder / f"{event}-{self._spills}.txt"
                 try:
-                    with path.open("x", encoding="utf-8") as f:
-                        f.write(text)
-                    break
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
                 except FileExistsError:
                     continue
+                with open(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                break
             where = f"The whole output is in {path} (Read it if you need more)."
         except OSError as e:
             where = f"The rest was not kept ({e.strerror or e})."
