@@ -3,6 +3,7 @@ first tests cover. Real files, the real ``keel`` CLI, the scripted model (``--mo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -460,3 +461,42 @@ def test_spilled_tool_and_hook_outputs_are_private(project: Path) -> None:
     for path in spilled:
         assert path.stat().st_mode & 0o777 == 0o600, path
         assert path.parent.stat().st_mode & 0o777 == 0o700, path.parent
+
+
+# --- rewind_files: a dry run says what the rewind would not restore ------------------------------
+
+
+async def test_rewind_files_dry_run_names_what_cannot_be_restored(project: Path) -> None:
+    """A checkpoint object is gone: the rewind answers an ``error`` naming it, but its dry run
+    answered ``canRewind: true`` with no word of it."""
+    from agentkeel.runtime import Runtime, RuntimeOptions
+    from agentkeel.session.history import rewind_files, user_turns
+
+    target, other = project / "f.txt", project / "g.txt"
+    target.write_text("before\n")
+    other.write_text("other before\n")
+    steps = [
+        {"tool_calls": [{"name": "Read", "input": {"file_path": str(target)}}]},
+        {"tool_calls": [{"name": "Read", "input": {"file_path": str(other)}}]},
+        {"tool_calls": [{"name": "Write", "input": {"file_path": str(target), "content": "after\n"}}]},
+        {"tool_calls": [{"name": "Write", "input": {"file_path": str(other), "content": "other after\n"}}]},
+        "done",
+    ]
+    script = _script(project / "s.json", steps)
+    rt = Runtime.create(
+        RuntimeOptions(
+            cwd=project, env=dict(os.environ), permission_mode="bypassPermissions", model=f"scripted:{script}"
+        )
+    )
+    try:
+        assert (await rt.run("write them")).subtype == "success"
+        objects = next(Path(os.environ["KEEL_HOME"]).glob("projects/*/*/checkpoints/objects"))
+        (objects / hashlib.sha256(b"before\n").hexdigest()).unlink()
+        [turn] = user_turns(rt.session_path)
+        dry = await rewind_files(rt, turn.event_uuid, dry_run=True)
+        assert "is missing" in dry.get("error", ""), dry
+        real = await rewind_files(rt, turn.event_uuid)
+        assert "is missing" in real.get("error", ""), real
+        assert other.read_text() == "other before\n" and target.read_text() == "after\n"
+    finally:
+        await rt.aclose()

@@ -486,6 +486,8 @@ async def rewind_files(
     if dry_run:
         plan = _plan(_store(runtime), files_before(events, turns[index].position), last_left(events))
         answer: dict[str, Any] = {"canRewind": True, "filesChanged": sorted(plan.targets)}
+        if plan.problems:  # what the rewind itself would answer: the files it could not restore
+            answer["error"] = _warning(plan.problems)
         if plan.conflicts and not force:
             answer.update(canRewind=False, error=_sdk_conflict(plan.conflicts), conflicts=plan.conflicts)
         return answer
