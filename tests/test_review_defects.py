@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -322,7 +323,6 @@ def test_stream_json_input_to_a_full_disk_or_a_closed_stdout_is_one_line(project
 def test_a_read_only_file_is_refused_not_renamed_over() -> None:
     """A write is a temporary file renamed over the target, which the target's own mode does not
     stop: a 0444 file of the user's was overwritten where an in-place write (Claude Code's) fails."""
-    import shutil
     import tempfile
 
     from agentkeel.core.tools import ToolError
@@ -500,3 +500,24 @@ async def test_rewind_files_dry_run_names_what_cannot_be_restored(project: Path)
         assert other.read_text() == "other before\n" and target.read_text() == "after\n"
     finally:
         await rt.aclose()
+
+
+# --- keel mem on a read-only KEEL_HOME: the file is not called damaged ---------------------------
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare for a private read-only mount")
+def test_mem_on_a_read_only_home_does_not_call_the_store_unusable(project: Path) -> None:
+    """A read-only KEEL_HOME: `keel mem search` said the healthy memory.db "is not a usable memory
+    database ... move it aside", advice that hides the user's memory for nothing."""
+    assert _run(project, "mem", "mirror").returncode == 0  # the store exists, healthy
+    home = os.environ["KEEL_HOME"]
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("unprivileged mount namespaces are not available here")
+    run = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f'mount --bind -o ro "{home}" "{home}" && exec {KEEL} mem search anything'],
+        cwd=project, env=dict(os.environ), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert "read-only" in run.stderr and "move it aside" not in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
