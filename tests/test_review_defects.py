@@ -521,3 +521,20 @@ def test_mem_on_a_read_only_home_does_not_call_the_store_unusable(project: Path)
     assert run.returncode == 1, run.stderr
     assert "read-only" in run.stderr and "move it aside" not in run.stderr, run.stderr
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_batch_tidy_keeps_a_whole_result_over_a_mib_that_lacks_its_newline(tmp_path: Path) -> None:
+    """The same as a short one: a whole last result of 2 MiB (a long answer) without its newline is
+    counted by ``recorded`` and so must not be cut; a torn one of that size still is."""
+    from agentkeel.batch.results import ResultWriter, recorded
+
+    out = tmp_path / "out.jsonl"
+    first = json.dumps({"id": "a", "status": "success", "result": "short"}) + "\n"
+    big = json.dumps({"id": "b", "status": "success", "result": "x" * (2 << 20)})
+    out.write_text(first + big)
+    assert set(recorded(out)) == {"a", "b"}
+    ResultWriter(out).close()
+    assert out.read_text() == first + big + "\n"
+    out.write_text(first + big[: len(big) - 10])  # torn
+    ResultWriter(out).close()
+    assert out.read_text() == first

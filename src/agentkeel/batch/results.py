@@ -156,32 +156,26 @@ class ResultWriter:
             with contextlib.suppress(OSError):
                 stale.unlink()
         size = os.fstat(self._fd).st_size
+        if not size or os.pread(self._fd, 1, size - 1) == b"\n":
+            return  # whole lines only
+        line_start = 0  # where the last line begins: after the last newline, however far back
         end = size
         while end > 0:
             start = max(0, end - _CHUNK)
-            chunk = os.pread(self._fd, end - start, start)
-            if end == size and chunk.endswith(b"\n"):
-                return  # whole lines only
-            nl = chunk.rfind(b"\n")
-            if nl >= 0 and end == size and self._whole_result(start + nl + 1, size):
-                self._end_line()
-                return
+            nl = os.pread(self._fd, end - start, start).rfind(b"\n")
             if nl >= 0:
-                os.ftruncate(self._fd, start + nl + 1)
-                os.fsync(self._fd)
-                return
+                line_start = start + nl + 1
+                break
             end = start
-        if size and self._whole_result(0, size):
-            self._end_line()
-        elif size:
-            os.ftruncate(self._fd, 0)  # one partial line and nothing else
-            os.fsync(self._fd)
+        if self._whole_result(line_start, size):
+            self._end_line()  # a whole result that lacks only its newline: recorded() counts it
+            return
+        os.ftruncate(self._fd, line_start)
+        os.fsync(self._fd)
 
     def _whole_result(self, start: int, end: int) -> bool:
         """Whether bytes start..end (a last line with no newline) are a whole result (one that
         :func:`recorded` counts: it is kept, and ended with a newline, not cut)."""
-        if end - start > 64 * _CHUNK:
-            return False
         try:
             _decoder.decode(os.pread(self._fd, end - start, start))
         except (msgspec.DecodeError, msgspec.ValidationError):
