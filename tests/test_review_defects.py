@@ -538,3 +538,23 @@ def test_batch_tidy_keeps_a_whole_result_over_a_mib_that_lacks_its_newline(tmp_p
     out.write_text(first + big[: len(big) - 10])  # torn
     ResultWriter(out).close()
     assert out.read_text() == first
+
+
+def test_batch_out_that_is_a_symlink_stays_one_after_the_rewrite(tmp_path: Path) -> None:
+    """The end-of-run rewrite (one line per task) renamed a new file over the OUT path: a symlinked
+    OUT became a regular file and its target kept the old lines."""
+    from agentkeel.batch.results import Result, ResultWriter
+
+    real = tmp_path / "data" / "results.jsonl"
+    real.parent.mkdir()
+    link = tmp_path / "out.jsonl"
+    link.symlink_to(real)
+    writer = ResultWriter(link)
+    try:
+        writer.write(Result(id="t1", status="cancelled"))
+        writer.write(Result(id="t1", status="success", attempts=2))
+        writer.compact()
+    finally:
+        writer.close()
+    assert link.is_symlink()
+    assert [json.loads(line)["status"] for line in real.read_text().splitlines()] == ["success"]
