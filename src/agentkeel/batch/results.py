@@ -6,6 +6,11 @@ off (however long it is) before appending, so ``--resume`` never glues a new rec
 an old one. A line is written whole or not at all: a short write (disk full, file size limit) is
 undone and reported (:class:`ResultWriteError`), never counted as recorded.
 
+keel batch writes only into a file of its own: an OUT file holding a line that is not a result
+(a user's file, the tasks file) is refused (:func:`foreign_line`), never cut or appended to. A
+last line that is a whole result with no newline is kept (and ended), not cut. An OUT that is a
+symbolic link stays one.
+
 One batch at a time per OUT file: the writer holds an ``flock`` on it for the whole run; a second
 ``keel batch`` on the same file is refused (:class:`BatchLocked`).
 
@@ -75,6 +80,30 @@ def _parse(data: bytes) -> dict[str, Result]:
     return out
 
 
+_OURS = b'{"id":'  # how every line keel batch writes begins (a torn one too)
+
+
+def foreign_line(data: bytes) -> int | None:
+    """The number (from 1) of the first line of ``data`` that keel batch did not write, if any: a
+    line that is not a result (a partial last line that begins as a result's does is a killed
+    batch's own). keel batch never writes into, or cuts, a file that holds one."""
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if number == len(lines):  # no newline after it: a torn line of ours, or someone else's text
+            try:
+                _decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return None if line.startswith(_OURS) else number
+            return None
+        try:
+            _decoder.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return number
+    return None
+
+
 def recorded(path: Path) -> dict[str, Result]:
     """The results already in the file, by task id (the last line for an id wins)."""
     try:
@@ -90,6 +119,7 @@ class ResultWriter:
     unless ``tidy`` is False, cuts a partial last line (see :meth:`tidy`)."""
 
     def __init__(self, path: Path, *, tidy: bool = True) -> None:
+        path = Path(os.path.realpath(path))  # a symlink stays a link: the end-of-run rewrite replaces its target
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -126,21 +156,35 @@ class ResultWriter:
             with contextlib.suppress(OSError):
                 stale.unlink()
         size = os.fstat(self._fd).st_size
+        if not size or os.pread(self._fd, 1, size - 1) == b"\n":
+            return  # whole lines only
+        line_start = 0  # where the last line begins: after the last newline, however far back
         end = size
         while end > 0:
             start = max(0, end - _CHUNK)
-            chunk = os.pread(self._fd, end - start, start)
-            if end == size and chunk.endswith(b"\n"):
-                return  # whole lines only
-            nl = chunk.rfind(b"\n")
+            nl = os.pread(self._fd, end - start, start).rfind(b"\n")
             if nl >= 0:
-                os.ftruncate(self._fd, start + nl + 1)
-                os.fsync(self._fd)
-                return
+                line_start = start + nl + 1
+                break
             end = start
-        if size:
-            os.ftruncate(self._fd, 0)  # one partial line and nothing else
-            os.fsync(self._fd)
+        if self._whole_result(line_start, size):
+            self._end_line()  # a whole result that lacks only its newline: recorded() counts it
+            return
+        os.ftruncate(self._fd, line_start)
+        os.fsync(self._fd)
+
+    def _whole_result(self, start: int, end: int) -> bool:
+        """Whether bytes start..end (a last line with no newline) are a whole result (one that
+        :func:`recorded` counts: it is kept, and ended with a newline, not cut)."""
+        try:
+            _decoder.decode(os.pread(self._fd, end - start, start))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        return True
+
+    def _end_line(self) -> None:
+        os.write(self._fd, b"\n")
+        os.fsync(self._fd)
 
     def write(self, result: Result) -> None:
         """Append ``result`` as one line, fsynced; :class:`ResultWriteError` (and the file as it was) if not."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agentkeel.batch.limiter import LimiterProxy, Limits
-from agentkeel.batch.results import FINAL, Result, ResultWriteError, ResultWriter, recorded
+from agentkeel.batch.results import FINAL, Result, ResultWriteError, ResultWriter, foreign_line, recorded
 from agentkeel.batch.tasks import Task, TaskFileError, load_tasks
 from agentkeel.batch.worker import KeepGoing, RunSpec, keel_command, run_task
 
@@ -173,12 +173,26 @@ def _limiters(opts: BatchOptions) -> tuple[list[LimiterProxy], dict[str, str]]:
     return proxies, overrides
 
 
+def _check_out(opts: BatchOptions) -> None:
+    """The OUT file is never the tasks file (its lines would be cut and mixed with results)."""
+    with contextlib.suppress(OSError):
+        if opts.out_path.exists() and opts.out_path.samefile(opts.tasks_path):
+            raise TaskFileError(f"{opts.out_path} is the tasks file: choose another -o file for the results")
+
+
 def run_batch(
     opts: BatchOptions, on_progress: Callable[[Progress], None] | None = None, backend: Backend | None = None
 ) -> BatchOutcome:
     tasks = load_tasks(opts.tasks_path)
+    _check_out(opts)
     writer = ResultWriter(opts.out_path, tidy=False)  # the OUT file's lock, held until the end (BatchLocked)
     try:
+        line = foreign_line(opts.out_path.read_bytes())
+        if line is not None:
+            raise TaskFileError(
+                f"{opts.out_path} is not a keel batch results file (line {line} is not a result): keel batch will "
+                "not write into it; choose another -o file"
+            )
         earlier = recorded(opts.out_path)
         if earlier and not opts.resume:
             raise TaskFileError(

@@ -39,7 +39,7 @@ def leave(code: int) -> NoReturn:
         sys.exit(code)
     try:
         sys.stdout.flush()
-    except (OSError, ValueError):  # a closed or broken stdout: sys.exit would not print more either
+    except (OSError, ValueError, AttributeError):  # a closed or broken stdout (None: closed at start)
         pass
     atexit._run_exitfuncs()
     if _threads_left():  # an atexit handler started one
@@ -47,6 +47,6 @@ def leave(code: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):
             pass
     os._exit(code)

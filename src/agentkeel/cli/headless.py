@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import errno
 import os
 import signal
 import sys
@@ -106,6 +108,18 @@ _LIMIT_HINTS = {
 
 
 OUTPUT_CLOSED = "output closed"
+OUTPUT_FAILED = "output could not be written"
+
+
+def _drop_stdout() -> None:
+    """What is still buffered for a stdout that cannot be written is dropped (the interpreter's
+    last flush would fail on it again); stdout now goes to /dev/null."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        if sys.stdout is not None:
+            os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 class Output:
@@ -116,16 +130,28 @@ class Output:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.closed = False
+        self.error = ""  # stdout cannot be written (a full disk, closed): the run stops, exit 1, one line
+
+    def failure(self) -> str:
+        """Why stdout could not be written ("" while it can)."""
+        return self.error
 
     def write(self, text: str) -> None:
-        if self.closed:
+        if self.closed or self.error:
             return
         try:
+            if sys.stdout is None:  # fd 1 was closed when keel started
+                raise OSError(errno.EBADF, "stdout is closed")
             sys.stdout.write(text)
             sys.stdout.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.closed = True
             self.rt.agent.interrupt(OUTPUT_CLOSED)
+        except (OSError, ValueError) as e:
+            self.error = f"cannot write the output: {getattr(e, 'strerror', None) or e}"
+            self.rt.agent.interrupt(OUTPUT_FAILED)
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                _drop_stdout()
 
 
 class StreamJson:
@@ -227,8 +253,13 @@ async def _run(
     try:
         result = await run_prompt(rt, prompt)  # "/name args" runs that slash command, as in Claude Code
     finally:
-        await rt.aclose("interrupted" if signals else OUTPUT_CLOSED if out.closed else "exit")
+        await rt.aclose(
+            "interrupted" if signals else OUTPUT_CLOSED if out.closed else OUTPUT_FAILED if out.error else "exit"
+        )
     result.duration_ms = int((time.monotonic() - started) * 1000)
+    if out.error:
+        print(f"keel: {out.error}", file=sys.stderr)
+        return EXIT_RUN_ERROR
     if out.closed:
         return EXIT_OK  # the reader went away: a normal end
     if output_format == "text":
@@ -250,6 +281,9 @@ async def _run(
         from agentkeel.protocol import stream_json
 
         out.write(stream_json.dumps(result_object(rt, result, structured)))
+    if out.failure():  # the answer itself could not be written
+        print(f"keel: {out.error}", file=sys.stderr)
+        return EXIT_RUN_ERROR
     if signals:
         return EXIT_TERMINATED if signals[0] == signal.SIGTERM else EXIT_INTERRUPTED
     failed = result.is_error or (structured is not None and bool(structured.error))

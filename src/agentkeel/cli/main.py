@@ -322,11 +322,31 @@ def _quiet_closed_stdout() -> None:
         pass
 
 
+def _hold_std_fds() -> None:
+    """A standard stream closed when keel started (``keel -p ... >&-``): /dev/null holds its number,
+    so no file keel opens later (a session log) becomes fd 1 or 2 and gets what children print."""
+    import os
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                held = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                return
+            if held != fd:  # a lower number was free too: it is taken in its turn
+                os.dup2(held, fd)
+                os.close(held)
+
+
 def entry() -> None:
     """The console script: no traceback ever reaches the user; it goes to the log file."""
+    _hold_std_fds()
     try:
         code = main()
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None: stdout was closed when keel started
+            sys.stdout.flush()
     except BrokenPipeError:
         _quiet_closed_stdout()
         code = EXIT_OK

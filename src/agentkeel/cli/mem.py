@@ -281,7 +281,7 @@ def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path, loc
         print(f"forgot {count} of {len(args.ids)} entries")
         return EXIT_OK if count else EXIT_ERROR
     if action in ("mirror", "sync"):
-        from agentkeel.memory.consolidate import sync_mirror, write_mirror
+        from agentkeel.memory.consolidate import MirrorError, sync_mirror, write_mirror
 
         path = Path(args.path) if args.path else cwd / ".keel" / "memory" / "MEMORY.md"
         if action == "mirror":
@@ -290,7 +290,11 @@ def _dispatch(args: argparse.Namespace, store: Any, project: str, cwd: Path, loc
             if not path.exists():
                 print(f"keel mem: no mirror at {path}: run `keel mem mirror` first", file=sys.stderr)
                 return EXIT_ERROR
-            result = sync_mirror(store, path, project)
+            try:
+                result = sync_mirror(store, path, project)
+            except MirrorError as e:
+                print(f"keel mem: {e}", file=sys.stderr)
+                return EXIT_ERROR
             print(f"{result['changed']} entries superseded, {result['added']} added")
         return EXIT_OK
     if action == "retry":

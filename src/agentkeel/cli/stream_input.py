@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -40,6 +41,7 @@ class Channel:
     def __init__(self) -> None:
         self.pending: dict[str, asyncio.Future[stream_json.ControlResponse]] = {}
         self.closed = False  # stdout is gone
+        self.error = ""  # why stdout could not be written (a full disk, closed at start): exit 1 with it
         self.input_closed = False  # stdin ended: nobody can answer a request any more
         self.on_gone: Callable[[str], None] = lambda why: None  # stops the run (fail closed), saying why
         self.lock = threading.Lock()
@@ -50,11 +52,21 @@ class Channel:
         text = stream_json.dumps(line)
         with self.lock:
             try:
+                if sys.stdout is None:  # fd 1 was closed when keel started
+                    raise OSError(errno.EBADF, "stdout is closed")
                 sys.stdout.write(text)
                 sys.stdout.flush()
             except (BrokenPipeError, ConnectionResetError, ValueError):
                 self.closed = True
                 self.on_gone("output closed")
+            except OSError as e:
+                self.closed = True
+                self.error = f"cannot write the output: {e.strerror or e}"
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    devnull = os.open(os.devnull, os.O_WRONLY)  # what is buffered is dropped, not retried
+                    os.dup2(devnull, sys.stdout.fileno())
+                    os.close(devnull)
+                self.on_gone("output could not be written")
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """Send a control request and wait for the client's answer; an error answer raises."""
@@ -350,10 +362,15 @@ async def _serve(session: Session) -> int:
         task.cancel()
     session.channel.fail_all("keel is shutting down")
     if session.rt is not None:
-        await session.rt.aclose("interrupted" if signals else "exit")
+        await session.rt.aclose(
+            "interrupted" if signals else "output could not be written" if session.channel.error else "exit"
+        )
         for provider in session.old_providers:
             with contextlib.suppress(Exception):
                 await provider.aclose()
+    if session.channel.error:
+        print(f"keel: {session.channel.error}", file=sys.stderr)
+        return EXIT_RUN_ERROR
     if signals:
         return EXIT_TERMINATED if signals[0] == signal.SIGTERM else EXIT_INTERRUPTED
     if session.usage_error:

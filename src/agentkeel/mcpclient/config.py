@@ -11,6 +11,7 @@ entry for this folder), then ``cli`` (``--mcp-config``; with ``--strict-mcp-conf
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -185,6 +186,8 @@ def plugin_servers(
                 sources.append((str(plugin.mcp_file), data if "mcpServers" in data else {"mcpServers": data}))
             else:
                 errors.append(f"{plugin.mcp_file}: must be a JSON object of MCP servers; not started")
+        elif os.path.lexists(plugin.mcp_file):  # a folder, a FIFO, a dangling or looping link: never opened
+            errors.append(f"{plugin.mcp_file}: not a readable file (the plugin's MCP servers are not started)")
         inline = plugin.manifest.get("mcpServers")
         if isinstance(inline, dict):
             sources.append((str(plugin.root / ".claude-plugin" / "plugin.json"), {"mcpServers": inline}))

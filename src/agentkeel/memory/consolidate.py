@@ -7,6 +7,7 @@ model-written summary passes ``summarise`` with its own budget.
 
 from __future__ import annotations
 
+import glob
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -190,7 +191,12 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
         )
     failed = [e for e in runs if e.metadata.get("success") is False]
     checks = [e for e in runs if _CHECK.search(str(e.metadata.get("command", "")))]
-    edited = list(dict.fromkeys(str(e.metadata.get("file_path")) for e in runs if e.metadata.get("tool") in _EDITS))
+    # the files it changed: an edit that failed (old_string not found, a stale Read) changed nothing
+    edited = list(
+        dict.fromkeys(
+            str(e.metadata.get("file_path")) for e in runs if e.metadata.get("tool") in _EDITS and _succeeded(e)
+        )
+    )
     last_check = checks[-1] if checks else None
     check_ok = None if last_check is None else _succeeded(last_check)
     ok_ratio = 1 - (len(failed) + len(refused)) / len(calls)
@@ -200,7 +206,7 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
     else:
         success = check_ok
         score = 0.5 * ok_ratio + (0.5 if check_ok else 0.0)
-    if not edited and any(e.metadata.get("tool") in _EDITS for e in refused):
+    if not edited and any(e.metadata.get("tool") in _EDITS for e in [*refused, *failed]):
         success = False  # the change it set out to make was never made
         score = min(score, 0.25)
 
@@ -335,37 +341,73 @@ _LINE = re.compile(r"^- \[(?P<id>[^\]]+)\] (?P<text>.*)$")
 MIRRORED = ("fact", "lesson", "session_summary")
 
 
-def write_mirror(store: MemoryStore, path: Path, project: str) -> int:
-    """Facts, lessons and session summaries of a project as ``- [id] text`` lines, grouped by type."""
+_HEADER = (
+    "Edit a line to correct it (the old entry is superseded, not deleted); add `- text` lines for new facts;",
+    "then run `keel mem sync`.",
+)
+_KEPT = "## kept as you wrote them (`keel mem sync` reads only `- text` lines)"
+
+
+class MirrorError(ValueError):
+    """The mirror cannot be read (not UTF-8, not a file); the message is one line."""
+
+
+def write_mirror(store: MemoryStore, path: Path, project: str, kept: Sequence[str] = ()) -> int:
+    """Facts, lessons and session summaries of a project as ``- [id] text`` lines, grouped by type;
+    ``kept``: lines of the user's that are no entry, written back at the end as they were."""
     by_type: dict[str, list[Entry]] = {t: [] for t in MIRRORED}
     for entry in store.export(project=project, type=list(MIRRORED)):
         if not entry.superseded_by:
             by_type[entry.type].append(entry)
-    lines = [
-        f"# keel memory: {project}",
-        "",
-        "Edit a line to correct it (the old entry is superseded, not deleted); add `- text` lines for new facts;",
-        "then run `keel mem sync`.",
-        "",
-    ]
+    lines = [f"# keel memory: {project}", "", *_HEADER, ""]
     for kind in MIRRORED:
         lines.append(f"## {kind}")
         lines += [f"- [{e.id}] {' '.join(e.text.split())}" for e in by_type[kind]]
         lines.append("")
+    if kept:
+        lines += [_KEPT, *kept, ""]
     _replace_text(path, "\n".join(lines))
     return sum(len(v) for v in by_type.values())
 
 
-def _replace_text(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (a kill mid-write must not leave the user's mirror torn)."""
+def _writer_alive(pid: str) -> bool:
+    """Whether the process that named a temporary file (``.<name>.<pid>.tmp``) is still running: a
+    second ``keel mem sync`` at the same time must not delete the first one's file mid-write."""
     import os
 
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another user's
+    return True
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a kill mid-write must not leave the user's mirror torn);
+    a symbolic link stays a link (its target is written) and an existing file keeps its mode."""
+    import os
+
+    from agentkeel.settings.localfiles import ignore_local_files
+
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a write a kill interrupted
-        stale.unlink(missing_ok=True)
+    ignore_local_files(path)  # in a project's .keel/: git-ignored, as keel's other local files there
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # left by a write a kill interrupted
+        if not _writer_alive(stale.name.removesuffix(".tmp").rsplit(".", 1)[-1]):
+            stale.unlink(missing_ok=True)
+    try:
+        mode: int | None = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("w", encoding="utf-8") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -421,7 +463,18 @@ def sync_mirror(store: MemoryStore, path: Path, project: str) -> dict[str, int]:
     known = {e.id for e in stored}
     changed = added = 0
     seen: dict[str, int] = {}
-    for raw in path.read_text(encoding="utf-8").splitlines():
+    try:
+        body = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MirrorError(
+            f"{path} is not UTF-8 text (byte {e.start}); save it as UTF-8 and run `keel mem sync` again "
+            "(nothing was changed)"
+        ) from None
+    except OSError as e:
+        raise MirrorError(f"cannot read {path}: {e.strerror or e}") from None
+    template = {f"# keel memory: {project}", *_HEADER, _KEPT, *(f"## {kind}" for kind in MIRRORED)}
+    kept: list[str] = []  # the user's lines that are no entry: never dropped
+    for raw in body.splitlines():
         match = _LINE.match(raw)
         if match and match["id"] in known:
             old = current.get(match["id"])
@@ -450,7 +503,9 @@ def sync_mirror(store: MemoryStore, path: Path, project: str) -> dict[str, int]:
             }
             if store.add_many([fact]):
                 added += 1
-    write_mirror(store, path, project)
+        elif raw.strip() and raw.rstrip() not in template and not (match and match["id"] in known):
+            kept.append(raw)
+    write_mirror(store, path, project, kept)
     return {"changed": changed, "added": added}
 
 

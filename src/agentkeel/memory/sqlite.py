@@ -9,6 +9,7 @@ an exact scan of 100k x 384 floats costs a few milliseconds, well inside the sea
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -130,6 +131,11 @@ class SQLiteStore(StoreBase):
             self._db.close()
             if is_corruption(exc):
                 raise damaged(path, exc) from None
+            if not os.access(path.parent, os.W_OK) or not os.access(path, os.W_OK):  # e.g. a read-only mount
+                raise RuntimeError(
+                    f"{path} cannot be opened for writing ({exc}): it or its folder is read-only; nothing is "
+                    "wrong with the file. Make the folder writable, or set memory.store to a file elsewhere"
+                ) from None
             raise RuntimeError(
                 f"{path} is not a usable memory database ({exc}): move it aside or set memory.store to another file"
             ) from None

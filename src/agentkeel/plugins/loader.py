@@ -19,6 +19,7 @@ Settings only reach here after the folder's trust rules (an untrusted project's 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,8 @@ def load_plugin(root: Path, source: str = "plugin-dir") -> tuple[Plugin | None, 
         if not isinstance(data, dict):
             return None, f"{manifest_path}: must be a JSON object with a 'name'"
         manifest = data
+    elif os.path.lexists(manifest_path):  # a folder, a FIFO, a dangling or looping link: never opened
+        return None, f"{manifest_path}: not a readable file; fix it or remove it"
     name = str(manifest.get("name") or root.name).strip()
     if not name or ":" in name or "/" in name:
         return None, f"{manifest_path}: the plugin name '{name}' may not contain ':' or '/'"

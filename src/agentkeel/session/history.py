@@ -13,7 +13,6 @@ import glob
 import os
 import shutil
 import stat
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -210,6 +209,11 @@ def _plan(store: ObjectStore, wanted: dict[str, str | None], left: dict[str, str
     return plan
 
 
+def _tmp_prefix(path: Path) -> str:
+    """The start of a rewind's temporary file's name beside ``path`` (kept within 255 bytes)."""
+    return "." + (os.fsencode(path.name)[:200].decode("utf-8", "ignore") or "file") + "."
+
+
 def _apply(store: ObjectStore, path: Path, want: str | None) -> None:
     """Put ``path`` in the state ``want``; a symbolic link is replaced, never followed."""
     if want is None:
@@ -218,7 +222,7 @@ def _apply(store: ObjectStore, path: Path, want: str | None) -> None:
         return
     if want.startswith(LINK):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
+        tmp = path.with_name(f"{_tmp_prefix(path)}{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
         tmp.symlink_to(want[len(LINK) :])
         try:
             tmp.replace(path)
@@ -232,19 +236,25 @@ def _apply(store: ObjectStore, path: Path, want: str | None) -> None:
 def _write_back(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        st = path.lstat()
-        mode: int | None = st.st_mode & 0o7777 if stat.S_ISREG(st.st_mode) else None
+        st: os.stat_result | None = path.lstat()
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            st = None
     except OSError:
-        mode = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+        st = None
+    # a file that is not there now is made 0666 & ~umask (by the kernel), as any editor's would be
+    tmp = path.parent / f"{_tmp_prefix(path)}{uuid.uuid4().hex[:8]}{TMP_SUFFIX}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        if mode is not None:
-            Path(tmp).chmod(mode)
-        Path(tmp).replace(path)  # a link at ``path`` is replaced by the file, its target untouched
+            if st is not None:  # the file keeps its owner (where this process may) and mode
+                if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                    with contextlib.suppress(OSError):
+                        os.fchown(f.fileno(), st.st_uid, st.st_gid)
+                os.fchmod(f.fileno(), st.st_mode & 0o7777)
+        tmp.replace(path)  # a link at ``path`` is replaced by the file, its target untouched
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -268,7 +278,7 @@ def _sweep_temp(paths: Iterable[str]) -> None:
     (only a rewind's own temporary files, never another writer's)."""
     for path in map(Path, paths):
         with contextlib.suppress(OSError):
-            for tmp in path.parent.glob(f".{glob.escape(path.name)}.*{TMP_SUFFIX}"):
+            for tmp in path.parent.glob(f"{glob.escape(_tmp_prefix(path))}*{TMP_SUFFIX}"):
                 tmp.unlink(missing_ok=True)
 
 
@@ -476,6 +486,8 @@ async def rewind_files(
     if dry_run:
         plan = _plan(_store(runtime), files_before(events, turns[index].position), last_left(events))
         answer: dict[str, Any] = {"canRewind": True, "filesChanged": sorted(plan.targets)}
+        if plan.problems:  # what the rewind itself would answer: the files it could not restore
+            answer["error"] = _warning(plan.problems)
         if plan.conflicts and not force:
             answer.update(canRewind=False, error=_sdk_conflict(plan.conflicts), conflicts=plan.conflicts)
         return answer

@@ -2,7 +2,8 @@
 
 keel writes a few files into the project that belong to this checkout only: the local settings
 (``.keel/settings.local.json``: rules approved "for this project", MCP server choices), agents'
-worktrees (``.keel/worktrees/``) and local agent memory (``.keel/agents/*/MEMORY.local.md``).
+worktrees (``.keel/worktrees/``), local agent memory (``.keel/agents/*/MEMORY.local.md``) and the
+memory mirror (``.keel/memory/MEMORY.md``: its ids name entries of this machine's memory store).
 The first time it writes one, it adds ``.keel/.gitignore`` naming them (the file ignores itself
 too, so a checkout's ``git status`` stays clean). The user's own ``.gitignore`` is never edited,
 and an existing ``.keel/.gitignore`` is left as it is.
@@ -23,6 +24,7 @@ GITIGNORE = """\
 /.settings.*.tmp
 /worktrees/
 /agents/*/MEMORY.local.md
+/memory/
 """
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -27,10 +28,12 @@ class OutputBudget(msgspec.Struct):
         text = output.content
         if len(text) <= budget:
             return output
-        self.spill_dir.mkdir(parents=True, exist_ok=True)
+        self.spill_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private, as the transcript it belongs to
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", call.id) or "output"
         path = self.spill_dir / f"{safe}.txt"
-        path.write_text(text, encoding="utf-8")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
         head, tail = text[: budget * 2 // 3], text[-(budget // 4) :]
         omitted = len(text) - len(head) - len(tail)
         preview = (

@@ -7,8 +7,11 @@ so a reader (or a kill) sees the old file or the new one, never half of one. Aro
   link stays a link and its target changes. The permission engine checks a file tool's path
   both as given and with symlinks resolved (``permissions/paths.candidates``), so the real path
   was allowed before the call ran.
-* **Modes.** An existing file keeps its permission bits; a new one gets ``0666 & ~umask``, as
-  any editor's would (the kernel applies the umask and any default ACL to the ``open``).
+* **Read-only files.** A file this process may not write (``os.access``) is refused, as an
+  in-place write would be: renaming over it would get round its mode.
+* **Modes.** An existing file keeps its permission bits, and its owner and group where this
+  process may set them (root editing a user's file leaves it the user's); a new one gets
+  ``0666 & ~umask``, as any editor's would (the kernel applies the umask and any default ACL to the ``open``).
 * **No temporary file left in the project.** Before a temporary file is created, its path is
   recorded in ``$KEEL_HOME/tmp/pending/`` in an entry this process holds an ``flock`` on until
   the rename is done. A keel killed in between leaves the entry unlocked; the next keel to start
@@ -108,15 +111,36 @@ def sweep(env: dict[str, str] | None = None) -> list[Path]:
     return removed
 
 
+def _keep_owner_and_mode(fd: int, st: os.stat_result) -> None:
+    """The new file gets the old one's owner and group where this process may give them (root
+    editing a user's file leaves it the user's; a group kept when the user is in it), then its mode."""
+    if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+        with contextlib.suppress(OSError):
+            os.fchown(fd, st.st_uid, st.st_gid)
+        if st.st_gid != os.getegid():
+            with contextlib.suppress(OSError):
+                os.fchown(fd, -1, st.st_gid)
+    os.fchmod(fd, st.st_mode & 0o7777)  # after the chown, which may clear set-id bits
+
+
 def atomic_write(path: Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` (see the module's doc); the real path written."""
     target = real_target(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            mode: int | None = target.stat().st_mode & 0o7777
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # a file where a folder of the path should be
+            blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()), None)
+            raise ToolError(f"Cannot write {path}: {blocker or target.parent} is a file, not a folder") from None
+        try:
+            st: os.stat_result | None = target.stat()
         except FileNotFoundError:
-            mode = None
+            st = None
+        if st is not None and not os.access(target, os.W_OK):  # the rename would get round the file's mode
+            raise ToolError(
+                f"Cannot write {path}: the file is read-only (mode {st.st_mode & 0o777:o}); "
+                "it was left as it is (make it writable first if it should change)"
+            )
         short = os.fsencode(target.name)[:200].decode("utf-8", "ignore") or "file"  # a name fits in 255 bytes
         tmp = target.parent / f".{short}.{os.urandom(8).hex()}{TMP_SUFFIX}"
         pending = _Pending(tmp)
@@ -128,8 +152,8 @@ def atomic_write(path: Path, data: bytes) -> Path:
                     while view:
                         view = view[os.write(fd, view) :]
                     os.fsync(fd)
-                    if mode is not None:
-                        os.fchmod(fd, mode)
+                    if st is not None:
+                        _keep_owner_and_mode(fd, st)
                 finally:
                     os.close(fd)
                 tmp.replace(target)

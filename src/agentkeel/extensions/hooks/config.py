@@ -13,6 +13,7 @@ all of them. Managed ``allowManagedHooksOnly: true`` leaves only the managed (an
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -248,6 +249,8 @@ def plugin_hooks(dirs: Iterable[Path], *, project: Path | None = None, trusted: 
         root = Path(raw_dir).expanduser().resolve()
         path = root / "hooks" / "hooks.json"
         if not path.is_file():
+            if os.path.lexists(path):  # a folder, a FIFO, a dangling or looping link: never opened
+                out.warnings.append(f"{path}: not a readable file; the plugin's hooks are ignored")
             continue
         if not trusted and project is not None and root.is_relative_to(project.resolve()):
             out.warnings.append(f"{path}: hooks of a plugin inside this untrusted project are inert (`keel trust`)")

@@ -240,6 +240,8 @@ class HookDispatcher:
         outcome = interpret(event, spec, raw, duration)
         if any(len(c) > CONTEXT_CAP for c in outcome.context):
             outcome.context = [self._spilled(event, spec, c) for c in outcome.context]
+        if len(outcome.reason) > CONTEXT_CAP:  # a block's reason reaches the model too (a Stop hook's, a denial's)
+            outcome.reason = self._spilled(event, spec, outcome.reason)
         if outcome.error:
             self.notice(outcome.error)
         if outcome.system_message:
@@ -287,11 +289,18 @@ class HookDispatcher:
         if len(text) <= CONTEXT_CAP:
             return text
         folder = self.ctx.transcript_path.with_suffix("") / "hook-output"
-        self._spills += 1
-        path = folder / f"{event}-{self._spills}.txt"
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # private, as the transcript it belongs to
+            while True:  # a new file: a resumed session never overwrites one its conversation names
+                self._spills += 1
+                path = folder / f"{event}-{self._spills}.txt"
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                except FileExistsError:
+                    continue
+                with open(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                break
             where = f"The whole output is in {path} (Read it if you need more)."
         except OSError as e:
             where = f"The rest was not kept ({e.strerror or e})."
