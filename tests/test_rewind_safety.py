@@ -370,3 +370,47 @@ def test_a_filter_driver_is_not_run_by_checkpoints(tmp_path: Path) -> None:
     changed = tree.diff()
     assert store.get(changed[str(root / "a.txt")] or "") == b"a\n"
     assert not marker.exists(), marker.read_text()
+
+
+def test_a_subagent_worktrees_diff_runs_no_external_diff_or_textconv(tmp_path: Path) -> None:
+    """``diff.external`` and a textconv driver in the repository's config are commands: the diff keel
+    reports of a worktree-isolated subagent runs neither (#30 item 14, internal git)."""
+    from agentkeel.agents.worktree import Worktree
+
+    root = tmp_path / "repo"
+    marker = tmp_path / "MARKER"
+    root.mkdir()
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "a.txt").write_text("a\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
+    (root / ".gitattributes").write_text("*.txt diff=planted\n")
+    subprocess.run([*git, "config", "diff.external", f"sh -c 'echo external >> {marker}' --"], check=True)
+    subprocess.run(
+        [*git, "config", "diff.planted.textconv", f"sh -c 'echo textconv >> {marker}; cat \"$0\"'"], check=True
+    )
+
+    async def run() -> str:
+        wt = await Worktree.create(root, "probe")
+        (wt.path / "a.txt").write_text("b\n")
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(wt.path),
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.invalid",
+                "commit",
+                "-qam",
+                "change",
+            ],
+            check=True,
+        )
+        return await wt.diff()
+
+    diff = asyncio.run(run())
+    assert "-a\n+b" in diff
+    assert not marker.exists(), marker.read_text()

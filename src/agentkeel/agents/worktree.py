@@ -117,8 +117,9 @@ class Worktree:
         return True
 
     async def diff(self) -> str:
-        _, stat = await Git(self.path).run("diff", "--stat", f"{self.base}..HEAD")
-        _, patch = await Git(self.path).run("diff", f"{self.base}..HEAD")
+        # no diff.external or textconv command of the repository's config runs for keel's own diff
+        _, stat = await Git(self.path).run("diff", "--no-ext-diff", "--no-textconv", "--stat", f"{self.base}..HEAD")
+        _, patch = await Git(self.path).run("diff", "--no-ext-diff", "--no-textconv", f"{self.base}..HEAD")
         if len(patch) > 20_000:
             patch = patch[:20_000] + "\n[diff truncated]"
         return f"{stat}\n\n{patch}".strip()
