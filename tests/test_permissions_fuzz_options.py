@@ -79,6 +79,18 @@ _EXEC = re.compile(r'^\d+\s+execve\("([^"]*)", .*\) = 0$')
 _OPEN = re.compile(r'^\d+\s+(?:open|openat|creat)\((?:AT_FDCWD, |\d+, )?"([^"]*)", ([A-Z_|]+)[^)]*\) = \d+')
 
 
+def _unprivileged() -> tuple[str, ...]:
+    """As root, the real programs run in a user namespace of their own: a command keel wrongly allowed
+    must not be able to change the machine (``date MMDDhhmm`` set this machine's clock once)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return ()
+    probe = subprocess.run(["unshare", "-r", "true"], capture_output=True, check=False)
+    return ("unshare", "-r") if probe.returncode == 0 else ()
+
+
+_UNPRIVILEGED = _unprivileged()
+
+
 def check_run(project: Path, command: str, *, writes_ok: bool = False, cwd: Path | None = None) -> None:
     """Run an allowed command under a traced /bin/bash (in ``cwd``, the shell's directory, the
     project by default) and fail on anything the decision did not account for: a program keel
@@ -99,7 +111,7 @@ def check_run(project: Path, command: str, *, writes_ok: bool = False, cwd: Path
         "GIT_CONFIG_NOSYSTEM": "1",
     }
     assert STRACE is not None
-    trace = [STRACE, "-f", "-qq", "-s", "4096", "-e", "trace=execve,open,openat,creat", "-o", str(log)]
+    trace = [*_UNPRIVILEGED, STRACE, "-f", "-qq", "-s", "4096", "-e", "trace=execve,open,openat,creat", "-o", str(log)]
     try:
         subprocess.run(
             [*trace, "/bin/bash", "-c", command], cwd=cwd, env=env, capture_output=True, timeout=20, check=False
