@@ -117,6 +117,7 @@ _PROGRAM_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "zip": (frozenset({"--unzip-command"}), frozenset({"-TT"})),
     "git": (frozenset({"--upload-pack", "--receive-pack", "--exec", "--extcmd", "--open-files-in-pager"}), frozenset()),
     "less": (frozenset(), frozenset()),
+    "man": (frozenset({"--pager"}), frozenset({"-P"})),
 }
 _MAX_LOOP_REREADS = 3
 # reserved words: tree-sitter-bash 0.25 reads ``time if ..; fi`` and ``coproc { ..; }`` as commands
@@ -140,6 +141,41 @@ def _xargs_replace(options: list[str]) -> str:
         if a.startswith("-i") or a.startswith("--replace"):
             return a.split("=", 1)[1] if "=" in a else (a[2:] if a.startswith("-i") and len(a) > 2 else "{}")
     return ""
+
+
+def _in_double_brackets(node: Node) -> bool:
+    """Is this expression inside ``[[ .. ]]`` (where -eq's operands are arithmetic) rather than ``[ .. ]``
+    (where test compares integers and evaluates nothing)? The grammar gives both one node type."""
+    parent = node.parent
+    while parent is not None and parent.type != "test_command":
+        parent = parent.parent
+    return parent is None or not parent.children or parent.children[0].type != "["
+
+
+# programs whose arguments carry commands or code they run (editors' ex commands, debuggers, database
+# shells): not modelled, so a problem. Exact options, and prefixes of a word that carries code.
+_INLINE_CODE: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    **dict.fromkeys(
+        ("vi", "vim", "nvim", "ex", "view", "vimdiff", "rvim", "rview", "gvim", "evim", "nvi", "elvis"),
+        (frozenset({"-c", "--cmd", "-S", "-s", "-u", "--startuptime"}), ("+",)),
+    ),
+    "gdb": (
+        frozenset({"-ex", "--ex", "-x", "--command", "-iex", "-ix", "--eval-command", "--init-eval-command"}),
+        ("--eval-command=", "--init-eval-command=", "--command=", "-ex=", "--ex="),
+    ),
+    **dict.fromkeys(
+        ("emacs", "emacsclient"),
+        (frozenset({"--eval", "-l", "--load", "-f", "--funcall", "--script", "-x", "-e"}), ("--eval=", "--load=")),
+    ),
+    "sqlite3": (frozenset({"-cmd", "--cmd", "-init", "--init"}), (".",)),
+    "psql": (frozenset({"-c", "--command", "-f", "--file"}), ("--command=", "--file=")),
+    **dict.fromkeys(("make", "gmake"), (frozenset({"-E", "--eval"}), ("--eval=",))),
+    "expect": (frozenset({"-c", "-f"}), ()),
+    **dict.fromkeys(("less", "more", "most"), (frozenset(), ("+",))),
+}
+_SHELL_NAME = re.compile(r"(?:ba|da|z|k|mk|pdk|lk|ok|a|ya|rba|po)?sh[0-9.]*|rbash")
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[.*\])?\+?=", re.S)
+_SHELL_SYNTAX = re.compile(r"[;&|<>$`(){}\n]")
 
 
 def live_backquote(raw: str) -> bool:
@@ -243,6 +279,7 @@ class _Walker:
         self.dir_changes = 0  # cd/pushd/popd seen so far (to tell whether a construct changed directory)
         self.integers: set[str] = set()  # names declared -i earlier in the line (assignments evaluate)
         self.readonly: set[str] = set()  # names made readonly earlier in the line (assignments fail)
+        self.cased: set[str] = set()  # names declared -l/-u/-c earlier in the line (assignments change case)
         self.loops = 0  # loop bodies being read a second time
 
     # --- statements ----------------------------------------------------------------------
@@ -325,6 +362,11 @@ class _Walker:
             return self.command(node, cwd, depth)
         if t == "compound_statement" and node.children and node.children[0].type == "((":
             self.arithmetic(node, (node.text or b"")[2:-2].decode("utf-8", "replace"), cwd, depth)
+            return cwd
+        if t == "compound_statement" and not node.named_children:
+            # tree-sitter-bash 0.25 reads "{}" as an empty group; to bash it is a command named "{}"
+            # (what xargs -I{} or find -exec put there), and "{ }" is a syntax error
+            self.problem("an empty { } group (bash reads \"{}\" as a command name)")
             return cwd
         if t == "list":
             conditional = False
@@ -423,7 +465,7 @@ class _Walker:
             before = self.dir_changes
             var = node.child_by_field_name("variable")
             if var is not None and var.text is not None:
-                self.vars[var.text.decode()] = DYNAMIC
+                self.assigned_at_run_time(var.text.decode(), "for")
             body: list[Node] = []
             for child in node.children:
                 if t == "c_style_for_statement" and child.is_named and child.type != "do_group":
@@ -464,6 +506,11 @@ class _Walker:
 
     def subshell(self, node: Node, cwd: str, depth: int) -> None:
         """``( .. )``, ``$( .. )``, ``<( .. )``: a cd or an assignment inside does not leak out."""
+        raw = (node.text or b"").decode("utf-8", "replace")
+        if node.type == "command_substitution" and raw.startswith("`") and re.search(r"\\[`$]", raw[1:-1]):
+            # inside `..` bash unescapes \` and \$ before running the text: `echo \`rm x\`` runs rm x,
+            # while the parser reads an escaped, literal backquote
+            self.opaque(f"an escaped backquote or dollar inside `..` ({raw[:60]!r}): bash runs what it unescapes")
         stack, saved = list(self.stack), dict(self.vars)
         self.statements(node.children, cwd, depth)
         self.stack, self.vars = stack, saved
@@ -475,6 +522,20 @@ class _Walker:
         stack, saved = list(self.stack), dict(self.vars)
         self.script(parser, source, cwd, depth + 1)
         self.stack, self.vars = stack, saved
+
+    def trap_action(self, source: str, cwd: str, depth: int) -> None:
+        """A trap's action runs later in this shell, before any later command (DEBUG) or when a
+        signal comes: what it assigns or where it changes directory holds from then on, at times
+        keel does not follow (``trap 'X=rm' DEBUG; X=cat; $X f`` runs rm)."""
+        parser = _parser()
+        assert parser is not None
+        state = (dict(self.vars), set(self.integers), set(self.cased), set(self.readonly), self.dir_changes)
+        stack = list(self.stack)
+        self.script(parser, source, cwd, depth + 1)
+        after = (self.vars, self.integers, self.cased, self.readonly, self.dir_changes)
+        self.stack, self.vars = stack, state[0]
+        if after != state:
+            self.opaque("a trap action that assigns variables or changes directory (keel does not follow when it runs)")
 
     def unfollowed_dir_change(self, before: int, construct: str) -> None:
         if self.dir_changes != before:
@@ -496,8 +557,10 @@ class _Walker:
                 self.subscript(child, cwd, depth)
             elif t == "word":
                 self.backquotes(child)
-            elif t == "binary_expression" and any(
-                c.type == "test_operator" and c.text in _ARITH_TESTS for c in child.children
+            elif (
+                t == "binary_expression"
+                and _in_double_brackets(child)
+                and any(c.type == "test_operator" and c.text in _ARITH_TESTS for c in child.children)
             ):
                 for c in child.children:  # [[ a -eq b ]]: both sides are evaluated arithmetically
                     if c.is_named and c.type != "test_operator":
@@ -632,8 +695,16 @@ class _Walker:
             self.opaque(f"sets {name}, which changes what later commands run")
         if name in self.integers and not literal_arithmetic(value):
             self.opaque(f"{name} was declared -i: bash evaluates {value.replace(DYNAMIC, '…')!r} arithmetically")
-        unknown = name in _SHELL_SET_VARS or name in self.readonly
+        unknown = name in _SHELL_SET_VARS or name in self.readonly or name in self.integers or name in self.cased
         self.vars[name] = DYNAMIC if unknown else value
+
+    def assigned_at_run_time(self, name: str, how: str) -> None:
+        """``read n``, ``printf -v n``, ``for n in``, ``${n:=..}``: a value known only at run time. For a
+        name declared -i bash evaluates that value arithmetically, so it can run code."""
+        base = name.split("[", 1)[0]
+        if base in self.integers:
+            self.opaque(f"{how} assigns {base}, which was declared -i: bash evaluates the value (it can run code)")
+        self.vars[base] = DYNAMIC
 
     def assignments(self, node: Node, cwd: str, depth: int) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
@@ -727,7 +798,7 @@ class _Walker:
         """Strip wrappers and pull nested commands out; append what remains. For ``eval``, the
         directory its script ends in (eval runs in this shell; ``bash -c`` does not)."""
         argv = cmd.argv
-        self.runner_suffixes(argv, cmd.globbed, cwd)
+        self.runner_suffixes(argv, cmd.globbed, cwd, depth)
         while argv:
             name = posixpath.basename(argv[0]) if DYNAMIC not in argv[0] else argv[0]
             if name in ("sudo", "doas"):
@@ -753,6 +824,11 @@ class _Walker:
                     argv = after_env
                     continue
                 rest = skip_options(argv[1:], WRAPPER_OPTS_WITH_VALUE[name])
+                if name in ("time", "coproc") and rest and _ASSIGNMENT_WORD.match(rest[0]):
+                    # reserved words to bash: "time X=1 rm x" runs rm with X set, and "time X=rm" assigns
+                    # X in this shell; the parser reads X=1 as the program
+                    self.opaque(f"an assignment after {name} (the shell parser reads it as the program)")
+                    return None
                 if name == "timeout" and rest:
                     rest = rest[1:]  # the duration
                 if name == "nice" and rest and re.fullmatch(r"-\d+", rest[0]):
@@ -760,14 +836,14 @@ class _Walker:
                 cmd.wrappers.append(name)
                 if name == "xargs":
                     replace = _xargs_replace(argv[1 : len(argv) - len(rest)])
-                    if replace and rest and replace in rest[0]:  # xargs -I{} {} x: the program comes from the input
-                        rest = [DYNAMIC, *rest[1:]]
+                    if replace:  # xargs -I{} {} x, xargs -i sh -c '{}': the input goes where {} stands
+                        rest = [DYNAMIC if replace in w else w for w in rest]
                     if not rest:
                         rest = ["echo"]
                     rest = [*rest, DYNAMIC]  # xargs appends arguments from its input
                 argv = rest
                 continue
-            if name in SHELLS:
+            if name in SHELLS or _SHELL_NAME.fullmatch(name):
                 inner = shell_c(argv[1:])
                 if inner is None:
                     self.opaque(f"{name} runs a script keel does not read (a file or standard input)")
@@ -775,7 +851,13 @@ class _Walker:
                 if DYNAMIC in inner:
                     self.opaque(f"{name} -c runs a string known only at run time")
                     return None
-                self._nested_script(inner, cmd, cwd, depth)
+                # a new shell: it sees the environment (the command's own assignments and what was
+                # exported, which keel does not track), not this shell's variables; nothing leaks back
+                saved, self.vars = self.vars, {k: v for k, v in cmd.assignments}
+                try:
+                    self._nested_script(inner, cmd, cwd, depth)
+                finally:
+                    self.vars = saved
                 return None
             if name == "eval":
                 inner = " ".join(argv[1:])
@@ -823,7 +905,7 @@ class _Walker:
                     self.opaque("env -C to a directory known only at run time")
                     return None
                 cmd.cwd = posixpath.normpath(posixpath.join(cmd.cwd or cwd, chdir))
-        while i < len(argv) and "=" in argv[i] and not argv[i].startswith(("-", "=")):
+        while i < len(argv) and "=" in argv[i] and not argv[i].startswith("-"):
             k, _, v = argv[i].partition("=")
             cmd.assignments.append((k, v))
             if k in _RUN_VARS:
@@ -832,7 +914,7 @@ class _Walker:
         cmd.wrappers.append("env")
         return argv[i:]
 
-    def runner_suffixes(self, argv: list[str], globbed: list[str], cwd: str) -> None:
+    def runner_suffixes(self, argv: list[str], globbed: list[str], cwd: str, depth: int) -> None:
         """``uv run --with x rm -rf src``: a runner's options are not modelled, so every word
         sequence that could be the command it runs is checked against deny and ask rules."""
         if not argv or DYNAMIC in argv[0]:
@@ -848,13 +930,32 @@ class _Walker:
         candidate = True  # the first word that is not an option may be the program, whatever it is
         for i in range(first, min(len(argv), _MAX_SUFFIXES)):
             word = argv[i]
+            value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+            if DYNAMIC not in value and _SHELL_SYNTAX.search(value):
+                self.runner_script(value, cwd, depth)  # script -c 'a; rm x', su -c, flock -c, ssh host 'a; b'
             if word.startswith("-"):
+                if value is not word and value:  # --command=rm x
+                    self.out.also_runs.append(SimpleCommand(argv=value.split(), cwd=cwd))
                 continue
             if DYNAMIC in word and not candidate:
                 continue  # an unknown argument after the program: not a program itself
             candidate = False
             program = DYNAMIC if word in globbed else word  # a glob could name any program
             self.out.also_runs.append(SimpleCommand(argv=[program, *argv[i + 1 :]], cwd=cwd))
+
+    def runner_script(self, text: str, cwd: str, depth: int) -> None:
+        """A runner's argument that reads as shell code (it may be the command line the runner hands
+        to a shell): every program in it is checked against deny and ask rules."""
+        parser = _parser()
+        assert parser is not None
+        sub = BashAnalysis()
+        if depth < MAX_DEPTH:
+            _Walker(sub, self.home).script(parser, text, cwd, depth + 1)
+        else:
+            sub.opaque.append("commands nested too deeply to check")
+        self.out.also_runs += [c for c in sub.commands if c.argv] + sub.also_runs
+        for why in sub.opaque:
+            self.opaque(why)
 
     def evaluated(self, argv: list[str], cwd: str, depth: int) -> None:
         """What a builtin or interpreter runs that is not a program in its argv: subscripts and
@@ -882,7 +983,7 @@ class _Walker:
             if len(operands) > 1 and DYNAMIC in operands[0]:
                 self.opaque("trap runs a string known only at run time")
             elif len(operands) > 1:  # trap ACTION SIGNAL...: the action runs later, in this shell
-                self.substitution_script(operands[0], cwd, depth)
+                self.trap_action(operands[0], cwd, depth)
         elif name == "set":
             for i, a in enumerate(args):
                 if a in ("-o", "+o") and (i + 1 >= len(args) or args[i + 1] not in _PLAIN_SET_OPTIONS):
@@ -919,11 +1020,17 @@ class _Walker:
             elif source == "inline":  # not modelled: asks, and is any program where nothing else asks
                 self.problem(f"{name} runs inline code keel does not read")
         elif name in _AWK:
-            script = next((a for a in args if not a.startswith("-")), "")
-            if any(a == "-f" or a.startswith(("-f", "--file")) for a in args) or re.search(
-                r"system|getline|\||\bprint[f]?\b[^;}]*>", script
+            # every argument: the program may follow -v x=1, -F:, --, or come as -e/--source=...
+            loads = ("-f", "--file", "-i", "--include", "-l", "--load", "-E", "--exec")
+            if any(a.startswith(loads) for a in args) or any(
+                re.search(r"system|getline|\||\bprint[f]?\b[^;}]*>|@", a) for a in args
             ):
                 self.opaque(f"{name} runs a program that can start commands")
+        elif name in _INLINE_CODE:
+            exact, prefixes = _INLINE_CODE[name]
+            code = [a for a in args if a in exact or (a.startswith(prefixes) and not re.fullmatch(r"\+\d*", a))]
+            if code:
+                self.problem(f"{name} {code[0][:40]!r} runs commands keel does not read")
 
     def git_setting(self, setting: str, cwd: str) -> None:
         """``git -c key=value``: a key naming a command (an alias, a pager, an editor, ssh, a
@@ -1025,13 +1132,17 @@ class _Walker:
                     self.integers.add(n.split("[", 1)[0])
                     if eq and not literal_arithmetic(v):
                         self.opaque(f"{name} -i evaluates {v.replace(DYNAMIC, '…')[:60]!r} arithmetically")
+                if set(flags) & set("luc"):  # the value is stored lower-, upper- or capital-cased
+                    self.cased.add(n.split("[", 1)[0])
         for n in names:
             if not PLAIN_NAME.fullmatch(n):
                 shown = n.replace(DYNAMIC, "…")[:60]
                 self.opaque(f"{name} assigns {shown!r}: bash evaluates its subscript (it can run code)")
                 continue
-            if name not in _DECLARE:
+            if name == "unset":
                 self.vars[n.split("[", 1)[0]] = DYNAMIC
+            elif name not in _DECLARE:
+                self.assigned_at_run_time(n, name)
 
     def _nested_script(self, inner: str, cmd: SimpleCommand, cwd: str, depth: int) -> str:
         parser = _parser()
@@ -1058,6 +1169,11 @@ class _Walker:
                 if inner:
                     if "{}" in inner[0]:  # the program is the file find found: any program
                         inner[0] = DYNAMIC
+                    program = posixpath.basename(inner[0])
+                    shell = program in SHELLS or program == "eval" or bool(_SHELL_NAME.fullmatch(program))
+                    # a file name inside a word (sh -c 'echo {}', {}.bak) is text keel cannot know; a
+                    # whole {} is one argument (a path), unless a shell reads it as a script
+                    inner = [DYNAMIC if "{}" in w and (w != "{}" or shell) else w for w in inner]
                     nested = SimpleCommand(argv=inner, cwd=cwd)
                     self.unwrap(nested, cwd, depth + 1)
                 i = j + 1
@@ -1231,7 +1347,7 @@ class _Walker:
         if any(ty in ("=", ":=") for ty in types):
             name = next((c for c in kids if c.type == "variable_name"), None)
             if name is not None and name.text:
-                self.vars[name.text.decode()] = DYNAMIC  # assigned if unset: known only at run time
+                self.assigned_at_run_time(name.text.decode(), "${..=..}")  # assigned if unset
 
     def _var(self, name: str, cwd: str) -> str:
         if name in self.vars:
