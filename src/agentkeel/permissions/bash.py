@@ -366,7 +366,7 @@ class _Walker:
         if t == "compound_statement" and not node.named_children:
             # tree-sitter-bash 0.25 reads "{}" as an empty group; to bash it is a command named "{}"
             # (what xargs -I{} or find -exec put there), and "{ }" is a syntax error
-            self.problem("an empty { } group (bash reads \"{}\" as a command name)")
+            self.problem('an empty { } group (bash reads "{}" as a command name)')
             return cwd
         if t == "list":
             conditional = False
@@ -1028,7 +1028,13 @@ class _Walker:
                 self.opaque(f"{name} runs a program that can start commands")
         elif name in _INLINE_CODE:
             exact, prefixes = _INLINE_CODE[name]
-            code = [a for a in args if a in exact or (a.startswith(prefixes) and not re.fullmatch(r"\+\d*", a))]
+            code = [
+                a
+                for a in args
+                if a in exact
+                or (a.startswith(prefixes) and not re.fullmatch(r"\+\d*|\+/[^|]*", a))  # +N, +/pattern: a place
+                and (name not in ("less", "more", "most") or re.search(r"[!|]", a))  # less: +! and +| run commands
+            ]
             if code:
                 self.problem(f"{name} {code[0][:40]!r} runs commands keel does not read")
 

@@ -1,0 +1,185 @@
+"""Review of issue #30 families 1, 2, 3, 7 and brace expansion: members the first fixes missed.
+
+Each block is a member of a family found by attacking the analyser after those fixes (other
+members than the issue's examples and the first tests). Every attack is decided under default,
+dontAsk, bypassPermissions with a Bash deny rule, and a ``Bash(*)`` allow rule with a deny rule;
+for the ones bash alone can run, a traced ``/bin/bash`` (the stand-ins of
+tests/test_permissions_props.py) shows that the command really runs the denied program, so the
+test cannot pass on a command that is harmless anyway."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentkeel.permissions import PermissionEngine
+from agentkeel.permissions.bash import DYNAMIC, analyse
+from agentkeel.tools import builtin_tools
+from test_permissions_props import _run_traced
+
+TOOLS = {t.name: t for t in builtin_tools()}
+
+
+def _decide(
+    tmp_path: Path, command: str, mode: str = "default", allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()
+) -> str:
+    project = tmp_path / "p"
+    project.mkdir(exist_ok=True)
+    (project / "file.txt").write_text("x")
+    engine = PermissionEngine(cwd=str(project), mode=mode, home=str(tmp_path / "home"), scratch_dirs=())  # type: ignore[arg-type]
+    engine.add(list(allow), "allow", "test")
+    engine.add(list(deny), "deny", "test")
+    return engine.decide("Bash", {"command": command}, TOOLS["Bash"]).decision
+
+
+def _never_runs_rm_unnoticed(tmp_path: Path, command: str) -> None:
+    assert _decide(tmp_path, command) == "ask", command
+    assert _decide(tmp_path, command, mode="dontAsk") == "deny", command
+    assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "deny", command
+    assert _decide(tmp_path, command, allow=("Bash(*)",), deny=("Bash(rm *)",)) == "deny", command
+
+
+def _runs_rm(tmp_path: Path, command: str) -> bool:
+    ran, _ = _run_traced(tmp_path, command)
+    return any(line.split(" ", 1)[0] == "rm" for line in ran)
+
+
+# --- family 1: a name declared -i evaluates whatever is assigned to it, by any builtin ---------
+
+FAMILY1 = [
+    "declare -i n; read n <<< 'a[$(rm x)]'",
+    "typeset -i n; printf -v n 'a[$(rm x)]'",
+    "declare -i n; for n in 'a[$(rm x)]'; do :; done",
+    "declare -i n; : ${n:='a[$(rm x)]'}",
+    "declare -i n; : ${n='a[$(rm x)]'}",
+    "declare -ia n; mapfile n <<< 'a[$(rm x)]'",
+    "declare -gi n; read -r n <<< 'a[$(rm x)]'",
+]
+
+
+@pytest.mark.parametrize("command", FAMILY1)
+def test_family1_an_integer_name_assigned_at_run_time_is_opaque(tmp_path: Path, command: str) -> None:
+    assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
+    _never_runs_rm_unnoticed(tmp_path, command)
+
+
+def test_family1_an_integer_name_read_from_a_file_is_opaque(tmp_path: Path) -> None:
+    """The value comes from the project's files (a hostile repository), not from the command line."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "data.txt").write_text("a[$(rm x)]\n")
+    command = "declare -i n; read n < data.txt"
+    assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "deny"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        '[ "$(wc -l < file.txt)" -gt 0 ]',  # test compares integers; it evaluates nothing (asked since the first fixes)
+        '[ "$(wc -l < file.txt)" -gt 0 ] && cat file.txt',
+        "test 3 -gt 2",
+        "[[ 3 -gt 2 ]] && ls",
+    ],
+)
+def test_family1_integer_comparisons_of_test_stay_allowed(tmp_path: Path, command: str) -> None:
+    assert _decide(tmp_path, command) == "allow"
+
+
+def test_family1_test_evaluates_nothing_in_its_integer_operands(tmp_path: Path) -> None:
+    """Why ``[ x -gt y ]`` may stay allowed: bash's test builtin does not evaluate its operands."""
+    assert not _runs_rm(tmp_path, "[ 1 -eq 'a[$(rm x)]' ]; test 1 -lt 'a[`rm x`]'")
+
+
+# --- family 3: values that change between the assignment and the use --------------------------
+
+FAMILY3 = [
+    "DEBUG=cat; declare -l DEBUG=RM; $DEBUG x",  # -l/-u/-c store the value in another case
+    "declare -l DEBUG; DEBUG=RM; $DEBUG x",
+    "trap 'DEBUG=rm' DEBUG; DEBUG=cat; $DEBUG x",  # a trap action assigns before every later command
+    "trap 'read DEBUG <<< rm' DEBUG; DEBUG=cat; $DEBUG x",
+    "trap 'DEBUG=rm' ERR; DEBUG=cat; false; $DEBUG x",
+    "trap 'declare -l DEBUG' DEBUG; DEBUG=RM; $DEBUG x",
+    "DEBUG=cat; export DEBUG; DEBUG=rm sh -c '$DEBUG x'",  # a shell -c sees its environment, not ours
+    "DEBUG=rm; bash -c 'DEBUG=cat'; $DEBUG x",  # and what it assigns does not come back
+    "time X=1 rm x",  # time and coproc are reserved words: X=1 is an assignment, rm the program
+    "time -p X=1 rm x",
+    "coproc X=1 rm x",
+]
+
+
+@pytest.mark.parametrize("command", FAMILY3)
+def test_family3_values_keel_cannot_follow_are_unknown(tmp_path: Path, command: str) -> None:
+    assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
+    _never_runs_rm_unnoticed(tmp_path, command)
+
+
+def test_family3_a_shell_c_script_sees_only_its_own_assignments() -> None:
+    analysis = analyse("DEBUG=cat; bash -c '$DEBUG file.txt'", "/tmp")
+    assert [c.argv for c in analysis.commands] == [[DYNAMIC, "file.txt"]], "keel read the inner $DEBUG as cat"
+    inner = analyse("DEBUG=cat bash -c '$DEBUG file.txt'", "/tmp")
+    assert [c.argv for c in inner.commands if c.argv] == [["cat", "file.txt"]]
+
+
+# --- family 7: deny rules hold for every program a command can run -----------------------------
+
+FAMILY7_BASH = [
+    "echo rm x | xargs -i sh -c '{}'",  # was allowed in default mode: the input goes where {} stands
+    "echo rm x | xargs -I{} sh -c '{}'",
+    "echo rm x | xargs -I% sh -c %",
+    "echo 'rm x' | xargs --replace=Z sh -c Z",
+    "env =1 rm x",  # env putenv()s "=1" and runs rm
+    "env a=b =c rm x",
+    "echo `echo \\`rm x\\``",  # inside `..` bash unescapes \\` and runs the inner command
+    "ls `echo \\`rm x\\``",
+]
+
+
+@pytest.mark.parametrize("command", FAMILY7_BASH)
+def test_family7_ways_of_running_rm_that_bash_alone_shows(tmp_path: Path, command: str) -> None:
+    assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
+    _never_runs_rm_unnoticed(tmp_path, command)
+
+
+FAMILY7_PROGRAMS = [
+    "script -qc 'true; rm x' /dev/null",  # a runner's argument that is a shell command line
+    "script --command='rm x' /dev/null",
+    "su -c 'true; rm x'",
+    "flock /tmp/l -c 'true; rm x'",
+    "ssh host 'true; rm x'",
+    "awk -v x=1 'BEGIN{system(\"rm x\")}'",  # the program after -v's value
+    "awk -F, -v a=b 'BEGIN{system(\"rm x\")}'",
+    "awk --source='BEGIN{system(\"rm x\")}'",
+    "rbash -c 'rm x'",
+    "/bin/rbash -c 'rm x'",
+    "bash5 -c 'rm x'",
+    "vim +'!rm x' +q",  # editors, debuggers and database shells run commands from their arguments
+    "ex -c '!rm x' -c q",
+    "gdb -batch -ex 'shell rm x'",
+    "sqlite3 :memory: '.shell rm x'",
+    "make --eval='all:; rm x'",
+    "man -P 'rm x' ls",
+    "find . -maxdepth 0 -exec sh -c 'echo {}' \\;",  # a file name inside a shell script
+    "sh -c '{}'",  # a command named {} (the grammar reads an empty group)
+]
+
+
+@pytest.mark.parametrize("command", FAMILY7_PROGRAMS)
+def test_family7_programs_that_run_commands_from_their_arguments(tmp_path: Path, command: str) -> None:
+    _never_runs_rm_unnoticed(tmp_path, command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git status",
+        "echo x | xargs -I{} cat {}",
+        "find . -name '*.py' -exec grep -l foo {} +",
+        "awk '{print $1}' file.txt",
+        "less +G file.txt",
+        "vim +10 file.txt",
+        "bash -c 'echo $HOME'",
+        "timeout 60 pytest -q",
+    ],
+)
+def test_family7_ordinary_commands_stay_allowed_in_bypass_mode(tmp_path: Path, command: str) -> None:
+    assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "allow"
