@@ -178,6 +178,13 @@ _ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[.*\])?\+?=", re.S)
 _SHELL_SYNTAX = re.compile(r"[;&|<>$`(){}\n]")
 
 
+def _code_word(name: str, word: str, prefixes: tuple[str, ...]) -> bool:
+    """A word that carries commands for ``name`` (``+!rm x`` to vim or less, ``.shell rm`` to sqlite3)."""
+    if not word.startswith(prefixes) or re.fullmatch(r"\+\d*|\+/[^|]*", word):  # +N, +/pattern: a place
+        return False
+    return name not in ("less", "more", "most") or bool(re.search(r"[!|]", word))  # less: +! and +| run commands
+
+
 def live_backquote(raw: str) -> bool:
     """An unescaped backquote in raw word text."""
     i = 0
@@ -1028,13 +1035,7 @@ class _Walker:
                 self.opaque(f"{name} runs a program that can start commands")
         elif name in _INLINE_CODE:
             exact, prefixes = _INLINE_CODE[name]
-            code = [
-                a
-                for a in args
-                if a in exact
-                or (a.startswith(prefixes) and not re.fullmatch(r"\+\d*|\+/[^|]*", a))  # +N, +/pattern: a place
-                and (name not in ("less", "more", "most") or re.search(r"[!|]", a))  # less: +! and +| run commands
-            ]
+            code = [a for a in args if a in exact or _code_word(name, a, prefixes)]
             if code:
                 self.problem(f"{name} {code[0][:40]!r} runs commands keel does not read")
 
