@@ -183,3 +183,31 @@ def test_family7_programs_that_run_commands_from_their_arguments(tmp_path: Path,
 )
 def test_family7_ordinary_commands_stay_allowed_in_bypass_mode(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "allow"
+
+
+# --- family 3: HOME assigned in the line is what ~ and a bare cd use ------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "HOME=$PWD; cat ~/.env",
+        "HOME=.; cat ~/.env",
+        "export HOME=$PWD; cat ~/.env",
+        "HOME=$PWD; cd; cat .env",
+        "HOME=$PWD; cd ~; cat .env",
+        "HOME=$PWD bash -c 'cat ~/.env'",
+    ],
+)
+def test_family3_home_assigned_in_the_line_is_what_tilde_and_cd_use(tmp_path: Path, command: str) -> None:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "home").mkdir()  # a home keel can follow a cd into
+    (tmp_path / "p" / ".env").write_text("KEY=fake")
+    for mode in ("bypassPermissions", "default"):
+        assert _decide(tmp_path, command, mode=mode, allow=("Bash(*)",), deny=("Read(./.env)",)) == "deny", mode
+
+
+def test_family3_a_prefix_home_does_not_change_this_commands_tilde() -> None:
+    """bash expands ~ before the command's own assignments take effect."""
+    analysis = analyse("HOME=/elsewhere cat ~/notes", "/tmp", "/home/u")
+    assert [c.argv for c in analysis.commands] == [["cat", "/home/u/notes"]]

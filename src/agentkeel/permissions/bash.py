@@ -795,7 +795,7 @@ class _Walker:
             self.problem(f"{cmd.argv[0]} behind a wrapper (bash may not change directory at all)")
             return cwd
         dirs = Dirs(cwd, self.stack, self.made)
-        why = change(cmd.argv, dirs, self.home)
+        why = change(cmd.argv, dirs, self.vars.get("HOME", self.home))  # cd alone goes to $HOME, as set now
         if why:
             self.problem(why)
             return cwd
@@ -1282,7 +1282,10 @@ class _Walker:
                 head, sep, rest = value.partition("/")
                 if head != "~" or (joined and not sep):
                     return DYNAMIC
-                value = self.home + sep + rest
+                home = self.vars.get("HOME", self.home)  # HOME=$PWD; cat ~/.env reads the project's
+                if DYNAMIC in home:
+                    return DYNAMIC
+                value = home + sep + rest
             return value
         if t in ("number", "variable_name", "test_operator", "regex", "extglob_pattern"):
             return raw
