@@ -12,11 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from agentkeel.permissions import PermissionEngine
 from agentkeel.permissions.bash import DYNAMIC, analyse
 from agentkeel.tools import builtin_tools
-from test_permissions_props import _run_traced
+from test_permissions_props import FUZZ_EXAMPLES, _assert_allowed_runs_only_allowed, _run_traced, _traced_world
 
 TOOLS = {t.name: t for t in builtin_tools()}
 
@@ -25,8 +27,8 @@ def _decide(
     tmp_path: Path, command: str, mode: str = "default", allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()
 ) -> str:
     project = tmp_path / "p"
-    project.mkdir(exist_ok=True)
-    (project / "file.txt").write_text("x")
+    if not project.exists():
+        _traced_world(tmp_path)  # the project the traced runs use (file.txt, .env, the stand-ins)
     engine = PermissionEngine(cwd=str(project), mode=mode, home=str(tmp_path / "home"), scratch_dirs=())  # type: ignore[arg-type]
     engine.add(list(allow), "allow", "test")
     engine.add(list(deny), "deny", "test")
@@ -211,3 +213,66 @@ def test_family3_a_prefix_home_does_not_change_this_commands_tilde() -> None:
     """bash expands ~ before the command's own assignments take effect."""
     analysis = analyse("HOME=/elsewhere cat ~/notes", "/tmp", "/home/u")
     assert [c.argv for c in analysis.commands] == [["cat", "/home/u/notes"]]
+
+
+# --- generators: the next member of these families should be found by the fuzzer ---------------
+# KEEL_FUZZ_EXAMPLES sets the depth, as for tests/test_permissions_props.py.
+
+_ATTRIBUTES = [
+    "",
+    "declare -i n; ",
+    "typeset -i n; ",
+    "declare -ia n; ",
+    "declare -l n; ",
+    "declare -u n; ",
+    "declare -c n; ",
+]
+_SETTERS = [
+    "read n <<< {q}", "printf -v n {q}", "for n in {q}; do :; done", ": ${{n:={q}}}", ": ${{n={q}}}",
+    "mapfile n <<< {q}", "n={q}", "export n={q}", "trap 'n={q}' DEBUG; :", "time n={q}",
+    "getopts a n -a; n={q}", "read -a n <<< {q}",
+]  # fmt: skip
+_VALUES = ["'a[$(rm x)]'", "RM", "rm", "Rm", "'a[`rm x`]'", "cat"]
+_USES = ["$n x", "${n} x", "echo $((n))", ": ${a[n]}", "${n,,} x", "bash -c '$n x'", "n=$n bash -c '$n x'"]
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    attribute=st.sampled_from(_ATTRIBUTES),
+    setter=st.sampled_from(_SETTERS),
+    value=st.sampled_from(_VALUES),
+    use=st.sampled_from(_USES),
+    outer=st.sampled_from(["", "n=cat; ", "n=rm; "]),
+)
+@example(attribute="declare -i n; ", setter="read n <<< {q}", value="'a[$(rm x)]'", use="$n x", outer="")
+@example(attribute="declare -l n; ", setter="n={q}", value="RM", use="$n x", outer="")
+@example(attribute="", setter="trap 'n={q}' DEBUG; :", value="rm", use="$n x", outer="n=cat; ")
+def test_attributes_and_later_assignments_never_hide_a_denied_program(
+    tmp_path: Path, attribute: str, setter: str, value: str, use: str, outer: str
+) -> None:
+    command = outer + attribute + setter.format(q=value) + "; " + use
+    decision = _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",))
+    if decision == "deny":
+        return
+    assert not _runs_rm(tmp_path, command), f"{command!r} ran rm but was decided {decision}"
+
+
+_FEEDERS = ["echo 'rm x'", "printf 'rm x\\n'", "echo rm x"]
+_RUNNERS = [
+    "xargs -I{{}} {s} {{}}", "xargs -i {s} '{{}}'", "xargs -I% {s} %", "xargs --replace=Z {s} Z",
+    "xargs -I{{}} {s} 'echo {{}}'",
+    "xargs -0 -I{{}} {s} {{}}", "xargs -L1 -I{{}} {s} '{{}}'", "xargs -I{{}} env {s} '{{}}'", "xargs {s}",
+    "xargs -I{{}} timeout 5 {s} '{{}}'",
+]  # fmt: skip
+_SHELL_C = ["sh -c", "bash -c", "bash -ec", "sh -c --", "dash -c", "rbash -c"]
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(feeder=st.sampled_from(_FEEDERS), runner=st.sampled_from(_RUNNERS), shell=st.sampled_from(_SHELL_C))
+@example(feeder="echo rm x", runner="xargs -i {s} '{{}}'", shell="sh -c")
+def test_input_a_runner_puts_into_a_script_is_any_program(tmp_path: Path, feeder: str, runner: str, shell: str) -> None:
+    command = f"{feeder} | {runner.format(s=shell)}"
+    _assert_allowed_runs_only_allowed(tmp_path, command)
+    decision = _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",))
+    if decision != "deny":
+        assert not _runs_rm(tmp_path, command), f"{command!r} ran rm but was decided {decision}"
