@@ -276,3 +276,44 @@ def test_input_a_runner_puts_into_a_script_is_any_program(tmp_path: Path, feeder
     decision = _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",))
     if decision != "deny":
         assert not _runs_rm(tmp_path, command), f"{command!r} ran rm but was decided {decision}"
+
+
+# --- family 3/7: variables that choose the program, set by a builtin or a loop --------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "for PATH in .; do ls; done",  # was allowed in default mode: runs ./ls from the project
+        "read PATH <<< .; ls",
+        "getopts a PATH -a; ls",
+        "unset PATH; ls",  # bash then searches its default path, "." included
+        "BASH_CMDS[0]=/usr/bin/rm; 0 x",  # the command hash: "0" runs /usr/bin/rm
+        "read 'BASH_CMDS[0]' <<< /usr/bin/rm; 0 x",
+        "printf -v 'BASH_CMDS[0]' /usr/bin/rm; 0 x",
+        "mapfile -t BASH_ENV <<< x",
+    ],
+)
+def test_family3_a_variable_that_chooses_programs_set_at_run_time_is_opaque(tmp_path: Path, command: str) -> None:
+    _never_runs_rm_unnoticed(tmp_path, command)
+
+
+# --- family 7: a program named by a path is the file there ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["ln -s /usr/bin/rm ./r; ./r x", "cp /usr/bin/rm ./r && ./r x", "./lister x", "src/../lister x", "$PWD/lister x"],
+)
+def test_family7_a_link_or_a_program_the_line_creates_meets_deny_rules(tmp_path: Path, command: str) -> None:
+    """A repository can ship ``lister -> /usr/bin/rm``; a line can create the program it then runs."""
+    project = tmp_path / "p"
+    (project / "src").mkdir(parents=True)
+    (project / "lister").symlink_to("/usr/bin/rm")
+    assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "deny"
+    assert _decide(tmp_path, command, allow=("Bash(*)",), deny=("Bash(rm *)",)) == "deny"
+
+
+def test_family7_a_missing_program_alone_on_the_line_is_not_any_program(tmp_path: Path) -> None:
+    """Alone on the line a missing program just fails: an allow rule naming it still holds."""
+    assert _decide(tmp_path, "./tool x", allow=("Bash(./tool *)",), deny=("Bash(rm *)",)) == "allow"

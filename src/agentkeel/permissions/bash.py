@@ -66,7 +66,7 @@ _RUN_VARS = frozenset(
     {
         "PATH", "BASH_ENV", "ENV", "IFS", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PS4", "SHELLOPTS",
         "BASHOPTS", "PROMPT_COMMAND", "BASH_LOADABLES_PATH", "EXECIGNORE", "CDPATH", "GLOBIGNORE",
-        "POSIXLY_CORRECT", "BASH_XTRACEFD", "HISTFILE", "INPUTRC",
+        "POSIXLY_CORRECT", "BASH_XTRACEFD", "HISTFILE", "INPUTRC", "BASH_CMDS", "BASH_ALIASES",
     }
 )  # fmt: skip
 # variables bash sets itself (or refuses to assign): a value assigned in the line is not what a use sees
@@ -709,6 +709,8 @@ class _Walker:
         """``read n``, ``printf -v n``, ``for n in``, ``${n:=..}``: a value known only at run time. For a
         name declared -i bash evaluates that value arithmetically, so it can run code."""
         base = name.split("[", 1)[0]
+        if base in _RUN_VARS:  # for PATH in .; do ls; done runs ./ls
+            self.opaque(f"{how} sets {base}, which changes what later commands run")
         if base in self.integers:
             self.opaque(f"{how} assigns {base}, which was declared -i: bash evaluates the value (it can run code)")
         self.vars[base] = DYNAMIC
@@ -879,11 +881,26 @@ class _Walker:
             self.opaque(f"the program name {argv[0]!r} is a glob pattern (any program could match)")
             argv = [DYNAMIC, *argv[1:]]
         cmd.argv = argv
+        if argv and "/" in argv[0] and DYNAMIC not in argv[0]:
+            self.program_path(argv, cmd.cwd or cwd)
         if argv:
             self.evaluated(argv, cwd, depth)
         if argv or cmd.assignments:
             self.out.commands.append(cmd)
         return None
+
+    def program_path(self, argv: list[str], cwd: str) -> None:
+        """A program named by a path is the file there: a link (``./ls -> /usr/bin/rm``, a repository
+        can ship one) runs its target, checked against deny rules too; a path that does not exist
+        now may be created by an earlier part of the line (``ln -s /usr/bin/rm r; ./r x``): any program."""
+        path = posixpath.normpath(posixpath.join(cwd, argv[0]))
+        if not os.path.lexists(path):
+            if self.out.commands or self.out.redirects:  # alone on the line it just fails to run
+                self.opaque(f"the program {argv[0]!r} does not exist now (the line may create it)")
+            return
+        real = os.path.realpath(path)
+        if posixpath.basename(real) != posixpath.basename(path):
+            self.out.also_runs.append(SimpleCommand(argv=[real, *argv[1:]], cwd=cwd))
 
     def env(self, argv: list[str], cmd: SimpleCommand, cwd: str) -> list[str] | None:
         """``env [-i] [-u NAME] [-C DIR] [NAME=VALUE]... CMD``: what it runs, and where."""
@@ -1147,6 +1164,8 @@ class _Walker:
                 self.opaque(f"{name} assigns {shown!r}: bash evaluates its subscript (it can run code)")
                 continue
             if name == "unset":
+                if n.split("[", 1)[0] in _RUN_VARS:  # without PATH bash searches its default path, "." included
+                    self.opaque(f"unset {n} changes what later commands run")
                 self.vars[n.split("[", 1)[0]] = DYNAMIC
             elif name not in _DECLARE:
                 self.assigned_at_run_time(n, name)
