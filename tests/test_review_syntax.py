@@ -317,3 +317,33 @@ def test_family7_a_link_or_a_program_the_line_creates_meets_deny_rules(tmp_path:
 def test_family7_a_missing_program_alone_on_the_line_is_not_any_program(tmp_path: Path) -> None:
     """Alone on the line a missing program just fails: an allow rule naming it still holds."""
     assert _decide(tmp_path, "./tool x", allow=("Bash(./tool *)",), deny=("Bash(rm *)",)) == "allow"
+
+
+# --- family 7: what a runner runs is read as a command of its own -------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "uv run awk 'BEGIN{system(\"rm x\")}'",
+        "uv run python -c 'import os; os.system(\"rm x\")'",
+        "npx -y sh -c 'cd . && rm x'",
+        "poetry run bash -c 'X=r; ${X}m x'",
+    ],
+)
+def test_family7_code_a_runner_runs_meets_deny_rules(tmp_path: Path, command: str) -> None:
+    assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "deny"
+    assert _decide(tmp_path, command, allow=("Bash(*)",), deny=("Bash(rm *)",)) == "deny"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "npx eslint 'src/**/*.{js,ts}'",
+        "uv run pytest -k 'a or b'",
+        "timeout 5 npx tsc",
+        "poetry run python manage.py test",
+    ],
+)
+def test_family7_a_runners_ordinary_arguments_are_not_read_as_code(tmp_path: Path, command: str) -> None:
+    assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "allow"

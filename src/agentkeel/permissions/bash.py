@@ -175,7 +175,9 @@ _INLINE_CODE: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
 }
 _SHELL_NAME = re.compile(r"(?:ba|da|z|k|mk|pdk|lk|ok|a|ya|rba|po)?sh[0-9.]*|rbash")
 _ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[.*\])?\+?=", re.S)
-_SHELL_SYNTAX = re.compile(r"[;&|<>$`(){}\n]")
+# what makes an argument a command line rather than a word: separators, substitutions, variables
+# (a glob or a brace list alone, 'src/**/*.{ts,tsx}', is an argument the runner passes on)
+_SHELL_SYNTAX = re.compile(r"[;&|\n`$]|[<>]\(")
 
 
 def _code_word(name: str, word: str, prefixes: tuple[str, ...]) -> bool:
@@ -963,9 +965,22 @@ class _Walker:
                 continue
             if DYNAMIC in word and not candidate:
                 continue  # an unknown argument after the program: not a program itself
-            candidate = False
             program = DYNAMIC if word in globbed else word  # a glob could name any program
+            if candidate:  # the likeliest program: read as keel reads a command (uv run python -c ..)
+                self.runner_command([program, *argv[i + 1 :]], cwd, depth)
+            candidate = False
             self.out.also_runs.append(SimpleCommand(argv=[program, *argv[i + 1 :]], cwd=cwd))
+
+    def runner_command(self, argv: list[str], cwd: str, depth: int) -> None:
+        """The command a runner most likely runs, read as a command of its own (wrappers, ``sh -c``
+        scripts, inline code, awk programs): what it runs meets deny and ask rules, and what keel
+        cannot read there is a problem here too."""
+        sub = BashAnalysis()
+        if depth < MAX_DEPTH:
+            _Walker(sub, self.home).unwrap(SimpleCommand(argv=argv, cwd=cwd), cwd, depth + 1)
+        self.out.also_runs += [c for c in sub.commands if c.argv] + sub.also_runs
+        for why in sub.problems:
+            (self.opaque if why in sub.opaque else self.problem)(why)
 
     def runner_script(self, text: str, cwd: str, depth: int) -> None:
         """A runner's argument that reads as shell code (it may be the command line the runner hands
