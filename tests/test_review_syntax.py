@@ -57,6 +57,8 @@ FAMILY1 = [
     "declare -i n; : ${n='a[$(rm x)]'}",
     "declare -ia n; mapfile n <<< 'a[$(rm x)]'",
     "declare -gi n; read -r n <<< 'a[$(rm x)]'",
+    "declare -i n=1; declare n='a[$(rm x)]'",  # a later declare of the integer name evaluates too
+    "declare -i n=1; export n='a[$(rm x)]'",
 ]
 
 
@@ -159,6 +161,8 @@ FAMILY7_PROGRAMS = [
     "gdb -batch -ex 'shell rm x'",
     "sqlite3 :memory: '.shell rm x'",
     "make --eval='all:; rm x'",
+    "make -f - <<< $'all:\\n\\trm x'",  # a makefile read from standard input
+    "make --file=/dev/stdin <<< $'all:\\n\\trm x'",
     "man -P 'rm x' ls",
     "find . -maxdepth 0 -exec sh -c 'echo {}' \\;",  # a file name inside a shell script
     "sh -c '{}'",  # a command named {} (the grammar reads an empty group)

@@ -1068,6 +1068,14 @@ class _Walker:
         elif name in _INLINE_CODE:
             exact, prefixes = _INLINE_CODE[name]
             code = [a for a in args if a in exact or _code_word(name, a, prefixes)]
+            if name in ("make", "gmake"):  # a makefile read from standard input
+                stdin = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+                for i, a in enumerate(args):
+                    value = a.split("=", 1)[1] if a.startswith("--") and "=" in a else a[2:] if len(a) > 2 else ""
+                    if a in ("-f", "--file", "--makefile") and i + 1 < len(args):
+                        value = args[i + 1]
+                    if a.startswith(("-f", "--file", "--makefile")) and value in stdin:
+                        code.append(a)
             if code:
                 self.problem(f"{name} {code[0][:40]!r} runs commands keel does not read")
 
@@ -1169,8 +1177,9 @@ class _Walker:
                     values.append((n, v))
                 if "i" in flags:
                     self.integers.add(n.split("[", 1)[0])
-                    if eq and not literal_arithmetic(v):
-                        self.opaque(f"{name} -i evaluates {v.replace(DYNAMIC, '…')[:60]!r} arithmetically")
+                if n.split("[", 1)[0] in self.integers and eq and not literal_arithmetic(v):
+                    # declare -i n; declare n='a[$(cmd)]': the value is evaluated
+                    self.opaque(f"{name} -i evaluates {v.replace(DYNAMIC, '…')[:60]!r} arithmetically")
                 if set(flags) & set("luc"):  # the value is stored lower-, upper- or capital-cased
                     self.cased.add(n.split("[", 1)[0])
         for n in names:
