@@ -351,3 +351,33 @@ def test_family7_code_a_runner_runs_meets_deny_rules(tmp_path: Path, command: st
 )
 def test_family7_a_runners_ordinary_arguments_are_not_read_as_code(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "allow"
+
+
+# --- family 7: environment that makes a program run another one ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "env 'BASH_FUNC_ls%%=() { rm x; }' bash -c ls",  # bash imports exported functions from the environment
+        "env 'BASH_FUNC_cat%%=() { rm x; }' bash -c 'cat file.txt'",
+    ],
+)
+def test_family7_an_exported_function_in_the_environment_is_opaque(tmp_path: Path, command: str) -> None:
+    assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
+    _never_runs_rm_unnoticed(tmp_path, command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor'='rm x'\" git status",
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='rm x' git status",
+        "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='rm x'; git status",
+        "env GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='rm x' git status",
+        "GIT_DIR=elsewhere/.git git status",
+    ],
+)
+def test_family7_git_configuration_from_the_environment_is_opaque(tmp_path: Path, command: str) -> None:
+    """The environment's form of ``git -c core.fsmonitor=rm``: git runs the monitor at ``status``."""
+    _never_runs_rm_unnoticed(tmp_path, command)

@@ -69,6 +69,7 @@ _RUN_VARS = frozenset(
         "POSIXLY_CORRECT", "BASH_XTRACEFD", "HISTFILE", "INPUTRC", "BASH_CMDS", "BASH_ALIASES",
     }
 )  # fmt: skip
+_GIT_RUN_VARS = frozenset({"GIT_DIR", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_COMMON_DIR"})
 # variables bash sets itself (or refuses to assign): a value assigned in the line is not what a use sees
 _SHELL_SET_VARS = frozenset(
     {
@@ -141,6 +142,13 @@ def _xargs_replace(options: list[str]) -> str:
         if a.startswith("-i") or a.startswith("--replace"):
             return a.split("=", 1)[1] if "=" in a else (a[2:] if a.startswith("-i") and len(a) > 2 else "{}")
     return ""
+
+
+def _runs_programs(name: str) -> bool:
+    """A variable that changes which program runs or what runs along: the shell's own (PATH,
+    BASH_ENV...), an exported function (``env 'BASH_FUNC_ls%%=() { rm x; }' bash -c ls``), or git
+    configuration from the environment (``GIT_CONFIG_KEY_0=core.fsmonitor``, ``GIT_DIR``)."""
+    return name in _RUN_VARS or name.startswith(("BASH_FUNC_", "GIT_CONFIG")) or name in _GIT_RUN_VARS
 
 
 def _in_double_brackets(node: Node) -> bool:
@@ -700,7 +708,7 @@ class _Walker:
 
     def remember(self, name: str, value: str) -> None:
         self.program_value(name, value, self.out.cwd or "")
-        if name in _RUN_VARS:
+        if _runs_programs(name):
             self.opaque(f"sets {name}, which changes what later commands run")
         if name in self.integers and not literal_arithmetic(value):
             self.opaque(f"{name} was declared -i: bash evaluates {value.replace(DYNAMIC, '…')!r} arithmetically")
@@ -711,7 +719,7 @@ class _Walker:
         """``read n``, ``printf -v n``, ``for n in``, ``${n:=..}``: a value known only at run time. For a
         name declared -i bash evaluates that value arithmetically, so it can run code."""
         base = name.split("[", 1)[0]
-        if base in _RUN_VARS:  # for PATH in .; do ls; done runs ./ls
+        if _runs_programs(base):  # for PATH in .; do ls; done runs ./ls
             self.opaque(f"{how} sets {base}, which changes what later commands run")
         if base in self.integers:
             self.opaque(f"{how} assigns {base}, which was declared -i: bash evaluates the value (it can run code)")
@@ -778,7 +786,7 @@ class _Walker:
         if misread and misread[0] in _RESERVED - {"time", "coproc"}:
             self.opaque(f"the reserved word {misread[0]!r} read as a command (the shell parser misreads it)")
         for name, value in assignments:
-            if name in _RUN_VARS:
+            if _runs_programs(name):
                 self.opaque(f"runs a command with {name} set, which changes what it runs")
             self.program_value(name, value, cwd)
             if words and words[0] in _SPECIAL_BUILTINS:
@@ -934,7 +942,7 @@ class _Walker:
         while i < len(argv) and "=" in argv[i] and not argv[i].startswith("-"):
             k, _, v = argv[i].partition("=")
             cmd.assignments.append((k, v))
-            if k in _RUN_VARS:
+            if _runs_programs(k):
                 self.opaque(f"env sets {k}, which changes what it runs")
             i += 1
         cmd.wrappers.append("env")
@@ -1188,7 +1196,7 @@ class _Walker:
                 self.opaque(f"{name} assigns {shown!r}: bash evaluates its subscript (it can run code)")
                 continue
             if name == "unset":
-                if n.split("[", 1)[0] in _RUN_VARS:  # without PATH bash searches its default path, "." included
+                if _runs_programs(n.split("[", 1)[0]):  # without PATH bash searches its default path, "." included
                     self.opaque(f"unset {n} changes what later commands run")
                 self.vars[n.split("[", 1)[0]] = DYNAMIC
             elif name not in _DECLARE:
