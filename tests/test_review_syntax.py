@@ -381,3 +381,22 @@ def test_family7_an_exported_function_in_the_environment_is_opaque(tmp_path: Pat
 def test_family7_git_configuration_from_the_environment_is_opaque(tmp_path: Path, command: str) -> None:
     """The environment's form of ``git -c core.fsmonitor=rm``: git runs the monitor at ``status``."""
     _never_runs_rm_unnoticed(tmp_path, command)
+
+
+# --- family 1: the shell's own variables that evaluate what is assigned to them -------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "for OPTIND in 'a[$(rm x)]'; do :; done",  # was allowed in default mode
+        "for RANDOM in 'a[$(rm x)]'; do ls; done",
+        "for SECONDS in 'a[$(rm x)]'; do :; done",
+        "OPTIND='a[$(rm x)]'",
+        "SRANDOM='a[$(rm x)]'; ls",
+        "read HISTCMD <<< 'a[$(rm x)]'",
+    ],
+)
+def test_family1_shell_variables_that_evaluate_their_value(tmp_path: Path, command: str) -> None:
+    assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
+    _never_runs_rm_unnoticed(tmp_path, command)

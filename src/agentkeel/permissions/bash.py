@@ -69,6 +69,8 @@ _RUN_VARS = frozenset(
         "POSIXLY_CORRECT", "BASH_XTRACEFD", "HISTFILE", "INPUTRC", "BASH_CMDS", "BASH_ALIASES",
     }
 )  # fmt: skip
+# shell variables whose assignment bash evaluates arithmetically (for OPTIND in 'a[$(cmd)]' runs cmd)
+_ARITH_VARS = frozenset({"OPTIND", "RANDOM", "SRANDOM", "SECONDS", "HISTCMD"})
 _GIT_RUN_VARS = frozenset({"GIT_DIR", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_COMMON_DIR"})
 # variables bash sets itself (or refuses to assign): a value assigned in the line is not what a use sees
 _SHELL_SET_VARS = frozenset(
@@ -294,7 +296,8 @@ class _Walker:
         self.stack: list[str] = []  # pushd's directory stack
         self.made: set[str] = set()  # directories mkdir creates earlier in the line
         self.dir_changes = 0  # cd/pushd/popd seen so far (to tell whether a construct changed directory)
-        self.integers: set[str] = set()  # names declared -i earlier in the line (assignments evaluate)
+        # names declared -i earlier in the line, and the shell's own that evaluate what is assigned to them
+        self.integers: set[str] = set(_ARITH_VARS)
         self.readonly: set[str] = set()  # names made readonly earlier in the line (assignments fail)
         self.cased: set[str] = set()  # names declared -l/-u/-c earlier in the line (assignments change case)
         self.loops = 0  # loop bodies being read a second time
