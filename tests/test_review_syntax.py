@@ -400,3 +400,20 @@ def test_family7_git_configuration_from_the_environment_is_opaque(tmp_path: Path
 def test_family1_shell_variables_that_evaluate_their_value(tmp_path: Path, command: str) -> None:
     assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
     _never_runs_rm_unnoticed(tmp_path, command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "nohup nice npx sh -c '${X:-rm} x'",  # a runner after wrappers keel strips
+        "timeout 9 npx sh -c '\\rm x'",
+        "script -qc '\\rm x' /dev/null",  # quotes and escapes in a runner's command line
+        "flock /tmp/l -c 'X=1 rm x'",
+        "env -i flock /tmp/l -c 'env -- rm x'",
+        'su -c "\\\\rm x"',
+        "time -p ! bash -c 'rm x'",  # ! is a reserved word after time -p too
+    ],
+)
+def test_family7_runner_command_lines_behind_wrappers_and_quotes(tmp_path: Path, command: str) -> None:
+    assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "deny"
+    assert _decide(tmp_path, command, allow=("Bash(*)",), deny=("Bash(rm *)",)) == "deny"

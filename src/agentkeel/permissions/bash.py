@@ -185,9 +185,10 @@ _INLINE_CODE: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
 }
 _SHELL_NAME = re.compile(r"(?:ba|da|z|k|mk|pdk|lk|ok|a|ya|rba|po)?sh[0-9.]*|rbash")
 _ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[.*\])?\+?=", re.S)
-# what makes an argument a command line rather than a word: separators, substitutions, variables
-# (a glob or a brace list alone, 'src/**/*.{ts,tsx}', is an argument the runner passes on)
-_SHELL_SYNTAX = re.compile(r"[;&|\n`$]|[<>]\(")
+# what makes an argument a command line rather than a word: blanks, separators, substitutions,
+# variables, quotes, escapes (a path glob or brace list alone, 'src/**/*.{ts,tsx}', is an argument)
+_SHELL_SYNTAX = re.compile(r"[;&|`$'\"\\\s]|[<>]\(")
+_BRACE_WORD = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")  # {rm,x} is a command line to bash; src/*.{js,ts} a path
 
 
 def _code_word(name: str, word: str, prefixes: tuple[str, ...]) -> bool:
@@ -820,8 +821,8 @@ class _Walker:
         """Strip wrappers and pull nested commands out; append what remains. For ``eval``, the
         directory its script ends in (eval runs in this shell; ``bash -c`` does not)."""
         argv = cmd.argv
-        self.runner_suffixes(argv, cmd.globbed, cwd, depth)
         while argv:
+            self.runner_suffixes(argv, cmd.globbed, cwd, depth)  # after each wrapper: nice npx sh -c ..
             name = posixpath.basename(argv[0]) if DYNAMIC not in argv[0] else argv[0]
             if name in ("sudo", "doas"):
                 rest = skip_options(argv[1:], frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}))
@@ -846,10 +847,12 @@ class _Walker:
                     argv = after_env
                     continue
                 rest = skip_options(argv[1:], WRAPPER_OPTS_WITH_VALUE[name])
-                if name in ("time", "coproc") and rest and _ASSIGNMENT_WORD.match(rest[0]):
-                    # reserved words to bash: "time X=1 rm x" runs rm with X set, and "time X=rm" assigns
-                    # X in this shell; the parser reads X=1 as the program
-                    self.opaque(f"an assignment after {name} (the shell parser reads it as the program)")
+                if name in ("time", "coproc") and rest and (rest[0] in _RESERVED or _ASSIGNMENT_WORD.match(rest[0])):
+                    # reserved words to bash: "time X=1 rm x" runs rm with X set, "time X=rm" assigns X in
+                    # this shell, "time -p ! cmd" negates cmd; the parser reads X=1 or ! as the program
+                    self.opaque(
+                        f"{rest[0][:20]!r} after {name}: a reserved word or assignment the parser takes for the program"
+                    )
                     return None
                 if name == "timeout" and rest:
                     rest = rest[1:]  # the duration
@@ -968,7 +971,9 @@ class _Walker:
         for i in range(first, min(len(argv), _MAX_SUFFIXES)):
             word = argv[i]
             value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
-            if DYNAMIC not in value and _SHELL_SYNTAX.search(value):
+            if DYNAMIC not in value and (
+                _SHELL_SYNTAX.search(value) or (_BRACE_WORD.search(value) and not re.search(r"[/*?]", value))
+            ):
                 self.runner_script(value, cwd, depth)  # script -c 'a; rm x', su -c, flock -c, ssh host 'a; b'
             if word.startswith("-"):
                 if value is not word and value:  # --command=rm x
@@ -1004,8 +1009,8 @@ class _Walker:
         else:
             sub.opaque.append("commands nested too deeply to check")
         self.out.also_runs += [c for c in sub.commands if c.argv] + sub.also_runs
-        for why in sub.opaque:
-            self.opaque(why)
+        for why in [*sub.problems, *sub.opaque]:  # a script keel cannot read there is one here
+            (self.opaque if why in sub.opaque else self.problem)(why)
 
     def evaluated(self, argv: list[str], cwd: str, depth: int) -> None:
         """What a builtin or interpreter runs that is not a program in its argv: subscripts and
