@@ -66,9 +66,12 @@ _RUN_VARS = frozenset(
     {
         "PATH", "BASH_ENV", "ENV", "IFS", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PS4", "SHELLOPTS",
         "BASHOPTS", "PROMPT_COMMAND", "BASH_LOADABLES_PATH", "EXECIGNORE", "CDPATH", "GLOBIGNORE",
-        "POSIXLY_CORRECT", "BASH_XTRACEFD", "HISTFILE", "INPUTRC",
+        "POSIXLY_CORRECT", "BASH_XTRACEFD", "HISTFILE", "INPUTRC", "BASH_CMDS", "BASH_ALIASES",
     }
 )  # fmt: skip
+# shell variables whose assignment bash evaluates arithmetically (for OPTIND in 'a[$(cmd)]' runs cmd)
+_ARITH_VARS = frozenset({"OPTIND", "RANDOM", "SRANDOM", "SECONDS", "HISTCMD"})
+_GIT_RUN_VARS = frozenset({"GIT_DIR", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_COMMON_DIR"})
 # variables bash sets itself (or refuses to assign): a value assigned in the line is not what a use sees
 _SHELL_SET_VARS = frozenset(
     {
@@ -117,6 +120,7 @@ _PROGRAM_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "zip": (frozenset({"--unzip-command"}), frozenset({"-TT"})),
     "git": (frozenset({"--upload-pack", "--receive-pack", "--exec", "--extcmd", "--open-files-in-pager"}), frozenset()),
     "less": (frozenset(), frozenset()),
+    "man": (frozenset({"--pager"}), frozenset({"-P"})),
 }
 _MAX_LOOP_REREADS = 3
 # reserved words: tree-sitter-bash 0.25 reads ``time if ..; fi`` and ``coproc { ..; }`` as commands
@@ -140,6 +144,58 @@ def _xargs_replace(options: list[str]) -> str:
         if a.startswith("-i") or a.startswith("--replace"):
             return a.split("=", 1)[1] if "=" in a else (a[2:] if a.startswith("-i") and len(a) > 2 else "{}")
     return ""
+
+
+def _runs_programs(name: str) -> bool:
+    """A variable that changes which program runs or what runs along: the shell's own (PATH,
+    BASH_ENV...), an exported function (``env 'BASH_FUNC_ls%%=() { rm x; }' bash -c ls``), or git
+    configuration from the environment (``GIT_CONFIG_KEY_0=core.fsmonitor``, ``GIT_DIR``)."""
+    return name in _RUN_VARS or name.startswith(("BASH_FUNC_", "GIT_CONFIG")) or name in _GIT_RUN_VARS
+
+
+def _in_double_brackets(node: Node) -> bool:
+    """Is this expression inside ``[[ .. ]]`` (where -eq's operands are arithmetic) rather than ``[ .. ]``
+    (where test compares integers and evaluates nothing)? The grammar gives both one node type."""
+    parent = node.parent
+    while parent is not None and parent.type != "test_command":
+        parent = parent.parent
+    return parent is None or not parent.children or parent.children[0].type != "["
+
+
+# programs whose arguments carry commands or code they run (editors' ex commands, debuggers, database
+# shells): not modelled, so a problem. Exact options, and prefixes of a word that carries code.
+_INLINE_CODE: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    **dict.fromkeys(
+        ("vi", "vim", "nvim", "ex", "view", "vimdiff", "rvim", "rview", "gvim", "evim", "nvi", "elvis"),
+        (frozenset({"-c", "--cmd", "-S", "-s", "-u", "--startuptime"}), ("+",)),
+    ),
+    "gdb": (
+        frozenset({"-ex", "--ex", "-x", "--command", "-iex", "-ix", "--eval-command", "--init-eval-command"}),
+        ("--eval-command=", "--init-eval-command=", "--command=", "-ex=", "--ex="),
+    ),
+    **dict.fromkeys(
+        ("emacs", "emacsclient"),
+        (frozenset({"--eval", "-l", "--load", "-f", "--funcall", "--script", "-x", "-e"}), ("--eval=", "--load=")),
+    ),
+    "sqlite3": (frozenset({"-cmd", "--cmd", "-init", "--init"}), (".",)),
+    "psql": (frozenset({"-c", "--command", "-f", "--file"}), ("--command=", "--file=")),
+    **dict.fromkeys(("make", "gmake"), (frozenset({"-E", "--eval"}), ("--eval=",))),
+    "expect": (frozenset({"-c", "-f"}), ()),
+    **dict.fromkeys(("less", "more", "most"), (frozenset(), ("+",))),
+}
+_SHELL_NAME = re.compile(r"(?:ba|da|z|k|mk|pdk|lk|ok|a|ya|rba|po)?sh[0-9.]*|rbash")
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[.*\])?\+?=", re.S)
+# what makes an argument a command line rather than a word: blanks, separators, substitutions,
+# variables, quotes, escapes (a path glob or brace list alone, 'src/**/*.{ts,tsx}', is an argument)
+_SHELL_SYNTAX = re.compile(r"[;&|`$'\"\\\s]|[<>]\(")
+_BRACE_WORD = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")  # {rm,x} is a command line to bash; src/*.{js,ts} a path
+
+
+def _code_word(name: str, word: str, prefixes: tuple[str, ...]) -> bool:
+    """A word that carries commands for ``name`` (``+!rm x`` to vim or less, ``.shell rm`` to sqlite3)."""
+    if not word.startswith(prefixes) or re.fullmatch(r"\+\d*|\+/[^|]*", word):  # +N, +/pattern: a place
+        return False
+    return name not in ("less", "more", "most") or bool(re.search(r"[!|]", word))  # less: +! and +| run commands
 
 
 def live_backquote(raw: str) -> bool:
@@ -241,8 +297,10 @@ class _Walker:
         self.stack: list[str] = []  # pushd's directory stack
         self.made: set[str] = set()  # directories mkdir creates earlier in the line
         self.dir_changes = 0  # cd/pushd/popd seen so far (to tell whether a construct changed directory)
-        self.integers: set[str] = set()  # names declared -i earlier in the line (assignments evaluate)
+        # names declared -i earlier in the line, and the shell's own that evaluate what is assigned to them
+        self.integers: set[str] = set(_ARITH_VARS)
         self.readonly: set[str] = set()  # names made readonly earlier in the line (assignments fail)
+        self.cased: set[str] = set()  # names declared -l/-u/-c earlier in the line (assignments change case)
         self.loops = 0  # loop bodies being read a second time
 
     # --- statements ----------------------------------------------------------------------
@@ -325,6 +383,11 @@ class _Walker:
             return self.command(node, cwd, depth)
         if t == "compound_statement" and node.children and node.children[0].type == "((":
             self.arithmetic(node, (node.text or b"")[2:-2].decode("utf-8", "replace"), cwd, depth)
+            return cwd
+        if t == "compound_statement" and not node.named_children:
+            # tree-sitter-bash 0.25 reads "{}" as an empty group; to bash it is a command named "{}"
+            # (what xargs -I{} or find -exec put there), and "{ }" is a syntax error
+            self.problem('an empty { } group (bash reads "{}" as a command name)')
             return cwd
         if t == "list":
             conditional = False
@@ -423,7 +486,7 @@ class _Walker:
             before = self.dir_changes
             var = node.child_by_field_name("variable")
             if var is not None and var.text is not None:
-                self.vars[var.text.decode()] = DYNAMIC
+                self.assigned_at_run_time(var.text.decode(), "for")
             body: list[Node] = []
             for child in node.children:
                 if t == "c_style_for_statement" and child.is_named and child.type != "do_group":
@@ -464,6 +527,11 @@ class _Walker:
 
     def subshell(self, node: Node, cwd: str, depth: int) -> None:
         """``( .. )``, ``$( .. )``, ``<( .. )``: a cd or an assignment inside does not leak out."""
+        raw = (node.text or b"").decode("utf-8", "replace")
+        if node.type == "command_substitution" and raw.startswith("`") and re.search(r"\\[`$]", raw[1:-1]):
+            # inside `..` bash unescapes \` and \$ before running the text: `echo \`rm x\`` runs rm x,
+            # while the parser reads an escaped, literal backquote
+            self.opaque(f"an escaped backquote or dollar inside `..` ({raw[:60]!r}): bash runs what it unescapes")
         stack, saved = list(self.stack), dict(self.vars)
         self.statements(node.children, cwd, depth)
         self.stack, self.vars = stack, saved
@@ -475,6 +543,20 @@ class _Walker:
         stack, saved = list(self.stack), dict(self.vars)
         self.script(parser, source, cwd, depth + 1)
         self.stack, self.vars = stack, saved
+
+    def trap_action(self, source: str, cwd: str, depth: int) -> None:
+        """A trap's action runs later in this shell, before any later command (DEBUG) or when a
+        signal comes: what it assigns or where it changes directory holds from then on, at times
+        keel does not follow (``trap 'X=rm' DEBUG; X=cat; $X f`` runs rm)."""
+        parser = _parser()
+        assert parser is not None
+        state = (dict(self.vars), set(self.integers), set(self.cased), set(self.readonly), self.dir_changes)
+        stack = list(self.stack)
+        self.script(parser, source, cwd, depth + 1)
+        after = (self.vars, self.integers, self.cased, self.readonly, self.dir_changes)
+        self.stack, self.vars = stack, state[0]
+        if after != state:
+            self.opaque("a trap action that assigns variables or changes directory (keel does not follow when it runs)")
 
     def unfollowed_dir_change(self, before: int, construct: str) -> None:
         if self.dir_changes != before:
@@ -496,8 +578,10 @@ class _Walker:
                 self.subscript(child, cwd, depth)
             elif t == "word":
                 self.backquotes(child)
-            elif t == "binary_expression" and any(
-                c.type == "test_operator" and c.text in _ARITH_TESTS for c in child.children
+            elif (
+                t == "binary_expression"
+                and _in_double_brackets(child)
+                and any(c.type == "test_operator" and c.text in _ARITH_TESTS for c in child.children)
             ):
                 for c in child.children:  # [[ a -eq b ]]: both sides are evaluated arithmetically
                     if c.is_named and c.type != "test_operator":
@@ -628,12 +712,22 @@ class _Walker:
 
     def remember(self, name: str, value: str) -> None:
         self.program_value(name, value, self.out.cwd or "")
-        if name in _RUN_VARS:
+        if _runs_programs(name):
             self.opaque(f"sets {name}, which changes what later commands run")
         if name in self.integers and not literal_arithmetic(value):
             self.opaque(f"{name} was declared -i: bash evaluates {value.replace(DYNAMIC, '…')!r} arithmetically")
-        unknown = name in _SHELL_SET_VARS or name in self.readonly
+        unknown = name in _SHELL_SET_VARS or name in self.readonly or name in self.integers or name in self.cased
         self.vars[name] = DYNAMIC if unknown else value
+
+    def assigned_at_run_time(self, name: str, how: str) -> None:
+        """``read n``, ``printf -v n``, ``for n in``, ``${n:=..}``: a value known only at run time. For a
+        name declared -i bash evaluates that value arithmetically, so it can run code."""
+        base = name.split("[", 1)[0]
+        if _runs_programs(base):  # for PATH in .; do ls; done runs ./ls
+            self.opaque(f"{how} sets {base}, which changes what later commands run")
+        if base in self.integers:
+            self.opaque(f"{how} assigns {base}, which was declared -i: bash evaluates the value (it can run code)")
+        self.vars[base] = DYNAMIC
 
     def assignments(self, node: Node, cwd: str, depth: int) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
@@ -696,7 +790,7 @@ class _Walker:
         if misread and misread[0] in _RESERVED - {"time", "coproc"}:
             self.opaque(f"the reserved word {misread[0]!r} read as a command (the shell parser misreads it)")
         for name, value in assignments:
-            if name in _RUN_VARS:
+            if _runs_programs(name):
                 self.opaque(f"runs a command with {name} set, which changes what it runs")
             self.program_value(name, value, cwd)
             if words and words[0] in _SPECIAL_BUILTINS:
@@ -717,7 +811,7 @@ class _Walker:
             self.problem(f"{cmd.argv[0]} behind a wrapper (bash may not change directory at all)")
             return cwd
         dirs = Dirs(cwd, self.stack, self.made)
-        why = change(cmd.argv, dirs, self.home)
+        why = change(cmd.argv, dirs, self.vars.get("HOME", self.home))  # cd alone goes to $HOME, as set now
         if why:
             self.problem(why)
             return cwd
@@ -727,8 +821,8 @@ class _Walker:
         """Strip wrappers and pull nested commands out; append what remains. For ``eval``, the
         directory its script ends in (eval runs in this shell; ``bash -c`` does not)."""
         argv = cmd.argv
-        self.runner_suffixes(argv, cmd.globbed, cwd)
         while argv:
+            self.runner_suffixes(argv, cmd.globbed, cwd, depth)  # after each wrapper: nice npx sh -c ..
             name = posixpath.basename(argv[0]) if DYNAMIC not in argv[0] else argv[0]
             if name in ("sudo", "doas"):
                 rest = skip_options(argv[1:], frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}))
@@ -753,6 +847,13 @@ class _Walker:
                     argv = after_env
                     continue
                 rest = skip_options(argv[1:], WRAPPER_OPTS_WITH_VALUE[name])
+                if name in ("time", "coproc") and rest and (rest[0] in _RESERVED or _ASSIGNMENT_WORD.match(rest[0])):
+                    # reserved words to bash: "time X=1 rm x" runs rm with X set, "time X=rm" assigns X in
+                    # this shell, "time -p ! cmd" negates cmd; the parser reads X=1 or ! as the program
+                    self.opaque(
+                        f"{rest[0][:20]!r} after {name}: a reserved word or assignment the parser takes for the program"
+                    )
+                    return None
                 if name == "timeout" and rest:
                     rest = rest[1:]  # the duration
                 if name == "nice" and rest and re.fullmatch(r"-\d+", rest[0]):
@@ -760,14 +861,14 @@ class _Walker:
                 cmd.wrappers.append(name)
                 if name == "xargs":
                     replace = _xargs_replace(argv[1 : len(argv) - len(rest)])
-                    if replace and rest and replace in rest[0]:  # xargs -I{} {} x: the program comes from the input
-                        rest = [DYNAMIC, *rest[1:]]
+                    if replace:  # xargs -I{} {} x, xargs -i sh -c '{}': the input goes where {} stands
+                        rest = [DYNAMIC if replace in w else w for w in rest]
                     if not rest:
                         rest = ["echo"]
                     rest = [*rest, DYNAMIC]  # xargs appends arguments from its input
                 argv = rest
                 continue
-            if name in SHELLS:
+            if name in SHELLS or _SHELL_NAME.fullmatch(name):
                 inner = shell_c(argv[1:])
                 if inner is None:
                     self.opaque(f"{name} runs a script keel does not read (a file or standard input)")
@@ -775,7 +876,13 @@ class _Walker:
                 if DYNAMIC in inner:
                     self.opaque(f"{name} -c runs a string known only at run time")
                     return None
-                self._nested_script(inner, cmd, cwd, depth)
+                # a new shell: it sees the environment (the command's own assignments and what was
+                # exported, which keel does not track), not this shell's variables; nothing leaks back
+                saved, self.vars = self.vars, {k: v for k, v in cmd.assignments}
+                try:
+                    self._nested_script(inner, cmd, cwd, depth)
+                finally:
+                    self.vars = saved
                 return None
             if name == "eval":
                 inner = " ".join(argv[1:])
@@ -790,11 +897,26 @@ class _Walker:
             self.opaque(f"the program name {argv[0]!r} is a glob pattern (any program could match)")
             argv = [DYNAMIC, *argv[1:]]
         cmd.argv = argv
+        if argv and "/" in argv[0] and DYNAMIC not in argv[0]:
+            self.program_path(argv, cmd.cwd or cwd)
         if argv:
             self.evaluated(argv, cwd, depth)
         if argv or cmd.assignments:
             self.out.commands.append(cmd)
         return None
+
+    def program_path(self, argv: list[str], cwd: str) -> None:
+        """A program named by a path is the file there: a link (``./ls -> /usr/bin/rm``, a repository
+        can ship one) runs its target, checked against deny rules too; a path that does not exist
+        now may be created by an earlier part of the line (``ln -s /usr/bin/rm r; ./r x``): any program."""
+        path = posixpath.normpath(posixpath.join(cwd, argv[0]))
+        if not os.path.lexists(path):
+            if self.out.commands or self.out.redirects:  # alone on the line it just fails to run
+                self.opaque(f"the program {argv[0]!r} does not exist now (the line may create it)")
+            return
+        real = os.path.realpath(path)
+        if posixpath.basename(real) != posixpath.basename(path):
+            self.out.also_runs.append(SimpleCommand(argv=[real, *argv[1:]], cwd=cwd))
 
     def env(self, argv: list[str], cmd: SimpleCommand, cwd: str) -> list[str] | None:
         """``env [-i] [-u NAME] [-C DIR] [NAME=VALUE]... CMD``: what it runs, and where."""
@@ -823,16 +945,16 @@ class _Walker:
                     self.opaque("env -C to a directory known only at run time")
                     return None
                 cmd.cwd = posixpath.normpath(posixpath.join(cmd.cwd or cwd, chdir))
-        while i < len(argv) and "=" in argv[i] and not argv[i].startswith(("-", "=")):
+        while i < len(argv) and "=" in argv[i] and not argv[i].startswith("-"):
             k, _, v = argv[i].partition("=")
             cmd.assignments.append((k, v))
-            if k in _RUN_VARS:
+            if _runs_programs(k):
                 self.opaque(f"env sets {k}, which changes what it runs")
             i += 1
         cmd.wrappers.append("env")
         return argv[i:]
 
-    def runner_suffixes(self, argv: list[str], globbed: list[str], cwd: str) -> None:
+    def runner_suffixes(self, argv: list[str], globbed: list[str], cwd: str, depth: int) -> None:
         """``uv run --with x rm -rf src``: a runner's options are not modelled, so every word
         sequence that could be the command it runs is checked against deny and ask rules."""
         if not argv or DYNAMIC in argv[0]:
@@ -848,13 +970,47 @@ class _Walker:
         candidate = True  # the first word that is not an option may be the program, whatever it is
         for i in range(first, min(len(argv), _MAX_SUFFIXES)):
             word = argv[i]
+            value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+            if DYNAMIC not in value and (
+                _SHELL_SYNTAX.search(value) or (_BRACE_WORD.search(value) and not re.search(r"[/*?]", value))
+            ):
+                self.runner_script(value, cwd, depth)  # script -c 'a; rm x', su -c, flock -c, ssh host 'a; b'
             if word.startswith("-"):
+                if value is not word and value:  # --command=rm x
+                    self.out.also_runs.append(SimpleCommand(argv=value.split(), cwd=cwd))
                 continue
             if DYNAMIC in word and not candidate:
                 continue  # an unknown argument after the program: not a program itself
-            candidate = False
             program = DYNAMIC if word in globbed else word  # a glob could name any program
+            if candidate:  # the likeliest program: read as keel reads a command (uv run python -c ..)
+                self.runner_command([program, *argv[i + 1 :]], cwd, depth)
+            candidate = False
             self.out.also_runs.append(SimpleCommand(argv=[program, *argv[i + 1 :]], cwd=cwd))
+
+    def runner_command(self, argv: list[str], cwd: str, depth: int) -> None:
+        """The command a runner most likely runs, read as a command of its own (wrappers, ``sh -c``
+        scripts, inline code, awk programs): what it runs meets deny and ask rules, and what keel
+        cannot read there is a problem here too."""
+        sub = BashAnalysis()
+        if depth < MAX_DEPTH:
+            _Walker(sub, self.home).unwrap(SimpleCommand(argv=argv, cwd=cwd), cwd, depth + 1)
+        self.out.also_runs += [c for c in sub.commands if c.argv] + sub.also_runs
+        for why in sub.problems:
+            (self.opaque if why in sub.opaque else self.problem)(why)
+
+    def runner_script(self, text: str, cwd: str, depth: int) -> None:
+        """A runner's argument that reads as shell code (it may be the command line the runner hands
+        to a shell): every program in it is checked against deny and ask rules."""
+        parser = _parser()
+        assert parser is not None
+        sub = BashAnalysis()
+        if depth < MAX_DEPTH:
+            _Walker(sub, self.home).script(parser, text, cwd, depth + 1)
+        else:
+            sub.opaque.append("commands nested too deeply to check")
+        self.out.also_runs += [c for c in sub.commands if c.argv] + sub.also_runs
+        for why in [*sub.problems, *sub.opaque]:  # a script keel cannot read there is one here
+            (self.opaque if why in sub.opaque else self.problem)(why)
 
     def evaluated(self, argv: list[str], cwd: str, depth: int) -> None:
         """What a builtin or interpreter runs that is not a program in its argv: subscripts and
@@ -882,7 +1038,7 @@ class _Walker:
             if len(operands) > 1 and DYNAMIC in operands[0]:
                 self.opaque("trap runs a string known only at run time")
             elif len(operands) > 1:  # trap ACTION SIGNAL...: the action runs later, in this shell
-                self.substitution_script(operands[0], cwd, depth)
+                self.trap_action(operands[0], cwd, depth)
         elif name == "set":
             for i, a in enumerate(args):
                 if a in ("-o", "+o") and (i + 1 >= len(args) or args[i + 1] not in _PLAIN_SET_OPTIONS):
@@ -919,11 +1075,25 @@ class _Walker:
             elif source == "inline":  # not modelled: asks, and is any program where nothing else asks
                 self.problem(f"{name} runs inline code keel does not read")
         elif name in _AWK:
-            script = next((a for a in args if not a.startswith("-")), "")
-            if any(a == "-f" or a.startswith(("-f", "--file")) for a in args) or re.search(
-                r"system|getline|\||\bprint[f]?\b[^;}]*>", script
+            # every argument: the program may follow -v x=1, -F:, --, or come as -e/--source=...
+            loads = ("-f", "--file", "-i", "--include", "-l", "--load", "-E", "--exec")
+            if any(a.startswith(loads) for a in args) or any(
+                re.search(r"system|getline|\||\bprint[f]?\b[^;}]*>|@", a) for a in args
             ):
                 self.opaque(f"{name} runs a program that can start commands")
+        elif name in _INLINE_CODE:
+            exact, prefixes = _INLINE_CODE[name]
+            code = [a for a in args if a in exact or _code_word(name, a, prefixes)]
+            if name in ("make", "gmake"):  # a makefile read from standard input
+                stdin = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+                for i, a in enumerate(args):
+                    value = a.split("=", 1)[1] if a.startswith("--") and "=" in a else a[2:] if len(a) > 2 else ""
+                    if a in ("-f", "--file", "--makefile") and i + 1 < len(args):
+                        value = args[i + 1]
+                    if a.startswith(("-f", "--file", "--makefile")) and value in stdin:
+                        code.append(a)
+            if code:
+                self.problem(f"{name} {code[0][:40]!r} runs commands keel does not read")
 
     def git_setting(self, setting: str, cwd: str) -> None:
         """``git -c key=value``: a key naming a command (an alias, a pager, an editor, ssh, a
@@ -1023,15 +1193,22 @@ class _Walker:
                     values.append((n, v))
                 if "i" in flags:
                     self.integers.add(n.split("[", 1)[0])
-                    if eq and not literal_arithmetic(v):
-                        self.opaque(f"{name} -i evaluates {v.replace(DYNAMIC, '…')[:60]!r} arithmetically")
+                if n.split("[", 1)[0] in self.integers and eq and not literal_arithmetic(v):
+                    # declare -i n; declare n='a[$(cmd)]': the value is evaluated
+                    self.opaque(f"{name} -i evaluates {v.replace(DYNAMIC, '…')[:60]!r} arithmetically")
+                if set(flags) & set("luc"):  # the value is stored lower-, upper- or capital-cased
+                    self.cased.add(n.split("[", 1)[0])
         for n in names:
             if not PLAIN_NAME.fullmatch(n):
                 shown = n.replace(DYNAMIC, "…")[:60]
                 self.opaque(f"{name} assigns {shown!r}: bash evaluates its subscript (it can run code)")
                 continue
-            if name not in _DECLARE:
+            if name == "unset":
+                if _runs_programs(n.split("[", 1)[0]):  # without PATH bash searches its default path, "." included
+                    self.opaque(f"unset {n} changes what later commands run")
                 self.vars[n.split("[", 1)[0]] = DYNAMIC
+            elif name not in _DECLARE:
+                self.assigned_at_run_time(n, name)
 
     def _nested_script(self, inner: str, cmd: SimpleCommand, cwd: str, depth: int) -> str:
         parser = _parser()
@@ -1058,6 +1235,11 @@ class _Walker:
                 if inner:
                     if "{}" in inner[0]:  # the program is the file find found: any program
                         inner[0] = DYNAMIC
+                    program = posixpath.basename(inner[0])
+                    shell = program in SHELLS or program == "eval" or bool(_SHELL_NAME.fullmatch(program))
+                    # a file name inside a word (sh -c 'echo {}', {}.bak) is text keel cannot know; a
+                    # whole {} is one argument (a path), unless a shell reads it as a script
+                    inner = [DYNAMIC if "{}" in w and (w != "{}" or shell) else w for w in inner]
                     nested = SimpleCommand(argv=inner, cwd=cwd)
                     self.unwrap(nested, cwd, depth + 1)
                 i = j + 1
@@ -1159,7 +1341,10 @@ class _Walker:
                 head, sep, rest = value.partition("/")
                 if head != "~" or (joined and not sep):
                     return DYNAMIC
-                value = self.home + sep + rest
+                home = self.vars.get("HOME", self.home)  # HOME=$PWD; cat ~/.env reads the project's
+                if DYNAMIC in home:
+                    return DYNAMIC
+                value = home + sep + rest
             return value
         if t in ("number", "variable_name", "test_operator", "regex", "extglob_pattern"):
             return raw
@@ -1231,7 +1416,7 @@ class _Walker:
         if any(ty in ("=", ":=") for ty in types):
             name = next((c for c in kids if c.type == "variable_name"), None)
             if name is not None and name.text:
-                self.vars[name.text.decode()] = DYNAMIC  # assigned if unset: known only at run time
+                self.assigned_at_run_time(name.text.decode(), "${..=..}")  # assigned if unset
 
     def _var(self, name: str, cwd: str) -> str:
         if name in self.vars:
