@@ -9,8 +9,10 @@ the log and some files are back) is tests/test_rewind_killsweep.py's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +47,21 @@ def _entries(log: Path) -> list[dict[str, Any]]:
 
 def _marker(r: Rewritten) -> Path:
     return r.log.parent / "open-rewinds" / r.sid
+
+
+def _wait_stopped(pid: int) -> None:
+    """Until every thread of ``pid`` is stopped (SIGSTOP is delivered asynchronously: a write
+    under way when it is sent may still finish)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        if states and all(s in ("T", "t") for s in states):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"pid {pid} did not stop")
 
 
 def _new_session(r: Rewritten) -> Any:
@@ -88,6 +105,7 @@ def test_a_rewind_live_in_another_process_is_left_alone(tmp_path: Path, fake_llm
     try:
         stopped_at = signal_mid_rewind(r, proc, FILES // 3, signal.SIGSTOP)
         assert stopped_at is not None, "the rewind ended before it could be stopped"
+        _wait_stopped(proc.pid)
         back = r.back()
         log_before = r.log.read_bytes()
         assert _marker(r).exists()
