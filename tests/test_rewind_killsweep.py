@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,44 @@ def _sweep_points() -> list[int]:
     return sorted({round(j * FILES / max(n - 1, 1)) for j in range(n)})
 
 
-def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool, mode: str = "code") -> dict[str, Any]:
-    tag = f"{k}{'d' if drop_object else ''}{mode}"
+@dataclass
+class Rewritten:
+    """A fresh project whose one session's Bash call rewrote its FILES files (the rewind's subject)."""
+
+    project: Path
+    home: Path
+    env: dict[str, str]
+    sid: str
+    log: Path
+    names: list[Path]
+
+    def keel(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [KEEL, *args],
+            cwd=self.project,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def start_rewind(self, mode: str = "code") -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [KEEL, "-p", f"/rewind 0 {mode}", "-r", self.sid, *BYPASS],
+            cwd=self.project,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def back(self) -> int:
+        """How many files are back at their original content."""
+        return sum(1 for p in self.names if p.exists() and p.stat().st_size == ORIGINAL_SIZE)
+
+
+def rewritten(tmp: Path, tag: str, fake_llm: Start) -> Rewritten:
     project, home = tmp / f"p{tag}", tmp / f"home{tag}"
     project.mkdir()
     for i in range(FILES):
@@ -62,38 +99,43 @@ def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool, mode: s
         {"steps": [{"text": "ok", "tool_calls": [{"name": "Bash", "input": {"command": command}}]}, "done"]}
     )
     env = {**os.environ, **wire_env(server, "anthropic"), "KEEL_HOME": str(home)}
-
-    def keel(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [KEEL, *args], cwd=project, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
-        )
-
-    first = keel("-p", "rewrite them", "--output-format", "json", *BYPASS)
-    assert first.returncode == 0, first.stderr
-    sid = json.loads(first.stdout)["session_id"]
-    assert all((project / f"f{i:04d}.txt").stat().st_size == BASH_SIZE for i in range(FILES))
-    [log] = session_files(home)
-
-    proc = subprocess.Popen(
-        [KEEL, "-p", f"/rewind 0 {mode}", "-r", sid, *BYPASS],
+    first = subprocess.run(
+        [KEEL, "-p", "rewrite them", "--output-format", "json", *BYPASS],
         cwd=project,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
         stdin=subprocess.DEVNULL,
     )
+    assert first.returncode == 0, first.stderr
+    sid = json.loads(first.stdout)["session_id"]
     names = [project / f"f{i:04d}.txt" for i in range(FILES)]
-    killed_at: int | None = None
+    assert all(p.stat().st_size == BASH_SIZE for p in names)
+    [log] = session_files(home)
+    return Rewritten(project, home, env, sid, log, names)
+
+
+def signal_mid_rewind(r: Rewritten, proc: subprocess.Popen[bytes], k: int, sig: signal.Signals) -> int | None:
+    """Send ``sig`` to the rewinding ``proc`` once its intent is in the log and ``k`` files are back
+    (k = 0: just after the intent); returns how many were back then (None: it ended first)."""
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:
-        back = sum(1 for p in names if p.exists() and p.stat().st_size == ORIGINAL_SIZE)
-        if back >= k and (k > 0 or b'"rewind_intent"' in log.read_bytes()):  # k = 0: just after the intent
-            proc.send_signal(signal.SIGKILL)
-            killed_at = back
-            break
+        back = r.back()
+        if back >= k and (k > 0 or b'"rewind_intent"' in r.log.read_bytes()):
+            proc.send_signal(sig)
+            return back
         time.sleep(0.001)
+    return None
+
+
+def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool, mode: str = "code") -> dict[str, Any]:
+    r = rewritten(tmp, f"{k}{'d' if drop_object else ''}{mode}", fake_llm)
+    project, sid, log, names, keel = r.project, r.sid, r.log, r.names, r.keel
+    proc = r.start_rewind(mode)
+    killed_at = signal_mid_rewind(r, proc, k, signal.SIGKILL)
     proc.wait()
-    back_at_kill = sum(1 for p in names if p.stat().st_size == ORIGINAL_SIZE)
+    back_at_kill = r.back()
     if drop_object and 0 < back_at_kill < FILES:  # a target that cannot be reached: the journal rolls back
         intent = next(e for e in _entries(log) if e["type"] == "rewind_intent")
         missing = next(p for p in names if p.stat().st_size != ORIGINAL_SIZE)

@@ -35,6 +35,7 @@ from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, Reque
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
 from agentkeel.safety import AskRepeat
 from agentkeel.session.checkpoints import CheckpointRecorder
+from agentkeel.session.openrewinds import listed as open_rewinds
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
 from agentkeel.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
 from agentkeel.tools import builtin_tools
@@ -471,6 +472,14 @@ class Runtime:
                 recovered = f"an interrupted rewind could not be finished: {exc}"
             if recovered:
                 loaded.warnings.append(recovered)
+        if any(sid != session_id for sid in open_rewinds(sessions)):  # one listing when there is none
+            from agentkeel.session.history import recover_open_rewinds
+
+            try:  # another session's rewind killed half-way: finished now, not when (if) it is resumed
+                loaded.warnings += recover_open_rewinds(sessions, current=session_id)
+            except Exception as exc:  # this session still opens; the markers stay for the next start
+                log.exception("recovering another session's interrupted rewind failed")
+                loaded.warnings.append(f"an interrupted rewind could not be finished: {exc}")
         return rt
 
     @staticmethod

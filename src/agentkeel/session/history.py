@@ -14,7 +14,7 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -34,7 +34,8 @@ from agentkeel.session.checkpoints import CheckpointRecorder, checkpoint_dir
 from agentkeel.session.events import Checkpoint, RewindDone, RewindIntent, RewindMarker, SessionForked
 from agentkeel.session.load import AmbiguousSession, find_session, load_session
 from agentkeel.session.objects import LINK, UNKNOWN, CheckpointError, ObjectStore, StoreError, current
-from agentkeel.session.store import SessionWriter, project_dir
+from agentkeel.session.openrewinds import close_marker, listed, open_marker
+from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, project_dir
 
 if TYPE_CHECKING:
     from agentkeel.core.events import EventBus
@@ -54,6 +55,7 @@ class Runtime(Protocol):
 
 
 RewindMode = Literal["conversation", "code", "both"]
+Publish = Callable[[Event], Event]  # logs an event in the session being recovered; returns it as logged
 
 
 @dataclass(frozen=True)
@@ -305,7 +307,10 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
     never overwritten unless ``force``: :class:`RewindConflict` names them and nothing changes.
     The code part is journaled: a ``rewind_intent`` (each path's target and its content before,
     stored) is logged before any file is touched and a ``rewind_done`` after, so a rewind killed
-    half-way is completed or rolled back at the session's next start (:func:`recover_rewind`)."""
+    half-way is completed or rolled back at the next start of any session in the project
+    (:func:`recover_open_rewinds`: the session's marker in the project's register of open
+    rewinds is written durably before the intent and removed after the ``rewind_done``), or when
+    the session itself is resumed (:func:`recover_rewind`)."""
     if mode not in ("conversation", "code", "both"):
         raise RewindError(f"unknown rewind mode {mode!r}: use conversation, code or both")
     recorder = runtime.agent.services.find(CheckpointRecorder)
@@ -332,6 +337,7 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
             # the journal: what each file holds now is stored, then the intent is logged, then files change
             prior = await asyncio.to_thread(_priors, store, plan.targets)
             rewind_id = str(uuid.uuid4())
+            await asyncio.to_thread(_register, runtime.session_path, rewind_id)
             runtime.bus.publish(
                 RewindIntent(
                     rewind_id=rewind_id,
@@ -358,10 +364,11 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
             removed = [p for p in done if plan.targets[p] is None]
     conversation_turns = len(turns)
     if mode in ("conversation", "both"):
-        _mark(runtime, events, turn, turn_index, mode)
+        runtime.agent.view.add_event(_mark(runtime.bus.publish, events, turn, turn_index, mode))
         conversation_turns = turn_index
     if rewind_id is not None:  # after the conversation's marker: a kill before this finishes both
         runtime.bus.publish(RewindDone(rewind_id=rewind_id, outcome="completed", problems=problems))
+        close_marker(runtime.session_path)
     return RewindResult(tuple(restored), tuple(removed), conversation_turns, _warning(problems))
 
 
@@ -380,7 +387,17 @@ def _priors(store: ObjectStore, targets: dict[str, str | None]) -> dict[str, str
         ) from None
 
 
-def _mark(runtime: Runtime, events: list[Event], turn: _Turn, turn_index: int, mode: str) -> None:
+def _register(session_file: Path, rewind_id: str) -> None:
+    """The session's marker in the project's register of open rewinds, durable before the intent."""
+    try:
+        open_marker(session_file, rewind_id)
+    except OSError as e:
+        raise RewindError(
+            f"not rewound: the rewind could not be recorded as begun ({e.strerror or e}); nothing was changed"
+        ) from None
+
+
+def _mark(publish: Publish, events: list[Event], turn: _Turn, turn_index: int, mode: str) -> Event:
     builder = ViewBuilder()
     for event in events[: turn.position]:
         builder.add_event(event)
@@ -392,31 +409,102 @@ def _mark(runtime: Runtime, events: list[Event], turn: _Turn, turn_index: int, m
         target_uuid=turn.event.uuid,
         mode=mode,
     )
-    logged = runtime.bus.publish(marker)
-    runtime.agent.view.add_event(logged)
+    return publish(marker)
 
 
 def recover_rewind(runtime: Runtime, events: list[Event] | None = None) -> str | None:
     """Finish a code rewind the log shows begun and not ended (keel was killed half-way): roll it
     forward when every file is at its target or as it was just before (and each target object is
     there), else roll it back; a file changed since by someone else is left alone. Logs a
-    ``rewind_done`` (``recovered``) saying which, and returns one line for the user (None: nothing
-    to do). ``events``: the session's, when the caller has them loaded already."""
+    ``rewind_done`` (``recovered``) saying which, removes the session's marker from the project's
+    register of open rewinds, and returns one line for the user (None: nothing to do).
+    ``events``: the session's, when the caller has them loaded already."""
     if events is None:
         events = load_session(runtime.session_path).events
+    line = _recover_events(runtime.bus.publish, runtime.agent.view.add_event, _store(runtime), events)
+    close_marker(runtime.session_path)  # every intent is closed now (a marker without one is stale)
+    return line
+
+
+def recover_open_rewinds(sessions: Path, current: str | None = None) -> list[str]:
+    """Finish the rewinds a kill left open in any session of the project folder ``sessions`` (its
+    register of open rewinds), as :func:`recover_rewind` does for a resumed session: each session
+    is locked first and its own log gets the ``rewind_done``. A session live in another process
+    (its lock held) is left to that process; a marker whose session has no open intent (its
+    ``rewind_done`` is logged, or the kill came before the intent) is stale and removed.
+    ``current``: the starting session's id, which its own start recovers. Returns one line per
+    session for the user."""
+    lines: list[str] = []
+    for sid in listed(sessions):
+        if sid == current:
+            continue
+        try:
+            line = _recover_closed_session(sessions / f"{sid}.jsonl")
+        except (OSError, StoreError) as e:  # the marker stays: the next start tries again
+            line = f"an interrupted rewind in session {sid} could not be finished: {e}; the next start tries again"
+        if line:
+            lines.append(line)
+    return lines
+
+
+def _recover_closed_session(log: Path) -> str | None:
+    sid = log.stem
+    if not log.exists():  # the session is gone: nothing to finish
+        close_marker(log)
+        return None
+    lock = SessionLock(log)
+    try:
+        lock.acquire()
+    except SessionLocked as e:
+        who = f" (pid {e.owner['pid']})" if e.owner.get("pid") else ""
+        return f"session {sid} has a rewind in progress in another keel process{who}; left to it"
+    try:
+        loaded = load_session(log)
+        if not _pending(loaded.events):
+            close_marker(log)  # stale: its rewind_done is logged, or it was killed before the intent
+            return None
+        writer = SessionWriter(log, sid, parent_uuid=loaded.last_uuid)
+        try:
+
+            def publish(event: Event) -> Event:
+                writer(event)
+                return event
+
+            line = _recover_events(publish, None, ObjectStore(checkpoint_dir(log)), loaded.events)
+        finally:
+            writer.close()  # fsynced: the rewind_done is durable before the marker goes
+        close_marker(log)
+        return f"session {sid}: {line}" if line else None
+    finally:
+        lock.release()
+
+
+def _pending(events: list[Event]) -> list[tuple[int, RewindIntent]]:
     closed = {e.rewind_id for e in events if isinstance(e, RewindDone)}
-    pending = [(i, e) for i, e in enumerate(events) if isinstance(e, RewindIntent) and e.rewind_id not in closed]
+    return [(i, e) for i, e in enumerate(events) if isinstance(e, RewindIntent) and e.rewind_id not in closed]
+
+
+def _recover_events(
+    publish: Publish, view_add: Callable[[Event], None] | None, store: ObjectStore, events: list[Event]
+) -> str | None:
+    pending = _pending(events)
     if not pending:
         return None
-    store = _store(runtime)
     lines: list[str] = []
     for position, intent in pending:
         _sweep_temp(intent.targets)
-        lines.append(_recover_one(runtime, store, events, position, intent))
+        lines.append(_recover_one(publish, view_add, store, events, position, intent))
     return "; ".join(lines)
 
 
-def _recover_one(runtime: Runtime, store: ObjectStore, events: list[Event], position: int, intent: RewindIntent) -> str:
+def _recover_one(
+    publish: Publish,
+    view_add: Callable[[Event], None] | None,
+    store: ObjectStore,
+    events: list[Event],
+    position: int,
+    intent: RewindIntent,
+) -> str:
     at_target: list[str] = []
     at_prior: list[str] = []
     foreign: list[str] = []
@@ -434,7 +522,7 @@ def _recover_one(runtime: Runtime, store: ObjectStore, events: list[Event], posi
     if not failed:
         moved = at_target + done
         if moved:
-            runtime.bus.publish(
+            publish(
                 Checkpoint(
                     tool_use_id=intent.rewind_id,
                     tool="rewind",
@@ -448,10 +536,10 @@ def _recover_one(runtime: Runtime, store: ObjectStore, events: list[Event], posi
         ):
             turn = next((t for t in _turns(events[:position]) if t.event.uuid == intent.target_uuid), None)
             if turn is not None:
-                _mark(runtime, events[:position], turn, intent.turn_index, intent.mode)
-        runtime.bus.publish(
-            RewindDone(rewind_id=intent.rewind_id, outcome="completed", recovered=True, problems=problems)
-        )
+                logged = _mark(publish, events[:position], turn, intent.turn_index, intent.mode)
+                if view_add is not None:
+                    view_add(logged)
+        publish(RewindDone(rewind_id=intent.rewind_id, outcome="completed", recovered=True, problems=problems))
         left = f"; {len(foreign)} file(s) changed since were left as they are" if foreign else ""
         return f"a rewind to {what} was interrupted; it has now been completed ({len(moved)} file(s)){left}"
     # something cannot reach its target: put back what had moved
@@ -464,9 +552,7 @@ def _recover_one(runtime: Runtime, store: ObjectStore, events: list[Event], posi
             back[p] = was
     _, failed_back = _apply_all(store, back)
     problems += failed + failed_back
-    runtime.bus.publish(
-        RewindDone(rewind_id=intent.rewind_id, outcome="rolled_back", recovered=True, problems=problems)
-    )
+    publish(RewindDone(rewind_id=intent.rewind_id, outcome="rolled_back", recovered=True, problems=problems))
     return f"a rewind to {what} was interrupted and could not be completed ({failed[0]}); it was rolled back"
 
 
