@@ -61,7 +61,7 @@ class _Entry:
 
 
 _held: dict[str, _Entry] = {}
-_guard = threading.Lock()
+_guard = threading.RLock()  # reentrant: a collected Hold may release while this thread holds it
 
 
 class Hold:
@@ -69,6 +69,15 @@ class Hold:
 
     def __init__(self, key: str) -> None:
         self._key: str | None = key
+
+    def __del__(self) -> None:
+        # a store or outbox dropped without close(): its SQLite connection is closed as it is
+        # collected, and so is its hold, with it (the file is no longer open here)
+        if self._key is not None:
+            try:
+                self.release()
+            except Exception:  # at interpreter exit the module may be gone; the kernel frees the lock
+                pass
 
     def release(self) -> None:
         with _guard:
