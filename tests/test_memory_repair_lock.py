@@ -7,6 +7,7 @@ takes it exclusive or refuses, in one line naming the process, changing nothing.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from agentkeel.memory import lock, open_store
+from agentkeel.memory.capture import Outbox
 from agentkeel.memory.sqlite_lib import sqlite3
 from conftest import KEEL, KeelRun
 
@@ -283,3 +285,58 @@ def test_repair_in_a_process_that_has_the_store_open_refuses(monkeypatch: pytest
     finally:
         store.close()
     assert repair_files(db, home)[-1].endswith("healthy: nothing to repair")
+    # a store or outbox dropped without close() is closed as it is collected, and gives its lock back
+    assert open_store(db, embedder="none").stats()["entries"] == 2
+    assert Outbox(home / "memory" / "outbox.db", lambda: open_store(db, embedder="none")).counts()["pending"] == 0
+    gc.collect()
+    assert repair_files(db, home)[-1].endswith("healthy: nothing to repair")
+
+
+def test_a_kill_9d_session_in_the_middle_of_a_tool_call_does_not_block_repair(project: Path) -> None:
+    """The kernel drops a killed session's locks, and no process it started holds them (the lock's
+    descriptor is not inherited): the repair runs at once. (A guard of the lock itself: with no
+    lock at all, repair also runs.)"""
+    memdir = Path(os.environ["KEEL_HOME"]) / "memory"
+    db = memdir / "memory.db"
+    go = project / "go"
+    wait_for_go = f"for i in $(seq 1200); do [ -e {go} ] && break; sleep 0.1; done"
+    script = project.parent / "script.json"
+    script.write_text(json.dumps({"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": wait_for_go}}]}]}))
+    session = subprocess.Popen(
+        [KEEL, "-p", "remember killed-prompt-4410", "--model", f"scripted:{script}", "--allowedTools", "Bash"],
+        cwd=project,
+        env={**os.environ, **NO_EMBEDDER},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        _wait(lambda: _rows(db, "%killed-prompt-4410%"), what="the session to write its prompt to memory")
+        _wait(lambda: _running_with(str(go)), what="the session's Bash step to start")
+        session.send_signal(signal.SIGKILL)
+        session.wait(30)
+        assert lock.holders(lock.lock_file(db)) == [] and lock.holders(lock.lock_file(memdir / "outbox.db")) == []
+        _drop_index_row(db)
+        repair = subprocess.run(
+            [KEEL, "mem", "repair"], env={**os.environ, **NO_EMBEDDER}, capture_output=True, text=True, timeout=120
+        )
+        assert repair.returncode == 0, repair.stderr
+        assert "rebuilt with" in repair.stdout
+    finally:
+        go.touch()  # ends the Bash command, if it outlived the session
+        if session.poll() is None:
+            session.kill()
+            session.wait(30)
+
+
+def _running_with(text: str) -> list[int]:
+    """The live processes whose command line holds ``text``."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if text.encode() in (d / "cmdline").read_bytes():
+                    found.append(int(d.name))
+            except OSError:
+                continue
+    return found
