@@ -102,21 +102,39 @@ def hold(path: Path, *, exclusive: bool = False, wait_s: float | None = None) ->
     key = str(lock.parent.resolve() / lock.name)
     wait = (EXCLUSIVE_WAIT_S if exclusive else SHARED_WAIT_S) if wait_s is None else wait_s
     with _guard:
-        entry = _held.get(key)
-        if entry is not None:
-            if exclusive and not entry.exclusive:
-                raise MemoryBusy(f"{path} is open in this process (pid {os.getpid()}): close it before repairing it")
-            entry.count += 1
+        if _join(key, path, exclusive):
             return Hold(key)
-        fd = _open(lock)
-        if fd is not None:
-            try:
-                _acquire(fd, path, lock, exclusive, wait)
-            except BaseException:
+    fd = _open(lock)
+    if fd is not None:
+        try:
+            _acquire(fd, path, lock, exclusive, wait)  # without the guard: other files' holds go on meanwhile
+        except BaseException:
+            os.close(fd)
+            raise
+    with _guard:
+        try:
+            joined = _join(key, path, exclusive)
+        except BaseException:
+            if fd is not None:
                 os.close(fd)
-                raise
-        _held[key] = _Entry(fd, exclusive, 1)
-        return Hold(key)
+            raise
+        if not joined:
+            _held[key] = _Entry(fd, exclusive, 1)
+            return Hold(key)
+    if fd is not None:
+        os.close(fd)  # another thread of this process took it meanwhile: its hold is counted instead
+    return Hold(key)
+
+
+def _join(key: str, path: Path, exclusive: bool) -> bool:
+    """Count one more hold on a lock this process has already (under ``_guard``); False if it has none."""
+    entry = _held.get(key)
+    if entry is None:
+        return False
+    if exclusive and not entry.exclusive:
+        raise MemoryBusy(f"{path} is open in this process (pid {os.getpid()}): close it before repairing it")
+    entry.count += 1
+    return True
 
 
 def _open(lock: Path) -> int | None:
