@@ -24,6 +24,8 @@ from agentkeel.memory import lock, open_store
 from agentkeel.memory.capture import Outbox
 from agentkeel.memory.sqlite_lib import sqlite3
 from conftest import KEEL, KeelRun
+from serve_fixtures import Served
+from serve_fixtures import serve as serve  # the fixture
 
 PYTHON = sys.executable
 NO_EMBEDDER = {"KEEL_MEMORY_EMBEDDER": "none"}
@@ -230,6 +232,20 @@ def test_repair_names_a_keel_mem_mcp_server_holding_the_store(project: Path, kee
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(30)
+    assert keel("mem", "repair", env=NO_EMBEDDER).code == 0
+
+
+def test_repair_names_keel_serve_once_its_memory_views_have_opened_the_store(
+    serve: Callable[..., Served], keel: Callable[..., KeelRun]
+) -> None:
+    db = Path(os.environ["KEEL_HOME"]) / "memory" / "memory.db"
+    _seed(db, 3)
+    s = serve({"steps": ["x"]})
+    assert s.get("memory/api/stats").status_code == 200  # the dashboard opens the store, and keeps it
+    refused = keel("mem", "repair", env=NO_EMBEDDER)
+    assert refused.code != 0
+    assert f"`keel serve` (pid {s.proc.pid}) is using the memory store" in refused.stderr, refused.stderr
+    s.stop()
     assert keel("mem", "repair", env=NO_EMBEDDER).code == 0
 
 
