@@ -67,7 +67,9 @@ def add_parser(sub: Any) -> None:
     sync.add_argument("path", nargs="?", default=None)
     msub.add_parser("retry", help="requeue dead-lettered capture records and index the outbox")
     msub.add_parser("check", help="check the memory database and its outbox for damage (exit 1 if damaged)")
-    msub.add_parser("repair", help="rebuild a damaged memory database or outbox from what is readable")
+    msub.add_parser(
+        "repair", help="rebuild a damaged memory database or outbox from what is readable (with no session using it)"
+    )
     for action, text in (
         ("reindex", "rebuild every vector with --embedder (after switching, or an endpoint outage)"),
         ("embed", "embed the entries still waiting for a vector (sessions capture lexically)"),

@@ -31,6 +31,7 @@ from agentkeel.core.events import (
 )
 from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
 from agentkeel.memory.health import MemoryDamaged, damaged, first_line, is_corruption, quick_check
+from agentkeel.memory.lock import hold
 from agentkeel.memory.model import Record, new_record_id, now_iso
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sqlite_lib import sqlite3
@@ -91,8 +92,14 @@ class Outbox:
         self.retry_base_s = retry_base_s
         self.damaged: MemoryDamaged | None = None
         self.dropped = 0  # records capture could not acknowledge because the file is damaged
-        new = not path.exists()
-        self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        # held until close: `keel mem repair` never swaps the file under an open outbox (lock.py)
+        self._hold = hold(path)
+        try:
+            new = not path.exists()
+            self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        except BaseException:
+            self._hold.release()
+            raise
         if new:
             private_file(path)  # before the first write: its -wal and -shm files take its mode
         try:
@@ -103,6 +110,7 @@ class Outbox:
         except sqlite3.DatabaseError as exc:
             if not is_corruption(exc):
                 self._db.close()
+                self._hold.release()
                 raise
             problems = [first_line(str(exc))]
         if problems:  # its owner says so: the session in a notice, `keel mem` on stderr
@@ -318,6 +326,7 @@ class Outbox:
                 return  # still indexing: the daemon thread dies with the process; the outbox keeps the rows
         with self._lock:
             self._db.close()
+            self._hold.release()  # after the close: the file is no longer open here
 
 
 # -- events -> records --------------------------------------------------------------------------------

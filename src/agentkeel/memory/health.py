@@ -20,6 +20,7 @@ from __future__ import annotations
 import sqlite3 as stdlib_sqlite3
 from pathlib import Path
 
+from agentkeel.memory.lock import hold
 from agentkeel.memory.sqlite_lib import sqlite3
 
 SQLITE_CORRUPT = 11
@@ -103,26 +104,32 @@ def check_store(path: Path, full: bool = False) -> list[str]:
 
     ``full`` adds FTS5's integrity check of the word index against the text it holds. A file
     that does not exist is healthy: the store creates it. The check only reads."""
-    if unfinished_repair(path):
-        return [UNFINISHED]
-    if not path.exists():
+    if not path.parent.is_dir():
         return []
-    if is_empty(path):  # opening it would make it a new database (and delete its -wal)
-        return [EMPTY]
-    db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+    held = hold(path)  # shared: beside sessions, never in the middle of a repair's swap
     try:
-        problems = quick_check(db)
-        if problems:
-            return problems
-        return _index_problems(db, full)
-    except sqlite3.DatabaseError as exc:
-        if is_corruption(exc):
-            return [first_line(str(exc))]
-        if "no such table" in str(exc):
-            return [f"a table is missing: {first_line(str(exc))}"]
-        raise
+        if unfinished_repair(path):
+            return [UNFINISHED]
+        if not path.exists():
+            return []
+        if is_empty(path):  # opening it would make it a new database (and delete its -wal)
+            return [EMPTY]
+        db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+        try:
+            problems = quick_check(db)
+            if problems:
+                return problems
+            return _index_problems(db, full)
+        except sqlite3.DatabaseError as exc:
+            if is_corruption(exc):
+                return [first_line(str(exc))]
+            if "no such table" in str(exc):
+                return [f"a table is missing: {first_line(str(exc))}"]
+            raise
+        finally:
+            db.close()
     finally:
-        db.close()
+        held.release()
 
 
 def _index_problems(db: sqlite3.Connection, full: bool) -> list[str]:
@@ -147,12 +154,18 @@ def _index_problems(db: sqlite3.Connection, full: bool) -> list[str]:
 
 def check_outbox(path: Path) -> list[str]:
     """What is wrong with an outbox file; [] when healthy or absent (it is small: a full check)."""
-    if unfinished_repair(path):
-        return [UNFINISHED]
-    if not path.exists():
+    if not path.parent.is_dir():
         return []
-    db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+    held = hold(path)
     try:
-        return quick_check(db)
+        if unfinished_repair(path):
+            return [UNFINISHED]
+        if not path.exists():
+            return []
+        db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+        try:
+            return quick_check(db)
+        finally:
+            db.close()
     finally:
-        db.close()
+        held.release()

@@ -14,8 +14,11 @@ file has nothing to read and is kept aside like any other.
   pass. What the outbox still holds is indexed afterwards (the CLI drains it).
 - ``outbox.db``: the pending and dead-lettered records, with their attempts.
 
-Run it with no keel session open: a session that keeps the old file open would go on
-writing to it after it was moved aside.
+No process may have the files open meanwhile: one that kept the old file open would go on
+writing to it after it was moved aside, and those writes would be lost. ``repair_files`` takes
+both files' locks exclusive first (``lock.py``: every store and outbox holds them shared while
+open) and, if a session, `keel serve` or `keel mem mcp` holds one, refuses without changing
+anything.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.memory.health import is_corruption
+from agentkeel.memory.lock import Hold, hold
 from agentkeel.memory.model import EVENT_TYPES
 from agentkeel.memory.sqlite_lib import sqlite3
 
@@ -347,7 +351,7 @@ def repair_store(path: Path) -> Repaired:
     from agentkeel.memory.sqlite import SQLiteStore
 
     tmp = _fresh(path)
-    SQLiteStore(tmp).close()  # the schema
+    SQLiteStore(tmp, lock=False).close()  # the schema
     out = sqlite3.connect(str(tmp), timeout=30.0, isolation_level=None)
     rows = vectors = 0
     top = 0
@@ -373,7 +377,7 @@ def repair_store(path: Path) -> Repaired:
         if src is not None:
             src.close()
         _remove(scratch)
-    store = SQLiteStore(tmp)
+    store = SQLiteStore(tmp, lock=False)
     try:
         store.rebuild_index()
     finally:
@@ -461,13 +465,30 @@ def check_files(location: Path, keel_home: Path) -> list[tuple[Path, list[str]]]
 
 
 def repair_files(location: Path, keel_home: Path, masks: tuple[str, ...] = ()) -> list[str]:
-    """Repair what ``check_files`` finds damaged, then index the outbox; one report line per step."""
-    from agentkeel.memory import open_store
-    from agentkeel.memory.capture import Outbox, outbox_path
-    from agentkeel.memory.health import check_outbox, check_store
+    """Repair what ``check_files`` finds damaged, then index the outbox; one report line per step.
+
+    Both files are locked exclusive first; :class:`~agentkeel.memory.lock.MemoryBusy` (nothing
+    changed) when another process has either open."""
+    from agentkeel.memory.capture import outbox_path
 
     path = store_file(location)
     outbox_file = outbox_path(keel_home, str(path))
+    holds: list[Hold] = []
+    try:
+        for file in (path, outbox_file):
+            if file.parent.is_dir():  # no folder, nothing to repair (and no lock file to make)
+                holds.append(hold(file, exclusive=True))
+        return _repair_files(path, outbox_file, masks)
+    finally:
+        for held in reversed(holds):
+            held.release()
+
+
+def _repair_files(path: Path, outbox_file: Path, masks: tuple[str, ...]) -> list[str]:
+    from agentkeel.memory import open_store
+    from agentkeel.memory.capture import Outbox
+    from agentkeel.memory.health import check_outbox, check_store
+
     lines: list[str] = []
     for file in (outbox_file, path):
         kept = finish_repair(file)

@@ -26,6 +26,7 @@ from agentkeel.memory.health import (
     refuse_empty,
     unfinished_repair,
 )
+from agentkeel.memory.lock import hold
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, date_words
 from agentkeel.memory.pg_terms import tokenizer
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
@@ -103,17 +104,29 @@ SQLITE = Dialect(
 class SQLiteStore(StoreBase):
     dialect = SQLITE
 
-    def __init__(self, path: Path, embedder: Embedder | None = None, masker: Masker | None = None) -> None:
+    def __init__(
+        self, path: Path, embedder: Embedder | None = None, masker: Masker | None = None, *, lock: bool = True
+    ) -> None:
         self.path = path
         self.embedder = embedder
         self.masker = masker or DEFAULT_MASKER
+        private_dir(path.parent)
+        # held until close: `keel mem repair` never swaps the file under an open store (lock.py);
+        # ``lock=False`` is for the repair's own scratch file, which no other process knows of
+        self._hold = hold(path) if lock else None
+        try:
+            self._open(path, embedder)
+        except BaseException:
+            self._release()
+            raise
+
+    def _open(self, path: Path, embedder: Embedder | None) -> None:
         # before anything creates the file: SQLite takes an empty file for a new database (and
         # deletes a -wal beside it), so a store emptied by a crash or a full disk would be
         # replaced by a new one without a word; that takes the user's say (`keel mem repair`)
         if unfinished_repair(path):
             raise MemoryDamaged(path, UNFINISHED, FINISH)
         refuse_empty(path)
-        private_dir(path.parent)
         new = not path.exists()
         self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
         if new:
@@ -185,6 +198,11 @@ class SQLiteStore(StoreBase):
         with self._lock:
             self._rollback()
             self._db.close()
+            self._release()
+
+    def _release(self) -> None:
+        if self._hold is not None:
+            self._hold.release()
 
     def _rollback(self) -> None:
         self._in_tx = False
