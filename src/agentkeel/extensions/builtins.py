@@ -148,12 +148,15 @@ class _Watched:
         # once the shells are closed (SessionEnd hooks run after), the watchdog's last sweep must not
         # find a hook that starts then
         shells = self._state()
-        return "" if shells.watchdog.closed else f"{shells.session}:hooks"
+        if shells.watchdog.closed:
+            return ""
+        # the watchdog runs before the hook starts: a kill -9 of keel at any moment after finds the
+        # hook and its children by this tag, registered group or not
+        shells.watchdog.ensure()
+        return f"{shells.session}:hooks"
 
     def started(self, pgid: int) -> None:
-        watchdog = self._state().watchdog
-        watchdog.ensure()
-        watchdog.register(pgid)
+        self._state().watchdog.register(pgid)
 
     def ended(self, pgid: int) -> None:
         self._state().watchdog.unregister(pgid)
