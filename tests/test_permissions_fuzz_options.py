@@ -91,7 +91,7 @@ def _unprivileged() -> tuple[str, ...]:
 _UNPRIVILEGED = _unprivileged()
 
 
-def check_run(project: Path, command: str, *, writes_ok: bool = False, cwd: Path | None = None) -> None:
+def check_run(project: Path, command: str, *, writes_ok: bool = False, cwd: Path | None = None) -> list[str]:
     """Run an allowed command under a traced /bin/bash (in ``cwd``, the shell's directory, the
     project by default) and fail on anything the decision did not account for: a program keel
     did not read, a write, an open of a Read-denied file or of the secret outside the project."""
@@ -137,6 +137,7 @@ def check_run(project: Path, command: str, *, writes_ok: bool = False, cwd: Path
     )
     assert not opened, f"{command!r} was allowed but opened {opened}"
     assert writes_ok or not wrote, f"{command!r} was allowed but wrote {wrote}"
+    return ran
 
 
 def _decide(project: Path, command: str, rules: tuple[str, ...] = (), cwd: Path | None = None) -> str:
@@ -397,3 +398,55 @@ def test_family6_option_tables_against_the_programs(tmp_path: Path, command: str
     command = command.replace("OUTSIDE", str(tmp_path / SECRET))
     if _decide(project, command) == "allow":
         check_run(project, command)
+
+
+# --- family 13: "always allow" suggestions against the real runners ----------------------------
+# An approved command made of a real program that can run other programs (installed here: env,
+# nice, timeout, nohup, setsid, stdbuf, xargs, find -exec, flock, git) around a harmless one; the
+# rule keel suggests for it is added, and then every extension of that rule's words the generator
+# builds (the rule's own prefix, then a payload that names ``pwn``) is decided under it. What is
+# allowed runs for real under strace: ``pwn`` must never run. A suggestion that ended at a runner
+# (``Bash(env *)``) would admit ``env pwn``.
+_RUNNER_FORMS = (
+    "env {inner}",
+    "env LC_ALL=C {inner}",
+    "nice -n 5 {inner}",
+    "timeout 5 {inner}",
+    "nohup {inner}",
+    "setsid {inner}",
+    "stdbuf -oL {inner}",
+    "flock /tmp/keel-fuzz.lock {inner}",
+    "xargs {inner}",
+    "find . -maxdepth 0 -exec {inner} ;",
+    "git -c core.pager=cat {inner}",
+)
+_INNERS = ("ls", "ls -la", "cat README.md", "wc -l README.md", "git status", "echo hi", "head -1 README.md")
+_PAYLOADS = ("pwn", "pwn -x", "sh -c pwn", "bash -c 'pwn'", "env pwn", "xargs pwn", "-- pwn", "-exec pwn ;")
+
+
+@given(
+    form=st.sampled_from(_RUNNER_FORMS),
+    inner=st.sampled_from(_INNERS),
+    payload=st.sampled_from(_PAYLOADS),
+    keep=st.integers(0, 4),
+)
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(form="env {inner}", inner="ls", payload="pwn", keep=0)
+@example(form="nice -n 5 {inner}", inner="ls", payload="sh -c pwn", keep=3)
+def test_family13_suggestions_never_admit_another_program(
+    tmp_path: Path, form: str, inner: str, payload: str, keep: int
+) -> None:
+    project = _world(tmp_path)
+    approved = form.format(inner=inner)
+    suggested = _engine(project).decide("Bash", {"command": approved}, TOOLS["Bash"]).suggestions
+    for rule in suggested:
+        spec = rule[len("Bash(") : -1]
+        prefix = spec[:-2] if spec.endswith(" *") else spec
+        words = prefix.split()
+        # the rule's prefix, or a shorter part of it where the rule is exact, then the payload
+        head = " ".join(words if spec.endswith(" *") else words[: max(1, len(words) - keep)])
+        command = f"{head} {payload}"
+        if _decide(project, command, (rule,)) == "allow":
+            event("family 13: allowed under the suggestion")
+            ran = check_run(project, command)
+            assert "pwn" not in ran, f"{rule} (suggested for {approved!r}) admitted {command!r}, which ran pwn"
