@@ -26,6 +26,11 @@ _SAFE_NAMES = re.compile(
 )
 # these name a program or inject options, so only known values are safe: PAGER=sh runs sh,
 # PYTEST_ADDOPTS='-p plugin' loads a plugin, GOFLAGS=-toolexec=prog runs prog
+# TZ, LANG, LC_* and LANGUAGE name files glibc reads: TZ=/etc/shadow (or a path climbing out of
+# /usr/share/zoneinfo) opens that file, LC_ALL=/abs/dir loads its locale files; an exported
+# variable reassigned in the line (``TZ=.env; date``) reaches the program. Plain names only.
+_LOCALE_NAMES = re.compile(r"^(TZ|LANG|LANGUAGE|LC_[A-Z]+)$")
+_LOCALE_FILE = re.compile(r"(^|:)/|(^|[/:])\.\.([/:]|$)")
 _SAFE_PAGERS = frozenset({"", "cat", "less", "more"})
 _SAFE_GOFLAGS = re.compile(r"-(mod|tags|trimpath|race|v|buildvcs|modcacherw|count|json|p)(=[\w.,:-]*)?")
 
@@ -34,7 +39,7 @@ def safe_assignment(name: str, value: str) -> bool:
     if DYNAMIC in value:
         return False
     if _SAFE_NAMES.match(name):
-        return True
+        return not _LOCALE_FILE.search(value) if _LOCALE_NAMES.match(name) else True
     if name in ("PAGER", "GIT_PAGER"):
         return value in _SAFE_PAGERS
     if name == "GOFLAGS":

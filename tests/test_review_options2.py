@@ -1,0 +1,79 @@
+"""Second adversarial round on the per-program option policy (issue #30 families 5, 6, 8 and
+item 11): members of the families the earlier rounds did not list, each decided by the engine
+in default mode without a rule (where keel auto-allows its read-only programs)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agentkeel.permissions import PermissionEngine
+from agentkeel.tools import builtin_tools
+from permission_corpus import make_project
+
+TOOLS = {t.name: t for t in builtin_tools()}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, Path]:
+    return make_project(tmp_path)
+
+
+def decide(root: Path, home: Path, command: str, *, deny: tuple[str, ...] = ("Read(./.env)",)) -> str:
+    engine = PermissionEngine(cwd=str(root), home=str(home), keel_home=str(home / ".keel"))
+    engine.add(deny, "deny", "test")
+    return engine.decide("Bash", {"command": command}, TOOLS["Bash"]).decision
+
+
+# --- family 6: an exported locale/time-zone variable reassigned to a path in the line ---------
+# TZ, LANG, LC_* and LANGUAGE count as harmless assignments, and a plain `NAME=value;` reaches
+# the next program when NAME is already exported (TZ often is): glibc opens TZ's file (absolute,
+# or climbing out of /usr/share/zoneinfo) and loads LC_ALL=/abs/dir's locale files.
+
+LOCALE_READS = [
+    "TZ=/etc/shadow; date",
+    "TZ=:/etc/shadow; date",
+    "TZ=../../../../../../etc/shadow; date",
+    "TZ=../../../outside/notes.txt; ls -l",
+    "LC_ALL=/tmp/evil; ls",
+    "LC_TIME=/tmp/evil; date",
+    "LANG=/tmp/evil; sort README.md",
+    "LANGUAGE=en:../../../../tmp/evil; ls",
+]
+
+
+@pytest.mark.parametrize("command", LOCALE_READS)
+def test_locale_variable_naming_a_file_is_not_auto_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    assert decide(root, home, command) != "allow", command
+
+
+@pytest.mark.parametrize(
+    "command", ["TZ=UTC; date", "TZ=Europe/Paris; date", "LANG=C.UTF-8; sort README.md", "LANGUAGE=en:fr; ls"]
+)
+def test_ordinary_locale_values_stay_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    assert decide(root, home, command) == "allow", command
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_exported_tz_reassigned_in_the_line_makes_date_open_the_file(tmp_path: Path) -> None:
+    """What the decision guards: with TZ exported, `TZ=/abs; date` opens /abs."""
+    secret = tmp_path / "secret"
+    secret.write_text("not a zone file\n")
+    log = tmp_path / "trace"
+    env = {**os.environ, "TZ": "UTC"}
+    strace = shutil.which("strace")
+    assert strace is not None
+    subprocess.run(
+        [strace, "-f", "-qq", "-e", "trace=open,openat", "-o", str(log), "/bin/bash", "-c", f"TZ={secret}; date"],
+        env=env,
+        capture_output=True,
+        timeout=20,
+        check=False,
+    )
+    assert str(secret) in log.read_text()
