@@ -77,3 +77,57 @@ def test_exported_tz_reassigned_in_the_line_makes_date_open_the_file(tmp_path: P
         check=False,
     )
     assert str(secret) in log.read_text()
+
+
+# --- family 6: date's -d string names a time-zone file (TZ="..." inside the date) -------------
+# GNU date parses `TZ="zone" date-string` and loads that zone: an absolute path, or one that
+# climbs out of /usr/share/zoneinfo, is opened; -f's lines are parsed the same way.
+
+DATE_ZONE_READS = [
+    "date -d 'TZ=\"/etc/shadow\" now'",
+    "date --date='TZ=\"/etc/shadow\" now'",
+    "date -d'TZ=\"../../../../../../etc/shadow\" now'",
+    "date --da='TZ=\"/etc/shadow\" 2020-01-01'",
+    "date -uRd 'TZ=\"../../../outside/notes.txt\" now'",
+    "date -f zones.txt",  # holds a TZ="/abs" line
+    "date --file=-",
+]
+
+
+@pytest.mark.parametrize("command", DATE_ZONE_READS)
+def test_date_string_naming_a_zone_file_is_not_auto_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    (root / "zones.txt").write_text('2020-01-01\nTZ="/etc/shadow" now\n')
+    assert decide(root, home, command) != "allow", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "date -d yesterday",
+        "date -d 'TZ=\"Europe/Paris\" now'",
+        "date -d @0 +%F",
+        "date -r README.md",
+        "date -f README.md",
+    ],
+)
+def test_ordinary_date_strings_stay_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    assert decide(root, home, command) == "allow", command
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_date_string_zone_opens_the_file(tmp_path: Path) -> None:
+    """What the decision guards: `date -d 'TZ="/abs" now'` opens /abs."""
+    secret = tmp_path / "secret"
+    secret.write_text("not a zone file\n")
+    log = tmp_path / "trace"
+    strace = shutil.which("strace")
+    assert strace is not None
+    subprocess.run(
+        [strace, "-f", "-qq", "-e", "trace=open,openat", "-o", str(log), "date", "-d", f'TZ="{secret}" now'],
+        capture_output=True,
+        timeout=20,
+        check=False,
+    )
+    assert str(secret) in log.read_text()

@@ -18,7 +18,7 @@ import msgspec
 from agentkeel.permissions import actions, options, sed, targets, trees
 from agentkeel.permissions.bash import DYNAMIC, SimpleCommand
 from agentkeel.permissions.rules import Rule, bash_matches, literal_words
-from agentkeel.permissions.shellstate import safe_assignment
+from agentkeel.permissions.shellstate import names_file, safe_assignment
 
 # flags that turn a command an allow rule names into something else: they must appear in the
 # rule itself. Long options also match ``--opt=value``; single letters match inside clusters.
@@ -441,6 +441,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
         keys = {k for k, _ in parsed.options}
         if name == "date" and any(not p.startswith("+") for p in paths):
             return False  # `date 0101202020` sets the clock (as root), as -s does; only +FORMAT reads
+        if name == "date" and any(_date_reads_zone(k, v, cmd.cwd) for k, v in parsed.options):
+            return False  # `date -d 'TZ="/etc/shadow" now'` opens that file; -f's lines may say the same
         if name in ("grep", "egrep", "fgrep") and paths and not keys & {"-e", "--regexp", "-f", "--file"}:
             paths = paths[1:]  # the first positional is the pattern
     else:
@@ -467,6 +469,26 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
             return False
     # without operands, ls, du, grep -r... read the directory the shell is in
     return all(_inside_all(p, cmd.cwd, within, home) for p in paths or ["."])
+
+
+_DATE_ZONE = re.compile(r'TZ="((?:[^"\\]|\\.)*)"?', re.I)
+
+
+def _date_reads_zone(key: str, value: str | None, cwd: str) -> bool:
+    """A date option whose time zone names a file (``-d 'TZ="/abs" now'``), or ``-f`` reading
+    lines that may say the same (stdin, or a file that holds ``TZ=`` now)."""
+    if key in ("-f", "--file"):
+        if value is None or value in ("-", "/dev/stdin") or DYNAMIC in value:
+            return True
+        try:
+            with open(os.path.join(cwd, value), "rb") as f:
+                text = f.read((1 << 20) + 1)
+        except OSError:
+            return True
+        return len(text) > 1 << 20 or b"tz=" in text.lower()
+    if key not in ("-d", "--date") or value is None:
+        return False
+    return any(names_file(m.group(1)) for m in _DATE_ZONE.finditer(value))
 
 
 _GIT_UNSAFE = frozenset({"--no-index", "--ext-diff", "--textconv", "--open-files-in-pager"})

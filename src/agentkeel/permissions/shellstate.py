@@ -35,6 +35,11 @@ _SAFE_PAGERS = frozenset({"", "cat", "less", "more"})
 _SAFE_GOFLAGS = re.compile(r"-(mod|tags|trimpath|race|v|buildvcs|modcacherw|count|json|p)(=[\w.,:-]*)?")
 
 
+def names_file(value: str) -> bool:
+    """A TZ, LANG, LC_* or LANGUAGE value that makes glibc open a file of the caller's choosing."""
+    return bool(_LOCALE_FILE.search(value)) or "\\" in value
+
+
 def safe_assignment(name: str, value: str) -> bool:
     if DYNAMIC in value:
         return False
