@@ -131,3 +131,34 @@ def test_date_string_zone_opens_the_file(tmp_path: Path) -> None:
         check=False,
     )
     assert str(secret) in log.read_text()
+
+
+# --- family 5: git's read-only subcommands that verify signatures run gpg ---------------------
+# `git log --show-signature` (any prefix git takes) and the %G placeholders of --format run
+# gpg.program (gpg by default), which creates ~/.gnupg and a temp file: a program keel did not
+# account for, writing outside the working directories.
+
+SIGNATURE_CHECKS = [
+    "git log --show-signature",
+    "git log --show-sig -1",
+    "git show --show-signature HEAD",
+    "git log --pretty='%GG'",
+    "git show -s --format='%h %G?'",
+    "git log --format '%GK'",
+    "git branch --format='%(signature)'",
+]
+
+
+@pytest.mark.parametrize("command", SIGNATURE_CHECKS)
+def test_git_signature_verification_is_not_auto_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    assert decide(root, home, command) != "allow", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git log --oneline", "git log --format='%h %s'", "git log -g --format=%gd", "git log --no-show-signature"],
+)
+def test_ordinary_git_formats_stay_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    assert decide(root, home, command) == "allow", command

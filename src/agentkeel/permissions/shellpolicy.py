@@ -423,6 +423,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
             return False
         if any(a.startswith("--output") or _long_hit("git", a.split("=", 1)[0], _GIT_UNSAFE) for a in args):
             return False
+        if any(_verifies_signatures(a) for a in args[1:]):
+            return False  # git runs gpg (or gpg.program, ssh-keygen), which writes ~/.gnupg
         reads = targets.git_option_reads(args, cmd.cwd)
         if not all(_inside_all(r, cmd.cwd, within, home) for r in reads):
             return False
@@ -469,6 +471,18 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
             return False
     # without operands, ls, du, grep -r... read the directory the shell is in
     return all(_inside_all(p, cmd.cwd, within, home) for p in paths or ["."])
+
+
+# --show-signature and the signature placeholders of --format (%G?, %GG, %GK...; %(signature)
+# in git branch/for-each-ref formats) make git run the verifying program
+_SIGNATURE_FORMAT = re.compile(r"%G|%\(signature")
+
+
+def _verifies_signatures(arg: str) -> bool:
+    key = arg.split("=", 1)[0]
+    if len(key) >= 9 and "--show-signature".startswith(key):
+        return True
+    return bool(_SIGNATURE_FORMAT.search(arg))
 
 
 _DATE_ZONE = re.compile(r'TZ="((?:[^"\\]|\\.)*)"?', re.I)
