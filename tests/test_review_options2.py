@@ -162,3 +162,20 @@ def test_git_signature_verification_is_not_auto_allowed(project: tuple[Path, Pat
 def test_ordinary_git_formats_stay_allowed(project: tuple[Path, Path], command: str) -> None:
     root, home = project
     assert decide(root, home, command) == "allow", command
+
+
+# --- family 5/6: an abbreviated --recursive with ls -L follows the committed etclink out -------
+
+
+@pytest.mark.parametrize(
+    "command", ["ls -L --recursiv", "ls --recu -L", "ls -lL --recursi .", "ls -L --rec etclink/.."]
+)
+def test_ls_abbreviated_recursive_following_links_is_not_auto_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    assert decide(root, home, command) != "allow", command
+
+
+@pytest.mark.parametrize("command", ["ls -l --recursive src", "ls --recur src", "ls -L src"])
+def test_ordinary_recursive_listings_stay_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    assert decide(root, home, command) == "allow", command

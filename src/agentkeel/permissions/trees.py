@@ -253,6 +253,13 @@ def _positional(args: list[str]) -> list[str]:
     return out
 
 
+def _full_long(name: str, key: str) -> str:
+    """A long option as getopt_long reads it: ``ls -L --recursiv`` is ``--recursive``."""
+    spec = options.SAFE_OPTIONS.get(name)
+    hit = options.long_name(spec, key) if spec is not None else None
+    return hit[0] if hit is not None else key
+
+
 def listing_follows(cmd: SimpleCommand) -> list[str]:
     """The roots a command lists (names, sizes) through the symlinks it follows: ``ls -RL``,
     ``du -L``, ``tree -l``, ``find -L``. Through a committed ``etclink -> /etc`` they list a tree
@@ -261,7 +268,7 @@ def listing_follows(cmd: SimpleCommand) -> list[str]:
         return []
     name, args = posixpath.basename(cmd.argv[0]), cmd.argv[1:]
     shorts = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
-    longs = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    longs = {_full_long(name, a.split("=", 1)[0]) for a in args if a.startswith("--")}
     positional = [a for a in args if not a.startswith("-")]
     if name == "ls" and "L" in shorts and ("R" in shorts or "--recursive" in longs):
         return positional or ["."]
