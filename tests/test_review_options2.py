@@ -179,3 +179,52 @@ def test_ls_abbreviated_recursive_following_links_is_not_auto_allowed(project: t
 def test_ordinary_recursive_listings_stay_allowed(project: tuple[Path, Path], command: str) -> None:
     root, home = project
     assert decide(root, home, command) == "allow", command
+
+
+# --- family 6/7: an embedded bare repository brings its own config ----------------------------
+# A committed directory holding HEAD, objects/ and refs/ is a repository git finds from inside
+# it (safe.bareRepository defaults to all): after `cd` there, `git diff A B` runs its config's
+# diff.external and `git log` its gpg.program. Not auto-allowed there; ordinary repos still are.
+
+
+def _bare_fixture(root: Path, marker: Path) -> Path:
+    work = root.parent / "bare-src"
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(root.parent)}
+    git = ["git", "-c", "user.name=x", "-c", "user.email=x@example.com"]
+    subprocess.run(["git", "init", "-q", str(work)], check=True, env=env)
+    for text in ("a\n", "b\n"):
+        (work / "a").write_text(text)
+        subprocess.run([*git, "-C", str(work), "add", "a"], check=True, env=env)
+        subprocess.run([*git, "-C", str(work), "commit", "-qm", text.strip()], check=True, env=env)
+    bare = root / "fixtures" / "evil"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True, env=env)
+    with (bare / "config").open("a") as f:
+        f.write(f"[diff]\n\texternal = touch {marker}; true\n")
+    return bare
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.parametrize("command", ["git diff HEAD~1 HEAD", "git log -p", "git show HEAD", "git status"])
+def test_git_inside_an_embedded_bare_repository_is_not_auto_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    bare = _bare_fixture(root, root.parent / "PWNED")
+    engine = PermissionEngine(cwd=str(bare), home=str(home), keel_home=str(home / ".keel"))
+    assert engine.decide("Bash", {"command": command}, TOOLS["Bash"]).decision != "allow", command
+    engine = PermissionEngine(cwd=str(root / "src"), home=str(home), keel_home=str(home / ".keel"))
+    assert engine.decide("Bash", {"command": command}, TOOLS["Bash"]).decision == "allow", command
+
+
+@pytest.mark.skipif(shutil.which("git") is None or shutil.which("unshare") is None, reason="needs git, unshare")
+def test_embedded_bare_repository_config_runs_diff_external(tmp_path: Path) -> None:
+    """What the decision guards (run in a user namespace without network, in a scratch dir)."""
+    (tmp_path / "proj").mkdir()
+    marker = tmp_path / "PWNED"
+    bare = _bare_fixture(tmp_path / "proj", marker)
+    probe = subprocess.run(["unshare", "-r", "-n", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("user namespaces unavailable")
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path)}
+    subprocess.run(
+        ["unshare", "-r", "-n", "git", "diff", "HEAD~1", "HEAD"], cwd=bare, env=env, capture_output=True, check=False
+    )
+    assert marker.exists()

@@ -415,6 +415,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
     if name == "git":
         if not args or args[0] not in _SAFE_GIT or escalations(cmd):
             return False
+        if targets.bare_repository(cmd.cwd) is not None:
+            return False  # an embedded bare repository: its own config runs diff.external, gpg.program
         if args[0] == "branch" and not all(_listing_branch_option(a) for a in args[1:]):
             return False  # only the listing forms: --edit-description runs the editor, -u writes config
         if any(not _inside_all(a, cmd.cwd, within, home) for a in args[1:] if not a.startswith("-")):

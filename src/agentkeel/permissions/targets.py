@@ -333,6 +333,24 @@ def toplevel(start: str) -> str:
         d = parent
 
 
+def bare_repository(start: str) -> str | None:
+    """The bare repository git would find from ``start`` (a directory holding HEAD, objects/ and
+    refs/ before any ``.git``): a committed one in a project brings its own ``config``, whose
+    ``diff.external`` or ``gpg.program`` an ordinary ``git diff``/``git log`` runs."""
+    d = start
+    while True:
+        if os.path.lexists(posixpath.join(d, ".git")) or posixpath.basename(d) == ".git":
+            return None
+        if os.path.isfile(posixpath.join(d, "HEAD")) and all(
+            os.path.isdir(posixpath.join(d, sub)) for sub in ("objects", "refs")
+        ):
+            return d
+        parent = posixpath.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
 _CONFIG_READS = frozenset({"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--get-color", "--get-colorbool"})
 _CONFIG_WRITES = frozenset(
     {"--unset", "--unset-all", "--add", "--replace-all", "--rename-section", "--remove-section", "-e", "--edit"}
