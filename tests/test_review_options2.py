@@ -228,3 +228,24 @@ def test_embedded_bare_repository_config_runs_diff_external(tmp_path: Path) -> N
         ["unshare", "-r", "-n", "git", "diff", "HEAD~1", "HEAD"], cwd=bare, env=env, capture_output=True, check=False
     )
     assert marker.exists()
+
+
+# --- family 6: find -newerXt parses a date the way date -d does (TZ="..." opens a zone file) ---
+
+FIND_ZONE_READS = [
+    "find . -newermt 'TZ=\"/etc/shadow\" now'",
+    "find . -newerat 'TZ=\"/etc/shadow\" now'",
+    "find src -name '*.py' -newerct 'TZ=\":/etc/shadow\" 2020-01-01'",
+]
+
+
+@pytest.mark.parametrize("command", FIND_ZONE_READS)
+def test_find_newer_date_naming_a_zone_file_is_not_auto_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    assert decide(root, home, command) != "allow", command
+
+
+@pytest.mark.parametrize("command", ["find . -newermt yesterday", "find . -newermm README.md", "find . -name x"])
+def test_ordinary_find_newer_stays_allowed(project: tuple[Path, Path], command: str) -> None:
+    root, home = project
+    assert decide(root, home, command) == "allow", command

@@ -452,6 +452,10 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
     else:
         if any(a.split("=", 1)[0] in spec.bad_flags for a in args):
             return False
+        if name == "find" and any(
+            re.fullmatch(r"-newer[aBcm]t", a) and _date_reads_zone("-d", b, cmd.cwd) for a, b in zip(args, args[1:])
+        ):
+            return False  # `find -newermt 'TZ="/etc/shadow" now'` opens that zone file, as date -d does
         if name == "rg":
             keys = {k for k, _ in options.read_options(options.RG, args)}
             if keys & spec.bad_flags:  # -nz: -z inside a cluster runs decompressors
