@@ -9,6 +9,7 @@ own inside the working directories.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import posixpath
 import re
@@ -453,7 +454,8 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
         if any(a.split("=", 1)[0] in spec.bad_flags for a in args):
             return False
         if name == "find" and any(
-            re.fullmatch(r"-newer[aBcm]t", a) and _date_reads_zone("-d", b, cmd.cwd) for a, b in zip(args, args[1:])
+            re.fullmatch(r"-newer[aBcm]t", a) and _date_reads_zone("-d", b, cmd.cwd)
+            for a, b in itertools.pairwise(args)
         ):
             return False  # `find -newermt 'TZ="/etc/shadow" now'` opens that zone file, as date -d does
         if name == "rg":
