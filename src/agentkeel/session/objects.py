@@ -64,18 +64,10 @@ class ObjectStore:
         """Store ``path``'s content and give its state: a sha, None when it does not exist,
         ``link:<target>`` for a symbolic link (not followed), UNKNOWN when it cannot be read (or is
         too large). Raises StoreError when the content was read but the store cannot keep it."""
-        try:
-            st = path.lstat()
-        except FileNotFoundError:
-            return None
-        except OSError:
-            return UNKNOWN
-        if stat.S_ISLNK(st.st_mode):
-            try:
-                return link_state(str(path.readlink()))
-            except OSError:
-                return UNKNOWN
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_OBJECT:
+        state, st = _lstat_state(path)
+        if st is None:
+            return state
+        if st.st_size > MAX_OBJECT:
             return UNKNOWN
         try:
             data = path.read_bytes()
@@ -98,18 +90,28 @@ class ObjectStore:
 
 def current(path: Path) -> str | None:
     """A path's state now, as a checkpoint names it (the link itself for a symbolic link)."""
+    state, st = _lstat_state(path)
+    return state if st is None else file_sha(path)
+
+
+def _lstat_state(path: Path) -> tuple[str | None, os.stat_result | None]:
+    """What ``lstat`` alone tells of a path's state: ``(state, None)`` for a missing path (None), one
+    that cannot be read or is not a regular file (UNKNOWN) and a symbolic link (``link:<target>``,
+    not followed); ``("", stat)`` for a regular file, whose state is its content's."""
     try:
         st = path.lstat()
     except FileNotFoundError:
-        return None
+        return None, None
     except OSError:
-        return UNKNOWN
+        return UNKNOWN, None
     if stat.S_ISLNK(st.st_mode):
         try:
-            return link_state(str(path.readlink()))
+            return link_state(str(path.readlink())), None
         except OSError:
-            return UNKNOWN
-    return file_sha(path) if stat.S_ISREG(st.st_mode) else UNKNOWN
+            return UNKNOWN, None
+    if not stat.S_ISREG(st.st_mode):
+        return UNKNOWN, None
+    return "", st
 
 
 def file_sha(path: Path) -> str | None:
