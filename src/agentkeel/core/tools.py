@@ -117,6 +117,30 @@ class ToolContext(msgspec.Struct):
     hidden_path: Callable[[Path], bool] | None = None  # files a directory search must skip (denied reads)
 
 
+class Effects(msgspec.Struct, frozen=True):
+    """What a call of a tool does, declared once by the tool. Permissions, checkpoints, context,
+    diffs, memory capture, pruning, comment checks and hook payloads ask this; no module outside
+    ``tools/`` names a tool.
+
+    ``rule`` is the Claude Code permission rule family that governs the tool (``Read`` rules cover
+    every tool that reads files, ``Edit`` rules every tool that changes them). ``path_fields`` are
+    the input fields naming a path; they are resolved once, against the session's working
+    directory (``Tool.paths``)."""
+
+    rule: str | None = None
+    path_fields: tuple[str, ...] = ()
+    reads: bool = False  # reads the contents of the files at its paths (Read, Grep)
+    lists: bool = False  # lists names under a directory (Glob, LS), reads no contents
+    writes: bool = False  # changes the files at its paths: checkpoints snapshot them, diffs show them
+    shell: bool = False  # runs a command line: the shell analyser decides, checkpoints snapshot the tree
+    fetches: bool = False  # reaches a URL (the ``url`` input field)
+    protected: bool = False  # its result is never pruned (plans, todos, skills, subagents)
+    preview: Literal["head", "tail"] = "head"  # which end of its output a front end shows
+
+
+NO_EFFECTS = Effects()
+
+
 Runner = Callable[[Any, ToolContext], Awaitable[ToolOutput]]
 Validator = Callable[[Any, ToolContext], Awaitable[None]]  # raises ToolError: the call cannot succeed
 
@@ -144,6 +168,7 @@ class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
     raw_schema: dict[str, Any] | None = None  # the schema shown to the model, when not generated (MCP, shipped)
     load: Callable[[], Tool] | None = None
     validate: Validator | None = None  # a cheap check of the parsed input, before anyone is asked
+    effects: Effects = NO_EFFECTS  # what a call does: asked by everyone who must not name the tool
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -157,6 +182,17 @@ class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
         if self.load is None:
             raise TypeError(f"tool {self.name} has neither an input model nor a loader")
         return self.load().model()
+
+    def paths(self, tool_input: dict[str, Any], base: Path) -> list[Path]:
+        """The paths a call names (``effects.path_fields``), each resolved against ``base``, the
+        session's working directory, as Claude Code resolves them. Nothing is read from disk."""
+        out: list[Path] = []
+        for field in self.effects.path_fields:
+            value = tool_input.get(field)
+            if isinstance(value, str) and value:
+                path = Path(value).expanduser()
+                out.append(path if path.is_absolute() else base / path)
+        return out
 
     @property
     def parallel(self) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from agentkeel.core.tools import Tool
+import functools
+
+from agentkeel.core.tools import NO_EFFECTS, Effects, Tool
 
 FACTORIES = (
     "agentkeel.tools.files:file_tools",
@@ -38,3 +40,15 @@ def real_builtin_tools() -> list[Tool]:
     from agentkeel.tools.web import web_tools
 
     return [*file_tools(), *shell_tools(), *search_tools(), *web_tools(), *todo_tools()]
+
+
+def effects_of(name: str) -> Effects:
+    """The effects the built-in tool ``name`` declares; none for a tool keel does not ship (MCP,
+    plugin and SDK tools declare their own on the ``Tool``). For code that has a tool's name but
+    not the session's registry (a Claude Code hook payload, a logged call)."""
+    return _builtin_effects().get(name, NO_EFFECTS)
+
+
+@functools.cache
+def _builtin_effects() -> dict[str, Effects]:
+    return {tool.name: tool.effects for tool in real_builtin_tools()}
