@@ -142,6 +142,7 @@ NO_EFFECTS = Effects()
 
 
 Runner = Callable[[Any, ToolContext], Awaitable[ToolOutput]]
+Responder = Callable[[dict[str, Any], ToolOutput], Any]  # (tool_input, output) -> Claude Code's tool_response
 Validator = Callable[[Any, ToolContext], Awaitable[None]]  # raises ToolError: the call cannot succeed
 
 
@@ -169,6 +170,7 @@ class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
     load: Callable[[], Tool] | None = None
     validate: Validator | None = None  # a cheap check of the parsed input, before anyone is asked
     effects: Effects = NO_EFFECTS  # what a call does: asked by everyone who must not name the tool
+    respond: Responder | None = None  # the ``tool_response`` Claude Code's hooks receive for a call
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
