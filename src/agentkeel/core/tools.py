@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+import posixpath
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
@@ -116,8 +117,15 @@ class ToolContext(msgspec.Struct):
     scratch_dir: Path | None = None  # where tools may spill large output
     hidden_path: Callable[[Path], bool] | None = None  # files a directory search must skip (denied reads)
 
+    @property
+    def workdir(self) -> Path:
+        """The base of relative paths: the session's working directory (where Bash's last ``cd``
+        left it, ``Workdir``), else the project root. The permission gate resolves against the same."""
+        moved = self.services.find(Workdir)
+        return moved.path if moved is not None and moved.path is not None else self.cwd
 
-class Effects(msgspec.Struct, frozen=True):
+
+class Effects(msgspec.Struct, frozen=True, omit_defaults=True):
     """What a call of a tool does, declared once by the tool. Permissions, checkpoints, context,
     diffs, memory capture, pruning, comment checks and hook payloads ask this; no module outside
     ``tools/`` names a tool.
@@ -125,17 +133,26 @@ class Effects(msgspec.Struct, frozen=True):
     ``rule`` is the Claude Code permission rule family that governs the tool (``Read`` rules cover
     every tool that reads files, ``Edit`` rules every tool that changes them). ``path_fields`` are
     the input fields naming a path; they are resolved once, against the session's working
-    directory (``Tool.paths``)."""
+    directory (``Tool.paths``). A tool that ``lists`` works in that directory when the call names
+    no path; ``glob_field`` holds a glob whose literal prefix extends the path (what it can reach).
+    ``named_by``: the input fields a rule's specifier names exactly (``Task(reviewer)``)."""
 
     rule: str | None = None
     path_fields: tuple[str, ...] = ()
-    reads: bool = False  # reads the contents of the files at its paths (Read, Grep)
-    lists: bool = False  # lists names under a directory (Glob, LS), reads no contents
+    reads: bool = False  # reads the contents of the files at its paths (Read; Grep, which also lists)
+    lists: bool = False  # walks a directory (Glob, LS list names; Grep reads what it walks)
     writes: bool = False  # changes the files at its paths: checkpoints snapshot them, diffs show them
     shell: bool = False  # runs a command line: the shell analyser decides, checkpoints snapshot the tree
     fetches: bool = False  # reaches a URL (the ``url`` input field)
     protected: bool = False  # its result is never pruned (plans, todos, skills, subagents)
     preview: Literal["head", "tail"] = "head"  # which end of its output a front end shows
+    glob_field: str | None = None
+    named_by: tuple[str, ...] = ()
+
+    @property
+    def touches_files(self) -> bool:
+        """Reads, lists or writes files at the paths its input names (a ``Read``/``Edit`` rule's tools)."""
+        return self.reads or self.lists or self.writes
 
 
 NO_EFFECTS = Effects()
@@ -185,16 +202,32 @@ class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
             raise TypeError(f"tool {self.name} has neither an input model nor a loader")
         return self.load().model()
 
-    def paths(self, tool_input: dict[str, Any], base: Path) -> list[Path]:
+    def paths(self, tool_input: Mapping[str, Any], base: Path) -> list[Path]:
         """The paths a call names (``effects.path_fields``), each resolved against ``base``, the
         session's working directory, as Claude Code resolves them. Nothing is read from disk."""
         out: list[Path] = []
-        for field in self.effects.path_fields:
-            value = tool_input.get(field)
-            if isinstance(value, str) and value:
-                path = Path(value).expanduser()
-                out.append(path if path.is_absolute() else base / path)
+        for value in self.named_paths(tool_input):
+            path = Path(value).expanduser()
+            out.append(path if path.is_absolute() else base / path)
         return out
+
+    def named_paths(self, tool_input: Mapping[str, Any]) -> list[str]:
+        """The paths a call names, as written (relative ones not yet resolved): ``path_fields``'
+        values; ``.`` for a tool that lists and was given none; a glob's literal prefix joined on."""
+        effects = self.effects
+        out = [v for f in effects.path_fields if isinstance(v := tool_input.get(f), str) and v]
+        if not out and effects.lists:
+            out = ["."]
+        if effects.glob_field is not None:
+            out = [glob_reach(p, tool_input.get(effects.glob_field)) for p in out]
+        return out
+
+    def response(self, tool_input: dict[str, Any], output: ToolOutput) -> Any:
+        """The ``tool_response`` Claude Code's hooks receive for this call: the tool's own shape
+        (``respond``), else its text and plain metadata."""
+        if self.respond is not None:
+            return self.respond(tool_input, output)
+        return default_response(output)
 
     @property
     def parallel(self) -> bool:
@@ -234,6 +267,27 @@ class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
         except Exception:
             log.exception("the input check of %s failed", self.name)
         return ""
+
+
+def default_response(output: ToolOutput) -> dict[str, Any]:
+    """The ``tool_response`` of a tool that declares no shape of its own: its text and plain metadata."""
+    meta = {k: v for k, v in output.metadata.items() if isinstance(v, str | int | float | bool)}
+    return {"output": output.text(), **meta}
+
+
+def glob_reach(path: str, pattern: object) -> str:
+    """Where a glob search can reach: its path joined with the pattern's literal prefix."""
+    if not isinstance(pattern, str) or not pattern:
+        return path
+    literal = []
+    for part in pattern.split("/"):
+        if any(c in part for c in "*?[{"):
+            break
+        literal.append(part)
+    joined = "/".join(literal)
+    if pattern.startswith("/"):
+        return joined or "/"
+    return posixpath.join(path, joined) if joined else path
 
 
 def format_validation_error(tool: str, err: ValidationError) -> str:

@@ -6,6 +6,26 @@ import functools
 
 from agentkeel.core.tools import NO_EFFECTS, Effects, Tool
 
+# The permission rule families of Claude Code's grammar that keel's engine must name: a rule
+# ``Read(...)`` governs every tool whose ``effects.rule`` is READ, ``Edit(...)`` every tool whose
+# rule is EDIT (Write, Edit, MultiEdit, NotebookEdit...). The one place these names are spelled.
+READ = "Read"
+EDIT = "Edit"
+SHELL = "Bash"
+FETCH = "WebFetch"
+AGENT = "Task"
+SKILL = "Skill"
+
+# Tools keel builds outside ``tools/`` (agents, skills, plan mode), as Claude Code's grammar and
+# keel's pruning know them: for code that holds only a name (a rule check without the session's
+# registry). Their ``Tool`` objects may declare more; these are what a name alone tells.
+ELSEWHERE: dict[str, Effects] = {
+    AGENT: Effects(rule=AGENT, named_by=("subagent_type",), protected=True),
+    "Agent": Effects(rule=AGENT, named_by=("subagent_type",), protected=True),
+    SKILL: Effects(rule=SKILL, named_by=("skill", "command"), protected=True),
+    "ExitPlanMode": Effects(protected=True),
+}
+
 FACTORIES = (
     "agentkeel.tools.files:file_tools",
     "agentkeel.tools.shell:shell_tools",
@@ -45,10 +65,24 @@ def real_builtin_tools() -> list[Tool]:
 def effects_of(name: str) -> Effects:
     """The effects the built-in tool ``name`` declares; none for a tool keel does not ship (MCP,
     plugin and SDK tools declare their own on the ``Tool``). For code that has a tool's name but
-    not the session's registry (a Claude Code hook payload, a logged call)."""
-    return _builtin_effects().get(name, NO_EFFECTS)
+    not the session's registry (a Claude Code hook payload, a logged call, a permission check by
+    name). Read from the shipped stand-ins: no tool module is imported."""
+    return _builtin_effects().get(name) or ELSEWHERE.get(name, NO_EFFECTS)
+
+
+def effects_for(tool: Tool | None, name: str) -> Effects:
+    """What a call of ``tool`` (named ``name``) does: the tool's own declaration, else what keel
+    knows of the name (a stand-in whose tool declared nothing, a check with no tool at hand)."""
+    if tool is not None and tool.effects != NO_EFFECTS:
+        return tool.effects
+    return effects_of(name)
 
 
 @functools.cache
 def _builtin_effects() -> dict[str, Effects]:
+    from agentkeel.tools.schemas import shipped_effects
+
+    shipped = shipped_effects()
+    if shipped is not None:
+        return shipped
     return {tool.name: tool.effects for tool in real_builtin_tools()}

@@ -7,12 +7,13 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from msgspec import Meta, Struct
 
-from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput, default_response
 from agentkeel.core.types import ImageBlock
+from agentkeel.tools import EDIT, READ
 from agentkeel.tools.reading import MAX_LINE_CHARS, human_size, read_capped, read_window
 from agentkeel.tools.textfile import UTF8, TextFormat, decode_file, encode_text, to_crlf
 from agentkeel.tools.writing import atomic_write
@@ -64,7 +65,7 @@ def resolve(ctx: ToolContext, file_path: str) -> Path:
         raise ToolError("file_path contains a NUL byte")
     p = Path(file_path).expanduser()
     if not p.is_absolute():
-        p = ctx.cwd / p
+        p = ctx.workdir / p  # the session's working directory, as the permission gate resolves it
     return Path(os.path.normpath(p))
 
 
@@ -392,9 +393,38 @@ async def _ls(args: LSInput, ctx: ToolContext) -> ToolOutput:
     return ToolOutput("\n".join(lines), metadata={"path": str(root), "entries": min(count, LS_LIMIT)})
 
 
+WRITES = Effects(rule=EDIT, path_fields=("file_path",), writes=True)
+
+
+def _read_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
+    """Claude Code's ``tool_response`` for Read: the file and the text read."""
+    path = tool_input.get("file_path")
+    if not isinstance(path, str):
+        return default_response(output)
+    return {"type": "text", "file": {"filePath": path, "content": output.text()}}
+
+
+def _write_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
+    """Claude Code's ``tool_response`` for Write, Edit and MultiEdit: the input, the path, success."""
+    path = tool_input.get("file_path")
+    if not isinstance(path, str):
+        return default_response(output)
+    return {**tool_input, "filePath": path, "success": True}
+
+
 def file_tools() -> list[Tool]:
     return [
-        Tool("Read", READ_DESC, ReadInput, _read, group="fs", read_only=True, timeout_s=60),
+        Tool(
+            "Read",
+            READ_DESC,
+            ReadInput,
+            _read,
+            group="fs",
+            read_only=True,
+            timeout_s=60,
+            effects=Effects(rule=READ, path_fields=("file_path",), reads=True),
+            respond=_read_response,
+        ),
         Tool(
             "Write",
             "Write a file to the local filesystem, overwriting it if it exists. An existing file must "
@@ -405,6 +435,8 @@ def file_tools() -> list[Tool]:
             destructive=True,
             timeout_s=60,
             validate=_check_write,
+            effects=WRITES,
+            respond=_write_response,
         ),
         Tool(
             "Edit",
@@ -416,6 +448,8 @@ def file_tools() -> list[Tool]:
             destructive=True,
             timeout_s=60,
             validate=_check_edit,
+            effects=WRITES,
+            respond=_write_response,
         ),
         Tool(
             "MultiEdit",
@@ -426,6 +460,8 @@ def file_tools() -> list[Tool]:
             destructive=True,
             timeout_s=60,
             validate=_check_multi_edit,
+            effects=WRITES,
+            respond=_write_response,
         ),
         Tool(
             "LS",
@@ -435,6 +471,7 @@ def file_tools() -> list[Tool]:
             group="fs",
             read_only=True,
             timeout_s=60,
+            effects=Effects(rule=READ, path_fields=("path",), lists=True),
         ),
     ]
 

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from msgspec import Meta, Struct, field
 
-from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.tools import READ
 from agentkeel.tools.files import resolve
 from agentkeel.tools.reading import check_regular
 
@@ -199,7 +200,7 @@ class GlobInput(Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 async def _glob(args: GlobInput, ctx: ToolContext) -> ToolOutput:
-    root = resolve(ctx, args.path) if args.path else ctx.cwd
+    root = resolve(ctx, args.path) if args.path else ctx.workdir
     pattern = args.pattern
     if Path(pattern).is_absolute():
         parts = Path(pattern).parts
@@ -440,7 +441,7 @@ def _walk_order_of_count(line: str) -> list[str]:
 
 
 async def _grep(args: GrepInput, ctx: ToolContext) -> ToolOutput:
-    root = resolve(ctx, args.path) if args.path else ctx.cwd
+    root = resolve(ctx, args.path) if args.path else ctx.workdir
     try:
         st = root.stat()
     except OSError:
@@ -478,6 +479,7 @@ def search_tools() -> list[Tool]:
             group="fs",
             read_only=True,
             timeout_s=120,
+            effects=Effects(rule=READ, path_fields=("path",), lists=True, glob_field="pattern"),
         ),
         Tool(
             "Grep",
@@ -488,5 +490,6 @@ def search_tools() -> list[Tool]:
             group="fs",
             read_only=True,
             timeout_s=120,
+            effects=Effects(rule=READ, path_fields=("path",), reads=True, lists=True),
         ),
     ]

@@ -20,12 +20,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from msgspec import Meta, Struct
 
 from agentkeel.core.events import CwdChanged
-from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput, Workdir
+from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput, Workdir
+from agentkeel.tools import SHELL
 from agentkeel.tools.procs import describe, sweep_steps, tagged
 from agentkeel.tools.shellrun import Capture, ShellRun, Watchdog
 
@@ -241,8 +242,8 @@ def _shell() -> str:
 
 
 def shell_cwd(ctx: ToolContext) -> Path:
-    moved = ctx.services.get(Workdir).path  # the one owner of the session's cwd (core.tools.Workdir)
-    return moved if moved is not None and moved.is_dir() else ctx.cwd
+    moved = ctx.workdir  # the one owner of the session's cwd (core.tools.Workdir)
+    return moved if moved.is_dir() else ctx.cwd
 
 
 def _sandbox_for(ctx: ToolContext, args: BashInput) -> Sandbox | None:
@@ -409,9 +410,30 @@ BASH_DESC = (
 )
 
 
+def _bash_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
+    """Claude Code's ``tool_response`` for Bash."""
+    text = output.text()
+    return {
+        "stdout": "" if text == "(no output)" else text,
+        "stderr": "",
+        "interrupted": bool(output.metadata.get("timed_out", False)),
+        "isImage": False,
+        "noOutputExpected": False,
+    }
+
+
 def shell_tools() -> list[Tool]:
     return [
-        Tool("Bash", BASH_DESC, BashInput, _bash, group="system", timeout_s=MAX_TIMEOUT_MS / 1000 + 30),
+        Tool(
+            "Bash",
+            BASH_DESC,
+            BashInput,
+            _bash,
+            group="system",
+            timeout_s=MAX_TIMEOUT_MS / 1000 + 30,
+            effects=Effects(rule=SHELL, shell=True, preview="tail"),
+            respond=_bash_response,
+        ),
         Tool(
             "BashOutput",
             "Read new output from a background shell started with run_in_background.",
@@ -420,6 +442,7 @@ def shell_tools() -> list[Tool]:
             group="system",
             read_only=True,
             timeout_s=30,
+            effects=Effects(preview="tail"),
         ),
         Tool(
             "KillShell", "Kill a background shell by its ID.", KillShellInput, _kill_shell, group="system", timeout_s=30
