@@ -127,7 +127,9 @@ def test_writes_from_the_shells_directory(project: tuple[Path, Path]) -> None:
     assert decide(bypass, "cp /tmp/x pre-commit", shell_cwd=str(root / ".git" / "hooks")) == "ask"
 
 
-def test_rule_anchors_working_dirs_and_file_tools_stay_at_the_project_root(project: tuple[Path, Path]) -> None:
+def test_rule_anchors_and_working_dirs_stay_at_the_project_root_while_paths_follow_the_shell(
+    project: tuple[Path, Path],
+) -> None:
     root = project[0]
     e = engine(project, deny=["Read(./secrets/**)", "Read(.env)"], allow=["Edit(./docs/**)"])
     a = str(root / "a")
@@ -135,8 +137,11 @@ def test_rule_anchors_working_dirs_and_file_tools_stay_at_the_project_root(proje
     assert decide(e, "cat secrets/key.txt", shell_cwd=a) == "allow"
     assert decide(e, "cat ../secrets/key.pem", shell_cwd=a) == "deny"
     assert decide(e, "cat ../.env", shell_cwd=a) == "deny"
-    # file tools resolve relative paths at the project root, as the tools do (tools/files.py)
-    read = e.decide("Read", {"file_path": "secrets/key.pem"}, TOOLS["Read"], shell_cwd=a)
+    # file tools resolve relative paths where the shell is, as the tools do (ToolContext.workdir)
+    read = e.decide("Read", {"file_path": "../secrets/key.pem"}, TOOLS["Read"], shell_cwd=a)
     assert read.decision == "deny"
-    write = e.decide("Write", {"file_path": "docs/x.md", "content": "x"}, TOOLS["Write"], shell_cwd=a)
+    assert e.decide("Read", {"file_path": "secrets/key.pem"}, TOOLS["Read"], shell_cwd=a).decision == "allow"
+    write = e.decide("Write", {"file_path": "../docs/x.md", "content": "x"}, TOOLS["Write"], shell_cwd=a)
     assert write.decision == "allow"
+    elsewhere = e.decide("Write", {"file_path": "docs/x.md", "content": "x"}, TOOLS["Write"], shell_cwd=a)
+    assert elsewhere.decision == "ask"  # a/docs/x.md: no rule allows it

@@ -45,7 +45,7 @@ def looks_like_html(text: str) -> bool:
 class ResultGuard(msgspec.Struct):
     """An ``after_tool`` extension every result passes before the model or a transcript sees it."""
 
-    html_allowed: frozenset[str] = frozenset({"Read", "Grep", "Glob", "LS", "Bash", "Edit", "Write", "MultiEdit"})
+    html_allowed: frozenset[str] = frozenset()  # external tools whose output keeps its HTML (none by default)
 
     async def __call__(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         content: Any = output.content

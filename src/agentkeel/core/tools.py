@@ -154,6 +154,16 @@ class Effects(msgspec.Struct, frozen=True, omit_defaults=True):
         """Reads, lists or writes files at the paths its input names (a ``Read``/``Edit`` rule's tools)."""
         return self.reads or self.lists or self.writes
 
+    def named_paths(self, tool_input: Mapping[str, Any]) -> list[str]:
+        """The paths a call names, as written (relative ones not yet resolved): ``path_fields``'
+        values; ``.`` for a tool that lists and was given none; a glob's literal prefix joined on."""
+        out = [v for f in self.path_fields if isinstance(v := tool_input.get(f), str) and v]
+        if not out and self.lists:
+            out = ["."]
+        if self.glob_field is not None:
+            out = [glob_reach(p, tool_input.get(self.glob_field)) for p in out]
+        return out
+
 
 NO_EFFECTS = Effects()
 
@@ -206,20 +216,9 @@ class Tool(msgspec.Struct, frozen=True, eq=False, dict=True):
         """The paths a call names (``effects.path_fields``), each resolved against ``base``, the
         session's working directory, as Claude Code resolves them. Nothing is read from disk."""
         out: list[Path] = []
-        for value in self.named_paths(tool_input):
+        for value in self.effects.named_paths(tool_input):
             path = Path(value).expanduser()
             out.append(path if path.is_absolute() else base / path)
-        return out
-
-    def named_paths(self, tool_input: Mapping[str, Any]) -> list[str]:
-        """The paths a call names, as written (relative ones not yet resolved): ``path_fields``'
-        values; ``.`` for a tool that lists and was given none; a glob's literal prefix joined on."""
-        effects = self.effects
-        out = [v for f in effects.path_fields if isinstance(v := tool_input.get(f), str) and v]
-        if not out and effects.lists:
-            out = ["."]
-        if effects.glob_field is not None:
-            out = [glob_reach(p, tool_input.get(effects.glob_field)) for p in out]
         return out
 
     def response(self, tool_input: dict[str, Any], output: ToolOutput) -> Any:

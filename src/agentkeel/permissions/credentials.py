@@ -15,14 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkeel.permissions.paths import candidates, credential_store
-from agentkeel.permissions.rules import READ_TOOLS
 from agentkeel.permissions.verdicts import StageResult
 from agentkeel.permissions.words import DYNAMIC
 
 if TYPE_CHECKING:
     from agentkeel.permissions.call import Call
-
-_RECURSIVE_TOOLS = frozenset({"Grep"})  # reads the files under its path (Glob and LS list names)
 
 
 def credential_verdict(call: Call, keel_home: str | None) -> StageResult | None:
@@ -34,14 +31,14 @@ def credential_verdict(call: Call, keel_home: str | None) -> StageResult | None:
 def credential_read(call: Call, keel_home: str | None) -> str | None:
     """Why ``call`` reads a credential store ("``cat ~/.npmrc`` reads ~/.npmrc, a credential
     store"), or None."""
-    if call.name in READ_TOOLS and call.paths is not None:
-        holding = call.name in _RECURSIVE_TOOLS
+    if call.reads_files and call.paths is not None:
+        holding = call.effects.reads and call.effects.lists  # reads the files under its path (Glob lists names)
         for path in dict.fromkeys(call.paths):
             store = credential_store(path, call.home, keel_home, holding=holding)
             if store is not None:
                 return f"{call.name} {call.paths[0]} reads {store}, a credential store; approval required"
         return None
-    if call.name != "Bash" or call.bash is None:
+    if not call.shell or call.bash is None:
         return None
     from agentkeel.permissions import shellpolicy as sp
     from agentkeel.permissions import targets, trees

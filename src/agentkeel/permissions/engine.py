@@ -19,9 +19,11 @@ wins; then bypassPermissions allows; then a remembered *soft* ask (a path outsid
 directories, a tool that requires approval); then the default. dontAsk turns every final ask
 into deny. Within a stage, verdicts compose by strength (:func:`~.verdicts.strongest`).
 
-Shell commands run in the shell's own working directory, which the caller passes as
-``decide(..., shell_cwd=...)`` (the Bash tool's live cwd); rule anchors and the working
-directories stay at the project root, and file tools resolve their paths there, as they do.
+What a call does comes from the tool (``Tool.effects``; ``tools.effects_of`` for a name alone):
+no tool is named here. Every relative path, a file tool's or a command's, resolves against the
+session's working directory, which the caller passes as ``decide(..., shell_cwd=...)`` (where
+Bash's last ``cd`` left it, as the tools resolve them); rule anchors and the working directories
+stay at the project root.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ from agentkeel.permissions.call import Call
 from agentkeel.permissions.credentials import credential_verdict
 from agentkeel.permissions.paths import candidates, inside, protected
 from agentkeel.permissions.rules import (
-    READ_TOOLS,
     Rule,
     RuleError,
     RuleKind,
@@ -53,6 +54,7 @@ from agentkeel.permissions.shellcheck import ShellChecks
 from agentkeel.permissions.verdicts import Decision, GroupVerdict, StageResult, Verdict
 from agentkeel.permissions.words import DYNAMIC
 from agentkeel.settings import PermissionMode
+from agentkeel.tools import EDIT, READ, SHELL, effects_for
 
 if TYPE_CHECKING:
     from agentkeel.permissions import shellpolicy as sp
@@ -131,13 +133,13 @@ class PermissionEngine(ShellChecks):
         return [r for r in self.rules if r.kind == kind and (managed is None or (r.scope == "managed") == managed)]
 
     def has_read_denials(self) -> bool:
-        return any(r.tool == "Read" and not r.bare for r in self.rules_of("deny"))
+        return any(r.tool == READ and not r.bare for r in self.rules_of("deny"))
 
     def read_denied(self, path: object) -> bool:
         """Would a Read deny rule catch this file? Directory searches (Grep, Glob) skip such files."""
         lexical, real = candidates(str(path), self.cwd, self.home)
         for rule in self.rules_of("deny"):
-            if rule.tool == "Read" and not rule.bare:
+            if rule.tool == READ and not rule.bare:
                 pattern = path_pattern(rule.specifier or "", self.cwd, self.home, rule.root)
                 if pattern.matches(lexical, broad=True) or pattern.matches(real, broad=True):
                     return True
@@ -145,7 +147,8 @@ class PermissionEngine(ShellChecks):
 
     def hidden(self, tool: Tool) -> bool:
         """A bare deny rule removes the tool from the model's view."""
-        return any(r.bare and r.covers_tool(tool.name) for r in self.rules_of("deny"))
+        family = effects_for(tool, tool.name).rule
+        return any(r.bare and r.covers_tool(tool.name, family) for r in self.rules_of("deny"))
 
     # --- deciding ----------------------------------------------------------------------------
 
@@ -224,7 +227,7 @@ class PermissionEngine(ShellChecks):
         analysis = call.bash
         if analysis is None:
             return None
-        bash_rules = [r for r in rules if r.tool == "Bash" and not r.bare]
+        bash_rules = [r for r in rules if r.tool == SHELL and not r.bare]
         if bash_rules:
             for cmd in [*analysis.commands, *analysis.also_runs]:
                 if cmd.argv and DYNAMIC in cmd.argv[0]:
@@ -232,7 +235,7 @@ class PermissionEngine(ShellChecks):
             if analysis.opaque:
                 return bash_rules[0], f"a command that may run any program ({analysis.opaque[0]})"
         if not analysis.confident and self._nothing_else_stops(call):
-            path_rules = [r for r in rules if r.tool in ("Read", "Edit", "Write") and not r.bare]
+            path_rules = [r for r in rules if r.on_paths]
             catching = bash_rules or path_rules
             if catching:
                 why = "; ".join(analysis.problems)
@@ -254,16 +257,16 @@ class PermissionEngine(ShellChecks):
     def _sandboxed(self, call: Call) -> str | None:
         """With ``sandbox.autoAllowBashIfSandboxed``, a Bash call that would ask (not an ask rule or
         a protected path: those ask first) runs in the sandbox instead. Never in plan mode."""
-        if self.sandbox_auto_allow is None or call.name != "Bash" or self.mode == "plan":
+        if self.sandbox_auto_allow is None or not call.shell or self.mode == "plan":
             return None
         return self.sandbox_auto_allow(call)
 
     def _unknown_program(self, call: Call) -> str | None:
         """A Bash deny or ask rule cannot be checked against a program known only at run time
         (``$(which rm) -rf x``): keel cannot tell, so it asks, in every mode."""
-        if call.name != "Bash" or call.bash is None:
+        if not call.shell or call.bash is None:
             return None
-        rules = [r for r in (*self.rules_of("deny"), *self.rules_of("ask")) if r.tool == "Bash" and not r.bare]
+        rules = [r for r in (*self.rules_of("deny"), *self.rules_of("ask")) if r.tool == SHELL and not r.bare]
         if not rules:
             return None
         programs = {sp.rule_program(r.specifier or "") for r in rules}
@@ -289,13 +292,13 @@ class PermissionEngine(ShellChecks):
         under a rule allowing every command, or when the sandbox runs what would ask."""
         if self.mode == "bypassPermissions" or (self.sandbox_auto_allow is not None and self.mode != "plan"):
             return True
-        return any(r.bare and r.tool in ("Bash", "*") for r in self.rules_of("allow"))
+        return any(r.bare and r.tool in (SHELL, "*") for r in self.rules_of("allow"))
 
     def _allow_stage(self, call: Call, stage: str, *, managed: bool) -> StageResult:
         rules = self.rules_of("allow", managed=managed)
         if not rules:
             return StageResult(stage, "continue")
-        if call.name == "Bash":
+        if call.shell:
             return self._bash_allow(call, rules, stage)
         hit = self._match(call, rules, broad=False)
         if hit is not None:
@@ -307,7 +310,7 @@ class PermissionEngine(ShellChecks):
         rules = self.channel_rules.get(self.channel, [])
         allow = [r for r in rules if r.kind == "allow"]
         if (
-            call.name == "Bash"
+            call.shell
             and allow
             and not any(r.kind != "allow" and self._match(call, [r], broad=True) for r in rules)
         ):
@@ -332,23 +335,23 @@ class PermissionEngine(ShellChecks):
         return StageResult("group", verdict, f"tool group {group} is set to {verdict}")
 
     def _tool_stage(self, call: Call) -> StageResult:
-        if call.name == "Bash":
+        if call.shell:
             return self._bash_tool(call)
-        if call.paths is not None and (call.is_edit or call.name in READ_TOOLS):
+        if call.paths is not None and (call.is_edit or call.reads_files):
             lexical, real = call.paths
             if call.is_edit:
                 why = self._protected(lexical) or self._protected(real)
                 if why:
                     return StageResult("tool", "ask", f"{call.name} {lexical}: {why}; always asks", strength="always")
-            if call.name in READ_TOOLS and (cred := credential_verdict(call, self.keel_home)) is not None:
+            if call.reads_files and (cred := credential_verdict(call, self.keel_home)) is not None:
                 return cred
             if not (inside(lexical, self.working_dirs) and inside(real, self.working_dirs)):
                 where = lexical if lexical == real else f"{lexical} (-> {real})"
                 return StageResult("tool", "ask", f"{call.name} {where} is outside the working directories")
             return StageResult("tool", "continue")
-        if call.name == "WebFetch" and call.host is None:
+        if call.effects.fetches and call.host is None:
             return StageResult(
-                "tool", "ask", "WebFetch: keel cannot tell the URL's host with confidence", strength="hard"
+                "tool", "ask", f"{call.name}: keel cannot tell the URL's host with confidence", strength="hard"
             )
         if call.tool is not None and call.tool.requires_approval:
             return StageResult("tool", "ask", f"{call.name} requires approval")
@@ -365,7 +368,7 @@ class PermissionEngine(ShellChecks):
 
     def _default_stage(self, call: Call) -> StageResult:
         mode = self.mode
-        if call.name == "Bash":
+        if call.shell:
             analysis = call.bash
             safe = analysis is not None and self._bash_safe(call)
             if safe:
@@ -387,21 +390,21 @@ class PermissionEngine(ShellChecks):
         """The first rule that matches the call, with what it matched. ``broad`` is for deny and
         ask: either path of a symlink, case folded, every shell form; allow needs all of them."""
         for rule in rules:
-            if rule.bare and rule.covers_tool(call.name):
+            if rule.bare and rule.covers_tool(call.name, call.effects.rule):
                 return rule, call.name
         for rule in rules:
-            if rule.bare or not rule.covers_tool(call.name):
+            if rule.bare or not rule.covers_tool(call.name, call.effects.rule):
                 continue
             detail = self._specifier_matches(call, rule, broad=broad)
             if detail is not None:
                 return rule, detail
-        if broad and call.name == "Bash":
+        if broad and call.shell:
             return self._bash_path_rules(call, rules)
         return None
 
     def _specifier_matches(self, call: Call, rule: Rule, *, broad: bool) -> str | None:
         spec = rule.specifier or ""
-        if call.name == "Bash" and rule.tool == "Bash":
+        if call.shell:
             analysis = call.bash
             if analysis is None:
                 return None
@@ -409,8 +412,8 @@ class PermissionEngine(ShellChecks):
                 if broad and sp.rule_catches(spec, cmd):
                     return f"`{sp._show(cmd)}`"
             return None
-        if rule.tool in ("Read", "Edit", "Write") and call.paths is not None:
-            if rule.tool == "Write" and call.name != "Write":
+        if call.effects.touches_files:
+            if call.paths is None:
                 return None
             lexical, real = call.paths
             pattern = path_pattern(spec, self.cwd, self.home, rule.root)
@@ -421,17 +424,14 @@ class PermissionEngine(ShellChecks):
             if pattern.matches(lexical) and pattern.matches(real):
                 return f"{call.name} {lexical}"
             return None
-        if call.name == "WebFetch":
+        if call.effects.fetches:
             host = call.host
             if host is None:
-                return "WebFetch of an unreadable URL" if broad and spec.strip() == "domain:*" else None
-            return f"WebFetch {host}" if domain_matches(spec, host) else None
-        if call.name == "Task":
-            agent = call.input.get("subagent_type")
-            return f"Task({agent})" if isinstance(agent, str) and agent == spec.strip() else None
-        if call.name == "Skill":
-            skill = call.input.get("skill") or call.input.get("command")
-            return f"Skill({skill})" if isinstance(skill, str) and skill == spec.strip() else None
+                return f"{call.name} of an unreadable URL" if broad and spec.strip() == "domain:*" else None
+            return f"{call.name} {host}" if domain_matches(spec, host) else None
+        if call.effects.named_by:
+            named = call.named
+            return f"{call.name}({named})" if named is not None and named == spec.strip() else None
         return None
 
     def _protected(self, path: str) -> str | None:
@@ -440,11 +440,11 @@ class PermissionEngine(ShellChecks):
     # --- suggestions -------------------------------------------------------------------------
 
     def _suggest(self, call: Call) -> tuple[str, ...]:
-        if call.name == "Bash":
+        if call.shell:
             analysis = call.bash
             if analysis is None or not analysis.confident:
                 return ()
-            allow = [r for r in self.rules_of("allow") if r.tool == "Bash"]
+            allow = [r for r in self.rules_of("allow") if r.tool == SHELL]
             out = [
                 s
                 for c in analysis.commands
@@ -452,16 +452,16 @@ class PermissionEngine(ShellChecks):
                 if (s := sp.uncovered_suggestion(c)) is not None
             ]
             return tuple(dict.fromkeys(out))
-        if call.paths is not None and (call.is_edit or call.name in READ_TOOLS):
+        if call.paths is not None and (call.is_edit or call.reads_files):
             lexical, _ = call.paths
-            directory = lexical if call.name in ("LS", "Glob", "Grep") else posixpath.dirname(lexical)
-            kind = "Edit" if call.is_edit else "Read"
+            directory = lexical if call.effects.lists else posixpath.dirname(lexical)
+            kind = EDIT if call.is_edit else READ
             if inside(directory, (self.cwd,)):
                 rel = posixpath.relpath(directory, self.cwd)
                 return (f"{kind}(/{'' if rel == '.' else rel + '/'}**)",)
             return (f"{kind}(/{directory}/**)",)
-        if call.name == "WebFetch" and call.host:
-            return (f"WebFetch(domain:{call.host})",)
+        if call.effects.fetches and call.host:
+            return (f"{call.effects.rule or call.name}(domain:{call.host})",)
         return (call.name,)
 
 

@@ -18,11 +18,10 @@ from urllib.parse import urlsplit
 import msgspec
 
 from agentkeel.permissions.paths import PathPattern, compile_path_pattern
+from agentkeel.tools import EDIT, READ, effects_of
 
 RuleKind = Literal["allow", "ask", "deny"]
 
-READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
-EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 _RULE = re.compile(r"^\s*(?P<tool>[A-Za-z0-9_.\-*]+)\s*(?:\((?P<spec>.*)\))?\s*$", re.S)
 
 
@@ -43,13 +42,16 @@ class Rule(msgspec.Struct, frozen=True):
     def bare(self) -> bool:
         return self.specifier is None or self.specifier.strip() in ("", "*")
 
-    def covers_tool(self, name: str) -> bool:
-        """Does this rule talk about tool ``name`` at all (ignoring the specifier)?"""
-        if self.tool == name:
-            return True
-        if self.tool == "Edit" and name in EDIT_TOOLS:
-            return True
-        if self.tool == "Read" and name in READ_TOOLS:
+    @property
+    def on_paths(self) -> bool:
+        """A rule with a path specifier: ``Read(...)``, ``Edit(...)``, or one naming a tool that reads
+        or writes files (``Write(...)``). Such deny and ask rules also hold for what a command touches."""
+        return not self.bare and (self.tool in (READ, EDIT) or effects_of(self.tool).touches_files)
+
+    def covers_tool(self, name: str, family: str | None = None) -> bool:
+        """Does this rule talk about tool ``name`` at all (ignoring the specifier)? A rule naming a
+        family (``Edit``) covers every tool whose effects put it there (``family``: its ``effects.rule``)."""
+        if self.tool == name or (family is not None and self.tool == family):
             return True
         if self.tool.startswith("mcp__") and name.startswith("mcp__"):
             return mcp_rule_covers(self.tool, name, broad=self.kind != "allow")

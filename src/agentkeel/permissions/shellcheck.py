@@ -14,6 +14,7 @@ from agentkeel.permissions.paths import PathPattern, candidates, inside
 from agentkeel.permissions.rules import Rule, path_pattern
 from agentkeel.permissions.verdicts import StageResult, Strength, strongest
 from agentkeel.permissions.words import DYNAMIC
+from agentkeel.tools import EDIT, READ, SHELL
 
 # The shell analysis loads at the first Bash decision (or ahead, while the first request waits:
 # agentkeel._lazy), not before the first request.
@@ -56,7 +57,7 @@ class ShellChecks:
 
     def _bash_path_rules(self, call: Call, rules: list[Rule]) -> tuple[Rule, str] | None:
         """Read/Edit deny and ask rules also hold for what a shell command reads or writes."""
-        path_rules = [r for r in rules if r.tool in ("Read", "Edit", "Write") and not r.bare]
+        path_rules = [r for r in rules if r.on_paths]
         if not path_rules or call.bash is None:
             return None
         probes = self._probes(call)
@@ -97,10 +98,10 @@ class ShellChecks:
 
     def _bash_allow(self, call: Call, rules: list[Rule], stage: str) -> StageResult:
         analysis = call.bash
-        bare = next((r for r in rules if r.bare and r.tool in ("Bash", "*")), None)
+        bare = next((r for r in rules if r.bare and r.tool in (SHELL, "*")), None)
         if bare is not None:
             return StageResult(stage, "allow", f"allowed by rule {bare.text} ({bare.source})", bare.text)
-        bash_rules = [r for r in rules if r.tool == "Bash" and not r.bare]
+        bash_rules = [r for r in rules if r.tool == SHELL and not r.bare]
         if analysis is None or not analysis.confident or not analysis.commands or not bash_rules:
             return StageResult(stage, "continue")
         used: list[str] = []
@@ -163,7 +164,7 @@ class ShellChecks:
         scratch = self.scratch_dirs or ()
         if inside(lexical, scratch) and inside(real, scratch):
             return None
-        edit = self.decide("Edit", {"file_path": lexical}, None)
+        edit = self.decide(EDIT, {"file_path": lexical}, None)
         if edit.decision != "allow":
             return StageResult(
                 "tool", "ask", f"redirect {redirect.op} {lexical} writes a file: {edit.reason}", strength="hard"
@@ -205,7 +206,7 @@ class ShellChecks:
         return [
             (r, path_pattern(r.specifier or "", self.cwd, self.home, r.root))
             for r in self.rules
-            if r.kind == "deny" and r.tool == "Read" and not r.bare
+            if r.kind == "deny" and r.tool == READ and not r.bare
         ]
 
     def _walk(self, call: Call, cmd: SimpleCommand, read: trees.TreeRead) -> trees.WalkResult:

@@ -25,6 +25,7 @@ from agentkeel.sandbox.config import SandboxConfig
 from agentkeel.sandbox.explain import LEFTOVER_MARK, explain
 from agentkeel.sandbox.mounts import MASKED, build_layout, default_hidden
 from agentkeel.sandbox.probe import Probe, probe
+from agentkeel.tools import EDIT, FETCH, READ, SHELL
 
 if TYPE_CHECKING:
     from agentkeel.permissions.call import Call
@@ -158,7 +159,7 @@ class Sandbox:
         """For the permission engine: a Bash call that would only have asked runs sandboxed without
         asking (``autoAllowBashIfSandboxed``). Deny rules, ask rules and protected paths are decided
         before this is consulted."""
-        if not (self.active and self.config.auto_allow) or call.name != "Bash":
+        if not (self.active and self.config.auto_allow) or not call.shell:
             return None
         command = call.input.get("command")
         if not isinstance(command, str) or not self.sandboxed(command, dict(call.input), call.shell_cwd):
@@ -175,7 +176,7 @@ class Sandbox:
     def _bash_denials(self) -> bool:
         if self.engine is None:
             return False
-        return any(r.tool == "Bash" and not r.bare for r in self.engine.rules_of("deny"))
+        return any(r.tool == SHELL and not r.bare for r in self.engine.rules_of("deny"))
 
     # --- the command line ------------------------------------------------------------------
 
@@ -207,7 +208,7 @@ class Sandbox:
     def hidden(self) -> list[str]:
         keel_home = str(self.keel_home) if self.keel_home else None
         paths = default_hidden(str(self.home), keel_home) + [self._expand(p) for p in self.config.deny_read]
-        return paths + self._ruled("Read")
+        return paths + self._ruled(READ)
 
     def allowed_sockets(self) -> list[str]:
         """``sandbox.network.allowUnixSockets``: ``/abs`` as written (Claude Code's example is
@@ -237,7 +238,7 @@ class Sandbox:
         return sockets.host_sockets(walked=self._walked[1], own=own, allowed=allowed, masked=MASKED)
 
     def deny_write(self) -> list[str]:
-        return [self._expand(p) for p in self.config.deny_write] + self._ruled("Edit")
+        return [self._expand(p) for p in self.config.deny_write] + self._ruled(EDIT)
 
     def _ruled(self, tool: str) -> list[str]:
         """The paths ``tool`` deny rules name, globs expanded once per session (and again when the
@@ -337,7 +338,7 @@ class Sandbox:
     def _webfetch(self, kind: RuleKind) -> list[str]:
         if self.engine is None:
             return []
-        return [r.specifier or "" for r in self.engine.rules_of(kind) if r.tool == "WebFetch" and not r.bare]
+        return [r.specifier or "" for r in self.engine.rules_of(kind) if r.tool == FETCH and not r.bare]
 
     def domain_allowed(self, host: str) -> bool | None:
         """A WebFetch ``domain:`` deny rule refuses the host (False); ``sandbox.network.allowedDomains``
