@@ -309,11 +309,7 @@ class PermissionEngine(ShellChecks):
     def _channel_stage(self, call: Call) -> StageResult:
         rules = self.channel_rules.get(self.channel, [])
         allow = [r for r in rules if r.kind == "allow"]
-        if (
-            call.shell
-            and allow
-            and not any(r.kind != "allow" and self._match(call, [r], broad=True) for r in rules)
-        ):
+        if call.shell and allow and not any(r.kind != "allow" and self._match(call, [r], broad=True) for r in rules):
             result = self._bash_allow(call, allow, "channel")
             if result.verdict == "allow":
                 return result
