@@ -178,3 +178,16 @@ def test_after_cd_a_relative_read_and_its_permission_check_name_the_same_file(
     # the gate checked sub/secret.txt, the file the tool would have read, and the rule caught it
     assert secret.get("is_error") and "denied" in _text(secret).lower(), secret
     assert "sub/secret.txt" in _text(secret) and "inner secret" not in _text(secret), secret
+
+
+def test_task_rules_govern_its_alias_agent_and_skill_rules_name_the_skill(tmp_path: Path) -> None:
+    """Claude Code's ``Agent`` tool is ``Task`` renamed: ``Task`` rules hold for both (a name alone,
+    no tool at hand, as ``keel permissions check`` decides)."""
+    engine = PermissionEngine(cwd=str(tmp_path), home=str(tmp_path))
+    engine.add(["Task(deployer)"], "deny", "settings", "user")
+    engine.add(["Task(reviewer)", "Skill(lint)"], "allow", "settings", "user")
+    for name in ("Task", "Agent"):
+        assert engine.decide(name, {"subagent_type": "deployer", "prompt": "x"}).decision == "deny", name
+        assert engine.decide(name, {"subagent_type": "reviewer", "prompt": "x"}).decision == "allow", name
+    assert engine.decide("Skill", {"skill": "lint"}).decision == "allow"
+    assert engine.decide("Skill", {"skill": "deploy"}).decision != "allow"
