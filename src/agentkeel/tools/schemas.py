@@ -23,9 +23,10 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from msgspec.structs import replace
 
-from agentkeel.core.tools import Tool, ToolContext, ToolOutput
+from agentkeel.core.tools import NO_EFFECTS, Effects, Tool, ToolContext, ToolOutput
 
 SCHEMA_FILE = Path(__file__).with_name("schemas.json")
 FLAGS = (
@@ -62,6 +63,7 @@ def entry_of(tool: Tool, factory: str) -> dict[str, Any]:
         "description": tool.description,
         "input_schema": generated_schema(tool.model()),
         "flags": {name: getattr(tool, name) for name in FLAGS},
+        "effects": json.loads(msgspec.json.encode(tool.effects)),
     }
 
 
@@ -86,6 +88,10 @@ def lazy_tool(name: str, load: Callable[[], Tool]) -> Tool | None:
         return await load().run(args, ctx)
 
     flags = dict(entry.get("flags") or {})
+    try:
+        effects = msgspec.convert(entry.get("effects") or {}, Effects)
+    except msgspec.ValidationError:
+        effects = NO_EFFECTS
     return Tool(
         name,
         str(entry["description"]),
@@ -93,6 +99,7 @@ def lazy_tool(name: str, load: Callable[[], Tool]) -> Tool | None:
         run,
         raw_schema=entry["input_schema"],
         load=load,
+        effects=effects,
         **{k: v for k, v in flags.items() if k in FLAGS},
     )
 

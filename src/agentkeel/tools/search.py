@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from msgspec import Meta, Struct, field
 
-from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.tools.files import resolve
 from agentkeel.tools.reading import check_regular
 
@@ -478,6 +478,7 @@ def search_tools() -> list[Tool]:
             group="fs",
             read_only=True,
             timeout_s=120,
+            effects=Effects(rule="Read", path_fields=("path",), lists=True),
         ),
         Tool(
             "Grep",
@@ -488,5 +489,6 @@ def search_tools() -> list[Tool]:
             group="fs",
             read_only=True,
             timeout_s=120,
+            effects=Effects(rule="Read", path_fields=("path",), reads=True),
         ),
     ]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 from msgspec import Meta, Struct
 
 from agentkeel.core.events import CwdChanged
-from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput, Workdir
+from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput, Workdir
 from agentkeel.tools.procs import describe, sweep_steps, tagged
 from agentkeel.tools.shellrun import Capture, ShellRun, Watchdog
 
@@ -411,7 +411,15 @@ BASH_DESC = (
 
 def shell_tools() -> list[Tool]:
     return [
-        Tool("Bash", BASH_DESC, BashInput, _bash, group="system", timeout_s=MAX_TIMEOUT_MS / 1000 + 30),
+        Tool(
+            "Bash",
+            BASH_DESC,
+            BashInput,
+            _bash,
+            group="system",
+            timeout_s=MAX_TIMEOUT_MS / 1000 + 30,
+            effects=Effects(rule="Bash", shell=True, preview="tail"),
+        ),
         Tool(
             "BashOutput",
             "Read new output from a background shell started with run_in_background.",
@@ -420,6 +428,7 @@ def shell_tools() -> list[Tool]:
             group="system",
             read_only=True,
             timeout_s=30,
+            effects=Effects(preview="tail"),
         ),
         Tool(
             "KillShell", "Kill a background shell by its ID.", KillShellInput, _kill_shell, group="system", timeout_s=30

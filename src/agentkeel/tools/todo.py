@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from msgspec import Meta, Struct
 
 from agentkeel.core.events import TodosUpdated
-from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput
 
 
 class Todo(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -56,5 +56,6 @@ def todo_tools() -> list[Tool]:
             group="custom",
             read_only=True,
             timeout_s=10,
+            effects=Effects(protected=True),
         ),
     ]

@@ -9,7 +9,7 @@ from urllib.parse import urljoin, urlsplit
 
 from msgspec import Meta, Struct
 
-from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput
 
 MAX_BYTES = 5 * 1024 * 1024
 MAX_CHARS = 100_000
@@ -154,5 +154,6 @@ def web_tools() -> list[Tool]:
             read_only=True,
             is_external=True,
             timeout_s=60,
+            effects=Effects(rule="WebFetch", fetches=True),
         ),
     ]
