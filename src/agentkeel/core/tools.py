@@ -136,6 +136,7 @@ class Effects(msgspec.Struct, frozen=True):
     fetches: bool = False  # reaches a URL (the ``url`` input field)
     protected: bool = False  # its result is never pruned (plans, todos, skills, subagents)
     preview: Literal["head", "tail"] = "head"  # which end of its output a front end shows
+    delegates: bool = False  # runs a subagent: the turn waits on it (a front end says so)
 
 
 NO_EFFECTS = Effects()
