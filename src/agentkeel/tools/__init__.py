@@ -12,6 +12,7 @@ FACTORIES = (
     "agentkeel.tools.search:search_tools",
     "agentkeel.tools.web:web_tools",
     "agentkeel.tools.todo:todo_tools",
+    "agentkeel.tools.notebook:notebook_tools",
 )
 
 
@@ -34,12 +35,13 @@ def builtin_tools(*, shipped: bool = True) -> list[Tool]:
 
 def real_builtin_tools() -> list[Tool]:
     from agentkeel.tools.files import file_tools
+    from agentkeel.tools.notebook import notebook_tools
     from agentkeel.tools.search import search_tools
     from agentkeel.tools.shell import shell_tools
     from agentkeel.tools.todo import todo_tools
     from agentkeel.tools.web import web_tools
 
-    return [*file_tools(), *shell_tools(), *search_tools(), *web_tools(), *todo_tools()]
+    return [*file_tools(), *shell_tools(), *search_tools(), *web_tools(), *todo_tools(), *notebook_tools()]
 
 
 def effects_of(name: str) -> Effects:

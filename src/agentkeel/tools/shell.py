@@ -418,7 +418,7 @@ def shell_tools() -> list[Tool]:
             _bash,
             group="system",
             timeout_s=MAX_TIMEOUT_MS / 1000 + 30,
-            effects=Effects(rule="Bash", shell=True, preview="tail"),
+            effects=Effects(rule="Bash", shell=True, preview="tail"),  # noqa: S604 (a declaration, not a call)
         ),
         Tool(
             "BashOutput",
