@@ -197,11 +197,7 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
     failed = [e for e in runs if e.metadata.get("success") is False]
     checks = [e for e in runs if _CHECK.search(str(e.metadata.get("command", "")))]
     # the files it changed: an edit that failed (old_string not found, a stale Read) changed nothing
-    edited = list(
-        dict.fromkeys(
-            str(e.metadata.get("file_path")) for e in runs if _edits(e) and _succeeded(e)
-        )
-    )
+    edited = list(dict.fromkeys(str(e.metadata.get("file_path")) for e in runs if _edits(e) and _succeeded(e)))
     last_check = checks[-1] if checks else None
     check_ok = None if last_check is None else _succeeded(last_check)
     ok_ratio = 1 - (len(failed) + len(refused)) / len(calls)

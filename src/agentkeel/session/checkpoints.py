@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 def checkpoint_dir(session_file: Path) -> Path:
     return session_file.parent / session_file.stem / "checkpoints"
 
@@ -236,9 +235,7 @@ def _effects(call: ToolCall) -> Effects:
 
 def _targets(call: ToolCall, cwd: Path) -> list[Path]:
     """The paths the call writes, resolved against the session's working directory (``Tool.paths``)."""
-    raw: dict[str, Any] = {
-        k: v for k, v in call.input.items() if isinstance(v, str) and v.strip() and "\x00" not in v
-    }
+    raw: dict[str, Any] = {k: v for k, v in call.input.items() if isinstance(v, str) and v.strip() and "\x00" not in v}
     if call.tool is not None:
         paths = call.tool.paths(raw, call.cwd or cwd)
     else:

@@ -141,7 +141,9 @@ def skill_tool(catalog: SkillCatalog) -> Tool:
         if not real:
             from agentkeel.agents.inputs import SkillInput
 
-            real.append(Tool("Skill", description, SkillInput, _run_skill, group="agents", read_only=True, effects=SKILL))
+            real.append(
+                Tool("Skill", description, SkillInput, _run_skill, group="agents", read_only=True, effects=SKILL)
+            )
         return real[0]
 
     return Tool(
