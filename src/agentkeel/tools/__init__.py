@@ -53,4 +53,6 @@ def effects_of(name: str) -> Effects:
 
 @functools.cache
 def _builtin_effects() -> dict[str, Effects]:
-    return {tool.name: tool.effects for tool in real_builtin_tools()}
+    from agentkeel.tools.schemas import shipped_builtins  # the stand-ins: no tool module is imported
+
+    return {tool.name: tool.effects for tool in shipped_builtins(FACTORIES) or real_builtin_tools()}
