@@ -78,7 +78,12 @@ def test_pruning_keeps_what_a_session_tool_declares_protected() -> None:
     protected is never pruned; an undeclared one repeating the same call is."""
     services = Services()
     services.put(ToolRegistry, ToolRegistry([_tool("Plan", Effects(protected=True)), _tool("Probe", Effects())]))
-    ext = build("dynamic-context-pruning", EventBus(), services, config=ReliabilitySettings(pruneAtPercent=0, pruneProtectTurns=0))
+    ext = build(
+        "dynamic-context-pruning",
+        EventBus(),
+        services,
+        config=ReliabilitySettings(pruneAtPercent=0, pruneProtectTurns=0),
+    )
     assert ext is not None and ext.before_request is not None
     messages = [Message.user("go")]
     for i, name in enumerate(["Plan", "Plan", "Probe", "Probe"]):
@@ -93,7 +98,12 @@ def test_pruning_supersedes_a_read_by_what_the_tools_declare() -> None:
     """A Read of a file a NotebookEdit changed later is superseded: "changes the file" is the
     tool's ``writes``, not a list of names (behaviour kept from the name table)."""
     services = Services()
-    ext = build("dynamic-context-pruning", EventBus(), services, config=ReliabilitySettings(pruneAtPercent=0, pruneProtectTurns=0))
+    ext = build(
+        "dynamic-context-pruning",
+        EventBus(),
+        services,
+        config=ReliabilitySettings(pruneAtPercent=0, pruneProtectTurns=0),
+    )
     assert ext is not None and ext.before_request is not None
     nb = "/p/a.ipynb"
     messages = [Message.user("go")]
