@@ -73,6 +73,7 @@ def test_builtin_names_match_claude_code() -> None:
         "Grep",
         "WebFetch",
         "TodoWrite",
+        "NotebookEdit",
     }
     read = REGISTRY.get("Read")
     assert read is not None

@@ -56,7 +56,7 @@ def test_the_stand_ins_and_effects_of_carry_what_each_tool_declares() -> None:
         assert shipped[name].input_model is None, name  # a stand-in: its module is not loaded
         assert shipped[name].effects == tool.effects == effects_of(name), name
     writers = {n for n, t in real.items() if t.effects.writes}
-    assert writers == {"Write", "Edit", "MultiEdit"}
+    assert writers == {"Write", "Edit", "MultiEdit", "NotebookEdit"}
     assert all(real[n].effects.rule == EDIT for n in writers)
     assert real["Bash"].effects.shell and real["WebFetch"].effects.fetches and real["TodoWrite"].effects.protected
     assert effects_of("NotebookRead") == effects_of("WebSearch") == NO_EFFECTS  # no such tools

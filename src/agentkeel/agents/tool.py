@@ -9,6 +9,9 @@ from msgspec.structs import replace
 from agentkeel.agents.defs import AgentCatalog
 from agentkeel.agents.spawner import SubagentSpawner
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.tools import AGENT, ELSEWHERE
+
+SUBAGENT_EFFECTS = ELSEWHERE[AGENT]  # Task rules govern it; its result is the subagent's report
 
 TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -107,6 +110,7 @@ def _load(name: str, description: str) -> Tool:
         concurrency_safe=True,
         timeout_s=24 * 3600,
         raw_schema=TASK_SCHEMA,
+        effects=SUBAGENT_EFFECTS,
     )
 
 
@@ -134,6 +138,7 @@ def task_tools(catalog: AgentCatalog) -> list[Tool]:
                 timeout_s=24 * 3600,
                 raw_schema=TASK_SCHEMA,
                 load=load,
+                effects=SUBAGENT_EFFECTS,
             )
         )
     return out

@@ -148,8 +148,9 @@ class Worktree:
 
 async def _approved(spawner: SubagentSpawner, branch: str) -> tuple[bool, str]:
     from agentkeel.agents.gatecheck import check_call
+    from agentkeel.tools.views import SHELL_TOOL
 
-    why = await check_call(spawner.parent, "Bash", {"command": f"git merge --no-ff {branch}"})
+    why = await check_call(spawner.parent, SHELL_TOOL, {"command": f"git merge --no-ff {branch}"})
     return why is None, why or ""
 
 

@@ -20,7 +20,7 @@ import msgspec
 from agentkeel.context.builder import PromptBuilder
 from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, Plan, compact
 from agentkeel.context.instructions import ImportPolicy, InstructionFile, Instructions, render
-from agentkeel.context.state import CHANGING_TOOLS, FILE_TOOLS, WorkingState
+from agentkeel.context.state import WorkingState, named_path, touches_files
 from agentkeel.context.styles import find_style
 from agentkeel.context.tokens import Accounting, Breakdown, Estimator, Window, breakdown
 from agentkeel.core.events import Event, Notice
@@ -31,6 +31,7 @@ from agentkeel.core.tools import Services, ToolOutput
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import Compaction
 from agentkeel.settings import ContextSettings
+from agentkeel.tools import effects_of
 
 log = logging.getLogger("agentkeel.context")
 
@@ -152,13 +153,12 @@ class ContextManager:
         self.accounting.reported(response.usage)
 
     async def _after_tool(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
-        if call.name not in FILE_TOOLS or output.is_error:
-            return output
-        raw = call.input.get("file_path") or call.input.get("notebook_path")
-        if not isinstance(raw, str) or not raw:
+        effects = call.tool.effects if call.tool is not None else effects_of(call.name)
+        raw = named_path(effects, call.input)
+        if not touches_files(effects) or output.is_error or not raw:
             return output
         path = Path(raw) if Path(raw).is_absolute() else (call.cwd or self.instructions.cwd) / raw
-        if call.name in CHANGING_TOOLS and path in self.instructions.sources():
+        if effects.writes and path in self.instructions.sources():
             self.builder.invalidate()  # the session edited an instruction file: the next request sees it
         added = self.instructions.touched(path)
         if not added:

@@ -14,10 +14,10 @@ from typing import Any
 import msgspec
 
 from agentkeel.core.events import AssistantMessage, Event, TodosUpdated, ToolFinished, ToolResults, UserMessage
-from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
+from agentkeel.core.tools import Effects
+from agentkeel.core.types import TextBlock, ToolResultBlock
+from agentkeel.tools import effects_of
 
-FILE_TOOLS = frozenset({"Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "NotebookRead"})
-CHANGING_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _DECISION = re.compile(
     r"^\s*(?:[-*]\s*)?(?:\*\*)?(?:decision|decided)(?:\*\*)?\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE
 )
@@ -30,6 +30,20 @@ _MAX_SKILLS = 3  # the most recent skills re-injected after a compaction
 _MAX_SKILL_CHARS = 8000
 _SKILL_NAME = re.compile(r"\A<command-name>/([^<\s]+)</command-name>")
 _SKILL_MARK = "Base directory for this skill:"  # how an inline skill's text is framed (skills/run.py)
+
+
+def touches_files(effects: Effects) -> bool:
+    """A call of a tool with these effects reads or changes the files its paths name."""
+    return bool(effects.path_fields) and (effects.reads or effects.writes)
+
+
+def named_path(effects: Effects, tool_input: dict[str, Any]) -> str:
+    """The first path the call names, as the model wrote it ('' when none)."""
+    for field in effects.path_fields:
+        value = tool_input.get(field)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def _push(items: list[str], value: str, limit: int = _MAX_ITEMS) -> None:
@@ -50,9 +64,9 @@ class WorkingState(msgspec.Struct):
     facts: list[str] = msgspec.field(default_factory=list)
     todos: list[dict[str, Any]] = msgspec.field(default_factory=list)
     # active skills: name -> the skill's expanded text as the conversation got it (the Skill tool's
-    # result, or a /name the user typed); re-injected after a compaction, which would drop it
+    # result, or a /name the user typed); re-injected after a compaction, which would drop it.
+    # A skill's text is known by its frame (skills/run.py), whichever tool returned it.
     skills: dict[str, str] = msgspec.field(default_factory=dict)
-    _skill_calls: dict[str, str] = msgspec.field(default_factory=dict)
 
     def _skill_used(self, text: str) -> None:
         m = _SKILL_NAME.match(text)
@@ -72,25 +86,19 @@ class WorkingState(msgspec.Struct):
                 self._skill_used(text)
         elif isinstance(event, ToolResults):
             for block in event.message.content:
-                called = isinstance(block, ToolResultBlock) and block.tool_use_id in self._skill_calls
-                if called and isinstance(block, ToolResultBlock):
-                    del self._skill_calls[block.tool_use_id]
-                    if not block.is_error:
-                        self._skill_used(block.text())
+                if isinstance(block, ToolResultBlock) and not block.is_error:
+                    self._skill_used(block.text())
         elif isinstance(event, AssistantMessage):
-            for block in event.message.content:
-                if isinstance(block, ToolUseBlock) and block.name == "Skill":
-                    self._skill_calls[block.id] = str(block.input.get("skill", ""))
             text = event.message.text()
             for m in _DECISION.finditer(text):
                 _push(self.decisions, m[1])
             for m in _FACT.finditer(text):
                 _push(self.facts, m[1])
-        elif isinstance(event, ToolFinished) and event.name in FILE_TOOLS:
-            path = event.input.get("file_path") or event.input.get("notebook_path")
-            if isinstance(path, str) and path:
+        elif isinstance(event, ToolFinished) and touches_files(effects := effects_of(event.name)):
+            path = named_path(effects, event.input)
+            if path:
                 _push(self.files, path)
-                if event.name in CHANGING_TOOLS and not event.is_error:
+                if effects.writes and not event.is_error:
                     _push(self.changed, path)
         elif isinstance(event, TodosUpdated):
             self.todos = [dict(t) for t in event.todos]

@@ -148,6 +148,7 @@ class Effects(msgspec.Struct, frozen=True, omit_defaults=True):
     preview: Literal["head", "tail"] = "head"  # which end of its output a front end shows
     glob_field: str | None = None
     named_by: tuple[str, ...] = ()
+    delegates: bool = False  # runs a subagent: the turn waits on it (a front end says so)
 
     @property
     def touches_files(self) -> bool:

@@ -37,6 +37,9 @@ from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sqlite_lib import sqlite3
 from agentkeel.memory.store import MemoryStore
 from agentkeel.session.private import private_dir, private_file
+from agentkeel.tools.views import UNCAPTURED
+from agentkeel.tools.views import not_run as not_run  # re-exported: memory's hook bridge records calls with them
+from agentkeel.tools.views import observe as observe
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ MAX_ATTEMPTS = 5
 BATCH = 64
 WINDOW_S = 0.05  # a batch gathers the records put this long after its first
 CONTEXT_TAG = "<memory-context"  # injected context is not captured back as a prompt
-DEFAULT_EXCLUDED = frozenset({"TodoWrite", "MemorySearch", "MemoryTimeline", "MemoryGet"})
+DEFAULT_EXCLUDED = UNCAPTURED | {"MemorySearch", "MemoryTimeline", "MemoryGet"}
 OUTBOX_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL,"
     " attempts INTEGER NOT NULL DEFAULT 0, next_try REAL NOT NULL DEFAULT 0, last_error TEXT,"
@@ -330,130 +333,13 @@ class Outbox:
 
 
 # -- events -> records --------------------------------------------------------------------------------
-
-
-def _head_tail(text: str, limit: int = 1200) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n… [{len(text) - limit} chars omitted] …\n{text[-half:]}"
+# (what a tool call is summarised as is the tool's business: tools/views.py ``observe``/``not_run``)
 
 
 def _result_text(block: ToolResultBlock) -> str:
     if isinstance(block.content, str):
         return block.content
     return "\n".join(getattr(part, "text", "") for part in block.content if getattr(part, "type", "") == "text")
-
-
-def not_run(name: str, tool_input: dict[str, Any], reason: str) -> tuple[str, dict[str, Any]]:
-    """A call that never ran (a permission rule or nobody to ask denied it; its input was
-    invalid): recorded as such, so that no summary or lesson counts it as work done."""
-    meta: dict[str, Any] = {"tool": name, "success": False, "denied": True}
-    path = tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
-    if isinstance(path, str):
-        meta["file_path"] = path
-    what = f"{name} {path}" if isinstance(path, str) else name
-    if name == "Bash" and isinstance(tool_input.get("command"), str):
-        what = f"Bash `{tool_input['command'][:200]}`"
-    first = (reason.strip().splitlines() or ["denied"])[0][:200]
-    return f"{what} was not run: {first}", meta
-
-
-def observe(
-    name: str, tool_input: dict[str, Any], output: str, is_error: bool, facts: dict[str, Any] | None = None
-) -> tuple[str, dict[str, Any]]:
-    """A tool run, compressed the way its tool needs: (one text to index, per-tool metadata).
-
-    ``facts`` is the tool's own metadata (``ToolFinished.metadata``: exit code, path, line and
-    match counts, status). The counts and codes recorded come from it; the output is only
-    compressed (and, for Grep and Glob, read for the file list). Without facts (a tool that
-    reports none), a Bash exit code is read from its output's ``Exit code N`` line.
-    """
-    facts = facts or {}
-    meta: dict[str, Any] = {"tool": name, "success": not is_error}
-    lines = output.count("\n") + 1 if output else 0
-    path = (
-        facts.get("file_path")
-        or tool_input.get("file_path")
-        or tool_input.get("notebook_path")
-        or tool_input.get("path")
-        or facts.get("path")
-    )
-    if isinstance(path, str):
-        meta["file_path"] = path
-        meta["file_type"] = Path(path).suffix.lstrip(".") or "none"
-    if name == "Read":
-        meta["line_count"] = _count(facts.get("lines"), lines)
-        text = f"Read {path} ({meta['line_count']} lines)\n{_head_tail(output, 600)}"
-    elif name in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
-        change = tool_input.get("new_string") or tool_input.get("content") or ""
-        if name == "MultiEdit":
-            change = "\n".join(str(e.get("new_string", "")) for e in tool_input.get("edits", []) if isinstance(e, dict))
-        meta["line_count"] = str(change).count("\n") + 1 if change else 0
-        text = f"{name} {path}: {output.splitlines()[0] if output else ''}\n{_head_tail(str(change), 600)}"
-    elif name in ("Bash", "BashOutput"):
-        command = str(facts.get("command") or tool_input.get("command", ""))
-        meta["command"] = command[:500]
-        code = facts.get("exit_code") if "exit_code" in facts else (None if facts else _exit_code(output))
-        if isinstance(code, int) and not isinstance(code, bool):
-            meta["exit_code"] = code
-        if facts.get("timed_out"):
-            meta["timed_out"] = True
-        text = f"$ {command}\n{_head_tail(output)}"
-    elif name in ("Grep", "Glob"):
-        meta["pattern"] = tool_input.get("pattern")
-        found = _listed_files(name, tool_input, output, facts)
-        count = _count(facts.get("match_count"), None)
-        if count is None:  # no facts: what the listing shows
-            count = len(found)
-        meta["match_count"] = count
-        meta["files"] = found[:50]
-        if not count:
-            summary = "no matches" if name == "Grep" else "no files"
-        elif name == "Grep" and tool_input.get("output_mode") == "content":
-            summary = f"{count} matches in {len(found)} files"
-        else:
-            summary = f"{count} files"
-        text = f"{name} {tool_input.get('pattern')!r}: {summary}\n" + "\n".join(found[:30])
-    elif name in ("WebFetch", "WebSearch"):
-        meta["url"] = facts.get("url") or tool_input.get("url") or tool_input.get("query")
-        if isinstance(facts.get("status"), int):
-            meta["status"] = facts["status"]
-        text = f"{name} {meta['url']}\n{_head_tail(output, 800)}"
-    else:
-        text = f"{name} {json.dumps(tool_input, default=str)[:300]}\n{_head_tail(output)}"
-    return text, meta
-
-
-def _count(value: Any, default: int | None) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
-
-
-_NOTHING = ("No files found", "No matches found")
-
-
-def _listed_files(name: str, tool_input: dict[str, Any], output: str, facts: dict[str, Any]) -> list[str]:
-    """The files a Grep or Glob listed: none when it matched nothing, else the paths its output
-    shows (one per line; ``path:line`` in Grep's content and count modes), without the
-    ``Found N files`` header and the truncation note."""
-    if _count(facts.get("match_count"), None) == 0:
-        return []
-    rows = [line for line in output.splitlines() if line.strip()]
-    if rows and rows[0].startswith("Found ") and rows[0].split(" ")[1].isdigit():
-        rows = rows[1:]
-    rows = [r for r in rows if r not in _NOTHING and not r.startswith("(Results are truncated")]
-    if name == "Grep" and tool_input.get("output_mode") in ("content", "count"):
-        rows = [r.split(":", 1)[0] for r in rows if ":" in r]
-    return list(dict.fromkeys(rows))
-
-
-def _exit_code(output: str) -> int | None:
-    for line in output.splitlines()[-3:]:
-        if "exit code" in line.lower():
-            digits = "".join(ch for ch in line.rsplit(" ", 1)[-1] if ch.isdigit() or ch == "-")
-            if digits.lstrip("-").isdigit():
-                return int(digits)
-    return None
 
 
 class MemoryCapture:

@@ -17,6 +17,7 @@ import msgspec
 
 from agentkeel.memory.model import Entry, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
+from agentkeel.tools import effects_of
 
 
 def extractive_summary(entries: Sequence[Entry], limit_chars: int = 1200) -> str:
@@ -33,7 +34,7 @@ def extractive_summary(entries: Sequence[Entry], limit_chars: int = 1200) -> str
             refused[tool] = refused.get(tool, 0) + 1
             continue
         path = e.metadata.get("file_path")
-        if isinstance(path, str) and e.metadata.get("tool") in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
+        if isinstance(path, str) and _edits(e):
             files[path] = None
         if "command" in e.metadata:
             code = e.metadata.get("exit_code")
@@ -153,7 +154,11 @@ _CHECK = re.compile(
     r"\b(pytest|tox|nox|unittest|jest|vitest|mocha|go (test|vet|build)|cargo (test|check|build|clippy)|"
     r"(npm|pnpm|yarn|bun) (run )?(test|build|lint|check)|make( \w+)?|mypy|pyright|ruff|eslint|tsc|gradle|mvn)\b"
 )
-_EDITS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+
+
+def _edits(e: Entry) -> bool:
+    """The observation is of a call that changes files (as its tool declares)."""
+    return effects_of(str(e.metadata.get("tool"))).writes
 
 
 def task_type(task: str) -> str:
@@ -192,11 +197,7 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
     failed = [e for e in runs if e.metadata.get("success") is False]
     checks = [e for e in runs if _CHECK.search(str(e.metadata.get("command", "")))]
     # the files it changed: an edit that failed (old_string not found, a stale Read) changed nothing
-    edited = list(
-        dict.fromkeys(
-            str(e.metadata.get("file_path")) for e in runs if e.metadata.get("tool") in _EDITS and _succeeded(e)
-        )
-    )
+    edited = list(dict.fromkeys(str(e.metadata.get("file_path")) for e in runs if _edits(e) and _succeeded(e)))
     last_check = checks[-1] if checks else None
     check_ok = None if last_check is None else _succeeded(last_check)
     ok_ratio = 1 - (len(failed) + len(refused)) / len(calls)
@@ -206,7 +207,7 @@ def reflect(entries: Sequence[Entry]) -> Lesson | None:
     else:
         success = check_ok
         score = 0.5 * ok_ratio + (0.5 if check_ok else 0.0)
-    if not edited and any(e.metadata.get("tool") in _EDITS for e in [*refused, *failed]):
+    if not edited and any(_edits(e) for e in [*refused, *failed]):
         success = False  # the change it set out to make was never made
         score = min(score, 0.25)
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentkeel.memory.capture import observe
 from agentkeel.memory.model import Record, RecordError, now_iso
+from agentkeel.tools.views import SHELL_TOOL, observe
 
 
 @dataclass
@@ -143,7 +143,7 @@ def codex(paths: list[Path], project: str, report: ImportReport) -> Iterator[dic
                     arguments = {"arguments": payload.get("arguments")}
                 if isinstance(arguments.get("command"), list):
                     arguments["command"] = " ".join(str(c) for c in arguments["command"])
-                name = "Bash" if payload.get("name") in ("shell", "exec_command") else str(payload.get("name"))
+                name = SHELL_TOOL if payload.get("name") in ("shell", "exec_command") else str(payload.get("name"))
                 calls[str(payload.get("call_id"))] = (name, arguments if isinstance(arguments, dict) else {})
             elif kind in ("function_call_output", "custom_tool_call_output"):
                 output = payload.get("output")

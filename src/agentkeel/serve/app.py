@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentkeel.serve.guard import Guard
 from agentkeel.serve.sessions import ServeError, SessionManager
+from agentkeel.serve.views import edit_shapes
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -107,6 +108,7 @@ def build_app(
                 "token": True,
                 "bypass": manager.allow_bypass,
                 "memory": memory_app is not None,
+                "edit_shapes": edit_shapes(),
             }
         )
 

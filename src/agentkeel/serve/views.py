@@ -12,6 +12,16 @@ if TYPE_CHECKING:
     from agentkeel.runtime import Runtime
 
 
+def edit_shapes() -> dict[str, Any]:
+    """Where each file-writing tool's (old, new) text is in its input (tools/views.py), so the web
+    app draws a call's diff without naming a tool."""
+    import msgspec
+
+    from agentkeel.tools.views import EDIT_SHAPES
+
+    return {name: msgspec.to_builtins(shape) for name, shape in EDIT_SHAPES.items()}
+
+
 def session_config(rt: Runtime) -> dict[str, Any]:
     return {
         "model": rt.model.qualified,

@@ -1,8 +1,10 @@
 """File checkpoints: what a tool call is about to change, recorded before it changes it.
 
-Before a file-changing tool call (Write, Edit, MultiEdit, NotebookEdit) the file's content is
-stored content-addressed under the session (``<session>/checkpoints/objects/<sha256>``); for
-Bash, the project's files (tracked and untracked, not ignored) are compared by stat signature
+Before a call of a tool that writes files (its ``Effects.writes``: Write, Edit, MultiEdit,
+NotebookEdit) the content of each path it names (``Tool.paths``, resolved against the session's
+working directory) is stored content-addressed under the session
+(``<session>/checkpoints/objects/<sha256>``); for a tool that runs a shell (``Effects.shell``:
+Bash), the project's files (tracked and untracked, not ignored) are compared by stat signature
 before and after the call, and only the files whose size or mtime moved are hashed. When a call
 changed something, a :class:`Checkpoint` event in the transcript names each changed path, its
 state before the call (a hash, ``None``: the file did not exist, ``link:<target>``: a symbolic
@@ -33,18 +35,16 @@ import msgspec
 
 from agentkeel.core.events import Event, Notice, RequestStarted, RunFinished, SessionEnded
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
-from agentkeel.core.tools import ToolOutput
+from agentkeel.core.tools import Effects, ToolOutput
 from agentkeel.session.events import Checkpoint
 from agentkeel.session.objects import UNKNOWN, ObjectStore, StoreError, current
 from agentkeel.session.tree import MAX_TREE_BYTES, MAX_TREE_FILES, TreeState
+from agentkeel.tools import effects_of
 
 if TYPE_CHECKING:
     from agentkeel.session.index import SessionIndex
 
 log = logging.getLogger(__name__)
-
-FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
-TREE_TOOLS = frozenset({"Bash"})
 
 
 def checkpoint_dir(session_file: Path) -> Path:
@@ -53,6 +53,7 @@ def checkpoint_dir(session_file: Path) -> Path:
 
 class _Pending(msgspec.Struct):
     tool: str
+    tree: bool  # the call runs a shell: what changed is the tree's difference
     paths: dict[str, str | None]  # path -> content before (sha / None / UNKNOWN / link:...)
     task: asyncio.Task[Any] | None = None  # the task that gated the call: done means the call is over
 
@@ -114,13 +115,13 @@ class CheckpointRecorder:
 
     async def _before(self, call: ToolCall) -> Verdict | None:
         self.flush(stale_only=True)  # a call interrupted before its after_tool: record what it did
-        key = FILE_TOOLS.get(call.name)
+        effects = _effects(call)
         task = asyncio.current_task()
-        if key is not None:
-            path = _target(call, key)
-            if path is not None:
+        if effects.writes:
+            paths = _targets(call, self.cwd)
+            if paths:
                 try:
-                    before = await asyncio.to_thread(self._file_states, path)
+                    before = await asyncio.to_thread(self._file_states, paths)
                 except StoreError as e:
                     return Verdict(
                         "deny",
@@ -128,23 +129,25 @@ class CheckpointRecorder:
                         f"/rewind could not undo it ({e}). Free some space there, then try again.",
                         "checkpoints",
                     )
-                self._pending[call.id] = _Pending(call.name, before, task)
+                self._pending[call.id] = _Pending(call.name, False, before, task)
                 self._watch(task)
-        elif call.name in TREE_TOOLS and not self.tree.too_big:
+        elif effects.shell and not self.tree.too_big:
             await asyncio.to_thread(self._sync)
-            self._pending[call.id] = _Pending(call.name, {}, task)
+            self._pending[call.id] = _Pending(call.name, True, {}, task)
             self._watch(task)
             self._notice_if_too_big()
         return None
 
-    def _file_states(self, path: Path) -> dict[str, str | None]:
-        """The path's state, and, when it is a symbolic link, its target file's too: an Edit may
+    def _file_states(self, paths: list[Path]) -> dict[str, str | None]:
+        """Each path's state, and, when it is a symbolic link, its target file's too: an Edit may
         write through the link (the target changes, the link stays)."""
-        states = {str(path): self.store.snapshot(path)}
-        if path.is_symlink():
-            real = Path(os.path.realpath(path))
-            if real != path:
-                states[str(real)] = self.store.snapshot(real)
+        states: dict[str, str | None] = {}
+        for path in paths:
+            states[str(path)] = self.store.snapshot(path)
+            if path.is_symlink():
+                real = Path(os.path.realpath(path))
+                if real != path:
+                    states[str(real)] = self.store.snapshot(real)
         return states
 
     def _watch(self, task: asyncio.Task[Any] | None) -> None:
@@ -177,7 +180,7 @@ class CheckpointRecorder:
 
     def _changes(self, pending: _Pending) -> tuple[dict[str, str | None], dict[str, str | None]]:
         """The paths the call changed: their state before, and after (what keel left there)."""
-        if pending.tool in TREE_TOOLS:
+        if pending.tree:
             with self._tree_lock:
                 before = self.tree.diff()
                 return before, dict(self.tree.after)
@@ -225,14 +228,21 @@ class CheckpointRecorder:
             )
 
 
-def _target(call: ToolCall, key: str) -> Path | None:
-    raw: Any = call.input.get(key)
-    if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
-        return None
-    p = Path(raw).expanduser()
-    if not p.is_absolute():
-        p = (call.cwd or Path.cwd()) / p
-    return Path(os.path.normpath(p))
+def _effects(call: ToolCall) -> Effects:
+    """What the call does, as its tool declares (a built-in's declaration when the call has no tool)."""
+    return call.tool.effects if call.tool is not None else effects_of(call.name)
+
+
+def _targets(call: ToolCall, cwd: Path) -> list[Path]:
+    """The paths the call writes, resolved against the session's working directory (``Tool.paths``)."""
+    raw: dict[str, Any] = {k: v for k, v in call.input.items() if isinstance(v, str) and v.strip() and "\x00" not in v}
+    if call.tool is not None:
+        paths = call.tool.paths(raw, call.cwd or cwd)
+    else:
+        base = call.cwd or cwd
+        paths = [Path(raw[f]).expanduser() for f in effects_of(call.name).path_fields if f in raw]
+        paths = [p if p.is_absolute() else base / p for p in paths]
+    return [Path(os.path.normpath(p)) for p in paths]
 
 
 def checkpoint_extension(session_file: Path, cwd: Path, emit: Callable[[Event], None]) -> tuple[Extension, Any]:

@@ -16,6 +16,8 @@ import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+from agentkeel.tools.views import READ_TOOL, SHELL_TOOL
+
 Check = Callable[[str, dict[str, object]], Awaitable[str | None]]  # (tool, input) -> None if allowed, else why
 
 _BANG = re.compile(r"!`([^`\n]+)`")
@@ -90,7 +92,7 @@ async def substitute_commands(body: str, cwd: Path, check: Check | None, env: di
     outputs: list[str] = []
     for m in matches:
         cmd = m.group(1)
-        why = await check("Bash", {"command": cmd}) if check is not None else "no permission checks are available"
+        why = await check(SHELL_TOOL, {"command": cmd}) if check is not None else "no permission checks are available"
         outputs.append(f"[!`{cmd}` was not run: {why}]" if why else await run_bang(cmd, cwd, env))
     pieces = iter(outputs)
     return _BANG.sub(lambda _m: next(pieces), body)
@@ -108,7 +110,7 @@ async def include_files(body: str, bases: Sequence[Path], check: Check | None) -
         )
         if path is None:
             continue  # an @mention of something that is not a file stays as written
-        why = await check("Read", {"file_path": str(path)}) if check is not None else None
+        why = await check(READ_TOOL, {"file_path": str(path)}) if check is not None else None
         if why:
             found[ref] = f"@{ref} [not included: {why}]"
             continue

@@ -19,6 +19,8 @@ from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.skills.expand import expand
 from agentkeel.skills.loader import Skill, SkillCatalog
+from agentkeel.tools import ELSEWHERE
+from agentkeel.tools import SKILL as SKILL_TOOL
 
 
 class SkillRun(msgspec.Struct, frozen=True):
@@ -90,6 +92,8 @@ def skill_message(skill: Skill, args: str, text: str) -> str:
     return f"{head}\nBase directory for this skill: {skill.directory}\n\n{text}"
 
 
+SKILL = ELSEWHERE[SKILL_TOOL]  # Skill rules name the skill; its text is kept whole: pruning never cuts it
+
 SKILL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -139,9 +143,19 @@ def skill_tool(catalog: SkillCatalog) -> Tool:
         if not real:
             from agentkeel.agents.inputs import SkillInput
 
-            real.append(Tool("Skill", description, SkillInput, _run_skill, group="agents", read_only=True))
+            real.append(
+                Tool("Skill", description, SkillInput, _run_skill, group="agents", read_only=True, effects=SKILL)
+            )
         return real[0]
 
     return Tool(
-        "Skill", description, None, _run_skill, group="agents", read_only=True, raw_schema=SKILL_SCHEMA, load=load
+        "Skill",
+        description,
+        None,
+        _run_skill,
+        group="agents",
+        read_only=True,
+        raw_schema=SKILL_SCHEMA,
+        load=load,
+        effects=SKILL,
     )

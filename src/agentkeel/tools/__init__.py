@@ -20,8 +20,8 @@ SKILL = "Skill"
 # keel's pruning know them: for code that holds only a name (a rule check without the session's
 # registry). Their ``Tool`` objects may declare more; these are what a name alone tells.
 ELSEWHERE: dict[str, Effects] = {
-    AGENT: Effects(rule=AGENT, named_by=("subagent_type",), protected=True),
-    "Agent": Effects(rule=AGENT, named_by=("subagent_type",), protected=True),
+    AGENT: Effects(rule=AGENT, named_by=("subagent_type",), protected=True, delegates=True),
+    "Agent": Effects(rule=AGENT, named_by=("subagent_type",), protected=True, delegates=True),
     SKILL: Effects(rule=SKILL, named_by=("skill", "command"), protected=True),
     "ExitPlanMode": Effects(protected=True),
 }
@@ -32,6 +32,7 @@ FACTORIES = (
     "agentkeel.tools.search:search_tools",
     "agentkeel.tools.web:web_tools",
     "agentkeel.tools.todo:todo_tools",
+    "agentkeel.tools.notebook:notebook_tools",
 )
 
 
@@ -54,12 +55,13 @@ def builtin_tools(*, shipped: bool = True) -> list[Tool]:
 
 def real_builtin_tools() -> list[Tool]:
     from agentkeel.tools.files import file_tools
+    from agentkeel.tools.notebook import notebook_tools
     from agentkeel.tools.search import search_tools
     from agentkeel.tools.shell import shell_tools
     from agentkeel.tools.todo import todo_tools
     from agentkeel.tools.web import web_tools
 
-    return [*file_tools(), *shell_tools(), *search_tools(), *web_tools(), *todo_tools()]
+    return [*file_tools(), *shell_tools(), *search_tools(), *web_tools(), *todo_tools(), *notebook_tools()]
 
 
 def effects_of(name: str) -> Effects:

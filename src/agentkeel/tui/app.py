@@ -38,13 +38,15 @@ from agentkeel.core.events import (
     UserMessage,
 )
 from agentkeel.core.extensions import ToolCall
+from agentkeel.core.tools import Effects
 from agentkeel.core.types import ToolResultBlock
 from agentkeel.permissions import Answer, Decision
 from agentkeel.runtime import Runtime, RuntimeOptions
 from agentkeel.session.store import keel_home
+from agentkeel.tools import effects_of
 from agentkeel.tui.chat import ChatLog, NoticeLine, ToolBlock, UserBlock, call_summary
 from agentkeel.tui.dialogs import ANSWERS, Choice, ChooserScreen, permission_dialog
-from agentkeel.tui.diffs import EDIT_TOOLS, diff_for_call
+from agentkeel.tui.diffs import diff_for_call
 from agentkeel.tui.files import History
 from agentkeel.tui.prompt import Completer, PromptInput, dropdown_widgets
 from agentkeel.tui.session_ops import SessionOps
@@ -54,7 +56,6 @@ OptionsFactory = Callable[[], RuntimeOptions]  # a fresh copy of the session's o
 DOUBLE_PRESS_S = 2.0
 START_HINT = "Type a prompt · / commands · @ files · Ctrl-C interrupts · /exit leaves"
 INSTEAD = "Denied, and the turn is stopped. Tell keel what to do instead:"
-SUBAGENT_TOOLS = ("Task", "Agent")
 
 
 class KeelApp(App[int]):
@@ -167,9 +168,10 @@ class KeelApp(App[int]):
         self._unsubscribe = self.rt.bus.subscribe(self._on_bus)
 
     def _on_bus(self, event: Event) -> None:
-        if isinstance(event, ToolStarted) and event.name in EDIT_TOOLS:
+        if isinstance(event, ToolStarted) and (does := self._effects(event.name)).writes:
             # the edit runs right after this returns: its diff is taken now, from the file as it is
-            self._diffs[event.tool_use_id] = diff_for_call(event.name, event.input, self.rt.agent.context.cwd, 40)
+            cwd = self.rt.agent.context.cwd
+            self._diffs[event.tool_use_id] = diff_for_call(event.name, event.input, cwd, 40, does)
         if isinstance(event, ToolFinished) and self._stop_at and event.tool_use_id == self._stop_at:
             # the user said no and will say what to do instead: the denial is recorded, the turn ends
             self._stop_at = ""
@@ -224,14 +226,27 @@ class KeelApp(App[int]):
         elif isinstance(event, ToolStarted):
             await chat.end_answer()
             diff = self._diffs.pop(event.tool_use_id, "")
-            block = ToolBlock(event.tool_use_id, event.name, event.input, diff=diff, cwd=self.rt.agent.context.cwd)
+            block = ToolBlock(
+                event.tool_use_id,
+                event.name,
+                event.input,
+                diff=diff,
+                cwd=self.rt.agent.context.cwd,
+                effects=self._effects(event.name),
+            )
             chat.tools[event.tool_use_id] = block
             await chat.add(block)
             self.status = f"running {event.name}"
         elif isinstance(event, ToolFinished):
             found = chat.tools.get(event.tool_use_id)
             if found is None:  # never started: denied, or stopped before it ran
-                found = ToolBlock(event.tool_use_id, event.name, event.input, cwd=self.rt.agent.context.cwd)
+                found = ToolBlock(
+                    event.tool_use_id,
+                    event.name,
+                    event.input,
+                    cwd=self.rt.agent.context.cwd,
+                    effects=self._effects(event.name),
+                )
                 chat.tools[event.tool_use_id] = found
                 await chat.add(found)
             found.finish(event.is_error, event.duration_ms, event.summary, event.metadata)
@@ -312,7 +327,7 @@ class KeelApp(App[int]):
         if self._told_no:
             return "deny"
         await self.drain()  # what led to the ask is on screen first (and the status is not overwritten)
-        diff = diff_for_call(call.name, call.input, self.rt.agent.context.cwd)
+        diff = diff_for_call(call.name, call.input, self.rt.agent.context.cwd, effects=self._effects(call.name))
         screen = permission_dialog(
             decision.reason,
             call_summary(call.name, call.input, 200, self.rt.agent.context.cwd),
@@ -344,7 +359,12 @@ class KeelApp(App[int]):
     def _in_subagent(self) -> bool:
         """The turn is waiting on a subagent (a Task call still running, so not a background one)."""
         busy = self.running is not None and not self.running.done()
-        return busy and any(b.running and b.tool_name in SUBAGENT_TOOLS for b in self.query_one(ChatLog).tools.values())
+        return busy and any(b.running and b.effects.delegates for b in self.query_one(ChatLog).tools.values())
+
+    def _effects(self, name: str) -> Effects:
+        """What a call of the session's tool ``name`` does, as the tool declares it."""
+        tool = self.rt.agent.tools.get(name)
+        return tool.effects if tool is not None else effects_of(name)
 
     async def ask_repeat(self, call: ToolCall, count: int) -> bool:
         screen = ChooserScreen(

@@ -15,6 +15,8 @@ from textual.containers import VerticalScroll
 from textual.events import Mount
 from textual.widgets import Collapsible, Markdown, Static
 
+from agentkeel.core.tools import Effects
+from agentkeel.tools import effects_of
 from agentkeel.tui.diffs import diff_stats
 
 if TYPE_CHECKING:
@@ -22,7 +24,6 @@ if TYPE_CHECKING:
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 PREVIEW_LINES = 6
-TAIL_TOOLS = frozenset({"Bash", "BashOutput"})  # output previewed by its last lines
 
 
 def call_summary(name: str, tool_input: dict[str, Any], width: int = 60, cwd: Path | None = None) -> str:
@@ -158,11 +159,18 @@ class ToolBlock(Collapsible):
     """
 
     def __init__(
-        self, tool_use_id: str, name: str, tool_input: dict[str, Any], diff: str = "", cwd: Path | None = None
+        self,
+        tool_use_id: str,
+        name: str,
+        tool_input: dict[str, Any],
+        diff: str = "",
+        cwd: Path | None = None,
+        effects: Effects | None = None,
     ) -> None:
         self.tool_use_id = tool_use_id
         self.tool_name = name
         self.tool_input = tool_input
+        self.effects = effects if effects is not None else effects_of(name)  # the session's tool's, else a built-in's
         self.summary = call_summary(name, tool_input, cwd=cwd)
         self.started = time.monotonic()
         self.running = True
@@ -175,7 +183,7 @@ class ToolBlock(Collapsible):
     def _set_detail(self) -> None:
         if self.diff:
             self.detail.update(Syntax(self.diff, "diff", theme="ansi_dark", background_color="default"))
-        elif self.tool_name == "Bash" and "command" in self.tool_input:
+        elif self.effects.shell and "command" in self.tool_input:
             self.detail.update(Text(f"$ {self.tool_input['command']}"))
         else:
             self.detail.display = False
@@ -195,7 +203,7 @@ class ToolBlock(Collapsible):
 
     def show_output(self, text: str) -> None:
         """The preview of the output: a command's last lines, another tool's first."""
-        shown = preview(text, tail=self.tool_name in TAIL_TOOLS)
+        shown = preview(text, tail=self.effects.preview == "tail")
         self.output.update(Text(shown))
         self.output.display = bool(shown)
 

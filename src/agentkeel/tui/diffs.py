@@ -1,5 +1,8 @@
 """What a file-changing tool call would do to the file, as a unified diff (for the permission
-dialog and the chat's tool blocks). Pure functions: they read the file, never write it."""
+dialog and the chat's tool blocks). Pure functions: they read the file, never write it.
+
+Which calls change a file is the tool's ``Effects.writes``; what the file becomes is
+``tools.views.after`` (the one place that knows each tool's input shape)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
+from agentkeel.core.tools import Effects
+from agentkeel.tools import effects_of
+from agentkeel.tools.views import after as after_call
 
 
 def _read(path: Path) -> str | None:
@@ -17,41 +22,19 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _replace(text: str, old: str, new: str, replace_all: bool) -> str:
-    if not old:
-        return text
-    return text.replace(old, new) if replace_all else text.replace(old, new, 1)
-
-
-def proposed_change(name: str, tool_input: dict[str, Any], cwd: Path) -> tuple[str, str, str] | None:
-    """(path, before, after) for an Edit/Write/MultiEdit call, or None for any other call."""
-    raw = tool_input.get("file_path")
-    if name not in EDIT_TOOLS or not isinstance(raw, str) or not raw:
+def proposed_change(
+    name: str, tool_input: dict[str, Any], cwd: Path, effects: Effects | None = None
+) -> tuple[str, str, str] | None:
+    """(path, before, after) for a call of a tool that writes a file (``effects``, the built-in's
+    declaration by default), or None for any other call."""
+    effects = effects if effects is not None else effects_of(name)
+    raw = next((v for f in effects.path_fields if isinstance(v := tool_input.get(f), str) and v), None)
+    if not effects.writes or raw is None:
         return None
     path = Path(raw) if Path(raw).is_absolute() else cwd / raw
     before = _read(path) or ""
-    if name == "Write":
-        return raw, before, str(tool_input.get("content", ""))
-    if name == "Edit":
-        after = _replace(
-            before,
-            str(tool_input.get("old_string", "")),
-            str(tool_input.get("new_string", "")),
-            bool(tool_input.get("replace_all")),
-        )
-        return raw, before, after
-    if name == "MultiEdit":
-        after = before
-        for edit in tool_input.get("edits") or []:
-            if isinstance(edit, dict):
-                after = _replace(
-                    after,
-                    str(edit.get("old_string", "")),
-                    str(edit.get("new_string", "")),
-                    bool(edit.get("replace_all")),
-                )
-        return raw, before, after
-    return None
+    after = after_call(name, tool_input, before)
+    return None if after is None else (raw, before, after)
 
 
 def unified(path: str, before: str, after: str, context: int = 3) -> str:
@@ -65,9 +48,11 @@ def unified(path: str, before: str, after: str, context: int = 3) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def diff_for_call(name: str, tool_input: dict[str, Any], cwd: Path, max_lines: int = 400) -> str:
+def diff_for_call(
+    name: str, tool_input: dict[str, Any], cwd: Path, max_lines: int = 400, effects: Effects | None = None
+) -> str:
     """The call's diff ("" when it changes nothing or is not a file edit), cut to ``max_lines``."""
-    change = proposed_change(name, tool_input, cwd)
+    change = proposed_change(name, tool_input, cwd, effects)
     if change is None:
         return ""
     shown, before, after = change

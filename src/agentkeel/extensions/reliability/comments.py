@@ -1,15 +1,16 @@
-"""Prevention: the comment checker (AI-slop comments an Edit or Write added)."""
+"""Prevention: the comment checker (AI-slop comments a call of a file-writing tool added)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
-from typing import Any
 
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import Extension, ToolCall
-from agentkeel.core.tools import ToolOutput
+from agentkeel.core.tools import Effects, ToolOutput
 from agentkeel.extensions.reliability.state import ReliabilityState, notice
+from agentkeel.tools import effects_of
+from agentkeel.tools.views import changes
 
 _HASH = frozenset({".py", ".sh", ".bash", ".zsh", ".rb", ".pl", ".r", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".tf"})
 _SLASH = frozenset(
@@ -57,19 +58,26 @@ def _comment(line: str, marker: str) -> str | None:
     return None
 
 
+def _effects(call: ToolCall) -> Effects:
+    return call.tool.effects if call.tool is not None else effects_of(call.name)
+
+
+def _path(call: ToolCall) -> str:
+    """The file the call writes, as the model named it."""
+    for field in _effects(call).path_fields:
+        value = call.input.get(field)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
 def _added(call: ToolCall) -> tuple[str, list[str]]:
-    """The file and the lines this call added."""
-    inp: dict[str, Any] = call.input
-    path = str(inp.get("file_path") or "")
-    if call.name == "Write":
-        return path, str(inp.get("content") or "").splitlines()
-    pairs = inp.get("edits") if call.name == "MultiEdit" else [inp]
+    """The file and the lines this call added (its tool's (old, new) pairs: tools/views.py)."""
     lines: list[str] = []
-    for edit in pairs if isinstance(pairs, list) else []:
-        if isinstance(edit, dict):
-            old = set(str(edit.get("old_string") or "").splitlines())
-            lines += [x for x in str(edit.get("new_string") or "").splitlines() if x not in old]
-    return path, lines
+    for change in (changes(call.name, call.input) if _effects(call).writes else None) or []:
+        old = set((change.old or "").splitlines())
+        lines += [x for x in change.new.splitlines() if x not in old]
+    return _path(call), lines
 
 
 def slop_comments(call: ToolCall) -> list[str]:
@@ -90,16 +98,17 @@ def comment_checker(bus: EventBus, state: ReliabilityState) -> Extension:
     as requested", "// Step 2: now we call the API", "# Return the result") instead of explaining
     the code; they outlive the session as noise in the user's files. Prevention: after a successful
     Edit, MultiEdit or Write, the comments it added that match these patterns are listed in the
-    result, and the model is told to remove them or say why they stay."""
+    result, and the model is told to remove them or say why they stay. Any tool whose effects say
+    it writes, and whose (old, new) text tools/views.py knows, is checked."""
 
     async def after_tool(call: ToolCall, output: ToolOutput) -> ToolOutput:
-        if call.name not in ("Edit", "MultiEdit", "Write") or output.is_error or not isinstance(output.content, str):
+        if not _effects(call).writes or output.is_error or not isinstance(output.content, str):
             return output
         found = slop_comments(call)
         if not found:
             return output
         shown = "\n".join(f"  {c}" for c in found[:10])
-        notice(bus, "comment-checker", f"{len(found)} narrating comment(s) added to {call.input.get('file_path')}")
+        notice(bus, "comment-checker", f"{len(found)} narrating comment(s) added to {_path(call)}")
         note = (
             f"\n\n[comment-checker] This edit added comments that narrate the change or restate the code:\n{shown}\n"
             "Remove them (comments should explain why, not what changed), or keep one only if it documents "

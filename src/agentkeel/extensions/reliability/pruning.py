@@ -8,7 +8,7 @@ cache keeps its prefix until something new is pruned).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -17,16 +17,18 @@ from msgspec.structs import replace as dc_replace
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import Extension
 from agentkeel.core.provider import ModelRequest
+from agentkeel.core.tools import Effects, Services, ToolRegistry
 from agentkeel.core.types import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from agentkeel.extensions.reliability.state import ReliabilityState, notice
+from agentkeel.tools import effects_of
+from agentkeel.tools.views import whole_text_field
 
-ALWAYS_PROTECTED = frozenset({"TodoWrite", "Task", "Skill", "ExitPlanMode"})
+EffectsOf = Callable[[str], Effects]  # a tool's declared effects, by name
 DUPLICATE = "[pruned: the same call ran again later; see its later result]"
 SUPERSEDED_READ = "[pruned: {path} was changed after this read; read it again if needed]"
 SUPERSEDED_WRITE = "[pruned: {n} characters written; {path} was written or read again later]"
 OLD_ERROR = " [older error output pruned]"
 SHRUNK = "[pruned to fit the context window: {n} characters]"
-_WRITES = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 
 
 class PruneStats(msgspec.Struct):
@@ -70,9 +72,12 @@ def protected_from(messages: list[Message], turns: int) -> int:
     return 0
 
 
-def _path(use: ToolUseBlock) -> str:
-    value = use.input.get("file_path") or use.input.get("notebook_path") or use.input.get("path")
-    return value if isinstance(value, str) else ""
+def _path(use: ToolUseBlock, effects: Effects) -> str:
+    for field in effects.path_fields:
+        value = use.input.get(field)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def _key(use: ToolUseBlock) -> bytes:
@@ -83,14 +88,17 @@ def _key(use: ToolUseBlock) -> bytes:
 
 
 def prune(
-    messages: list[Message], protect_turns: int, protect_tools: Iterable[str] = ()
+    messages: list[Message], protect_turns: int, protect_tools: Iterable[str] = (), effects: EffectsOf = effects_of
 ) -> tuple[list[Message], PruneStats]:
     """Dedupe identical calls, supersede reads and writes of a file changed later, cut old error
-    output; nothing in the last ``protect_turns`` turns or of a protected tool is touched."""
+    output; nothing in the last ``protect_turns`` turns, of a tool whose effects say its result is
+    protected (todos, skills, subagents) or of a listed tool is touched. ``effects``: a tool's
+    declared effects by name (the session's tools; the built-ins' by default)."""
     stats = PruneStats()
     limit = protected_from(messages, protect_turns)
-    protected = ALWAYS_PROTECTED | set(protect_tools)
+    listed = set(protect_tools)
     uses: list[tuple[int, ToolUseBlock]] = [(i, b) for i, m in enumerate(messages) for b in m.tool_uses()]
+    declared = {use.name: effects(use.name) for _, use in uses}
     results = {b.tool_use_id: b for m in messages for b in m.tool_results()}
     edits = _Edits()
     keys = [_key(use) for _, use in uses]
@@ -99,30 +107,32 @@ def prune(
     last_touch: dict[str, int] = {}
     for n, (_, use) in enumerate(uses):
         last_key[keys[n]] = n
-        path = _path(use)
+        path = _path(use, declared[use.name])
         if path:
             last_touch[path] = n
-            if use.name in _WRITES:
+            if declared[use.name].writes:
                 last_write[path] = n
     for n, (i, use) in enumerate(uses):
-        if i >= limit or use.name in protected:
+        does = declared[use.name]
+        if i >= limit or does.protected or use.name in listed:
             continue
         result = results.get(use.id)
-        path = _path(use)
+        path = _path(use, does)
         if last_key[keys[n]] > n and result is not None and result.text() != DUPLICATE:
             edits.results[use.id] = DUPLICATE
             stats.duplicates += 1
-        elif use.name == "Read" and path and last_write.get(path, -1) > n and result is not None:
+        elif does.reads and path and last_write.get(path, -1) > n and result is not None:
             edits.results[use.id] = SUPERSEDED_READ.format(path=path)
             stats.superseded += 1
         elif result is not None and result.is_error and len(result.text()) > 300:
             first = result.text().splitlines()[0][:200] if result.text().strip() else ""
             edits.results[use.id] = first + OLD_ERROR
             stats.errors += 1
-        if use.name == "Write" and path and last_touch.get(path, -1) > n:
-            content = use.input.get("content")
+        field = whole_text_field(use.name) if does.writes else None
+        if field is not None and path and last_touch.get(path, -1) > n:
+            content = use.input.get(field)
             if isinstance(content, str) and len(content) > 200:
-                edits.inputs[use.id] = {**use.input, "content": SUPERSEDED_WRITE.format(n=len(content), path=path)}
+                edits.inputs[use.id] = {**use.input, field: SUPERSEDED_WRITE.format(n=len(content), path=path)}
                 stats.superseded += 1
     return _apply(messages, edits), stats
 
@@ -182,24 +192,31 @@ def _apply(messages: list[Message], edits: _Edits) -> list[Message]:
     return out
 
 
-def context_pruning(bus: EventBus, state: ReliabilityState) -> Extension:
+def context_pruning(bus: EventBus, state: ReliabilityState, services: Services | None = None) -> Extension:
     """Failure: a long session fills its context window with output the model no longer needs (the
     same file read five times, a file's old content after it was rewritten, yesterday's stack
     traces), costing tokens on every request and ending in "prompt is too long". Fix: before each
     request, identical earlier calls, reads and writes superseded by a later change and old error
     output are replaced by short markers; the last turns (``reliability.pruneProtectTurns``) and the
-    listed tools (``reliability.pruneProtectTools``, TodoWrite, Task, Skill) are never touched.
+    listed tools (``reliability.pruneProtectTools``, and those whose effects say ``protected``:
+    TodoWrite, Task, Skill) are never touched.
     Pruning rewrites old messages, so the provider's prompt cache loses its prefix each time
     something new is pruned: it starts only once the reported context is
     ``reliability.pruneAtPercent`` (50) full. After a "prompt is too long", session recovery
     turns on ``shrink`` and older results are cut too."""
     reported = [0]
 
+    def effects(name: str) -> Effects:
+        """The session's tool's effects (MCP, plugin, agent tools declare theirs), else a built-in's."""
+        registry = services.find(ToolRegistry) if services is not None else None
+        tool = registry.get(name) if registry is not None else None
+        return tool.effects if tool is not None else effects_of(name)
+
     async def before_request(request: ModelRequest) -> ModelRequest:
         cfg = state.config
         if not state.shrink and state.used_fraction() * 100 < cfg.pruneAtPercent:
             return request  # the context has room: keep the prompt cache's prefix intact
-        messages, stats = prune(request.messages, cfg.pruneProtectTurns, cfg.pruneProtectTools)
+        messages, stats = prune(request.messages, cfg.pruneProtectTurns, cfg.pruneProtectTools, effects)
         if state.shrink:
             messages, more = shrink(messages, keep_turns=1)
             stats.shrunk = more.shrunk

@@ -67,4 +67,6 @@ def build(
     state = session_state(services, config, context_window, fallback_model)
     if name == "non-interactive-env":
         return non_interactive_env(bus, state, tool_env)
+    if name == "dynamic-context-pruning":  # asks the session's tools what they protect
+        return context_pruning(bus, state, services)
     return HANDLERS[name](bus, state)

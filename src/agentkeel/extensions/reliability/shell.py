@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.extensions.reliability.state import ReliabilityState, notice
+from agentkeel.tools import effects_of
 
 # more tools that page or prompt (the user's own env settings win: these are defaults)
 EXTRA_ENV = {
@@ -102,7 +103,7 @@ def non_interactive_env(bus: EventBus, state: ReliabilityState, tool_env: dict[s
             tool_env.setdefault(key, value)
 
     async def before_tool(call: ToolCall) -> Verdict | None:
-        if call.name != "Bash":
+        if not (call.tool.effects if call.tool is not None else effects_of(call.name)).shell:
             return None
         command = call.input.get("command")
         if not isinstance(command, str) or call.input.get("run_in_background"):

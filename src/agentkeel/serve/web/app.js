@@ -44,14 +44,17 @@ function toolLabel(name, input) {
   const target = input.file_path || input.path || input.command || input.pattern || input.url || input.description || "";
   return `${name}(${String(target).slice(0, 120)})`;
 }
+// Where each file-writing tool's (old, new) text is in its input, from the server (/api/info,
+// keel's tools/views.py EDIT_SHAPES): {new, old?, items?}. No tool is named here.
+let editShapes = {};
+function addedLines(text) {
+  return String(text || "").replace(/\n$/, "").split("\n").map((l) => ["add", "+ " + l]);
+}
 function toolDiff(name, input) {
-  if (name === "Edit") return diffBlock(diffLines(input.old_string, input.new_string));
-  if (name === "MultiEdit") return diffBlock((input.edits || []).flatMap((e) => diffLines(e.old_string, e.new_string)));
-  if (name === "Write") {
-    const lines = String(input.content || "").replace(/\n$/, "").split("\n");
-    return diffBlock(lines.map((l) => ["add", "+ " + l]));
-  }
-  return null;
+  const shape = editShapes[name];
+  if (!shape) return null;
+  const entries = shape.items ? (Array.isArray(input[shape.items]) ? input[shape.items] : []) : [input];
+  return diffBlock(entries.flatMap((e) => shape.old ? diffLines(e[shape.old], e[shape.new]) : addedLines(e[shape.new])));
 }
 
 // A user message is the prompt as typed, then what was added to it before the model saw it (hook
@@ -450,11 +453,12 @@ document.querySelectorAll("nav button").forEach((b) => b.addEventListener("click
   if (b.dataset.tab === "memory") openMemory();
   if (b.dataset.tab === "setup") loadSetup();
 }));
-api("/api/info").then((info) => {  // bypassPermissions only when the owner started the server allowing it
-  if (info.bypass) return;
+const started = api("/api/info").then((info) => {
+  editShapes = info.edit_shapes || {};
+  if (info.bypass) return;  // bypassPermissions only when the owner started the server allowing it
   document.querySelectorAll("option").forEach((o) => { if (o.textContent === "bypassPermissions") o.remove(); });
 }).catch((e) => flash(e.message));
-refreshLists().then(() => {
+started.then(refreshLists).then(() => {  // a transcript is drawn once the tools' edit shapes are known
   const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
   const row = wanted && document.querySelector(`.row[data-id="${wanted}"]`);
   if (row) row.click();
