@@ -24,6 +24,7 @@ Nothing here mocks keel: the only fake is the model.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import subprocess
@@ -211,26 +212,42 @@ def descendants(pid: int) -> list[tuple[int, list[str]]]:
 # -- waiting ---------------------------------------------------------------------------------------------
 
 
+Described = str | Callable[[], str]
+
+
 def wait_until(
-    condition: Callable[[], Any], timeout: float = 60.0, what: str = "the condition", interval: float = 0.05
+    condition: Callable[[], Any], timeout: float = 60.0, what: Described = "the condition", interval: float = 0.05
 ) -> Any:
     """Poll ``condition`` until it is truthy and return its value; fail after ``timeout`` seconds
-    (a bound on a hang, not an expectation of speed)."""
+    (a bound on a hang, not an expectation of speed). ``what`` names what was awaited in the
+    failure; a callable is asked then, to show the state it ended in."""
     deadline = time.monotonic() + timeout
     while not (value := condition()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            raise AssertionError(_timed_out(timeout, what))
         time.sleep(interval)
     return value
 
 
 async def wait_until_async(
-    condition: Callable[[], Awaitable[Any]], timeout: float = 60.0, what: str = "the condition", interval: float = 0.05
+    condition: Callable[[], Awaitable[Any] | Any],
+    timeout: float = 60.0,
+    what: Described = "the condition",
+    interval: float = 0.05,
 ) -> Any:
-    """:func:`wait_until` for a coroutine condition, without blocking the event loop."""
+    """:func:`wait_until` inside a coroutine, without blocking the event loop; ``condition`` may be
+    a coroutine function (awaited each time) or a plain one."""
     deadline = time.monotonic() + timeout
-    while not (value := await condition()):
+    while not (value := await _maybe_await(condition())):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            raise AssertionError(_timed_out(timeout, what))
         await asyncio.sleep(interval)
     return value
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _timed_out(timeout: float, what: Described) -> str:
+    return f"timed out after {timeout:g} s waiting for {what() if callable(what) else what}"

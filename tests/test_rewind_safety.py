@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, session_files, wire_env
+from kit import KEEL, KeelRun, session_files, wait_until_async, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -75,10 +75,7 @@ async def test_hand_edits_after_an_interrupted_bash_call_are_never_charged_to_it
     rt = Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
     try:
         run = asyncio.ensure_future(rt.run("start the long job"))
-        for _ in range(1200):
-            if made.exists():
-                break
-            await asyncio.sleep(0.05)
+        await wait_until_async(made.exists, 60, "the command to write its file")
         rt.agent.interrupt()
         assert (await run).subtype == "interrupted"
         # the user's own work, between the interrupt and the next tool call
