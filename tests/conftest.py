@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, settings
 
 from agentkeel.fakellm.server import FakeLLMServer
 
-# The helpers live in the testing façade, tests/kit.py; these names stay importable from conftest
-# for the test files that still import them from here.
+# The helpers live in the testing façade, tests/kit.py (tests import them from there); these names
+# stay importable from conftest until every test file has moved to kit.
 from kit import KEEL, KeelRun, descendants, fake_llm_server, run_keel, session_files, stop, wait_until, wire_env
 
 __all__ = ["KEEL", "KeelRun", "descendants", "session_files", "wait_until", "wire_env"]
