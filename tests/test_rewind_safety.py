@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from kit import KEEL, KeelRun, session_files, wait_until_async, wire_env
+from kit import KEEL, KeelRun, session, session_files, wait_until_async, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -57,7 +57,6 @@ async def test_hand_edits_after_an_interrupted_bash_call_are_never_charged_to_it
     next turn only Reads. Rewinding that turn changes nothing; rewinding the Bash turn removes only
     the file Bash made. (Before: the changes were measured at the Read, charged to the Read's turn,
     and its rewind reverted the user's fix and deleted their new file.)"""
-    from agentkeel.runtime import Runtime, RuntimeOptions
     from agentkeel.session.history import rewind, user_turns
 
     made, fixed, mine = project / "made.txt", project / "fixed.py", project / "mine.py"
@@ -71,8 +70,7 @@ async def test_hand_edits_after_an_interrupted_bash_call_are_never_charged_to_it
             ]
         }
     )
-    env = {**os.environ, **wire_env(server, "anthropic")}
-    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
+    rt = session(project, server=server, retries=None, permission_mode="bypassPermissions")
     try:
         run = asyncio.ensure_future(rt.run("start the long job"))
         await wait_until_async(made.exists, 60, "the command to write its file")
@@ -140,7 +138,6 @@ def test_rewind_refuses_to_overwrite_a_hand_edit_unless_forced(project: Path, fa
 
 
 async def test_sdk_rewind_files_names_the_conflicts_and_force_overwrites(project: Path, fake_llm: Start) -> None:
-    from agentkeel.runtime import Runtime, RuntimeOptions
     from agentkeel.session.history import rewind_files, user_turns
 
     target, made = project / "f.txt", project / "made.txt"
@@ -152,8 +149,7 @@ async def test_sdk_rewind_files_names_the_conflicts_and_force_overwrites(project
         "done",
     ]
     server = fake_llm({"steps": steps})
-    env = {**os.environ, **wire_env(server, "anthropic")}
-    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
+    rt = session(project, server=server, retries=None, permission_mode="bypassPermissions")
     try:
         assert (await rt.run("edit it")).subtype == "success"
         made.write_text("the user rewrote it\n")
