@@ -1,24 +1,23 @@
-"""Shared fixtures: an isolated KEEL_HOME, the fake model server, and a way to run the real CLI."""
+"""Shared fixtures: an isolated HOME and KEEL_HOME, the fake model server, the real CLI in a project.
+
+The helpers behind them (and everything else a test drives keel with) are in tests/kit.py."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
 
-KEEL = str(Path(sys.executable).parent / "keel")
+# The helpers live in the testing façade, tests/kit.py (tests import them from there); these names
+# stay importable from conftest until every test file has moved to kit.
+from kit import KEEL, KeelRun, descendants, fake_llm_server, run_keel, session_files, stop, wait_until, wire_env
+
+__all__ = ["KEEL", "KeelRun", "descendants", "session_files", "wait_until", "wire_env"]
 
 # the memory store fixtures (pg_root, backend, store) for every test file: tests/memory_fixtures.py
 pytest_plugins = ["memory_fixtures"]
@@ -72,41 +71,22 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fake_llm() -> Iterator[Callable[[Any], FakeLLMServer]]:
+    """Start a scripted model on loopback (``kit.fake_llm_server``); every one is stopped after the test."""
     servers: list[FakeLLMServer] = []
 
     def start(script: Any) -> FakeLLMServer:
-        server = FakeLLMServer(script if isinstance(script, Script) else Script.from_data(script))
-        server.start_background()
-        servers.append(server)
-        return server
+        servers.append(fake_llm_server(script))
+        return servers[-1]
 
     yield start
-    for s in servers:
-        s.shutdown()
-        s.server_close()
-
-
-@dataclass
-class KeelRun:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-    def lines(self) -> list[Any]:
-        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
-
-
-def wire_env(server: FakeLLMServer, wire: str) -> dict[str, str]:
-    if wire == "anthropic":
-        return {"ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key", "ANTHROPIC_BASE_URL": server.url}
-    return {"OPENAI_API_KEY": "sk-test-not-a-real-key", "OPENAI_BASE_URL": server.url + "/v1"}
+    for server in servers:
+        stop(server)
 
 
 @pytest.fixture
 def keel(project: Path) -> Callable[..., KeelRun]:
+    """The ``keel`` binary, run in the test's project unless ``cwd`` says otherwise."""
+
     def run(
         *args: str,
         env: dict[str, str] | None = None,
@@ -114,61 +94,6 @@ def keel(project: Path) -> Callable[..., KeelRun]:
         timeout: float = 60,
         stdin: str | None = None,
     ) -> KeelRun:
-        full_env = dict(os.environ)
-        full_env.update(env or {})
-        proc = subprocess.run(
-            [KEEL, *args],
-            cwd=cwd or project,
-            env=full_env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            input=stdin,
-            stdin=None if stdin is not None else subprocess.DEVNULL,
-        )
-        return KeelRun(proc.returncode, proc.stdout, proc.stderr)
+        return run_keel(*args, cwd=cwd or project, env=env, timeout=timeout, stdin=stdin)
 
     return run
-
-
-def session_files(keel_home: Path) -> list[Path]:
-    return sorted((keel_home / "projects").glob("*/*.jsonl"))
-
-
-def descendants(pid: int) -> list[tuple[int, list[str]]]:
-    """The live processes below ``pid`` (children, their children...), each with its argv; a zombie
-    (empty argv) or a process that ends mid-scan is left out."""
-    parents: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        parents[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    below: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {p for p, parent in parents.items() if parent in frontier} - below
-        below |= frontier
-    found = []
-    for p in sorted(below):
-        try:
-            argv = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[:-1]
-        except OSError:
-            continue
-        if argv:
-            found.append((p, [a.decode(errors="replace") for a in argv]))
-    return found
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 60.0, what: str = "the condition") -> Any:
-    """Poll ``condition`` until it is truthy and return its value; fail after ``timeout`` seconds
-    (a bound on a hang, not an expectation of speed)."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
-    return value

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, wire_env
+from kit import KEEL, wire_env
 
 
 @dataclass

@@ -22,7 +22,7 @@ from agents_fixtures import (
     tool_names,
     tool_results,
 )
-from conftest import KeelRun, wire_env
+from kit import KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -250,7 +250,7 @@ def test_an_interrupt_does_not_wait_for_background_agents(project: Path, fake_ll
     import time
 
     from agentkeel.session.load import load_session
-    from conftest import KEEL, descendants, wait_until
+    from kit import KEEL, descendants, wait_until
 
     claude_project(project)
     sleep = {"tool_calls": [{"name": "Bash", "input": {"command": "sleep 120"}}]}

@@ -12,7 +12,7 @@ import pytest
 from agentkeel.agents.coordinator import PlanError, parse_plan
 from agentkeel.fakellm.server import FakeLLMServer
 from agents_fixtures import claude_project, metas
-from conftest import KeelRun, session_files, wire_env
+from kit import KeelRun, session_files, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]

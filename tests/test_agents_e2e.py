@@ -27,7 +27,7 @@ from agents_fixtures import (
     tool_names,
     tool_results,
 )
-from conftest import KEEL, KeelRun, descendants, session_files, wait_until, wire_env
+from kit import KEEL, KeelRun, descendants, session_files, wait_until, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]

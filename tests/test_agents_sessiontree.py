@@ -12,7 +12,7 @@ import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
 from agents_fixtures import git, system_text
-from conftest import KEEL, KeelRun, wire_env
+from kit import KEEL, KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]

@@ -9,7 +9,7 @@ from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
 from agents_fixtures import claude_project, git
-from conftest import KeelRun, wire_env
+from kit import KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]

@@ -21,7 +21,7 @@ from agentkeel.batch.results import Result, ResultWriter, recorded
 from agentkeel.batch.tasks import TaskFileError, load_tasks
 from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, session_files, wire_env
+from kit import KEEL, KeelRun, session_files, wait_until, wire_env
 from memory_fixtures import postgres_dsn
 
 
@@ -137,16 +137,6 @@ def _keel_children(marker: str, server: FakeLLMServer) -> list[int]:
     return found
 
 
-def _wait_for(predicate: Callable[[], Any], timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
-
-
 def test_a_killed_worker_loses_nothing_and_resume_runs_exactly_the_missing_tasks(
     tmp_path: Path, project: Path, fake_llm: Callable[[Any], FakeLLMServer]
 ) -> None:
@@ -158,15 +148,15 @@ def test_a_killed_worker_loses_nothing_and_resume_runs_exactly_the_missing_tasks
     cmd = [KEEL, "batch", str(tasks_file), "-o", str(out), "--concurrency", "3"]
     batch = subprocess.Popen(cmd, cwd=project, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # a worker dies mid-task: its task runs again
-    victim = _wait_for(lambda: _keel_children("<T001>", server))[0]
+    victim = wait_until(lambda: _keel_children("<T001>", server), 120, "the session of T001", 0.1)[0]
     os.kill(victim, signal.SIGKILL)
     # then the whole batch dies, with some results written (the retried one among them) and some tasks running
-    _wait_for(lambda: len(recorded(out)) >= 5 and "T001" in recorded(out))
+    wait_until(lambda: len(recorded(out)) >= 5 and "T001" in recorded(out), 120, "5 results, T001 among them", 0.1)
     batch.kill()
     batch.wait()
     before = recorded(out)
     assert before["T001"].attempts == 2 and before["T001"].status == "success"
-    _wait_for(lambda: not _keel_children("<T0", server), 60)  # the killed batch's sessions died with it
+    wait_until(lambda: not _keel_children("<T0", server), 60, "the killed batch's sessions to die with it", 0.1)
     n_requests = len(server.cursor.requests)
     resumed = subprocess.run([*cmd, "--resume"], cwd=project, env=env, stdin=subprocess.DEVNULL,
                              capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -302,7 +292,7 @@ def test_the_same_batch_on_a_local_ray_cluster_with_a_worker_killed(
         cwd=project, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     # kill a Ray worker while it runs a task: Ray retries the task, nothing is lost
-    worker = _wait_for(lambda: [p for p in _procs("ray::_ray_run") if p != ray_batch.pid], 300)[0]
+    worker = wait_until(lambda: [p for p in _procs("ray::_ray_run") if p != ray_batch.pid], 300, "a ray worker", 0.1)[0]
     os.kill(worker, signal.SIGKILL)
     _, err = ray_batch.communicate(timeout=900)
     assert ray_batch.returncode == 1, err
@@ -356,7 +346,9 @@ def test_ctrl_c_cancels_cleanly_and_resume_finishes(
     env = {**os.environ, **_env(server)}
     cmd = [KEEL, "batch", str(tasks_file), "-o", str(out), "--concurrency", "2"]
     batch = subprocess.Popen(cmd, cwd=project, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for(lambda: len(_keel_children("<T00", server)) == 2 and len(server.cursor.requests) >= 2)
+    wait_until(
+        lambda: len(_keel_children("<T00", server)) == 2 and len(server.cursor.requests) >= 2, 120, "two sessions", 0.1
+    )
     batch.send_signal(signal.SIGINT)
     _, err = batch.communicate(timeout=120)
     assert batch.returncode == 130, err

@@ -16,7 +16,7 @@ from typing import Any
 from agentkeel.batch.results import Result, ResultWriter, recorded
 from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, wire_env
+from kit import KEEL, wait_until, wire_env
 
 
 def _conv(tid: str, sleep: float = 0.0) -> dict[str, Any]:
@@ -34,15 +34,6 @@ def _tasks(path: Path, ids: list[str]) -> Path:
 
 def _env(server: FakeLLMServer) -> dict[str, str]:
     return {**os.environ, **wire_env(server, "anthropic"), "KEEL_MODEL": "anthropic:fake-model"}
-
-
-def _wait_for(predicate: Callable[[], Any], timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
 
 
 def _requests_for(server: FakeLLMServer, tid: str) -> int:
@@ -134,7 +125,7 @@ def test_two_batches_on_one_out_file_the_second_refuses_and_each_task_runs_once(
     first = subprocess.Popen(cmd, cwd=project, env=_env(server), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True)  # fmt: skip
     try:
-        _wait_for(lambda: server.cursor.requests)
+        wait_until(lambda: server.cursor.requests, 120, "the first request", 0.1)
         second = subprocess.run([*cmd, "--resume"], cwd=project, env=_env(server), capture_output=True, text=True,
                                 timeout=120)  # fmt: skip
         assert second.returncode == 1
@@ -159,7 +150,7 @@ def test_cancel_then_resume_leaves_one_line_per_task_with_its_attempts(
     cmd = [KEEL, "batch", str(_tasks(tmp_path / "t.jsonl", ids)), "-o", str(out), "--concurrency", "2"]
     batch = subprocess.Popen(cmd, cwd=project, env=_env(server), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True)  # fmt: skip
-    _wait_for(lambda: len(server.cursor.requests) >= 2)
+    wait_until(lambda: len(server.cursor.requests) >= 2, 120, "two requests", 0.1)
     time.sleep(0.5)  # the two sessions are in their sleeping Bash call
     batch.send_signal(signal.SIGINT)
     _, err = batch.communicate(timeout=120)

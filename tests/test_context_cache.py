@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, wire_env
+from kit import KeelRun, wire_env
 
 
 def cached_share(requests: list[dict[str, Any]], start: int) -> float:

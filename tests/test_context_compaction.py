@@ -4,7 +4,6 @@ PreCompact/PostCompact through the lifecycle point, and the context commands."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,9 @@ from agentkeel.context.manager import ContextManager
 from agentkeel.core.extensions import LifecyclePoint, LifecycleResult
 from agentkeel.core.view import Compaction
 from agentkeel.fakellm.server import FakeLLMServer
-from agentkeel.runtime import Runtime, RuntimeOptions
+from agentkeel.runtime import Runtime
 from agentkeel.session.load import load_session
-from conftest import wire_env
+from kit import run_session, session
 
 COMPACT = "<keel-compact-request>"
 
@@ -35,11 +34,10 @@ def reads(project: Path, n: int, size: int = 40) -> list[Any]:
 
 
 def runtime(project: Path, server: FakeLLMServer, tmp_path: Path, **context: Any) -> Runtime:
-    home = tmp_path / "keelhome"
+    home = tmp_path / "keelhome"  # the user's settings layer (KEEL_HOME is tmp_path/keelhome in every test)
     home.mkdir(exist_ok=True)
     (home / "settings.json").write_text(json.dumps({"maxTokens": 1000, "context": context}))
-    env = {**os.environ, **wire_env(server, "anthropic"), "KEEL_HOME": str(home), "KEEL_MAX_RETRIES": "0"}
-    return Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
+    return session(project, server=server, permission_mode="bypassPermissions")
 
 
 def events(rt: Runtime) -> list[Compaction]:
@@ -264,15 +262,10 @@ async def test_a_crashing_fit_context_fails_open(
         raise RuntimeError("fit broke")
 
     server = fake_llm({"steps": ["answered anyway"]})
-    home = tmp_path / "keelhome"
-    env = {**os.environ, **wire_env(server, "anthropic"), "KEEL_HOME": str(home)}
-    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, extensions=[Extension("boom", fit_context=boom)]))
+    rt = session(project, server=server, retries=None, extensions=[Extension("boom", fit_context=boom)])
     notices: list[str] = []
     rt.bus.subscribe(lambda e: notices.append(e.message) if isinstance(e, Notice) else None)
-    try:
-        result = await rt.run("hi")
-    finally:
-        await rt.aclose()
+    result = await run_session(rt, "hi")
     assert result.subtype == "success" and result.result == "answered anyway"
     assert any("boom failed" in n and "fit broke" in n for n in notices)
 

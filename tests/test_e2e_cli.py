@@ -13,7 +13,7 @@ import pytest
 
 from agentkeel.fakellm.scenarios import twenty_step_session
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, session_files, wire_env
+from kit import KeelRun, session_files, wire_env
 
 
 @pytest.mark.parametrize("wire", ["anthropic", "openai"])

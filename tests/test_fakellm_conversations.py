@@ -14,7 +14,7 @@ import pytest
 from agentkeel.fakellm.conversations import RateLimit, first_user_texts
 from agentkeel.fakellm.script import EXHAUSTED, Script, ScriptError
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, wire_env
+from kit import KEEL, KeelRun, wire_env
 
 
 def _bash(command: str) -> dict[str, Any]:

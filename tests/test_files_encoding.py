@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from agentkeel.core.tools import Services, ToolContext, ToolError, ToolOutput, ToolRegistry
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.tools import builtin_tools
-from conftest import KEEL, KeelRun, wire_env
+from kit import KEEL, KeelRun, wire_env
 
 REGISTRY = ToolRegistry(builtin_tools(shipped=False))
 

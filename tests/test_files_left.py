@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
 from agents_fixtures import git
-from conftest import KEEL, KeelRun, wire_env
+from kit import KEEL, KeelRun, wait_until, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -71,10 +70,12 @@ def test_a_resumed_session_names_the_worktree_a_killed_session_left(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while not (repo / ".keel" / "worktrees" / "feat" / "w.txt").exists():
-            assert time.monotonic() < deadline and killed.poll() is None, "the session did not start its work"
-            time.sleep(0.1)
+
+        def working() -> bool:
+            assert killed.poll() is None, "the session ended before it started its work"
+            return (repo / ".keel" / "worktrees" / "feat" / "w.txt").exists()
+
+        wait_until(working, 60, "the session to start its work", interval=0.1)
     finally:
         os.killpg(killed.pid, signal.SIGKILL)
         killed.wait()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel import _lazy
-from conftest import wire_env
+from kit import wire_env
 
 # Runs keel's CLI in a fresh interpreter; prints the modules loaded at the first connect to the fake
 # server, then (after the run) those loaded once the warm-up thread is done, then the exit code.

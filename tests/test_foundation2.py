@@ -24,7 +24,7 @@ from agentkeel.core.types import to_data
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.runtime import Runtime, RuntimeOptions
 from agentkeel.session.load import load_session
-from conftest import KEEL, KeelRun, session_files, wire_env
+from kit import KEEL, KeelRun, session_files, wait_until, wire_env
 
 FAKE_SECRET = "sk-ant-" + "api03-" + "NOTAREALKEY" * 3  # obviously fake, built from pieces
 
@@ -236,14 +236,14 @@ def test_a_finished_tool_result_survives_a_kill_in_the_middle_of_its_batch(proje
         stdin=subprocess.DEVNULL,
     )
     home = Path(os.environ["KEEL_HOME"])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def first_done() -> bool:
         files = session_files(home)
-        if files and any(
+        return bool(files) and any(
             '"tool_results"' in line and "first-done" in line for line in files[0].read_text().splitlines()
-        ):
-            break
-        time.sleep(0.05)
+        )
+
+    wait_until(first_done, 60, "the first tool result in the log")
     proc.kill()
     proc.wait()
     (path,) = session_files(home)
@@ -317,10 +317,7 @@ def test_a_resumed_request_never_sends_two_user_messages_in_a_row(
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not server.cursor.requests:
-        time.sleep(0.05)
-    assert server.cursor.requests, "keel never sent its request"
+    wait_until(lambda: server.cursor.requests, 60, "keel's request")
     proc.kill()  # dies while the request is in flight: the log ends with a user message
     proc.wait()
     again = keel("-c", "-p", "second question", env=env)

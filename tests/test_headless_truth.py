@@ -23,7 +23,7 @@ from agentkeel.core.types import Message, TextBlock, ToolResultBlock, ToolUseBlo
 from agentkeel.core.view import Compaction, messages_from_events
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.safety import LoopDetector
-from conftest import KEEL, KeelRun, session_files, wait_until
+from kit import KEEL, KeelRun, session_files, wait_until
 
 
 def _env(server: FakeLLMServer) -> dict[str, str]:

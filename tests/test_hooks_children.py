@@ -5,12 +5,10 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
-from agentkeel.runtime import Runtime, RuntimeOptions
+from kit import run_session, session
 
 
 async def test_a_child_agents_tool_calls_are_hooked_with_its_agent_id(project: Path) -> None:
@@ -29,20 +27,8 @@ async def test_a_child_agents_tool_calls_are_hooked_with_its_agent_id(project: P
         {"tool_calls": [{"name": "Bash", "input": {"command": "echo parent-step"}}]},
         "parent done",
     ]
-    script = project.parent / "script.json"
-    script.write_text(json.dumps({"steps": steps}))
-    opts = RuntimeOptions(
-        cwd=project,
-        model=f"scripted:{script}",
-        env={**os.environ, "KEEL_MAX_RETRIES": "0"},
-        allowed_tools=["Bash", "Task"],
-        hooks=hooks,
-    )
-    rt = Runtime.create(opts)
-    try:
-        assert (await rt.run("delegate")).result == "parent done"
-    finally:
-        await rt.aclose()
+    rt = session(project, steps, allowed_tools=["Bash", "Task"], hooks=hooks)
+    assert (await run_session(rt, "delegate")).result == "parent done"
 
     def of(event: str, **match: Any) -> list[dict[str, Any]]:
         return [p for p in seen if p["hook_event_name"] == event and all(p.get(k) == v for k, v in match.items())]
@@ -78,16 +64,8 @@ async def test_agent_iteration_start_and_end_bracket_each_request_and_its_tools(
     handler = {"hooks": [{"type": "python", "callable": log}]}
     hooks = {e: [handler] for e in ("AgentIterationStart", "AgentIterationEnd", "PostToolUse")}
     two = [{"name": "Bash", "input": {"command": f"echo {n}"}} for n in ("a", "b")]
-    script = project.parent / "iterations.json"
-    script.write_text(json.dumps({"steps": [{"tool_calls": two}, "done"]}))
-    opts = RuntimeOptions(
-        cwd=project, model=f"scripted:{script}", env=dict(os.environ), allowed_tools=["Bash"], hooks=hooks
-    )
-    rt = Runtime.create(opts)
-    try:
-        assert (await rt.run("go")).result == "done"
-    finally:
-        await rt.aclose()
+    rt = session(project, [{"tool_calls": two}, "done"], retries=None, allowed_tools=["Bash"], hooks=hooks)
+    assert (await run_session(rt, "go")).result == "done"
     posts = sorted(o for o in order if o[0] == "PostToolUse")
     assert posts == [("PostToolUse", "echo a"), ("PostToolUse", "echo b")]
     assert [o for o in order if o[0] != "PostToolUse"] == [

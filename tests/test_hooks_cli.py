@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import KeelRun
+from kit import KeelRun
 
 GUARD = (
     f"{sys.executable} -c \"import json,sys; c=json.load(sys.stdin)['tool_input']['command']; "

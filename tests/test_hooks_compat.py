@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, session_files, wire_env
+from kit import KeelRun, session_files, wire_env
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "claude-code-2.1.328-hook-payloads.json").read_text())
 

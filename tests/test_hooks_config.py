@@ -18,7 +18,7 @@ from agentkeel.extensions.hooks import EVENTS, FIRED, load_hooks, parse_hooks
 from agentkeel.extensions.hooks.matchers import compile_matcher, matcher_error
 from agentkeel.settings import SettingsLayer
 from agentkeel.trust import TrustStore
-from conftest import KeelRun
+from kit import KeelRun
 from test_hooks_semantics import Session, _group, bash
 
 
@@ -89,7 +89,7 @@ def test_every_spec_event_is_accepted_and_bad_entries_are_one_warning_each() -> 
 def test_project_hooks_are_inert_until_trusted_and_a_change_asks_again(
     project: Path, tmp_path: Path, keel: Callable[..., KeelRun], fake_llm: Callable[[Any], Any]
 ) -> None:
-    from conftest import wire_env
+    from kit import wire_env
 
     marker = tmp_path / "ran"
     settings = project / ".claude" / "settings.json"

@@ -14,15 +14,10 @@ from typing import Any
 from agentkeel.core.extensions import Extension, LifecyclePoint
 from agentkeel.core.provider import ModelRequest
 from agentkeel.memory import open_store
-from agentkeel.runtime import Runtime, RuntimeOptions
+from agentkeel.runtime import Runtime
+from kit import run_session, session
 
 MEMORY_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd")
-
-
-def _script(project: Path, steps: list[Any], name: str = "script.json") -> str:
-    path = project.parent / name
-    path.write_text(json.dumps({"steps": steps}))
-    return f"scripted:{path}"
 
 
 def _settings(project: Path, data: dict[str, Any]) -> None:
@@ -31,30 +26,22 @@ def _settings(project: Path, data: dict[str, Any]) -> None:
     (folder / "settings.json").write_text(json.dumps({"memory": {"embedder": "none"}, **data}))
 
 
-async def _session(
-    project: Path, steps: list[Any], prompt: str, *, name: str = "script.json", **opts: Any
-) -> tuple[list[ModelRequest], Runtime]:
+async def _session(project: Path, steps: list[Any], prompt: str, **opts: Any) -> tuple[list[ModelRequest], Runtime]:
     sent: list[ModelRequest] = []
 
     async def record(request: ModelRequest) -> ModelRequest:
         sent.append(request)
         return request
 
-    rt = Runtime.create(
-        RuntimeOptions(
-            cwd=project,
-            model=_script(project, steps, name),
-            extensions=[Extension("recorder", before_request=record)],
-            env={**os.environ, "KEEL_MAX_RETRIES": "0"},
-            allowed_tools=["Bash"],
-            trust_project=True,
-            **opts,
-        )
+    rt = session(
+        project,
+        steps,
+        extensions=[Extension("recorder", before_request=record)],
+        allowed_tools=["Bash"],
+        trust_project=True,
+        **opts,
     )
-    try:
-        await rt.run(prompt)
-    finally:
-        await rt.aclose()
+    await run_session(rt, prompt)
     return sent, rt
 
 
@@ -95,7 +82,7 @@ async def test_user_hook_switches_leave_memory_running(project: Path, tmp_path: 
     assert any("6543" in m["text"] for m in _memories(tmp_path))
 
     _settings(project, {"hooks": user_hook, "disabled_hooks": ["hooks"]})
-    sent, _ = await _session(project, ["From memory: 6543."], "staging database port again?", name="two.json")
+    sent, _ = await _session(project, ["From memory: 6543."], "staging database port again?")
     assert not marker.exists()
     first = json.dumps([str(m.content) for m in sent[0].messages])
     assert "<memory-context" in first and "6543" in first  # UserPromptSubmit additionalContext
@@ -106,7 +93,7 @@ async def test_memory_context_and_a_user_hooks_context_both_reach_the_request(pr
     await _session(project, ["Deploys go out on Thursdays."], "when do deploys go out?")
     extra = {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "USER-HOOK-CONTEXT"}}
     hooks = {"UserPromptSubmit": [{"hooks": [{"type": "python", "callable": lambda payload: extra}]}]}
-    sent, _ = await _session(project, ["Thursdays."], "deploys: which day?", name="two.json", hooks=hooks)
+    sent, _ = await _session(project, ["Thursdays."], "deploys: which day?", hooks=hooks)
     body = json.dumps([str(m.content) for m in sent[0].messages])
     assert "USER-HOOK-CONTEXT" in body and "<memory-context" in body and "Thursdays" in body
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from agentkeel.runtime import Runtime, RuntimeOptions
-from conftest import session_files, wire_env
+from agentkeel.runtime import Runtime
+from kit import run_session, session, session_files
 
 Fake = Callable[[Any], FakeLLMServer]
 
@@ -41,15 +41,9 @@ def _hook(event: str, handler: dict[str, Any], matcher: str = "") -> dict[str, A
 async def _run(
     project: Path, server: FakeLLMServer, hooks: dict[str, Any], log: Path | None = None, mode: Any = None
 ) -> str:
-    env = {**os.environ, **wire_env(server, "anthropic"), "KEEL_MAX_RETRIES": "0"}
-    if log is not None:
-        env["HOOK_LOG"] = str(log)
-    opts = RuntimeOptions(cwd=project, env=env, allowed_tools=["Bash"], hooks=hooks, permission_mode=mode)
-    rt = Runtime.create(opts)
-    try:
-        return (await rt.run("go")).result
-    finally:
-        await rt.aclose()
+    env = {"HOOK_LOG": str(log)} if log is not None else {}
+    rt = session(project, server=server, env=env, allowed_tools=["Bash"], hooks=hooks, permission_mode=mode)
+    return (await run_session(rt, "go")).result
 
 
 def _sent(server: FakeLLMServer, index: int) -> str:
@@ -161,24 +155,11 @@ def _results(log: str) -> list[tuple[str, bool]]:
 
 
 async def _config_session(project: Path, hooks: dict[str, Any]) -> tuple[Runtime, list[str], str]:
-    script = project.parent / "config-script.json"
     steps = [_bash("echo first"), _bash("echo second"), "done"]
-    script.write_text(json.dumps({"steps": steps}))
-    opts = RuntimeOptions(
-        cwd=project,
-        model=f"scripted:{script}",
-        env={**os.environ, "KEEL_MAX_RETRIES": "0"},
-        allowed_tools=["Bash"],
-        hooks=hooks,
-        trust_project=True,
-    )
-    rt = Runtime.create(opts)
+    rt = session(project, steps, allowed_tools=["Bash"], hooks=hooks, trust_project=True)
     notices: list[str] = []
     rt.bus.subscribe(lambda e: notices.append(str(getattr(e, "message", ""))))
-    try:
-        await rt.run("go")
-    finally:
-        await rt.aclose()
+    await run_session(rt, "go")
     return rt, notices, rt.session_path.read_text()
 
 

@@ -5,7 +5,6 @@ never loads the hook dispatcher."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,8 +13,8 @@ from typing import Any
 
 from agentkeel.core.events import Event, Notice
 from agentkeel.fakellm.server import FakeLLMServer
-from agentkeel.runtime import Runtime, RuntimeOptions
-from conftest import wire_env
+from agentkeel.runtime import Runtime
+from kit import run_session, session
 
 Fake = Callable[[Any], FakeLLMServer]
 
@@ -40,8 +39,8 @@ def _plugin(root: Path) -> Path:
 
 
 async def _run(project: Path, server: FakeLLMServer, plugin: Path, log: Path) -> tuple[list[str], Runtime]:
-    env = {**os.environ, **wire_env(server, "anthropic"), "PLUGIN_LOG": str(log)}
-    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, allowed_tools=["Bash"], plugin_dirs=(plugin,)))
+    env = {"PLUGIN_LOG": str(log)}
+    rt = session(project, server=server, retries=None, env=env, allowed_tools=["Bash"], plugin_dirs=(plugin,))
     notices: list[str] = []
 
     def on(event: Event) -> None:
@@ -49,10 +48,7 @@ async def _run(project: Path, server: FakeLLMServer, plugin: Path, log: Path) ->
             notices.append(event.message)
 
     rt.bus.subscribe(on)
-    try:
-        await rt.run("go")
-    finally:
-        await rt.aclose()
+    await run_session(rt, "go")
     return notices, rt
 
 
@@ -109,12 +105,8 @@ async def test_hooks_of_a_plugin_that_settings_enable_run_too(project: Path, tmp
     settings.write_text(json.dumps({"enabledPlugins": {"guard@local": True}, "extraKnownMarketplaces": marketplaces}))
     server = fake_llm({"steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "echo forbidden"}}]}, "ok"]})
     log = tmp_path / "plugin.log"
-    env = {**os.environ, **wire_env(server, "anthropic"), "PLUGIN_LOG": str(log)}
-    opts = RuntimeOptions(cwd=project, env=env, allowed_tools=["Bash"], settings_files=[settings])
-    rt = Runtime.create(opts)
-    try:
-        await rt.run("go")
-    finally:
-        await rt.aclose()
+    env = {"PLUGIN_LOG": str(log)}
+    rt = session(project, server=server, retries=None, env=env, allowed_tools=["Bash"], settings_files=[settings])
+    await run_session(rt, "go")
     assert json.loads(log.read_text().splitlines()[0])["root"] == str(plugin.resolve())
     assert "the plugin forbids this" in json.dumps(server.cursor.requests[1]["body"]["messages"])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, wait_until, wire_env
+from kit import KEEL, KeelRun, wait_until, wire_env
 
 TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")
 

@@ -15,7 +15,7 @@ import psutil
 
 from agentkeel.extensions.hooks import HookConfig, HookContext, HookDispatcher, parse_hooks
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, wait_until, wire_env
+from kit import KeelRun, wait_until, wire_env
 
 MARK = "4242.25"  # a sleep length no other process on the machine uses
 

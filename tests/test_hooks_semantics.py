@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from agentkeel.core.loop import RunResult
 from agentkeel.core.provider import ModelRequest
 from agentkeel.core.types import to_data
 from agentkeel.extensions.hooks.extension import MAX_STOP_CONTINUES
-from agentkeel.runtime import Runtime, RuntimeOptions
+from kit import session, write_script
 
 
 def _group(handler: Any, matcher: str = "*", **fields: Any) -> dict[str, Any]:
@@ -27,25 +26,23 @@ class Session:
     """One runtime over a scripted model, with the requests it sent."""
 
     def __init__(self, project: Path, steps: list[Any], hooks: dict[str, Any], **opts: Any) -> None:
-        script = project.parent / "script.json"
-        script.write_text(json.dumps({"steps": steps, "loop": opts.pop("loop", False)}))
+        script = write_script(project.parent, steps, loop=opts.pop("loop", False))
         self.requests: list[ModelRequest] = []
 
         async def record(request: ModelRequest) -> ModelRequest:
             self.requests.append(request)
             return request
 
-        self.opts = RuntimeOptions(
-            cwd=project,
-            model=f"scripted:{script}",
-            hooks=hooks,
-            extensions=[Extension("recorder", before_request=record)],
-            env={**os.environ, "KEEL_MAX_RETRIES": "0"},
+        self.project = project
+        self.opts: dict[str, Any] = {
+            "model": f"scripted:{script}",
+            "hooks": hooks,
+            "extensions": [Extension("recorder", before_request=record)],
             **opts,
-        )
+        }
 
     async def run(self, *prompts: str) -> list[RunResult]:
-        rt = Runtime.create(self.opts)
+        rt = session(self.project, **self.opts)
         self.session_path = rt.session_path
         try:
             return [await rt.run(p) for p in prompts]
@@ -272,7 +269,7 @@ async def test_once_async_and_session_start_on_resume(project: Path) -> None:
     assert [x for x in seen if x.startswith("once")] == ["once:one"]
     assert sorted(x for x in seen if x.startswith("async")) == ["async:one", "async:two"]  # waited for at the end
     assert not any(x.startswith("start") for x in seen)  # the matcher is for resume only
-    s.opts.resume = s.session_path.stem
+    s.opts["resume"] = s.session_path.stem
     await s.run("three")
     assert "start:resume" in seen
     assert "resumed context" in json.dumps([to_data(b) for b in s.requests[-1].messages[-1].content])

@@ -11,7 +11,7 @@ from typing import Any
 
 from agentkeel.context.instructions import ImportPolicy, Instructions
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, wire_env
+from kit import KeelRun, wire_env
 
 FAKE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nFAKE-not-a-real-key-0123456789\n-----END OPENSSH PRIVATE KEY-----"
 FAKE_TOKEN = "sk-ant-api03-FAKEfakeFAKEfakeFAKEfakeFAKEfake0123456789-FAKEfakeAA"

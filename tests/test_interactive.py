@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import pexpect
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, wire_env
+from kit import KEEL, wait_until, wire_env
 
 
 def test_repl_streams_asks_interrupts_and_exits(
@@ -50,9 +49,8 @@ def test_repl_streams_asks_interrupts_and_exits(
         child.expect("Deny rules")
         child.expect("> ")
         child.sendline("slow question")
-        deadline = time.monotonic() + 60  # the slow request has reached the model: the turn is running
-        while len(server.cursor.requests) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # the slow request has reached the model: the turn is running
+        wait_until(lambda: len(server.cursor.requests) >= 3, 60, "the slow request")
         assert len(server.cursor.requests) == 3
         child.sendintr()  # Ctrl-C interrupts the running turn
         child.expect(r"\[interrupted\]")

@@ -29,6 +29,7 @@ from agentkeel.core.view import INTERRUPTED_RESULT, repair_messages
 from agentkeel.fakellm.script import Script
 from agentkeel.providers.scripted import ScriptedProvider
 from agentkeel.tools import builtin_tools
+from kit import wait_until_async
 
 FAST = RetryPolicy(max_retries=3, base_delay_s=0.001, max_delay_s=0.01)
 
@@ -155,8 +156,7 @@ async def test_interrupt_during_tools_leaves_valid_transcript(tmp_path: Path) ->
     calls = [{"name": "Bash", "input": {"command": "sleep 30"}}, ls(str(tmp_path))]
     agent, events = make_agent([{"tool_calls": calls}, "never"], tmp_path)
     task = asyncio.create_task(agent.run("go"))
-    while not any(isinstance(e, ToolStarted) for e in events):
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: any(isinstance(e, ToolStarted) for e in events), 60, "the tool to start", 0.01)
     agent.interrupt()
     result = await asyncio.wait_for(task, 30)
     assert result.subtype == "interrupted"
@@ -186,8 +186,7 @@ async def test_an_interrupt_waits_for_every_parallel_tool_to_stop(tmp_path: Path
     calls = [{"name": "Stopper", "input": {"label": "quick"}}, {"name": "Stopper", "input": {"label": "slow"}}]
     agent, events = make_agent([{"tool_calls": calls}, "never"], tmp_path, tools=[tool])
     task = asyncio.create_task(agent.run("go"))
-    while sum(isinstance(e, ToolStarted) for e in events) < 2:
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: sum(isinstance(e, ToolStarted) for e in events) >= 2, 60, "both tools", 0.01)
     agent.interrupt()
     result = await asyncio.wait_for(task, 30)
     assert result.subtype == "interrupted"

@@ -15,7 +15,7 @@ from typing import Any
 import pexpect
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, wire_env
+from kit import KEEL, KeelRun, wire_env
 
 FIXTURE = str(Path(__file__).parent / "mcp_fixtures" / "server.py")
 Start = Callable[[Any], FakeLLMServer]

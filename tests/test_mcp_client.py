@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, wire_env
+from kit import KEEL, KeelRun, wait_until, wire_env
 
 FIXTURE = str(Path(__file__).parent / "mcp_fixtures" / "server.py")
 PY = sys.executable
@@ -47,13 +46,8 @@ def served() -> Iterator[Callable[[str], str]]:
     def start(mode: str) -> str:
         port = _free_port()
         procs.append(subprocess.Popen([PY, FIXTURE, mode, str(port)], stderr=subprocess.DEVNULL))
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    return f"http://127.0.0.1:{port}/" + ("mcp" if mode == "http" else "sse")
-            time.sleep(0.2)
-        raise AssertionError(f"fixture {mode} server did not listen")
+        wait_until(lambda: _listening(port), 90, f"the fixture {mode} server to listen", interval=0.2)
+        return f"http://127.0.0.1:{port}/" + ("mcp" if mode == "http" else "sse")
 
     yield start
     for p in procs:
@@ -91,11 +85,13 @@ def _pids(path: Path) -> list[int]:
     return [int(x) for x in path.read_text().split()] if path.exists() else []
 
 
-def _wait_dead(pids: list[int], within: float = 60) -> list[int]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.1)
-    return [p for p in pids if _alive(p)]
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_dead(pids: list[int], within: float = 60) -> None:
+    wait_until(lambda: not any(_alive(p) for p in pids), within, f"the processes {pids} to end", interval=0.1)
 
 
 def test_stdio_http_sse_and_published_servers_through_keel(
@@ -230,7 +226,7 @@ def test_hang_crash_and_huge_output_are_contained(
     # no server outlives keel: hang, crash (twice: it was restarted) and big
     started = _pids(pids)
     assert len(started) == 4
-    assert _wait_dead(started) == []
+    _wait_dead(started)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -255,10 +251,8 @@ def test_no_server_survives_a_signal(
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not server.cursor.requests and time.monotonic() < deadline:  # servers up, request in flight
-            time.sleep(0.1)
-        assert server.cursor.requests, "keel never sent its first request"
+        # servers up, request in flight
+        wait_until(lambda: server.cursor.requests, 120, "keel's first request", interval=0.1)
         started = _pids(pids)
         assert len(started) == 2 and all(_alive(p) for p in started)
         proc.send_signal(sig)
@@ -268,7 +262,7 @@ def test_no_server_survives_a_signal(
             proc.kill()
             proc.wait()
     assert code == (130 if sig == signal.SIGINT else 143)
-    assert _wait_dead(started) == []
+    _wait_dead(started)
 
 
 def test_no_server_survives_keel_being_killed(
@@ -288,10 +282,7 @@ def test_no_server_survives_keel_being_killed(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not server.cursor.requests and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert server.cursor.requests, "keel never sent its first request"
+        wait_until(lambda: server.cursor.requests, 120, "keel's first request", interval=0.1)
         [pid] = _pids(pids)
         assert _alive(pid)
         proc.kill()
@@ -300,4 +291,4 @@ def test_no_server_survives_keel_being_killed(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert _wait_dead([pid]) == []
+    _wait_dead([pid])

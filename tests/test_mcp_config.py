@@ -19,7 +19,7 @@ from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.mcpclient.config import McpConfigError, discover, expand, parse_server
 from agentkeel.mcpclient.pool import McpPool
 from agentkeel.mcpclient.tools import TRUNCATION_NOTE, convert, tool_name
-from conftest import KeelRun, wire_env
+from kit import KeelRun, wire_env
 
 FIXTURE = str(Path(__file__).parent / "mcp_fixtures" / "server.py")
 

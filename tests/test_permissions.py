@@ -19,7 +19,7 @@ from agentkeel.core.extensions import ToolCall
 from agentkeel.permissions import Decision, PermissionEngine, PermissionGate
 from agentkeel.permissions.bash import DYNAMIC, analyse
 from agentkeel.tools import builtin_tools
-from conftest import KeelRun
+from kit import KeelRun
 
 TOOLS = {t.name: t for t in builtin_tools()}
 

@@ -178,7 +178,7 @@ NOISE = ["-n", "-r", "-u", "-c", "-l", "-s", "--", "-1", "--stat", "--check"]
 )
 @example(which=0, cut=14, joined=True, noise=[], late=False)  # sort -S1K --compress-prog=pwn big.txt
 @example(which=5, cut=6, joined=True, noise=[], late=False)  # git diff --outp=owned.txt
-def test_family5_abbreviated_options(
+def test_an_allowed_command_with_an_abbreviated_option_does_nothing_forbidden(
     tmp_path: Path, which: int, cut: int, joined: bool, noise: list[str], late: bool
 ) -> None:
     project = _world(tmp_path)
@@ -204,7 +204,9 @@ RULED = [
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(which=st.integers(0, len(RULED) - 1), cut=st.integers(3, 30), joined=st.booleans())
 @example(which=0, cut=9, joined=True)  # tar -xf a.tar --to-comm=pwn
-def test_family5_under_an_allow_rule(tmp_path: Path, which: int, cut: int, joined: bool) -> None:
+def test_under_an_allow_rule_an_abbreviated_option_does_nothing_the_rule_forbids(
+    tmp_path: Path, which: int, cut: int, joined: bool
+) -> None:
     project = _world(tmp_path)
     if not (project / "a.tar").exists():
         subprocess.run(["tar", "-cf", "a.tar", "src"], cwd=project, check=True)
@@ -245,7 +247,9 @@ FORMS = ["attached", "short", "long=", "long", "abbrev=", "abbrev"]
 )
 @example(which=0, form="attached", target=".env", cut=3)  # date -f.env
 @example(which=7, form="abbrev=", target="OUTSIDE", cut=6)  # git blame --cont=/abs
-def test_family6_option_files(tmp_path: Path, which: int, form: str, target: str, cut: int) -> None:
+def test_an_allowed_option_file_is_never_a_denied_or_outside_file(
+    tmp_path: Path, which: int, form: str, target: str, cut: int
+) -> None:
     project = _world(tmp_path)
     words, short, long, rest = READERS[which]
     path = str(tmp_path / SECRET) if target == "OUTSIDE" else target
@@ -272,7 +276,9 @@ def test_family6_option_files(tmp_path: Path, which: int, form: str, target: str
     flags=st.sampled_from(["", "-n", "-l", "-i"]),
 )
 @example(option="--recursive", cut=7, flags="")  # grep --recur API_KEY .
-def test_family6_abbreviated_recursion(tmp_path: Path, option: str, cut: int, flags: str) -> None:
+def test_an_allowed_abbreviated_recursion_reads_nothing_denied(
+    tmp_path: Path, option: str, cut: int, flags: str
+) -> None:
     project = _world(tmp_path)
     if option.startswith("--directories="):
         opt = f"{_abbreviated('--directories', cut)}={'recurse'[: max(3, cut % 8)]}"
@@ -330,7 +336,7 @@ _dirs = itertools.count()
 @example(planted=["--compress-program=pwn", "-S1K"], template="sort {g}", glob="*", link=False)
 @example(planted=["-flnk"], template="grep x {g}", glob="*", link=True)
 @example(planted=["-r"], template="cat {g}", glob="*", link=True)  # cat reads lnk, a link out of the project
-def test_family8_globs_that_expand_to_options(
+def test_an_allowed_glob_that_expands_to_options_does_nothing_forbidden(
     tmp_path: Path, planted: list[str], template: str, glob: str, link: bool
 ) -> None:
     project = _world(tmp_path)
@@ -391,7 +397,7 @@ def _tabled_command(draw: st.DrawFn) -> str:
 @given(command=_tabled_command())
 @example(command="date -fOUTSIDE")
 @example(command="sort --random-source OUTSIDE README.md")
-def test_family6_option_tables_against_the_programs(tmp_path: Path, command: str) -> None:
+def test_the_option_tables_agree_with_what_the_programs_open(tmp_path: Path, command: str) -> None:
     """What keel believes of each option (flag, value, file read, dangerous) against what the
     program does: a value keel took for a word must not be a file the program opens."""
     project = _world(tmp_path)
@@ -433,7 +439,7 @@ _PAYLOADS = ("pwn", "pwn -x", "sh -c pwn", "bash -c 'pwn'", "env pwn", "xargs pw
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(form="env {inner}", inner="ls", payload="pwn", keep=0)
 @example(form="nice -n 5 {inner}", inner="ls", payload="sh -c pwn", keep=3)
-def test_family13_suggestions_never_admit_another_program(
+def test_always_allow_suggestions_never_admit_another_program(
     tmp_path: Path, form: str, inner: str, payload: str, keep: int
 ) -> None:
     project = _world(tmp_path)

@@ -452,7 +452,7 @@ def test_a_glob_that_names_a_link_out_of_the_project_reads_outside(project: tupl
         ("diff --recur src secrets", None, "Read(**/*.pem)"),  # --recur is --recursive: reads key.pem
     ],
 )
-def test_more_members_of_the_option_families(
+def test_other_escalating_and_reading_options_are_not_allowed(
     project: tuple[Path, Path], command: str, rule: str | None, deny: str | None
 ) -> None:
     assert decide(project, command, allow=(rule,) if rule else (), deny=(deny,) if deny else ()) != "allow"

@@ -295,7 +295,7 @@ _ARITH_FORMS = [
     quote=st.sampled_from(["'", '"']),
 )
 @example(form="test -v {q}", payload="a[$(touch pwned)]", via_variable=False, prefix="", quote="'")
-def test_family1_arithmetic_words_run_nothing_unallowed(
+def test_arithmetic_words_run_nothing_unallowed(
     tmp_path: Path, form: str, payload: str, via_variable: bool, prefix: str, quote: str
 ) -> None:
     if via_variable:  # the code sits in a variable's value: bash expands subscripts found there again
@@ -323,9 +323,7 @@ _BODY_PIECES = [
 @example(pieces=["`touch pwned`"], delimiter="EOF", reader="cat")
 # found by the deep run (5000 examples): the grammar reads this body as words
 @example(pieces=["\\`touch pwned\\`", "'`touch pwned`'"], delimiter="EOF", reader="cat")
-def test_family2_heredoc_bodies_run_nothing_unallowed(
-    tmp_path: Path, pieces: list[str], delimiter: str, reader: str
-) -> None:
+def test_heredoc_bodies_run_nothing_unallowed(tmp_path: Path, pieces: list[str], delimiter: str, reader: str) -> None:
     dash = delimiter.startswith("-")
     word = delimiter.lstrip("- ")
     body = "".join(pieces)
@@ -356,7 +354,7 @@ _VALUES = ["cat", "head", "ls", "echo", "touch", "rm", "sh", "curl"]
     use=st.sampled_from(["$V file.txt", "$V -c 'touch pwned'", "${V} file.txt", '"$V" file.txt', "ls; $V file.txt"]),
 )
 @example(scopes=["({a})"], name="DEBUG", outer="sh", inner="echo", use="$V -c 'touch pwned'")
-def test_family3_scoped_assignments_run_nothing_unallowed(
+def test_scoped_assignments_run_nothing_unallowed(
     tmp_path: Path, scopes: list[str], name: str, outer: str, inner: str, use: str
 ) -> None:
     middle = "; ".join(s.format(a=f"V={inner}") for s in scopes)
@@ -384,7 +382,7 @@ _RUN_RM = [
     suffix=st.sampled_from(["", "; ls", " || true", " 2>/dev/null"]),
 )
 @example(form="coproc rm x", prefix="", suffix="")
-def test_family7_bypass_deny_rule_holds_for_every_way_of_running_the_program(
+def test_in_bypass_mode_a_deny_rule_holds_for_every_way_of_running_the_program(
     tmp_path: Path, form: str, prefix: str, suffix: str
 ) -> None:
     project, _ = _traced_world(tmp_path)
@@ -447,7 +445,7 @@ _RM_WRAPS = [
     prefix=st.sampled_from(["", "git status; ", "V=rm; "]),
 )
 @example(core="rm x", wraps=["setsid {c}", "env -C . {c}"], prefix="")
-def test_family7_composed_ways_of_running_a_denied_program_are_denied(
+def test_composed_ways_of_running_a_denied_program_are_denied(
     tmp_path: Path, core: str, wraps: list[str], prefix: str
 ) -> None:
     import shlex

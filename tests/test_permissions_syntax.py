@@ -48,7 +48,7 @@ def _decide(
         "echo ${a['`touch pwned`']}",
     ],
 )
-def test_family1_code_in_an_arithmetic_word_is_not_read_only(tmp_path: Path, command: str) -> None:
+def test_code_in_an_arithmetic_word_is_not_read_only(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command) == "ask"
     assert _decide(tmp_path, command, mode="dontAsk") == "deny"
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(touch *)",)) == "deny"
@@ -57,7 +57,7 @@ def test_family1_code_in_an_arithmetic_word_is_not_read_only(tmp_path: Path, com
 @pytest.mark.parametrize(
     "command", ["test -v NAME", "[ -v HOME ] && ls", "test -f src", "(( 1 + 2 )) && ls", "[[ 3 -gt 2 ]] && ls"]
 )
-def test_family1_plain_names_and_literal_arithmetic_stay_allowed(tmp_path: Path, command: str) -> None:
+def test_plain_names_and_literal_arithmetic_stay_allowed(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command) == "allow"
 
 
@@ -75,7 +75,7 @@ def test_family1_plain_names_and_literal_arithmetic_stay_allowed(tmp_path: Path,
         "cat <<EOF\n\\`x\\`'`touch pwned`'\nEOF",  # the parser reads this body as words
     ],
 )
-def test_family2_commands_in_an_unquoted_heredoc_body_are_read(tmp_path: Path, command: str) -> None:
+def test_commands_in_an_unquoted_heredoc_body_are_read(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command) == "ask"
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(touch *)",)) == "deny"
 
@@ -83,7 +83,7 @@ def test_family2_commands_in_an_unquoted_heredoc_body_are_read(tmp_path: Path, c
 @pytest.mark.parametrize(
     "command", ["cat <<'EOF'\n`touch x`\nEOF", "cat <<EOF\nplain $HOME\nEOF", "cat <<-EOF\n\tplain ${HOME}\n\tEOF"]
 )
-def test_family2_plain_heredocs_stay_allowed(tmp_path: Path, command: str) -> None:
+def test_plain_heredocs_stay_allowed(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command) == "allow"
 
 
@@ -101,11 +101,11 @@ def test_family2_plain_heredocs_stay_allowed(tmp_path: Path, command: str) -> No
         "DEBUG=sh; local DEBUG=echo; $DEBUG -c 'touch pwned'",
     ],
 )
-def test_family3_a_value_set_in_a_scope_is_not_the_value_at_use(tmp_path: Path, command: str) -> None:
+def test_a_value_set_in_a_scope_is_not_the_value_at_use(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command) == "ask"
 
 
-def test_family3_a_subshell_keeps_the_outer_value_exactly() -> None:
+def test_a_subshell_keeps_the_outer_value_exactly() -> None:
     analysis = analyse("DEBUG=cat; (DEBUG=echo); $DEBUG README.md", "/tmp")
     assert [c.argv for c in analysis.commands if c.argv] == [["cat", "README.md"]]
 
@@ -134,13 +134,13 @@ def test_family3_a_subshell_keeps_the_outer_value_exactly() -> None:
         "time if true; then rm -rf src; fi",
     ],
 )
-def test_family7_bypass_mode_denies_every_way_of_running_a_denied_program(tmp_path: Path, command: str) -> None:
+def test_bypass_mode_denies_every_way_of_running_a_denied_program(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "deny"
     assert _decide(tmp_path, command, allow=("Bash(*)",), deny=("Bash(rm *)",)) == "deny"
 
 
 @pytest.mark.parametrize("command", ["git status", "uv run pytest", "timeout 60 pytest -q", "python3 -m pytest"])
-def test_family7_ordinary_commands_are_not_caught(tmp_path: Path, command: str) -> None:
+def test_ordinary_commands_are_not_caught(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "allow"
 
 
@@ -175,7 +175,7 @@ def test_every_safety_iii_family_has_corpus_cases() -> None:
 
 
 @pytest.mark.parametrize("command", ["echo rm -rf src | bash", "setsid rm -rf src", "uv run rm -rf src"])
-def test_family7_an_ask_rule_asks_for_a_command_that_may_run_its_program(tmp_path: Path, command: str) -> None:
+def test_an_ask_rule_asks_for_a_command_that_may_run_its_program(tmp_path: Path, command: str) -> None:
     project = tmp_path / "p"
     project.mkdir()
     engine = PermissionEngine(cwd=str(project), mode="bypassPermissions", home=str(tmp_path / "home"))

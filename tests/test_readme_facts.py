@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentkeel.cli.main import UNSUPPORTED
-from conftest import KeelRun
+from kit import KeelRun
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

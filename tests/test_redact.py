@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agentkeel import _assignment
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.redact import _builtin, redact, redact_obj, scan
-from conftest import KeelRun, session_files, wire_env
+from kit import KeelRun, session_files, wire_env
 
 # obviously fake values, shaped like the real thing
 SECRETS = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentkeel.redact import redact
-from conftest import KeelRun
+from kit import KeelRun
 
 PW = "s3cr3tP4ssFAKE"
 TOKEN = "ghs0FAKEtoken0123456789abcdefFAKE"

@@ -76,7 +76,7 @@ def test_a_bare_40_character_key_far_from_aws_context_is_kept() -> None:
         "sonar.token = " + "squ_" + FAKE + FAKE[:16],
     ],
 )
-def test_more_forms_are_masked(text: str) -> None:
+def test_passwords_and_tokens_in_command_lines_and_configuration_are_masked(text: str) -> None:
     out = redact(text)
     assert "[REDACTED:" in out and not re.search(r"fake ?pw|fk9|" + FAKE, out), out
 

@@ -18,8 +18,8 @@ from agentkeel.core.types import Message, ToolResultBlock
 from agentkeel.extensions.reliability.pruning import DUPLICATE, OLD_ERROR
 from agentkeel.extensions.reliability.state import ReliabilityState
 from agentkeel.fakellm.server import FakeLLMServer
-from agentkeel.runtime import Runtime, RuntimeOptions
-from conftest import session_files, wire_env
+from agentkeel.runtime import Runtime
+from kit import session, session_files
 
 Fake = Callable[[Any], FakeLLMServer]
 
@@ -31,20 +31,8 @@ def _call(name: str, **tool_input: Any) -> dict[str, Any]:
 def _runtime(
     project: Path, server: FakeLLMServer, settings: dict[str, Any] | None = None, extensions: tuple[Extension, ...] = ()
 ) -> Runtime:
-    extra: list[Path] = []
-    if settings is not None:
-        path = project.parent / "extra-settings.json"
-        path.write_text(json.dumps(settings))
-        extra.append(path)
-    env = {**os.environ, **wire_env(server, "anthropic"), "KEEL_MAX_RETRIES": "0"}
-    return Runtime.create(
-        RuntimeOptions(
-            cwd=project,
-            env=env,
-            allowed_tools=["Bash", "Read", "Write"],
-            settings_files=extra,
-            extensions=list(extensions),
-        )
+    return session(
+        project, server=server, settings=settings, allowed_tools=["Bash", "Read", "Write"], extensions=list(extensions)
     )
 
 

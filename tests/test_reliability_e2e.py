@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, session_files, wire_env
+from kit import KeelRun, session_files, wire_env
 
 Keel = Callable[..., KeelRun]
 Fake = Callable[[Any], FakeLLMServer]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import KEEL
+from kit import KEEL
 
 
 def _run(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

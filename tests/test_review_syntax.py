@@ -63,12 +63,12 @@ FAMILY1 = [
 
 
 @pytest.mark.parametrize("command", FAMILY1)
-def test_family1_an_integer_name_assigned_at_run_time_is_opaque(tmp_path: Path, command: str) -> None:
+def test_an_integer_name_assigned_at_run_time_is_opaque(tmp_path: Path, command: str) -> None:
     assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
     _never_runs_rm_unnoticed(tmp_path, command)
 
 
-def test_family1_an_integer_name_read_from_a_file_is_opaque(tmp_path: Path) -> None:
+def test_an_integer_name_read_from_a_file_is_opaque(tmp_path: Path) -> None:
     """The value comes from the project's files (a hostile repository), not from the command line."""
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "data.txt").write_text("a[$(rm x)]\n")
@@ -85,11 +85,11 @@ def test_family1_an_integer_name_read_from_a_file_is_opaque(tmp_path: Path) -> N
         "[[ 3 -gt 2 ]] && ls",
     ],
 )
-def test_family1_integer_comparisons_of_test_stay_allowed(tmp_path: Path, command: str) -> None:
+def test_integer_comparisons_of_test_stay_allowed(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command) == "allow"
 
 
-def test_family1_test_evaluates_nothing_in_its_integer_operands(tmp_path: Path) -> None:
+def test_test_evaluates_nothing_in_its_integer_operands(tmp_path: Path) -> None:
     """Why ``[ x -gt y ]`` may stay allowed: bash's test builtin does not evaluate its operands."""
     assert not _runs_rm(tmp_path, "[ 1 -eq 'a[$(rm x)]' ]; test 1 -lt 'a[`rm x`]'")
 
@@ -112,12 +112,12 @@ FAMILY3 = [
 
 
 @pytest.mark.parametrize("command", FAMILY3)
-def test_family3_values_keel_cannot_follow_are_unknown(tmp_path: Path, command: str) -> None:
+def test_values_keel_cannot_follow_never_run_rm_unnoticed(tmp_path: Path, command: str) -> None:
     assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
     _never_runs_rm_unnoticed(tmp_path, command)
 
 
-def test_family3_a_shell_c_script_sees_only_its_own_assignments() -> None:
+def test_a_shell_c_script_sees_only_its_own_assignments() -> None:
     analysis = analyse("DEBUG=cat; bash -c '$DEBUG file.txt'", "/tmp")
     assert [c.argv for c in analysis.commands] == [[DYNAMIC, "file.txt"]], "keel read the inner $DEBUG as cat"
     inner = analyse("DEBUG=cat bash -c '$DEBUG file.txt'", "/tmp")
@@ -139,7 +139,7 @@ FAMILY7_BASH = [
 
 
 @pytest.mark.parametrize("command", FAMILY7_BASH)
-def test_family7_ways_of_running_rm_that_bash_alone_shows(tmp_path: Path, command: str) -> None:
+def test_ways_of_running_rm_that_only_bash_reveals_never_run_it_unnoticed(tmp_path: Path, command: str) -> None:
     assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
     _never_runs_rm_unnoticed(tmp_path, command)
 
@@ -170,7 +170,7 @@ FAMILY7_PROGRAMS = [
 
 
 @pytest.mark.parametrize("command", FAMILY7_PROGRAMS)
-def test_family7_programs_that_run_commands_from_their_arguments(tmp_path: Path, command: str) -> None:
+def test_programs_that_run_commands_from_their_arguments_never_run_rm_unnoticed(tmp_path: Path, command: str) -> None:
     _never_runs_rm_unnoticed(tmp_path, command)
 
 
@@ -187,7 +187,7 @@ def test_family7_programs_that_run_commands_from_their_arguments(tmp_path: Path,
         "timeout 60 pytest -q",
     ],
 )
-def test_family7_ordinary_commands_stay_allowed_in_bypass_mode(tmp_path: Path, command: str) -> None:
+def test_ordinary_commands_stay_allowed_in_bypass_mode(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "allow"
 
 
@@ -205,7 +205,7 @@ def test_family7_ordinary_commands_stay_allowed_in_bypass_mode(tmp_path: Path, c
         "HOME=$PWD bash -c 'cat ~/.env'",
     ],
 )
-def test_family3_home_assigned_in_the_line_is_what_tilde_and_cd_use(tmp_path: Path, command: str) -> None:
+def test_home_assigned_in_the_line_is_what_tilde_and_cd_use(tmp_path: Path, command: str) -> None:
     (tmp_path / "p").mkdir()
     (tmp_path / "home").mkdir()  # a home keel can follow a cd into
     (tmp_path / "p" / ".env").write_text("KEY=fake")
@@ -213,7 +213,7 @@ def test_family3_home_assigned_in_the_line_is_what_tilde_and_cd_use(tmp_path: Pa
         assert _decide(tmp_path, command, mode=mode, allow=("Bash(*)",), deny=("Read(./.env)",)) == "deny", mode
 
 
-def test_family3_a_prefix_home_does_not_change_this_commands_tilde() -> None:
+def test_a_prefix_home_does_not_change_this_commands_tilde() -> None:
     """bash expands ~ before the command's own assignments take effect."""
     analysis = analyse("HOME=/elsewhere cat ~/notes", "/tmp", "/home/u")
     assert [c.argv for c in analysis.commands] == [["cat", "/home/u/notes"]]
@@ -298,7 +298,7 @@ def test_input_a_runner_puts_into_a_script_is_any_program(tmp_path: Path, feeder
         "mapfile -t BASH_ENV <<< x",
     ],
 )
-def test_family3_a_variable_that_chooses_programs_set_at_run_time_is_opaque(tmp_path: Path, command: str) -> None:
+def test_a_variable_that_chooses_programs_set_at_run_time_is_opaque(tmp_path: Path, command: str) -> None:
     _never_runs_rm_unnoticed(tmp_path, command)
 
 
@@ -309,7 +309,7 @@ def test_family3_a_variable_that_chooses_programs_set_at_run_time_is_opaque(tmp_
     "command",
     ["ln -s /usr/bin/rm ./r; ./r x", "cp /usr/bin/rm ./r && ./r x", "./lister x", "src/../lister x", "$PWD/lister x"],
 )
-def test_family7_a_link_or_a_program_the_line_creates_meets_deny_rules(tmp_path: Path, command: str) -> None:
+def test_a_link_or_a_program_the_line_creates_meets_deny_rules(tmp_path: Path, command: str) -> None:
     """A repository can ship ``lister -> /usr/bin/rm``; a line can create the program it then runs."""
     project = tmp_path / "p"
     (project / "src").mkdir(parents=True)
@@ -318,7 +318,7 @@ def test_family7_a_link_or_a_program_the_line_creates_meets_deny_rules(tmp_path:
     assert _decide(tmp_path, command, allow=("Bash(*)",), deny=("Bash(rm *)",)) == "deny"
 
 
-def test_family7_a_missing_program_alone_on_the_line_is_not_any_program(tmp_path: Path) -> None:
+def test_a_missing_program_alone_on_the_line_is_not_any_program(tmp_path: Path) -> None:
     """Alone on the line a missing program just fails: an allow rule naming it still holds."""
     assert _decide(tmp_path, "./tool x", allow=("Bash(./tool *)",), deny=("Bash(rm *)",)) == "allow"
 
@@ -335,7 +335,7 @@ def test_family7_a_missing_program_alone_on_the_line_is_not_any_program(tmp_path
         "poetry run bash -c 'X=r; ${X}m x'",
     ],
 )
-def test_family7_code_a_runner_runs_meets_deny_rules(tmp_path: Path, command: str) -> None:
+def test_code_a_runner_runs_meets_deny_rules(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "deny"
     assert _decide(tmp_path, command, allow=("Bash(*)",), deny=("Bash(rm *)",)) == "deny"
 
@@ -349,7 +349,7 @@ def test_family7_code_a_runner_runs_meets_deny_rules(tmp_path: Path, command: st
         "poetry run python manage.py test",
     ],
 )
-def test_family7_a_runners_ordinary_arguments_are_not_read_as_code(tmp_path: Path, command: str) -> None:
+def test_a_runners_ordinary_arguments_are_not_read_as_code(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "allow"
 
 
@@ -363,7 +363,7 @@ def test_family7_a_runners_ordinary_arguments_are_not_read_as_code(tmp_path: Pat
         "env 'BASH_FUNC_cat%%=() { rm x; }' bash -c 'cat file.txt'",
     ],
 )
-def test_family7_an_exported_function_in_the_environment_is_opaque(tmp_path: Path, command: str) -> None:
+def test_an_exported_function_in_the_environment_is_opaque(tmp_path: Path, command: str) -> None:
     assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
     _never_runs_rm_unnoticed(tmp_path, command)
 
@@ -378,7 +378,7 @@ def test_family7_an_exported_function_in_the_environment_is_opaque(tmp_path: Pat
         "GIT_DIR=elsewhere/.git git status",
     ],
 )
-def test_family7_git_configuration_from_the_environment_is_opaque(tmp_path: Path, command: str) -> None:
+def test_git_configuration_from_the_environment_is_opaque(tmp_path: Path, command: str) -> None:
     """The environment's form of ``git -c core.fsmonitor=rm``: git runs the monitor at ``status``."""
     _never_runs_rm_unnoticed(tmp_path, command)
 
@@ -397,7 +397,7 @@ def test_family7_git_configuration_from_the_environment_is_opaque(tmp_path: Path
         "read HISTCMD <<< 'a[$(rm x)]'",
     ],
 )
-def test_family1_shell_variables_that_evaluate_their_value(tmp_path: Path, command: str) -> None:
+def test_shell_variables_that_evaluate_their_value_never_run_rm_unnoticed(tmp_path: Path, command: str) -> None:
     assert _runs_rm(tmp_path, command), f"the attack no longer runs rm under bash: {command!r}"
     _never_runs_rm_unnoticed(tmp_path, command)
 
@@ -414,6 +414,6 @@ def test_family1_shell_variables_that_evaluate_their_value(tmp_path: Path, comma
         "time -p ! bash -c 'rm x'",  # ! is a reserved word after time -p too
     ],
 )
-def test_family7_runner_command_lines_behind_wrappers_and_quotes(tmp_path: Path, command: str) -> None:
+def test_a_runners_command_line_behind_wrappers_and_quotes_meets_deny_rules(tmp_path: Path, command: str) -> None:
     assert _decide(tmp_path, command, mode="bypassPermissions", deny=("Bash(rm *)",)) == "deny"
     assert _decide(tmp_path, command, allow=("Bash(*)",), deny=("Bash(rm *)",)) == "deny"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, session_files, wire_env
+from kit import KEEL, KeelRun, session, session_files, wait_until_async, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -334,19 +334,14 @@ def test_a_tree_too_big_to_snapshot_is_said_once_and_edits_still_checkpoint(
 async def test_an_interrupted_bash_call_is_still_checkpointed(project: Path, fake_llm: Start) -> None:
     import asyncio
 
-    from agentkeel.runtime import Runtime, RuntimeOptions
     from agentkeel.session.history import rewind
 
     made = project / "made.txt"
     server = fake_llm({"steps": [tool("Bash", command="echo half > made.txt && sleep 30"), "never"]})
-    env = {**os.environ, **wire_env(server, "anthropic")}
-    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
+    rt = session(project, server=server, retries=None, permission_mode="bypassPermissions")
     try:
         run = asyncio.ensure_future(rt.run("start the long job"))
-        for _ in range(1200):  # the command has written its file (up to a minute on a loaded machine)
-            if made.exists():
-                break
-            await asyncio.sleep(0.05)
+        await wait_until_async(made.exists, 60, "the command to write its file")
         rt.agent.interrupt()
         assert (await run).subtype == "interrupted"
         assert made.exists()  # the call never reached after_tool

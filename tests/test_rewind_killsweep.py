@@ -13,14 +13,13 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, session_files, wire_env
+from kit import KEEL, KeelRun, session_files, wait_until, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -119,14 +118,18 @@ def rewritten(tmp: Path, tag: str, fake_llm: Start) -> Rewritten:
 def signal_mid_rewind(r: Rewritten, proc: subprocess.Popen[bytes], k: int, sig: signal.Signals) -> int | None:
     """Send ``sig`` to the rewinding ``proc`` once its intent is in the log and ``k`` files are back
     (k = 0: just after the intent); returns how many were back then (None: it ended first)."""
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline:
+
+    def moment() -> tuple[int | None] | None:
+        if proc.poll() is not None:
+            return (None,)
         back = r.back()
         if back >= k and (k > 0 or b'"rewind_intent"' in r.log.read_bytes()):
             proc.send_signal(sig)
-            return back
-        time.sleep(0.001)
-    return None
+            return (back,)
+        return None
+
+    at: tuple[int | None] = wait_until(moment, 120, f"the rewind to bring {k} file(s) back", interval=0.001)
+    return at[0]
 
 
 def _one_point(tmp: Path, k: int, fake_llm: Start, *, drop_object: bool, mode: str = "code") -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
+from kit import wait_until
 from test_rewind_killsweep import (
     BASH_SIZE,
     BYPASS,
@@ -52,16 +52,15 @@ def _marker(r: Rewritten) -> Path:
 def _wait_stopped(pid: int) -> None:
     """Until every thread of ``pid`` is stopped (SIGSTOP is delivered asynchronously: a write
     under way when it is sent may still finish)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def stopped() -> bool:
         states = []
         for task in Path(f"/proc/{pid}/task").iterdir():
             with contextlib.suppress(OSError):
                 states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
-        if states and all(s in ("T", "t") for s in states):
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"pid {pid} did not stop")
+        return bool(states) and all(s in ("T", "t") for s in states)
+
+    wait_until(stopped, 30, f"pid {pid} to stop", interval=0.005)
 
 
 def _new_session(r: Rewritten) -> Any:

@@ -21,12 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentkeel.core.types import Message
-from agentkeel.fakellm.script import Script
-from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.runtime import Runtime, RuntimeOptions
 from agentkeel.session.history import fork_session, rewind, user_turns
 from agentkeel.session.load import load_session
 from agentkeel.session.store import keel_home
+from kit import fake_llm_server, stop, wire_env
 
 FILES = ("a.txt", "b.txt", "sub/c.txt", "deep/er/d.txt")
 content = st.text(alphabet="xyz\n", min_size=0, max_size=6)
@@ -74,14 +73,10 @@ async def session(
     for i, ops in enumerate(first):
         script += steps_for(ops, root, f"turn {i}")
     script += steps_for(extra, root, "after the rewind")
-    server = FakeLLMServer(Script.from_data({"steps": script}))
-    server.start_background()
+    server = fake_llm_server(script)
     try:
-        opts = RuntimeOptions(
-            cwd=root,
-            env={**env, "ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key", "ANTHROPIC_BASE_URL": server.url},
-            permission_mode="bypassPermissions",
-        )
+        env = {**env, **wire_env(server, "anthropic")}
+        opts = RuntimeOptions(cwd=root, env=env, permission_mode="bypassPermissions")
         rt = Runtime.create(opts)
         states: list[dict[str, str]] = []
         views: list[list[Message]] = []
@@ -119,8 +114,7 @@ async def session(
             forked = load_session(rt.session_path.with_name(f"{fork_id}.jsonl"))
             assert forked.messages == views[j - 1]
     finally:
-        server.shutdown()
-        server.server_close()
+        stop(server)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

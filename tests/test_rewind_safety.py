@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, session_files, wire_env
+from kit import KEEL, KeelRun, session, session_files, wait_until_async, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -57,7 +57,6 @@ async def test_hand_edits_after_an_interrupted_bash_call_are_never_charged_to_it
     next turn only Reads. Rewinding that turn changes nothing; rewinding the Bash turn removes only
     the file Bash made. (Before: the changes were measured at the Read, charged to the Read's turn,
     and its rewind reverted the user's fix and deleted their new file.)"""
-    from agentkeel.runtime import Runtime, RuntimeOptions
     from agentkeel.session.history import rewind, user_turns
 
     made, fixed, mine = project / "made.txt", project / "fixed.py", project / "mine.py"
@@ -71,14 +70,10 @@ async def test_hand_edits_after_an_interrupted_bash_call_are_never_charged_to_it
             ]
         }
     )
-    env = {**os.environ, **wire_env(server, "anthropic")}
-    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
+    rt = session(project, server=server, retries=None, permission_mode="bypassPermissions")
     try:
         run = asyncio.ensure_future(rt.run("start the long job"))
-        for _ in range(1200):
-            if made.exists():
-                break
-            await asyncio.sleep(0.05)
+        await wait_until_async(made.exists, 60, "the command to write its file")
         rt.agent.interrupt()
         assert (await run).subtype == "interrupted"
         # the user's own work, between the interrupt and the next tool call
@@ -143,7 +138,6 @@ def test_rewind_refuses_to_overwrite_a_hand_edit_unless_forced(project: Path, fa
 
 
 async def test_sdk_rewind_files_names_the_conflicts_and_force_overwrites(project: Path, fake_llm: Start) -> None:
-    from agentkeel.runtime import Runtime, RuntimeOptions
     from agentkeel.session.history import rewind_files, user_turns
 
     target, made = project / "f.txt", project / "made.txt"
@@ -155,8 +149,7 @@ async def test_sdk_rewind_files_names_the_conflicts_and_force_overwrites(project
         "done",
     ]
     server = fake_llm({"steps": steps})
-    env = {**os.environ, **wire_env(server, "anthropic")}
-    rt = Runtime.create(RuntimeOptions(cwd=project, env=env, permission_mode="bypassPermissions"))
+    rt = session(project, server=server, retries=None, permission_mode="bypassPermissions")
     try:
         assert (await rt.run("edit it")).subtype == "success"
         made.write_text("the user rewrote it\n")

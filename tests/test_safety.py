@@ -16,7 +16,7 @@ from agentkeel.core.tools import ToolOutput
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.safety import NO_RESULT, CircuitBreaker, LoopDetector, ResultGuard
 from agentkeel.tools import builtin_tools
-from conftest import KeelRun, session_files, wire_env
+from kit import KeelRun, session_files, wire_env
 
 TOOLS = {t.name: t for t in builtin_tools()}
 FAKE_KEY = "sk-ant-api03-" + "x" * 40  # obviously fake, shaped like a key

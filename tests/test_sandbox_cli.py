@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, wire_env
+from kit import KeelRun, wire_env
 from sandbox_harness import bwrap_works
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot create namespaces here")

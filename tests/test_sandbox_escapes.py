@@ -11,12 +11,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from kit import wait_until, wait_until_async
 from sandbox_harness import SandboxedBash, bwrap_works
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot create namespaces here")
@@ -156,10 +156,7 @@ def test_a_background_child_does_not_outlive_the_command(bash: SandboxedBash, co
     out = bash(command)
     _denied(out)
     assert "stopped when it ended" in out.content
-    deadline = time.monotonic() + 60  # bounds a hang; it is gone at once
-    while _alive(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(marker)
+    wait_until(lambda: not _alive(marker), 60, "the background child to end")  # bounds a hang; it is gone at once
 
 
 def test_a_loopback_server_on_the_host_is_not_reachable(bash: SandboxedBash) -> None:
@@ -226,11 +223,12 @@ def test_a_missing_protected_dir_stays_covered_while_another_sandboxed_command_e
         async def collect_first() -> None:
             # once the first has ended, reading it lets the session stop tracking it; the second goes on
             # to write only then, however slowly the first ran
-            deadline = time.monotonic() + 60
             read = bash_output.parse({"bash_id": sid})
-            while (await bash_output.run(read, bash.ctx)).metadata["status"] == "running":
-                assert time.monotonic() < deadline, "the first command never ended"
-                await asyncio.sleep(0.05)
+
+            async def ended() -> bool:
+                return bool((await bash_output.run(read, bash.ctx)).metadata["status"] != "running")
+
+            await wait_until_async(ended, 60, "the first command to end")
             (proj / "collected").touch()
 
         write = "until [ -e collected ]; do sleep 0.05; done; mkdir -p .claude && echo '{}' > .claude/settings.json"

@@ -20,6 +20,7 @@ import pytest
 
 from agentkeel.sandbox import parse_config
 from agentkeel.tools.shell import ShellState
+from kit import wait_until, wait_until_async
 from sandbox_harness import SandboxedBash, bwrap_works
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot create namespaces here")
@@ -73,15 +74,16 @@ def _connect(path: Path | str) -> str:
 
 def _wait_for(sock: Path, timeout: float = 60) -> None:
     """Until a server accepts on ``sock`` (its start may be slow on a loaded machine)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def accepts() -> bool:
         try:
             with socket.socket(socket.AF_UNIX) as probe:
                 probe.connect(str(sock))
-            return
         except OSError:
-            assert time.monotonic() < deadline, f"nothing listens on {sock}"
-            time.sleep(0.05)
+            return False
+        return True
+
+    wait_until(accepts, timeout, f"a server listening on {sock}")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -111,10 +113,8 @@ def test_a_tmux_server_in_tmp_cannot_be_driven(short_tmp: Path, proj: Path, home
         assert DENIAL in content and "allowUnixSockets" in content
         # the user can let one through: the same call then drives it
         content, failed = _run(proj, home, attack, {"network": {"allowUnixSockets": [str(sock)]}})
-        deadline = time.monotonic() + 10
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not failed and marker.exists(), content
+        assert not failed, content
+        wait_until(marker.exists, 10, lambda: f"the marker the allowed call makes; it answered {content}")
     finally:
         subprocess.run(["tmux", "-S", str(sock), "kill-server"], check=False, env=env)
 
@@ -182,10 +182,7 @@ def test_a_socket_of_another_network_namespace_in_the_runtime_dir_is_found(
         ]
     )
     try:
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(sock.exists, 60, f"the namespaced server's {sock}", interval=0.02)
         # another namespace's: not in keel's table (until a connection from here is accepted: the
         # accepted end is in the connecting side's namespace, with the server's path)
         assert str(sock) not in Path("/proc/net/unix").read_text()
@@ -226,13 +223,13 @@ def test_sockets_the_sandboxed_commands_make_still_work(proj: Path, home: Path) 
         second = "skipped"
         if server:
             await bash.run(server, run_in_background=True)
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                out = await bash.run("socat - UNIX-CONNECT:app.sock </dev/null")
-                second = out.content
-                if "hi-from-app" in second:
-                    break
-                await asyncio.sleep(0.1)
+
+            async def answered() -> bool:
+                nonlocal second
+                second = (await bash.run("socat - UNIX-CONNECT:app.sock </dev/null")).content
+                return "hi-from-app" in second
+
+            await wait_until_async(answered, 20, lambda: f"the app's socket to answer; it said {second!r}", 0.1)
         await bash.services.get(ShellState).aclose()
         return first.content, second
 

@@ -15,7 +15,7 @@ import pexpect
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, wire_env
+from kit import KEEL, wire_env
 from sandbox_harness import bwrap_works
 from test_sandbox_cli import _results
 

@@ -19,7 +19,7 @@ from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.permissions import Answer, PermissionGate
 from agentkeel.permissions.verdicts import Decision
 from agentkeel.tools.shell import ShellState
-from conftest import KEEL, wire_env
+from kit import KEEL, wire_env
 from sandbox_harness import SandboxedBash, bwrap_works
 from test_sandbox_cli import _results
 

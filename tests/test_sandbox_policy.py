@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentkeel.sandbox import parse_config
+from kit import wait_until_async
 from sandbox_harness import SandboxedBash, bwrap_works
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot create namespaces here")
@@ -143,12 +144,13 @@ def test_a_background_shell_runs_sandboxed_and_bash_output_reports_its_denial(tm
     async def go() -> str:
         started = await b.run("sleep 0.2; echo pwned >> ~/.bashrc", run_in_background=True)
         assert started.metadata["sandboxed"] is True
-        for _ in range(200):
+
+        async def ended() -> str | None:
             out = await output.run(output.parse({"bash_id": started.metadata["background_id"]}), b.ctx)
-            if "running" not in out.metadata["status"]:
-                return out.content
-            await asyncio.sleep(0.05)
-        raise AssertionError("the background shell did not end")
+            return None if "running" in out.metadata["status"] else out.content
+
+        text: str = await wait_until_async(ended, 10, "the background shell to end")
+        return text
 
     try:
         text = asyncio.run(go())

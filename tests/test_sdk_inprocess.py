@@ -30,7 +30,7 @@ from agentkeel.sdk import (
     query,
     tool,
 )
-from conftest import KEEL, KeelRun, session_files, wire_env
+from kit import KEEL, KeelRun, session_files, wait_until_async, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 TRANSPORTS = ["in-process", "subprocess"]
@@ -175,8 +175,7 @@ def test_client_two_queries_interrupt_and_partial_messages(transport: str, fake_
             await client.query("first")
             first = [m async for m in client.receive_response()]
             await client.query("second")
-            while len(server.cursor.requests) < 2:
-                await asyncio.sleep(0.05)
+            await wait_until_async(lambda: len(server.cursor.requests) >= 2, 60, "the second request")
             await client.interrupt()
             second = [m async for m in client.receive_response()]
             await client.set_permission_mode("plan")
@@ -221,8 +220,7 @@ def test_disconnect_interrupts_a_query_still_running(fake_llm: Start, project: P
         client = KeelSDKClient(KeelAgentOptions(cwd=project, env=wire_env(server, "anthropic")))
         await client.connect()
         await client.query("go")
-        while not server.cursor.requests:
-            await asyncio.sleep(0.05)
+        await wait_until_async(lambda: server.cursor.requests, 60, "the request")
         await asyncio.wait_for(client.disconnect(), 30)  # waiting out the 60 s reply would time out here
 
     asyncio.run(run())

@@ -35,7 +35,7 @@ from claude_agent_sdk import (
 )
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, session_files, wire_env
+from kit import KEEL, session_files, wait_until_async, wire_env
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 Start = Callable[[Any], FakeLLMServer]
@@ -89,8 +89,7 @@ def test_client_session_two_queries_and_an_interrupt(fake_llm: Start, project: P
             await client.query("one")
             first = [m async for m in client.receive_response()]
             await client.query("two")
-            while len(server.cursor.requests) < 2:
-                await asyncio.sleep(0.05)
+            await wait_until_async(lambda: len(server.cursor.requests) >= 2, 60, "the second request")
             await client.interrupt()
             second = [m async for m in client.receive_response()]
             await client.query("three")

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import session_files, wait_until, wire_env
+from kit import session_files, wait_until, wire_env
 from serve_fixtures import Served, kind, read_frames, start_serve
 from serve_fixtures import serve as serve  # the fixture
 

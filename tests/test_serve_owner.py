@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from agentkeel.memory.project import project_id
-from conftest import KEEL, wait_until
+from kit import KEEL, wait_until
 from serve_fixtures import Served, kind
 from serve_fixtures import serve as serve  # the fixture
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.memory.project import project_id
-from conftest import KEEL
+from kit import KEEL
 from serve_fixtures import Served
 from test_serve_web import browser as browser  # the fixture
 from test_serve_web import new_session, pytestmark, send, text, wait

@@ -24,7 +24,7 @@ from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.session.load import LoadReport, load_session, parse_lines
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, encode_project
-from conftest import KEEL, KeelRun, session_files, wire_env
+from kit import KEEL, KeelRun, session_files, wait_until, wire_env
 
 
 def test_encode_project_matches_claude_code() -> None:
@@ -197,9 +197,7 @@ def test_second_process_on_same_session_is_refused(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 60
-    while len(server.cursor.requests) < 2 and time.monotonic() < deadline:  # the slow one holds the lock now
-        time.sleep(0.05)
+    wait_until(lambda: len(server.cursor.requests) >= 2, 60, "the slow request")  # it holds the lock now
     assert len(server.cursor.requests) == 2
     second = keel("-p", "-r", sid, "concurrent", env=env)
     assert slow.poll() is None  # it held the lock all along (its answer takes a minute)
@@ -255,10 +253,7 @@ def test_kill_9_of_the_cli_then_resume(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 120
-    while len(server.cursor.requests) < 15 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len(server.cursor.requests) >= 15, "keel made too few requests to be killed in the middle"
+    wait_until(lambda: len(server.cursor.requests) >= 15, 120, "15 requests, to kill keel in the middle", interval=0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     [log] = session_files(tmp_path / "keelhome")

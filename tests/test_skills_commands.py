@@ -18,7 +18,7 @@ from agentkeel.commands.registry import Command, CommandRegistry, parse_line, ro
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.skills.expand import substitute_arguments
 from agents_fixtures import claude_project, first_user_text, result_text, system_text, tool_names, tool_results
-from conftest import KeelRun, wire_env
+from kit import KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]

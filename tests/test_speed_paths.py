@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from agentkeel import Runtime, RuntimeOptions
 from agentkeel.tools.reading import LineWindow
-from conftest import wire_env
+from kit import wire_env
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="pidfds are Linux's")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, KeelRun, wire_env
+from kit import KEEL, KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]

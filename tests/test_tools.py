@@ -36,6 +36,7 @@ from agentkeel.schemagen import generate
 from agentkeel.tools import builtin_tools
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.schemas import SCHEMA_FILE, with_shipped_schemas
+from kit import wait_until_async
 
 REGISTRY = ToolRegistry(builtin_tools())
 
@@ -219,11 +220,15 @@ async def test_bash_timeout_kills_process_group(t: Harness, tmp_path: Path) -> N
 
 async def _output_until(t: Harness, text: str, **tool_input: Any) -> str:
     """BashOutput of bash_1, read until ``text`` is in it (each read returns only what is new)."""
-    deadline = time.monotonic() + 60
-    while text not in (out := (await t("BashOutput", bash_id="bash_1", **tool_input)).text()):
+
+    async def read() -> str | None:
+        out = (await t("BashOutput", bash_id="bash_1", **tool_input)).text()
+        if text in out:
+            return out
         assert "<output>\n\n</output>" in out, out  # nothing new yet
-        assert time.monotonic() < deadline, f"{text!r} never came"
-        await asyncio.sleep(0.05)
+        return None
+
+    out: str = await wait_until_async(read, 60, repr(text))
     return out
 
 

@@ -12,7 +12,6 @@ import json
 import secrets
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -25,7 +24,7 @@ from agentkeel.core.tools import Services, ToolContext, ToolError, ToolOutput, T
 from agentkeel.tools import builtin_tools
 from agentkeel.tools.procs import TAG_VAR
 from agentkeel.tools.shell import ShellState
-from conftest import KEEL
+from kit import KEEL, wait_until, wait_until_async
 
 HARD_TIMEOUT_S = 60
 REGISTRY = ToolRegistry(builtin_tools())
@@ -66,17 +65,11 @@ class Sleeps:
     def alive(self) -> list[str]:
         return [d for d in self.made if _sleeping(d)]
 
-    def wait_all_gone(self, timeout: float) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while (left := self.alive()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return left
+    def wait_all_gone(self, timeout: float) -> None:
+        wait_until(lambda: not self.alive(), timeout, "every sleep to end", interval=0.1)
 
     def wait_running(self, durations: list[str], timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not all(_sleeping(d) for d in durations):
-            assert time.monotonic() < deadline, f"never started: {[d for d in durations if not _sleeping(d)]}"
-            time.sleep(0.05)
+        wait_until(lambda: all(_sleeping(d) for d in durations), timeout, f"the sleeps {durations} to start")
 
 
 @pytest.fixture
@@ -130,10 +123,12 @@ async def test_output_after_the_shell_exits_goes_to_the_moved_shell(t: Harness, 
     out = await t("Bash", command=f"(sleep 0.5; echo later; sleep {d}) & echo now", timeout=8000)
     assert out.text().startswith("now\n\n[The shell exited")
     nothing_yet = "<status>running</status>\n<output>\n\n</output>"
-    deadline = time.monotonic() + 60  # until the child has printed, however loaded the machine
-    while (more := (await t("BashOutput", bash_id="bash_1")).text()) == nothing_yet:
-        assert time.monotonic() < deadline, "the moved shell's output never came"
-        await asyncio.sleep(0.05)
+
+    async def printed() -> str | None:  # until the child has printed, however loaded the machine
+        text = (await t("BashOutput", bash_id="bash_1")).text()
+        return None if text == nothing_yet else text
+
+    more = await wait_until_async(printed, 60, "the moved shell's output")
     assert more == "<status>running</status>\n<output>\nlater\n</output>"
 
 
@@ -156,7 +151,7 @@ async def test_nohup_and_setsid_children_stop_with_the_session(t: Harness, sleep
     assert "Killed shell bash_2" in (await t("KillShell", shell_id="bash_2")).text()
     assert setsid not in sleeps.alive()  # KillShell reaches a process that left the group
     await t.aclose()  # kills the two moved shells and the background one; the watchdog, the detached one
-    assert sleeps.wait_all_gone(timeout=60) == []
+    sleeps.wait_all_gone(timeout=60)
 
 
 async def test_a_timeout_kills_what_the_shell_left_too(t: Harness, sleeps: Sleeps) -> None:
@@ -214,13 +209,11 @@ def _tagged_with(session: str) -> list[psutil.Process]:
 
 
 def _watchdog_of(keel: psutil.Process) -> psutil.Process:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for child in keel.children():
-            if any(arg.endswith("procs.py") for arg in child.cmdline()):
-                return child
-        time.sleep(0.05)
-    raise AssertionError("keel started no watchdog")
+    def found() -> psutil.Process | None:
+        return next((c for c in keel.children() if any(a.endswith("procs.py") for a in c.cmdline())), None)
+
+    watchdog: psutil.Process = wait_until(found, 30, "keel's watchdog")
+    return watchdog
 
 
 def test_keel_returns_and_exits_leaving_no_child_and_no_traceback(
@@ -249,7 +242,7 @@ def test_keel_returns_and_exits_leaving_no_child_and_no_traceback(
     first = str(results[0]["content"])
     assert first.startswith("started") and "still running" in first and not results[0]["is_error"]
     assert not {amp, bg, nohup} & set(sleeps.alive())  # stopped before keel exited
-    assert sleeps.wait_all_gone(timeout=60) == []  # the detached one by the watchdog, once keel's pipe closed
+    sleeps.wait_all_gone(timeout=60)  # the detached one by the watchdog, once keel's pipe closed
 
 
 def test_kill_9_of_keel_kills_every_child(project: Path, tmp_path: Path, sleeps: Sleeps) -> None:
@@ -274,7 +267,7 @@ def test_kill_9_of_keel_kills_every_child(project: Path, tmp_path: Path, sleeps:
         assert len(_tagged_with(session)) >= 7  # the six sleeps and the foreground shell
         keel.kill()  # SIGKILL: none of keel's cleanup runs
         keel.communicate(timeout=HARD_TIMEOUT_S)
-        assert sleeps.wait_all_gone(timeout=60) == []
+        sleeps.wait_all_gone(timeout=60)
         watchdog.wait(timeout=60)
         assert _tagged_with(session) == []
     finally:

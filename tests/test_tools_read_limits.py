@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from hypothesis import strategies as st
 
 from agentkeel.tools.reading import LINE_KEEP, LineWindow
 from agentkeel.tools.textfile import decode_line
-from conftest import KEEL, session_files
+from kit import KEEL, session_files, wait_until
 
 HARD_TIMEOUT_S = 60
 RSS_BUDGET_MIB = 64  # growth of peak RSS a Read may cause, whatever the file
@@ -210,10 +209,10 @@ def test_interrupting_keel_during_a_fifo_read(project: Path, tmp_path: Path) -> 
     )
     try:
         home = Path(os.environ["KEEL_HOME"])
-        deadline = time.monotonic() + HARD_TIMEOUT_S
         # the Read has answered (the old one stayed stuck in open()) and the next request is in flight
-        while time.monotonic() < deadline and not any("FIFO" in f.read_text() for f in session_files(home)):
-            time.sleep(0.05)
+        wait_until(
+            lambda: any("FIFO" in f.read_text() for f in session_files(home)), HARD_TIMEOUT_S, "the Read's answer"
+        )
         keel.send_signal(signal.SIGINT)
         out, err = keel.communicate(timeout=HARD_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentkeel.runtime import Runtime, RuntimeOptions
 from agentkeel.trust import TrustStore
+from kit import session
 
 DEFINITIONS = [
     ".claude/agents/reviewer.md",
@@ -82,9 +82,7 @@ def test_nothing_to_trust_only_without_settings_definitions_or_mcp(project: Path
 
 async def test_a_session_in_a_folder_with_untrusted_definitions_says_so(project: Path) -> None:
     _write(project / ".claude" / "agents" / "reviewer.md", "---\nname: reviewer\n---\nReview.\n")
-    script = project.parent / "script.json"
-    script.write_text(json.dumps({"steps": ["ok"]}))
-    rt = Runtime.create(RuntimeOptions(cwd=project, model=f"scripted:{script}", env=dict(os.environ)))
+    rt = session(project, ["ok"], retries=None)
     notices: list[str] = []
     rt.bus.subscribe(lambda e: notices.append(getattr(e, "message", "")))
     try:

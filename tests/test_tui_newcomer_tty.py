@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import KEEL
+from kit import KEEL
 from test_tui_tty import Tmux, tmux_env
 
 __all__ = ["tmux_env"]  # the fixture, used by name

@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KEEL, wire_env
+from kit import KEEL, wait_until, wire_env
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup installs it)"
@@ -48,14 +47,13 @@ class Tmux:
         return self.run("capture-pane", "-p", "-t", "0")
 
     def wait_for(self, text: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        shown = ""
-        while time.monotonic() < deadline:
-            shown = self.screen()
-            if text in shown:
-                return shown
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared on the terminal:\n{shown}")
+        shown: str = wait_until(
+            lambda: text in (screen := self.screen()) and screen,
+            timeout,
+            lambda: f"{text!r} on the terminal, which shows:\n{self.screen()}",
+            interval=0.2,
+        )
+        return shown
 
     def dead(self) -> tuple[bool, str]:
         """Whether the pane's process ended, and how: its exit status, or ``signal N``."""
@@ -73,14 +71,16 @@ class Tmux:
         removes the pane's utmp record, right when the terminal closes: a process that exits in
         that window stays a zombie tmux never reaps, and the pane shows no status. A SIGCHLD sent
         to the tmux server makes it reap, and the status it reads is the process's own."""
-        deadline = time.monotonic() + timeout
-        state = self.dead()
-        while not (state[0] and state[1]) and time.monotonic() < deadline:
-            time.sleep(0.2)
+
+        def reaped() -> tuple[bool, str] | None:
+            state = self.dead()
+            if state[0] and state[1]:
+                return state
             if state[0]:
                 os.kill(int(self.run("display-message", "-p", "#{pid}").strip()), signal.SIGCHLD)
-            state = self.dead()
-        return state
+            return None
+
+        return wait_until(reaped, timeout, lambda: f"the pane's process to end and be reaped: {self.dead()}", 0.2)
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env, capture_output=True, timeout=10)

@@ -18,7 +18,7 @@ from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.tui.diffs import diff_for_call, diff_stats
 from agentkeel.tui.files import History, fuzzy_rank, mention_at, project_files
 from agentkeel.tui.side import next_mode, todo_text
-from conftest import KEEL, wire_env
+from kit import KEEL, wire_env
 
 
 def test_edit_diff_reads_the_file_and_never_writes_it(tmp_path: Path) -> None:

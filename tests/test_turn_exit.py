@@ -4,17 +4,14 @@ other reader at once."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from agentkeel import Runtime, RuntimeOptions
 from agentkeel.session.index import SessionIndex, home_of
+from kit import session
 
 
 async def test_runs_of_a_session_update_the_index_through_one_connection(tmp_path: Path, project: Path) -> None:
-    script = tmp_path / "s.json"
-    script.write_text(json.dumps({"steps": ["first answer", "second answer"]}))
-    rt = Runtime.create(RuntimeOptions(cwd=project, model=f"scripted:{script}", permission_mode="bypassPermissions"))
+    rt = session(project, ["first answer", "second answer"], retries=None, permission_mode="bypassPermissions")
     home = home_of(rt.session_path)
     wal = home / "sessions.db-wal"
     try:

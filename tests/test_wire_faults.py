@@ -17,7 +17,7 @@ import pytest
 
 from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import KeelRun, session_files, wire_env
+from kit import KeelRun, session_files, wire_env
 
 WIRES = ["anthropic", "openai"]
 CLIENTS = ["lean", "httpx"]  # keel's own HTTP client (KEEL_HTTP_CLIENT=lean) and httpx (the default)

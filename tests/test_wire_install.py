@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentkeel.fakellm.server import FakeLLMServer
-from conftest import wire_env
+from kit import wire_env
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow

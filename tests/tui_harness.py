@@ -4,13 +4,13 @@ on loopback), the screen as text, and waiting for a condition while Textual runs
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.runtime import RuntimeOptions
+from kit import wait_until_async
 
 FAKE_KEY = "sk-ant-test-not-a-real-key"
 
@@ -37,12 +37,12 @@ def screen_text(app: Any) -> str:
 
 
 async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    async def met() -> bool:
         await pilot.pause(0.05)
-        if condition():
-            return
-    raise AssertionError(f"timed out waiting for {what or condition}:\n{screen_text(pilot.app)}")
+        return condition()
+
+    await wait_until_async(met, timeout, lambda: f"{what or condition}:\n{screen_text(pilot.app)}", interval=0)
 
 
 async def type_text(pilot: Any, text: str) -> None:
