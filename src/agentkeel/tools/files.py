@@ -11,7 +11,7 @@ from typing import Annotated
 
 from msgspec import Meta, Struct
 
-from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.core.types import ImageBlock
 from agentkeel.tools.reading import MAX_LINE_CHARS, human_size, read_capped, read_window
 from agentkeel.tools.textfile import UTF8, TextFormat, decode_file, encode_text, to_crlf
@@ -394,7 +394,16 @@ async def _ls(args: LSInput, ctx: ToolContext) -> ToolOutput:
 
 def file_tools() -> list[Tool]:
     return [
-        Tool("Read", READ_DESC, ReadInput, _read, group="fs", read_only=True, timeout_s=60),
+        Tool(
+            "Read",
+            READ_DESC,
+            ReadInput,
+            _read,
+            group="fs",
+            read_only=True,
+            timeout_s=60,
+            effects=Effects(rule="Read", path_fields=("file_path",), reads=True),
+        ),
         Tool(
             "Write",
             "Write a file to the local filesystem, overwriting it if it exists. An existing file must "
