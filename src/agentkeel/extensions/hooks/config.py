@@ -22,37 +22,13 @@ from typing import Any, Literal
 
 import msgspec
 
+from agentkeel.extensions.hooks.spec import SPECS
 from agentkeel.settings import SettingsLayer
 
 HandlerType = Literal["command", "http", "prompt", "agent", "python"]
 
-# every event of SPEC 4; keel fires each (the lifecycle ones through the session's LifecyclePoint)
-EVENTS: tuple[str, ...] = (
-    "SessionStart",
-    "SessionEnd",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "PostToolBatch",
-    "PermissionRequest",
-    "PermissionDenied",
-    "Notification",
-    "Stop",
-    "StopFailure",
-    "CwdChanged",
-    "SubagentStart",
-    "SubagentStop",
-    "PreCompact",
-    "PostCompact",
-    "InstructionsLoaded",
-    "ConfigChange",
-    "FileChanged",
-    "PreSkillExecute",
-    "PostSkillExecute",
-    "AgentIterationStart",
-    "AgentIterationEnd",
-)
+# every event keel knows and fires, in the order of the table (spec.py)
+EVENTS: tuple[str, ...] = tuple(SPECS)
 FIRED: frozenset[str] = frozenset(EVENTS)
 
 # seconds, as Claude Code: a command may run ten minutes, a model or a URL half a minute
@@ -197,7 +173,7 @@ def parse_hooks(data: object, source: str, scope: str) -> HookConfig:
         out.warnings.append(f"{source}: 'hooks' must be an object of event names; ignored")
         return out
     for event, groups in data.items():
-        if event not in EVENTS:
+        if event not in SPECS:
             known = ", ".join(EVENTS[:13])
             out.warnings.append(f"{source}: unknown hook event '{event}' ignored (known: {known}, ...)")
             continue

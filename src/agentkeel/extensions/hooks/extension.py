@@ -1,24 +1,11 @@
 """The ``hooks`` built-in: where each Claude Code hook event fires in keel's loop.
 
-==================  ================================================================
-SessionStart        ``start`` (before the first request); context goes with the first prompt
-UserPromptSubmit    ``on_prompt``
-PreToolUse          ``before_tool`` (before the permission gate; deny > ask > allow)
-PermissionRequest   the gate's ``request_hooks`` (an ask, before the host is asked)
-PermissionDenied    a ``PermissionDecided`` deny on the bus
-PostToolUse(Failure) ``after_tool`` of a call that ran (before the result guard)
-PostToolBatch       ``after_tool`` of the last call of one assistant message
-Notification        a ``Notice`` on the bus
-CwdChanged          a ``CwdChanged`` on the bus
-Stop                ``on_stop`` (a block continues the loop, at most ``MAX_STOP_CONTINUES`` times);
-                    first asyncRewake handlers still running are waited for: a block wakes the model
-FileChanged         ``before_request``: a path some hook's ``watchPaths`` named changed
-ConfigChange        the ``settings-watch`` built-in (configchange.py), through the LifecyclePoint
-StopFailure         ``on_error``
-AgentIterationStart ``before_request`` (one iteration: a model request and the tool calls it asked for)
-AgentIterationEnd   ``after_response`` of an answer without tool calls, or after the last call of its batch
-SessionEnd          ``close``
-==================  ================================================================
+Each event's matcher field, payload fields, honoured outputs and place are in the table of
+``spec.py``; this module fires the loop's own events there (``start``, ``on_prompt``,
+``before_tool``, the gate's ``request_hooks``, ``after_tool``, ``on_stop``, ``on_error``, the bus,
+``close``) and gives the session the :class:`LifecyclePoint` through which subsystems fire theirs
+(compaction, subagents, skills, instruction loading, settings changes). A Stop block continues the
+loop at most ``MAX_STOP_CONTINUES`` times; asyncRewake handlers still running are waited for first.
 """
 
 from __future__ import annotations
