@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentkeel.core.events import Event, Notice, register_event_type
+from agentkeel.core.events import Event, Notice
+from agentkeel.core.events import HookRan as HookRan  # declared with every persisted type
 from agentkeel.core.extensions import ToolCall
 from agentkeel.core.provider import Provider
 from agentkeel.extensions.hooks.config import HookConfig, HookSpec
@@ -33,15 +34,6 @@ from agentkeel.extensions.hooks.spec import spec as event_spec
 from agentkeel.extensions.hooks.watch import Watcher
 
 log = logging.getLogger(__name__)
-
-
-@register_event_type
-class HookRan(Event, frozen=True, kw_only=True, tag="hook"):
-    """The handlers one event ran (SPEC 0: hook runs are events of the session). One event per
-    firing, not per handler: fifty handlers on a tool call are two log lines, not a hundred."""
-
-    event: str
-    runs: list[dict[str, Any]]
 
 
 class ChildAgent(msgspec.Struct, frozen=True):
