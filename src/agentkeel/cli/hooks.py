@@ -49,14 +49,7 @@ def _load(args: argparse.Namespace) -> tuple[Path, HookConfig, list[str]]:
     loaded = read_settings(cwd, Path.home(), home_dir, extra, os.environ, trusted=trust.trusted)
     dirs = plugin_roots([Path(d) for d in args.plugin_dirs], loaded.layers)
     plugins = plugin_hooks(dirs, project=cwd, trusted=trust.trusted)
-    builtin = None
-    memory = loaded.settings.memory
-    if args.action == "list" and (memory is None or memory.enabled) and "memory" not in loaded.settings.disabled_hooks:
-        from agentkeel.extensions.hooks.config import parse_hooks
-        from agentkeel.memory.hookbridge import SOURCE, listing
-
-        builtin = parse_hooks(listing(), SOURCE, "builtin")  # shown, never run by `keel hooks test`
-    config = load_hooks(loaded.layers, plugins=plugins, builtin=builtin)
+    config = load_hooks(loaded.layers, plugins=plugins)
     notes = [w for w in loaded.warnings if "hooks" in w] + config.warnings
     notes += [f"{h.source}: hooks.{h.event}: {e}" for h in config.hooks if (e := matcher_error(h.matcher))]
     return cwd, config, notes
@@ -93,8 +86,8 @@ def _list(config: HookConfig, notes: list[str], *, as_json: bool) -> int:
         ]
         print(json.dumps({"hooks": rows, "warnings": notes}, indent=2))
         return EXIT_OK
-    if all(h.scope == "builtin" for h in config.hooks):
-        print("No hooks." + (" keel's own handlers:" if config.hooks else ""))
+    if not config.hooks:
+        print("No hooks.")
     for h in config.hooks:
         flags = [f"timeout {h.handler.timeout:g}s"]
         flags += [f for f, on in (("once", h.handler.once), ("async", h.handler.run_async)) if on]

@@ -262,12 +262,9 @@ def load_hooks(
     layers: Iterable[SettingsLayer],
     sdk: Mapping[str, Any] | None = None,
     plugins: HookConfig | None = None,
-    builtin: HookConfig | None = None,
 ) -> HookConfig:
     """Every layer's hooks, lowest precedence first, then plugins' and the SDK's; with the disable
-    switches (plugin hooks are not managed ones). ``builtin`` handlers (keel's own features on the
-    hook API, such as memory, scope ``builtin``) come last and no hook switch turns them off:
-    each feature has its own setting (``memory.enabled``, ``disabled_hooks``)."""
+    switches (plugin hooks are not managed ones)."""
     layers = list(layers)
     managed = [la for la in layers if la.scope == "managed"]
     managed_only = any(la.data.get("allowManagedHooksOnly") is True for la in managed)
@@ -288,7 +285,4 @@ def load_hooks(
         part = parse_hooks(sdk, "sdk", "sdk")
         out.hooks += part.hooks
         out.warnings += part.warnings
-    if builtin is not None:
-        out.hooks += builtin.hooks
-        out.warnings += builtin.warnings
     return out

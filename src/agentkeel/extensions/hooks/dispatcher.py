@@ -295,10 +295,6 @@ class HookDispatcher:
         )
 
     def _log(self, event: str, outcomes: list[Outcome]) -> None:
-        # keel's own handlers (memory) run on every call: the log names them only when they fail
-        outcomes = [o for o in outcomes if o.spec.scope != "builtin" or o.error]
-        if not outcomes:
-            return
         runs = [
             {
                 "handler": o.spec.handler.label,
