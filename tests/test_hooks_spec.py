@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -126,3 +127,34 @@ def test_keel_hooks_test_matches_as_the_session_does(project: Path, keel: Callab
     assert [e["event"] for e in listed] == list(SPECS)
     assert {e["event"]: e["matcher"] for e in listed}["FileChanged"] == "file_path"
     assert hookspec.spec("FileChanged").match_value({"file_path": "/a/b/.envrc"}) == ".envrc"
+
+
+async def test_every_payload_a_session_sends_is_what_its_table_entry_says(project: Path, tmp_path: Path) -> None:
+    """The table is the payload's truth: each event's payload holds the common fields its entry asks
+    for, its ``fields`` and nothing but its ``extra`` besides."""
+    (project / "a.txt").write_text("alpha\n")
+    seen: list[dict[str, Any]] = []
+
+    def log(payload: dict[str, Any]) -> None:
+        seen.append(payload)
+
+    loop_events = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure")
+    events = (*loop_events, "PostToolBatch", "Stop", "SessionEnd", "AgentIterationStart", "AgentIterationEnd")
+    hooks = {e: [{"hooks": [{"type": "python", "callable": log}]}] for e in events}
+    calls = [{"name": "Read", "input": {"file_path": "a.txt"}}, {"name": "Read", "input": {"file_path": "nope.txt"}}]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"tool_calls": calls}, "done"]}))
+    opts = RuntimeOptions(cwd=project, model=f"scripted:{script}", hooks=hooks, trust_project=True)
+    rt = Runtime.create(opts)
+    try:
+        await rt.run("read them")
+    finally:
+        await rt.aclose()
+    assert {p["hook_event_name"] for p in seen} == set(events)
+    for payload in seen:
+        spec = SPECS[payload["hook_event_name"]]
+        common = {"session_id", "transcript_path", "cwd", "hook_event_name"}
+        common |= {"permission_mode"} if spec.mode else set()
+        common |= {"effort"} if spec.effort else set()
+        common |= {"prompt_id"} if spec.prompt_id else set()
+        assert set(payload) - set(spec.extra) == common | set(spec.fields), payload["hook_event_name"]
