@@ -62,18 +62,16 @@ class StoppedByHook(Exception):
     """A hook answered ``"continue": false``: the run ends before its next request."""
 
 
-def _declared(tool: Tool | None) -> Tool | None:
-    """The tool that carries the declarations (effects, ``respond``): a shipped stand-in that does
-    not carry them yet is loaded (its call has run, or is about to)."""
-    if tool is not None and tool.load is not None and tool.effects is NO_EFFECTS and tool.respond is None:
-        return tool.load()
-    return tool
+def _loaded(tool: Tool | None, lacks: bool) -> Tool | None:
+    """The tool that carries a declaration: a shipped stand-in that ``lacks`` it is loaded (the
+    real tool is built once; its call has run, or is about to)."""
+    return tool.load() if tool is not None and tool.load is not None and lacks else tool
 
 
 def hook_input(tool: Tool | None, tool_input: dict[str, Any], cwd: Path) -> dict[str, Any]:
     """``tool_input`` as Claude Code sends it to hooks: the fields the tool declares as paths
     (``effects.path_fields``) absolute, resolved against the session's working directory."""
-    tool = _declared(tool)
+    tool = _loaded(tool, tool is not None and tool.effects is NO_EFFECTS)
     if tool is None or not tool.effects.path_fields:
         return tool_input
     out = dict(tool_input)
@@ -86,7 +84,7 @@ def hook_input(tool: Tool | None, tool_input: dict[str, Any], cwd: Path) -> dict
 def tool_response(tool: Tool | None, tool_input: dict[str, Any], output: ToolOutput) -> Any:
     """The ``tool_response`` Claude Code sends: the tool's own shape (``Tool.respond``), else the
     text with the tool's plain facts."""
-    tool = _declared(tool)
+    tool = _loaded(tool, tool is not None and tool.respond is None)
     if tool is not None and tool.respond is not None:
         return tool.respond(tool_input, output)
     meta = {k: v for k, v in output.metadata.items() if isinstance(v, str | int | float | bool)}
