@@ -3,9 +3,10 @@
 The real ``hooks`` extension and dispatcher, with the session's event bus (redaction) and its
 transcript writer on a temporary file, around one Bash call: 0 handlers (hooks configured
 for other events only), 10 and 50 in-process python handlers (distinct coroutine functions),
-and one command hook (a process spawned per event), and keel's memory capture, which runs on the
-hook API (one in-process handler on PostToolUse writing to a real outbox). Then a command hook that sleeps for ever
-with ``timeout: 1``: what it costs the loop, and that its process group is gone. Last, the
+and one command hook (a process spawned per event); and keel's memory capture beside them, the
+memory extension's bus subscribers on the call's events, writing to a real outbox. Then a command
+hook that sleeps for ever with ``timeout: 1``: what it costs the loop, and that its process group
+is gone. Last, the
 reliability built-ins (SPEC 5): their ``before_request`` transforms on a 200-message request
 (pruning idle below its threshold, and forced on), and their per-tool-call checks.
 
@@ -27,7 +28,7 @@ from typing import Any, cast
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from agentkeel.core.events import EventBus, ToolStarted  # noqa: E402
+from agentkeel.core.events import EventBus, ToolFinished, ToolResults, ToolStarted  # noqa: E402
 from agentkeel.core.extensions import Extension, ToolCall  # noqa: E402
 from agentkeel.core.provider import ModelRequest  # noqa: E402
 from agentkeel.core.tools import ToolOutput  # noqa: E402
@@ -68,15 +69,16 @@ async def per_call(kind: str, n: int, calls: int, tmp: Path) -> list[float]:
     bus.subscribe(writer, critical=True)
     ctx = HookContext("bench", tmp / "bench.jsonl", tmp, bus.emit, env=dict(os.environ))
     plugin = None
-    if kind == "memory":  # keel's memory on the hook API: capture on PostToolUse, into a real outbox and store
-        from agentkeel.memory.hookbridge import SOURCE, memory_hooks
+    if kind == "memory":  # keel's memory: the memory extension's capture on the bus, into a real outbox and store
         from agentkeel.memory.plugin import MemoryPlugin
         from agentkeel.settings import MemorySettings
 
         plugin = MemoryPlugin(
             MemorySettings(embedder="none"), cwd=tmp, keel_home=tmp / "kh", session_id="bench", window_tokens=200_000
         )
-        config = parse_hooks(memory_hooks(plugin, bus.emit, cast(Any, None), "m"), SOURCE, "builtin")
+        for subscriber in plugin.extension(bus.emit, cast(Any, None), "m", tools=[]).subscribers:
+            bus.subscribe(subscriber)
+        config = _config("none", 0)
     else:
         config = _config(kind, n)
     hooks = HooksExtension(HookDispatcher(config, ctx))
@@ -87,8 +89,14 @@ async def per_call(kind: str, n: int, calls: int, tmp: Path) -> list[float]:
         call = ToolCall(f"toolu_{i}", "Bash", {"command": "echo hi"}, bash, tmp, "default")
         started = time.perf_counter()
         await hooks.before_tool(call)
-        hooks.on_event(ToolStarted(tool_use_id=call.id, name=call.name, input=call.input))  # the call ran
+        started_event = ToolStarted(tool_use_id=call.id, name=call.name, input=call.input)  # the call ran
+        hooks.on_event(started_event)
         await hooks.after_tool(call, output)
+        if plugin is not None:  # the events the loop emits for the call, which memory's subscribers read
+            bus.emit(started_event)
+            bus.emit(ToolFinished(tool_use_id=call.id, name=call.name, is_error=False, duration_ms=3, metadata={}))
+            result = ToolResultBlock(tool_use_id=call.id, content="hi")
+            bus.emit(ToolResults(message=Message(role="user", content=[result])))
         times.append((time.perf_counter() - started) * 1000)
     writer.close()
     if plugin is not None:
@@ -199,7 +207,7 @@ async def main() -> None:
             ("10 python", "python", 10, args.calls),
             ("50 python", "python", 50, args.calls),
             ("1 command (spawn)", "command", 1, max(20, args.calls // 5)),
-            ("memory (1 python, builtin)", "memory", 1, args.calls),
+            ("memory capture (bus)", "memory", 1, args.calls),
         ):
             await per_call(kind, n, 5, tmp)  # warm up
             times = await per_call(kind, n, calls, tmp)

@@ -40,10 +40,8 @@ def test_list_shows_sources_and_untrusted_projects_have_none(project: Path, keel
         ("Stop", "", True),
         ("PreCompact", "auto", True),
     ]
-    # memory runs on the hook API: its handlers are listed with their source, after the user's
-    memory = [(r["event"], r["source"]) for r in rows if r["scope"] == "builtin"]
-    assert ("UserPromptSubmit", "builtin:memory") in memory and ("SessionEnd", "builtin:memory") in memory
-    assert "agentkeel.memory.hookbridge:MemoryHooks.user_prompt_submit" in listed.stdout
+    # memory is an extension on keel's own events, not a hook: the list is the user's hooks only
+    assert all(r["scope"] != "builtin" for r in rows) and "memory" not in listed.stdout
 
 
 def test_test_runs_the_matching_handlers_and_says_what_keel_would_do(

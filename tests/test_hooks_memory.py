@@ -1,6 +1,6 @@
-"""The memory plugin on the hook API (memory/hookbridge.py): its injection and capture are
-in-process ``python`` handlers on SessionStart, UserPromptSubmit, PostToolUse(Failure), Stop and
-SessionEnd, registered through the same dispatcher as a user's hooks."""
+"""Memory beside the hooks: memory attaches to a session one way, the ``memory`` extension on keel's
+own events (memory/plugin.py: start, on_prompt, bus subscribers, close, tools); a user's hooks and
+their switches are separate from it, and a session with memory and no hook builds no dispatcher."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from agentkeel.core.provider import ModelRequest
 from agentkeel.memory import open_store
 from agentkeel.runtime import Runtime
 from kit import run_session, session
-
-MEMORY_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd")
 
 
 def _settings(project: Path, data: dict[str, Any]) -> None:
@@ -53,19 +51,19 @@ def _memories(tmp_path: Path) -> list[dict[str, Any]]:
         store.close()
 
 
-async def test_memory_attaches_as_python_handlers_on_the_hook_events(project: Path, tmp_path: Path) -> None:
+async def test_memory_attaches_as_one_extension_on_keels_own_events(project: Path, tmp_path: Path) -> None:
     _settings(project, {})
     steps = [{"tool_calls": [{"name": "Bash", "input": {"command": "echo 'Exit code 7'; exit 3"}}]}, "all done"]
     _, rt = await _session(project, steps, "check the exit code please")
     life = rt.agent.services.get(LifecyclePoint)
-    assert all(life.listens(event) for event in MEMORY_EVENTS)  # the hooks dispatcher, with no user hook
+    assert not life.listens("UserPromptSubmit")  # no user hook: no dispatcher, memory needs none
     memory = rt.agent.ext.get("memory")
-    assert memory is not None and memory.on_prompt is None and memory.close is None  # tools only
+    assert memory is not None and memory.on_prompt is not None and memory.close is not None and memory.subscribers
     kinds = {(m["type"], m["text"].splitlines()[0]) for m in _memories(tmp_path)}
     assert ("user_prompt", "check the exit code please") in kinds
-    assert ("assistant_response", "all done") in kinds  # Stop's last_assistant_message
+    assert ("assistant_response", "all done") in kinds
     bash = next(m for m in _memories(tmp_path) if m["type"] == "tool_observation")
-    # PostToolUseFailure's tool_metadata: the tool's own exit code, not the "Exit code 7" it printed
+    # ToolFinished's metadata: the tool's own exit code, not the "Exit code 7" it printed
     assert bash["metadata"]["exit_code"] == 3 and bash["metadata"]["success"] is False
     assert any(m["type"] == "session_summary" for m in _memories(tmp_path))  # SessionEnd
     # keel's own handlers do not fill the session log with a HookRan per tool call
@@ -85,7 +83,7 @@ async def test_user_hook_switches_leave_memory_running(project: Path, tmp_path: 
     sent, _ = await _session(project, ["From memory: 6543."], "staging database port again?")
     assert not marker.exists()
     first = json.dumps([str(m.content) for m in sent[0].messages])
-    assert "<memory-context" in first and "6543" in first  # UserPromptSubmit additionalContext
+    assert "<memory-context" in first and "6543" in first  # the memory extension's on_prompt context
 
 
 async def test_memory_context_and_a_user_hooks_context_both_reach_the_request(project: Path, tmp_path: Path) -> None:
@@ -125,7 +123,7 @@ def test_no_hooks_and_no_memory_no_dispatcher_and_memory_loads_nothing_heavy(pro
 
     off, on = modules(False), modules(True)
     assert "agentkeel.extensions.hooks.dispatcher" not in off  # no hook, no memory: no dispatcher
-    assert "agentkeel.extensions.hooks.dispatcher" in on and "agentkeel.memory.hookbridge" in on
-    assert "agentkeel.extensions.hooks.agent" not in on  # the agent runner loads when an agent hook runs
+    assert "agentkeel.extensions.hooks.dispatcher" not in on  # memory is an extension: no dispatcher either
+    assert "agentkeel.memory.plugin" in on and "agentkeel.extensions.hooks.agent" not in on
     extra = {m.split(".")[0] for m in on - off} - {"agentkeel"}
-    assert extra <= set(sys.stdlib_module_names), extra  # no third-party package for the dispatcher
+    assert extra <= set(sys.stdlib_module_names), extra  # no third-party package for memory at start

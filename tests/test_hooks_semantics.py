@@ -207,7 +207,8 @@ async def test_post_tool_batch_sees_every_call_of_one_message(project: Path) -> 
     await s.run("read both")
     assert len(batches) == 1
     calls = batches[0]["tool_calls"]
-    assert [c["tool_input"]["file_path"] for c in calls] == ["a.txt", "b.txt"]
+    # paths as Claude Code sends them: absolute, resolved against the session's working directory
+    assert [c["tool_input"]["file_path"] for c in calls] == [str(project.resolve() / f) for f in ("a.txt", "b.txt")]
     assert "alpha" in calls[0]["tool_response"] and set(calls[0]) == {
         "tool_name",
         "tool_input",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentkeel.agents.spawner import SubagentResult, SubagentSpawner
-from agentkeel.core.events import Event, register_event_type
+from agentkeel.core.events import CoordinatorProgress as CoordinatorProgress  # declared with every persisted type
 
 PLANNER_PROMPT = """Break the following goal into subtasks for parallel agents.
 Answer with JSON only, in this shape:
@@ -33,13 +33,6 @@ Make tasks independent where you can (they run at the same time); use depends_on
 result. Set "writes" when the task changes files.
 
 Goal: {goal}"""
-
-
-@register_event_type
-class CoordinatorProgress(Event, frozen=True, kw_only=True, tag="coordinator"):
-    task_id: str  # "" for the plan itself
-    status: str  # planned | started | finished | failed | skipped | merged | done
-    detail: str = ""
 
 
 @dataclass

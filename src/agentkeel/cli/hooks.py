@@ -1,5 +1,6 @@
-"""``keel hooks list`` (the effective hooks with their source files) and ``keel hooks test EVENT``
-(run the matching handlers on a payload; print what each returned and what keel would do)."""
+"""``keel hooks list`` (the effective hooks with their source files), ``keel hooks test EVENT``
+(run the matching handlers on a payload; print what each returned and what keel would do) and
+``keel hooks events`` (the events keel fires: the table in ``extensions/hooks/spec.py``)."""
 
 from __future__ import annotations
 
@@ -16,28 +17,14 @@ from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
 if TYPE_CHECKING:
     from agentkeel.extensions.hooks import Combined, HookConfig
 
-# what each event's matcher is matched against, as Claude Code
-MATCH_FIELD = {
-    "PreToolUse": "tool_name",
-    "PostToolUse": "tool_name",
-    "PostToolUseFailure": "tool_name",
-    "PermissionRequest": "tool_name",
-    "PermissionDenied": "tool_name",
-    "SessionStart": "source",
-    "Notification": "notification_type",
-    "StopFailure": "error",
-    "PreCompact": "trigger",
-    "PostCompact": "trigger",
-    "SubagentStart": "agent_type",
-    "SubagentStop": "agent_type",
-}
-
 
 def add_parser(sub: Any) -> None:
     hooks = sub.add_parser("hooks", help="list the effective hooks, or try one event's hooks on a payload")
     hsub = hooks.add_subparsers(dest="action", required=True)
     ls = hsub.add_parser("list", help="every hook keel would run here, with the file it comes from")
     test = hsub.add_parser("test", help="run the hooks of one event on a payload and say what keel would do")
+    events = hsub.add_parser("events", help="every hook event keel fires: matcher, payload fields, what a block does")
+    events.add_argument("--json", action="store_true")
     test.add_argument("event", help="the event, e.g. PreToolUse, Stop, SessionStart")
     test.add_argument("--input", default="{}", help='payload fields as JSON, e.g. \'{"tool_name": "Bash", ...}\'')
     for p in (ls, test):
@@ -62,14 +49,7 @@ def _load(args: argparse.Namespace) -> tuple[Path, HookConfig, list[str]]:
     loaded = read_settings(cwd, Path.home(), home_dir, extra, os.environ, trusted=trust.trusted)
     dirs = plugin_roots([Path(d) for d in args.plugin_dirs], loaded.layers)
     plugins = plugin_hooks(dirs, project=cwd, trusted=trust.trusted)
-    builtin = None
-    memory = loaded.settings.memory
-    if args.action == "list" and (memory is None or memory.enabled) and "memory" not in loaded.settings.disabled_hooks:
-        from agentkeel.extensions.hooks.config import parse_hooks
-        from agentkeel.memory.hookbridge import SOURCE, listing
-
-        builtin = parse_hooks(listing(), SOURCE, "builtin")  # shown, never run by `keel hooks test`
-    config = load_hooks(loaded.layers, plugins=plugins, builtin=builtin)
+    config = load_hooks(loaded.layers, plugins=plugins)
     notes = [w for w in loaded.warnings if "hooks" in w] + config.warnings
     notes += [f"{h.source}: hooks.{h.event}: {e}" for h in config.hooks if (e := matcher_error(h.matcher))]
     return cwd, config, notes
@@ -78,6 +58,8 @@ def _load(args: argparse.Namespace) -> tuple[Path, HookConfig, list[str]]:
 def run(args: argparse.Namespace) -> int:
     from agentkeel.runtime import KeelError
 
+    if args.action == "events":
+        return _events(as_json=args.json)
     try:
         cwd, config, notes = _load(args)
     except KeelError as e:
@@ -89,8 +71,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(config: HookConfig, notes: list[str], *, as_json: bool) -> int:
-    from agentkeel.extensions.hooks import FIRED
-
     if as_json:
         rows = [
             {
@@ -100,21 +80,20 @@ def _list(config: HookConfig, notes: list[str], *, as_json: bool) -> int:
                 "handler": h.handler.label,
                 "source": h.source,
                 "scope": h.scope,
-                "fired": h.event in FIRED,
+                "fired": True,  # every event a configuration may name is one keel fires (spec.py)
             }
             for h in config.hooks
         ]
         print(json.dumps({"hooks": rows, "warnings": notes}, indent=2))
         return EXIT_OK
-    if all(h.scope == "builtin" for h in config.hooks):
-        print("No hooks." + (" keel's own handlers:" if config.hooks else ""))
+    if not config.hooks:
+        print("No hooks.")
     for h in config.hooks:
         flags = [f"timeout {h.handler.timeout:g}s"]
         flags += [f for f, on in (("once", h.handler.once), ("async", h.handler.run_async)) if on]
         flags += ["failClosed"] * h.handler.fail_closed + ([f"if {h.handler.condition}"] if h.handler.condition else [])
-        later = "" if h.event in FIRED else "  (keel does not fire this event yet)"
         head = f"{h.event:<18} {h.matcher or '*':<14} {h.handler.type:<7} {h.handler.label}"
-        print(f"{head}  [{', '.join(flags)}]{later}")
+        print(f"{head}  [{', '.join(flags)}]")
         print(f"{'':<18} from {h.source} ({h.scope})")
     for note in notes:
         print(f"warning: {note}")
@@ -122,10 +101,10 @@ def _list(config: HookConfig, notes: list[str], *, as_json: bool) -> int:
 
 
 def _test(args: argparse.Namespace, cwd: Path, config: HookConfig, notes: list[str]) -> int:
-    from agentkeel.extensions.hooks import EVENTS
+    from agentkeel.extensions.hooks.spec import SPECS
 
-    if args.event not in EVENTS:
-        print(f"keel: unknown hook event '{args.event}' (known: {', '.join(EVENTS)})", file=sys.stderr)
+    if args.event not in SPECS:
+        print(f"keel: unknown hook event '{args.event}' (known: {', '.join(SPECS)})", file=sys.stderr)
         return EXIT_USAGE
     try:
         fields = json.loads(args.input)
@@ -135,6 +114,9 @@ def _test(args: argparse.Namespace, cwd: Path, config: HookConfig, notes: list[s
     if not isinstance(fields, dict):
         print('keel: --input must be a JSON object, e.g. \'{"tool_name": "Bash"}\'', file=sys.stderr)
         return EXIT_USAGE
+    matcher = SPECS[args.event].matcher
+    if matcher is not None and matcher not in fields and any(h.event == args.event and h.matcher for h in config.hooks):
+        notes.append(f"--input has no '{matcher}': {args.event} matchers are matched against it")
     for note in notes:
         print(f"keel: {note}", file=sys.stderr)
     result = asyncio.run(_fire(args.event, fields, cwd, config))
@@ -165,8 +147,6 @@ async def _fire(event: str, fields: dict[str, Any], cwd: Path, config: HookConfi
 
     ctx = HookContext("hooks-test", cwd / "hooks-test.jsonl", cwd, quiet, env=dict(os.environ))
     dispatcher = HookDispatcher(config, ctx)
-    match_field = MATCH_FIELD.get(event)
-    match = str(fields.get(match_field, "")) if match_field else None
     call = None
     if "tool_name" in fields:
         from agentkeel.tools import builtin_tools
@@ -176,20 +156,35 @@ async def _fire(event: str, fields: dict[str, Any], cwd: Path, config: HookConfi
         tool_input = fields.get("tool_input") if isinstance(fields.get("tool_input"), dict) else {}
         call = ToolCall(str(fields.get("tool_use_id", "toolu_test")), name, dict(tool_input or {}), tool, cwd)
     try:
-        return await dispatcher.fire(event, fields, match=match, call=call)
+        return await dispatcher.fire(event, fields, call=call)
     finally:
         await dispatcher.drain()
 
 
+# what keel does when a handler blocks, by the event's spec (``EventSpec.block``)
+BLOCKS = {
+    "deny": "deny it",
+    "continue": "continue the conversation with",
+    "prompt": "block the prompt",
+    "feedback": "show the model",
+    "keep": "keep the current settings",
+    "skip": "skip it",
+    "": "show the user",
+}
+
+
 def would(event: str, result: Combined) -> str:
     """What keel does with these answers, in one line."""
+    from agentkeel.extensions.hooks.spec import SPECS
+
     stop = result.stop
     if stop is not None:
         return f"stop the session ({stop.stop_reason or 'continue: false'})"
+    what = SPECS[event]
     failed = result.failed_closed()
-    if event == "PreToolUse" and failed:
+    if what.permission == "tool" and failed:
         return "deny the call (a failClosed hook failed)"
-    if event == "PreToolUse":
+    if what.permission == "tool":
         permission, update = result.permission, result.updated_input
         change = f"; run it with input {json.dumps(update)}" if update is not None else ""
         if permission == "deny":
@@ -199,17 +194,11 @@ def would(event: str, result: Combined) -> str:
         if permission == "allow":
             return f"allow the call without asking (deny rules and protected paths still apply){change}"
         return f"let the permission rules decide{change}"
-    if event == "PermissionRequest" and result.permission in ("allow", "deny"):
+    if what.permission == "request" and result.permission in ("allow", "deny"):
         return f"{result.permission} the request"
     if result.blocked:
         reason = result.block_reason
-        if event == "Stop":
-            return f"continue the conversation with: {reason}"
-        if event == "UserPromptSubmit":
-            return f"block the prompt: {reason}"
-        if event in ("PostToolUse", "PostToolUseFailure", "PostToolBatch"):
-            return f"show the model: {reason}"
-        return f"show the user: {reason}"
+        return f"{BLOCKS[what.block]}: {reason}"
     context = result.context
     if context:
         return "add to the model's context: " + " | ".join(c.strip() for c in context)
@@ -234,3 +223,28 @@ def _as_json(event: str, result: Combined) -> dict[str, Any]:
         ],
         "keel_would": would(event, result),
     }
+
+
+def _events(*, as_json: bool) -> int:
+    from agentkeel.extensions.hooks.spec import SPECS
+
+    if as_json:
+        rows = [
+            {
+                "event": s.name,
+                "matcher": s.matcher,
+                "fields": list(s.fields),
+                "keel_fields": list(s.extra),
+                "block": s.block,
+                "fires": s.fires,
+            }
+            for s in SPECS.values()
+        ]
+        print(json.dumps({"events": rows}, indent=2))
+        return EXIT_OK
+    for s in SPECS.values():
+        matcher = f"matcher: {s.matcher}" if s.matcher else "no matcher"
+        block = f"; a block: {BLOCKS[s.block]}" if s.block else ""
+        print(f"{s.name:<20} {s.fires} ({matcher}{block})")
+        print(f"{'':<20} payload: {', '.join((*s.fields, *s.extra)) or '(common fields only)'}")
+    return EXIT_OK

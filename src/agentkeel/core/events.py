@@ -187,6 +187,97 @@ class OpaqueEvent(Event, frozen=True, kw_only=True, tag="opaque"):
         return str(self.data.get("type", "opaque"))
 
 
+# --- what the rest of keel logs (declared here, so that a loaded entry's type never depends on
+# which modules a process happened to import) ------------------------------------------
+
+
+class Compaction(Event, frozen=True, kw_only=True, tag="compaction"):
+    """The conversation was compacted: from here on the view starts with ``messages``.
+
+    ``trigger``: auto | manual | overflow (the provider refused a request as too long);
+    ``stage``: what produced the messages (summary, chunked, truncate, clear-tool-results);
+    ``state``: the working state carried over (current task, files, decisions, todos, facts)."""
+
+    messages: list[Message]
+    trigger: str = "auto"
+    strategy: str = ""
+    stage: str = ""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summary: str = ""
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class HookRan(Event, frozen=True, kw_only=True, tag="hook"):
+    """The handlers one hook event ran (SPEC 0: hook runs are events of the session). One event per
+    firing, not per handler: fifty handlers on a tool call are two log lines, not a hundred."""
+
+    event: str
+    runs: list[dict[str, Any]]
+
+
+class CoordinatorProgress(Event, frozen=True, kw_only=True, tag="coordinator"):
+    """A step of the coordinator's plan (agents/coordinator.py)."""
+
+    task_id: str  # "" for the plan itself
+    status: str  # planned | started | finished | failed | skipped | merged | done
+    detail: str = ""
+
+
+class Checkpoint(Event, frozen=True, kw_only=True, tag="checkpoint"):
+    """Paths a tool call (or a rewind, ``source="rewind"``) changed, with their content before it:
+    the sha256 of a stored object, ``None`` when the file did not exist, ``""`` when not recorded,
+    ``link:<target>`` for a symbolic link; ``after`` is each path's state when keel left it (a
+    rewind refuses to overwrite a file that no longer holds it; absent in older logs: unknown)."""
+
+    tool_use_id: str = ""
+    tool: str = ""
+    source: str = "tool"  # tool | rewind
+    files: dict[str, str | None] = msgspec.field(default_factory=dict)
+    after: dict[str, str | None] = msgspec.field(default_factory=dict)
+
+
+class RewindIntent(Event, frozen=True, kw_only=True, tag="rewind_intent"):
+    """A code rewind's journal entry, logged before any file is touched: each path's target state
+    and its state just before (stored, so the rewind can be rolled back). A ``rewind_done`` with
+    the same ``rewind_id`` closes it; one without is completed or rolled back at the next start."""
+
+    rewind_id: str
+    turn_index: int = 0
+    target_uuid: str = ""
+    mode: str = "code"
+    targets: dict[str, str | None] = msgspec.field(default_factory=dict)
+    prior: dict[str, str | None] = msgspec.field(default_factory=dict)
+
+
+class RewindDone(Event, frozen=True, kw_only=True, tag="rewind_done"):
+    """A journaled rewind is over: ``completed`` (the files are at their targets) or
+    ``rolled_back`` (as before it); ``recovered`` when a later start finished it after a crash."""
+
+    rewind_id: str
+    outcome: str = "completed"  # completed | rolled_back
+    recovered: bool = False
+    problems: list[str] = msgspec.field(default_factory=list)
+
+
+class RewindMarker(Compaction, frozen=True, kw_only=True, tag="rewind"):
+    """The conversation was rewound to just before user turn ``turn_index`` (the prompt event
+    ``target_uuid``): the view starts over from ``messages``, the conversation before that turn."""
+
+    turn_index: int = 0
+    target_uuid: str = ""
+    mode: str = "both"
+
+
+class SessionForked(Event, frozen=True, kw_only=True, tag="fork"):
+    """This session was forked from ``parent_id`` before its user turn ``at_turn`` (None: at its end)."""
+
+    parent_id: str
+    parent_path: str = ""
+    at_turn: int | None = None
+
+
+# every persisted type keel writes, by its stored ``type``: the one table the loader reads
 EVENT_TYPES: dict[str, type[Event]] = {
     str(cls.__struct_config__.tag): cls
     for cls in (
@@ -207,12 +298,22 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Notice,
         Interrupted,
         RunFinished,
+        Compaction,
+        HookRan,
+        CoordinatorProgress,
+        Checkpoint,
+        RewindIntent,
+        RewindDone,
+        RewindMarker,
+        SessionForked,
     )
 }
 
 
 def register_event_type(cls: type[Event]) -> type[Event]:
-    """Make a persisted event type known outside ``core`` (hook runs, compaction, subagents...).
+    """Make a program's own persisted event type known (an SDK embedder's; keel's own types are
+    all in :data:`EVENT_TYPES` above, so no keel module registers one). The program registers
+    before it loads a log that holds the type; until then such entries load as :class:`OpaqueEvent`.
 
     Usable as a class decorator (``class Mine(Event, frozen=True, kw_only=True, tag="mine")``). Registering a
     different class under a taken type is an error, re-registering the same class is not.

@@ -15,37 +15,17 @@ starts with the event's messages (a summary, then the recent turns kept), and la
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import msgspec
 
-from agentkeel.core.events import AssistantMessage, Event, ToolResults, UserMessage, register_event_type
+from agentkeel.core.events import AssistantMessage, Event, ToolResults, UserMessage
+from agentkeel.core.events import Compaction as Compaction  # declared with every persisted type
 from agentkeel.core.types import ContentBlock, Message, ToolResultBlock, ToolUseBlock, replace
 
 MISSING_RESULT = "[Tool result missing: the session stopped before this tool finished]"
 INTERRUPTED_RESULT = "[Interrupted by user: the tool did not run to completion]"
 
 ConversationEvent = UserMessage | AssistantMessage | ToolResults
-
-
-class Compaction(Event, frozen=True, kw_only=True, tag="compaction"):
-    """The conversation was compacted: from here on the view starts with ``messages``.
-
-    ``trigger``: auto | manual | overflow (the provider refused a request as too long);
-    ``stage``: what produced the messages (summary, chunked, truncate, clear-tool-results);
-    ``state``: the working state carried over (current task, files, decisions, todos, facts)."""
-
-    messages: list[Message]
-    trigger: str = "auto"
-    strategy: str = ""
-    stage: str = ""
-    tokens_before: int = 0
-    tokens_after: int = 0
-    summary: str = ""
-    state: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-register_event_type(Compaction)
 
 
 class View(msgspec.Struct):

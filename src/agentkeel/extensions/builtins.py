@@ -84,26 +84,16 @@ def _circuit_breaker(parts: SessionParts) -> Extension:
 
 
 def _hooks(parts: SessionParts) -> Extension | None:
-    """The hook dispatcher: the user's hooks (unless ``disabled_hooks`` names "hooks") and keel's own
-    handlers on the hook API (memory). With neither, no dispatcher is built."""
-    from agentkeel.extensions.hooks.config import HookConfig, load_hooks, parse_hooks, plugin_hooks, plugin_roots
+    """The hook dispatcher for the user's hooks (settings, plugins, the SDK). With none, no
+    dispatcher is built."""
+    from agentkeel.extensions.hooks.config import load_hooks, plugin_hooks, plugin_roots
 
-    builtin = HookConfig()
-    if parts.memory is not None and "memory" not in parts.disabled:
-        from agentkeel.memory.hookbridge import SOURCE, memory_hooks
-
-        handlers = memory_hooks(parts.memory, parts.bus.emit, parts.provider, parts.model)
-        builtin = parse_hooks(handlers, SOURCE, "builtin")
-    if "hooks" in parts.disabled:
-        config = load_hooks([], None, None, builtin)
-    else:
-        dirs = plugin_roots(parts.plugin_dirs, parts.layers)
-        plugins = plugin_hooks(dirs, project=parts.cwd, trusted=parts.trusted) if dirs else None
-        config = load_hooks(parts.layers, parts.sdk_hooks, plugins, builtin)
+    dirs = plugin_roots(parts.plugin_dirs, parts.layers)
+    plugins = plugin_hooks(dirs, project=parts.cwd, trusted=parts.trusted) if dirs else None
+    config = load_hooks(parts.layers, parts.sdk_hooks, plugins)
     parts.notices += config.warnings
     if not config.hooks or parts.cwd is None or parts.transcript_path is None:
         return None
-    user = any(h.scope != "builtin" for h in config.hooks)
     # the dispatcher, its runners and output parsing load only when some hook is configured
     from agentkeel.extensions.hooks import HookContext, HookDispatcher, HooksExtension, matcher_error
 
@@ -115,7 +105,7 @@ def _hooks(parts: SessionParts) -> Extension | None:
         emit=parts.bus.emit,
         mode=lambda: parts.engine.mode,
         env={**parts.env, **(parts.tool_env or {})},
-        env_file=parts.spill_dir.parent / "hook-env.sh" if user else None,
+        env_file=parts.spill_dir.parent / "hook-env.sh",
         provider=parts.provider,
         model=parts.model,
         home=str(parts.home or Path.home()),
@@ -208,12 +198,11 @@ def _output_budget(parts: SessionParts) -> Extension:
 
 
 def _memory(parts: SessionParts) -> Extension | None:
-    """Memory's tools. Its injection and capture are python handlers on the hook API
-    (memory/hookbridge.py), which the ``hooks`` built-in registers."""
+    """Memory: capture on keel's own events, context at each prompt, its tools, the summary at the end."""
     memory = parts.memory
     if memory is None:
         return None
-    return Extension("memory", tools=_memory_tools(memory))
+    return memory.extension(parts.bus.emit, parts.provider, parts.model, _memory_tools(memory))
 
 
 MEMORY_TOOLS = ("MemorySearch", "MemoryTimeline", "MemoryGet")
@@ -261,8 +250,7 @@ def _reliability(name: str) -> Factory:
 BUILTINS: tuple[Builtin, ...] = (
     Builtin("loop-detector", "asks or stops when the same call repeats (doom loop)", _loop_detector),
     Builtin("circuit-breaker", "pauses an external tool after repeated failures", _circuit_breaker),
-    # disabled, it still carries keel's own handlers (memory) but none of the user's
-    Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks, always=True),
+    Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks),
     Builtin("settings-watch", "settings changed mid-session: ConfigChange, then new deny/ask rules", _settings_watch),
     Builtin(
         "non-interactive-env",

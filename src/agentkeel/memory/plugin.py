@@ -1,5 +1,13 @@
 """Memory in a session: capture from the bus, context at each prompt, tools, a summary at the end.
 
+Memory attaches to a session one way: the ``memory`` extension (:meth:`MemoryPlugin.extension`),
+on keel's own events. ``start`` reports a damaged store or outbox; ``on_prompt`` records the
+prompt and returns the ``<memory-context>`` block; its bus subscribers record what the tools
+reported (``ToolFinished``'s facts and ``ToolResults``' text, already redacted by the bus, the
+denied calls as not run) and the answers; ``close`` writes the summary and lesson and flushes the
+outbox; ``tools`` are MemorySearch, MemoryTimeline and MemoryGet. Nothing is decoded back from a
+Claude Code hook payload.
+
 Configured by the ``memory`` settings key (validated as ``agentkeel.settings.MemorySettings``)::
 
     "memory": {"enabled": true, "store": "~/.keel/memory/memory.db" | "postgresql://...",
@@ -31,10 +39,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentkeel.core.events import Event, EventBus, Notice, RunFinished, SessionEnded, UserMessage
+from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Tool
 from agentkeel.memory.health import MemoryDamaged
-from agentkeel.memory.model import Entry, estimate_tokens, now_iso, one_line
+from agentkeel.memory.model import Entry, estimate_tokens, new_record_id, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
 from agentkeel.settings import MemorySettings
 
@@ -42,6 +51,7 @@ log = logging.getLogger(__name__)
 
 
 FIRST_PROMPT_WAIT_S = 0.25  # the first prompt waits this long at most for the store check
+MAX_CAPTURED = 2000  # as MemoryCapture: the summary reads at most this many records
 
 
 def context_budget(window_tokens: int) -> int:
@@ -171,6 +181,64 @@ class MemoryPlugin:
         bus.subscribe(self.capture)
         bus.subscribe(self._on_event)
         self._emit = bus.emit
+
+    def extension(
+        self, emit: Callable[[Event], None], provider: Provider, model: str, tools: list[Tool] | None = None
+    ) -> Extension:
+        """The ``memory`` extension: how memory attaches to a session (see the module's doc).
+        ``emit``: the session bus's, for memory's notices; ``tools``: the memory tools to offer
+        (stand-ins the caller made), else :meth:`tools`."""
+        from agentkeel.memory.capture import CONTEXT_TAG
+
+        self._emit = emit
+
+        async def start() -> None:  # a damaged store or outbox is told before the first request
+            self.report_problems()  # what is known now; the first prompt gives the check a moment more
+
+        async def on_prompt(info: PromptInfo) -> PromptVerdict | None:
+            if self.embedding is not None:
+                self.embedding.busy()
+            if not info.text.startswith(CONTEXT_TAG):
+                self.record("user_prompt", info.text, {})
+            context = self.prompt_context(info.text)
+            self.report_problems()  # what the background check found since
+            return PromptVerdict(context=(context,)) if context else None
+
+        def capture(event: Event) -> None:
+            if not isinstance(event, UserMessage):  # the prompt is recorded at on_prompt, without its context
+                self.capture(event)
+
+        async def close() -> None:
+            try:
+                await self.summarise_with_model(provider, model)
+            finally:
+                self.close()
+
+        return Extension(
+            "memory",
+            on_prompt=on_prompt,
+            tools=self.tools() if tools is None else tools,
+            subscribers=[capture, self._on_event],
+            start=start,
+            close=close,
+        )
+
+    def record(self, kind: str, text: str, metadata: dict[str, Any]) -> None:
+        """One record into the outbox (queued, no I/O here), masked by memory's own patterns."""
+        if not text.strip():
+            return
+        record = {
+            "id": new_record_id(),
+            "type": kind,
+            "project": self.capture.project,
+            "session": self.capture.session,
+            "timestamp": now_iso(),
+            "text": self.masker.text(text),
+            "metadata": self.masker.obj(metadata),
+        }
+        self.outbox.put(record)
+        if len(self.capture.captured) < MAX_CAPTURED:
+            self.capture.captured.append(record)
 
     def _on_event(self, event: Event) -> None:
         """Turns in and out: the embedding pass runs only between them."""

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from agentkeel.extensions.hooks.extension import HooksExtension, tool_response
     from agentkeel.extensions.hooks.matchers import matcher_error
     from agentkeel.extensions.hooks.output import Combined, Outcome
+    from agentkeel.extensions.hooks.spec import SPECS, EventSpec
 
 _WHERE = {
     "EVENTS": "config",
@@ -33,12 +34,16 @@ _WHERE = {
     "matcher_error": "matchers",
     "Combined": "output",
     "Outcome": "output",
+    "SPECS": "spec",
+    "EventSpec": "spec",
 }
 
 __all__ = [
     "EVENTS",
     "FIRED",
+    "SPECS",
     "Combined",
+    "EventSpec",
     "Handler",
     "HookConfig",
     "HookContext",

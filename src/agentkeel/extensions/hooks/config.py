@@ -22,37 +22,13 @@ from typing import Any, Literal
 
 import msgspec
 
+from agentkeel.extensions.hooks.spec import SPECS
 from agentkeel.settings import SettingsLayer
 
 HandlerType = Literal["command", "http", "prompt", "agent", "python"]
 
-# every event of SPEC 4; keel fires each (the lifecycle ones through the session's LifecyclePoint)
-EVENTS: tuple[str, ...] = (
-    "SessionStart",
-    "SessionEnd",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "PostToolBatch",
-    "PermissionRequest",
-    "PermissionDenied",
-    "Notification",
-    "Stop",
-    "StopFailure",
-    "CwdChanged",
-    "SubagentStart",
-    "SubagentStop",
-    "PreCompact",
-    "PostCompact",
-    "InstructionsLoaded",
-    "ConfigChange",
-    "FileChanged",
-    "PreSkillExecute",
-    "PostSkillExecute",
-    "AgentIterationStart",
-    "AgentIterationEnd",
-)
+# every event keel knows and fires, in the order of the table (spec.py)
+EVENTS: tuple[str, ...] = tuple(SPECS)
 FIRED: frozenset[str] = frozenset(EVENTS)
 
 # seconds, as Claude Code: a command may run ten minutes, a model or a URL half a minute
@@ -197,7 +173,7 @@ def parse_hooks(data: object, source: str, scope: str) -> HookConfig:
         out.warnings.append(f"{source}: 'hooks' must be an object of event names; ignored")
         return out
     for event, groups in data.items():
-        if event not in EVENTS:
+        if event not in SPECS:
             known = ", ".join(EVENTS[:13])
             out.warnings.append(f"{source}: unknown hook event '{event}' ignored (known: {known}, ...)")
             continue
@@ -286,12 +262,9 @@ def load_hooks(
     layers: Iterable[SettingsLayer],
     sdk: Mapping[str, Any] | None = None,
     plugins: HookConfig | None = None,
-    builtin: HookConfig | None = None,
 ) -> HookConfig:
     """Every layer's hooks, lowest precedence first, then plugins' and the SDK's; with the disable
-    switches (plugin hooks are not managed ones). ``builtin`` handlers (keel's own features on the
-    hook API, such as memory, scope ``builtin``) come last and no hook switch turns them off:
-    each feature has its own setting (``memory.enabled``, ``disabled_hooks``)."""
+    switches (plugin hooks are not managed ones)."""
     layers = list(layers)
     managed = [la for la in layers if la.scope == "managed"]
     managed_only = any(la.data.get("allowManagedHooksOnly") is True for la in managed)
@@ -312,7 +285,4 @@ def load_hooks(
         part = parse_hooks(sdk, "sdk", "sdk")
         out.hooks += part.hooks
         out.warnings += part.warnings
-    if builtin is not None:
-        out.hooks += builtin.hooks
-        out.warnings += builtin.warnings
     return out

@@ -21,44 +21,19 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentkeel.core.events import Event, Notice, register_event_type
+from agentkeel.core.events import Event, Notice
+from agentkeel.core.events import HookRan as HookRan  # declared with every persisted type
 from agentkeel.core.extensions import ToolCall
 from agentkeel.core.provider import Provider
 from agentkeel.extensions.hooks.config import HookConfig, HookSpec
 from agentkeel.extensions.hooks.matchers import condition_holds, matches
 from agentkeel.extensions.hooks.output import Combined, Outcome, interpret
 from agentkeel.extensions.hooks.runners import Raw, Spawned, payload_bytes, run_command, run_http, run_python
+from agentkeel.extensions.hooks.spec import SPECS
+from agentkeel.extensions.hooks.spec import spec as event_spec
 from agentkeel.extensions.hooks.watch import Watcher
 
 log = logging.getLogger(__name__)
-
-# events whose payload carries permission_mode (as in the reference capture)
-_WITH_MODE = frozenset(
-    {
-        "UserPromptSubmit",
-        "PreToolUse",
-        "PostToolUse",
-        "PostToolUseFailure",
-        "PostToolBatch",
-        "PermissionRequest",
-        "PermissionDenied",
-        "Stop",
-        "StopFailure",
-    }
-)
-_ENV_FILE_EVENTS = frozenset({"SessionStart", "CwdChanged"})
-# Claude Code sends its reasoning effort with these; keel has no effort setting, so it reports
-# Claude Code's default level (``KEEL_EFFORT`` overrides it)
-_WITH_EFFORT = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "Stop"})
-
-
-@register_event_type
-class HookRan(Event, frozen=True, kw_only=True, tag="hook"):
-    """The handlers one event ran (SPEC 0: hook runs are events of the session). One event per
-    firing, not per handler: fifty handlers on a tool call are two log lines, not a hundred."""
-
-    event: str
-    runs: list[dict[str, Any]]
 
 
 class ChildAgent(msgspec.Struct, frozen=True):
@@ -133,27 +108,33 @@ class HookDispatcher:
     # --- payload ------------------------------------------------------------------------------
 
     def payload(self, event: str, fields: Mapping[str, Any], cwd: Path | None = None) -> dict[str, Any]:
+        """The JSON a handler gets, in Claude Code's order: the common fields, those the event's
+        spec asks for (prompt_id, permission_mode, effort), the event's name, then its fields."""
+        spec = event_spec(event)
         out: dict[str, Any] = {
             "session_id": self.ctx.session_id,
             "transcript_path": str(self.ctx.transcript_path),
             "cwd": str(cwd or self.cwd),
         }
-        if self.prompt_id and event not in ("SessionStart",):
+        if self.prompt_id and spec.prompt_id:
             out["prompt_id"] = self.prompt_id
-        if event in _WITH_MODE:
+        if spec.mode:
             out["permission_mode"] = self.ctx.mode() or "default"
         child = CHILD.get()
         if child is not None:  # a child agent's event: Claude Code keeps the session's ids, adds the agent's
             out["agent_id"] = child.agent_id
             out["agent_type"] = child.agent_type
             out["agent_transcript_path"] = child.transcript  # keel's addition: the child's own transcript
-        if event in _WITH_EFFORT:
+        if spec.effort:
+            # Claude Code sends its reasoning effort; keel has no effort setting, so it reports Claude
+            # Code's default level (``KEEL_EFFORT`` overrides it)
             out["effort"] = {"level": self.effort}
         out["hook_event_name"] = event
         out.update(fields)
         return out
 
     def env(self, event: str) -> dict[str, str]:
+        spec = event_spec(event)
         env = dict(self.ctx.env)
         project = str(self.ctx.project_dir)
         env.update(
@@ -165,9 +146,9 @@ class HookDispatcher:
             KEEL_PID=str(os.getpid()),
             KEEL_HOOK_EVENT=event,
         )
-        if event in _WITH_EFFORT:
+        if spec.effort:
             env["CLAUDE_EFFORT"] = self.effort
-        if event in _ENV_FILE_EVENTS and self.ctx.env_file is not None:
+        if spec.env_file and self.ctx.env_file is not None:
             env["CLAUDE_ENV_FILE"] = env["KEEL_ENV_FILE"] = str(self.ctx.env_file)
         return env
 
@@ -182,6 +163,10 @@ class HookDispatcher:
         call: ToolCall | None = None,
         cwd: Path | None = None,
     ) -> Combined:
+        """Run ``event``'s handlers on a payload with ``fields``. What a group's matcher is matched
+        against comes from the event's spec (``match`` is for an event the table does not name)."""
+        if event in SPECS:
+            match = SPECS[event].match_value(fields)
         specs = self.select(event, match, call)
         if not specs:
             return Combined([])
@@ -310,10 +295,6 @@ class HookDispatcher:
         )
 
     def _log(self, event: str, outcomes: list[Outcome]) -> None:
-        # keel's own handlers (memory) run on every call: the log names them only when they fail
-        outcomes = [o for o in outcomes if o.spec.scope != "builtin" or o.error]
-        if not outcomes:
-            return
         runs = [
             {
                 "handler": o.spec.handler.label,

@@ -1,24 +1,11 @@
 """The ``hooks`` built-in: where each Claude Code hook event fires in keel's loop.
 
-==================  ================================================================
-SessionStart        ``start`` (before the first request); context goes with the first prompt
-UserPromptSubmit    ``on_prompt``
-PreToolUse          ``before_tool`` (before the permission gate; deny > ask > allow)
-PermissionRequest   the gate's ``request_hooks`` (an ask, before the host is asked)
-PermissionDenied    a ``PermissionDecided`` deny on the bus
-PostToolUse(Failure) ``after_tool`` of a call that ran (before the result guard)
-PostToolBatch       ``after_tool`` of the last call of one assistant message
-Notification        a ``Notice`` on the bus
-CwdChanged          a ``CwdChanged`` on the bus
-Stop                ``on_stop`` (a block continues the loop, at most ``MAX_STOP_CONTINUES`` times);
-                    first asyncRewake handlers still running are waited for: a block wakes the model
-FileChanged         ``before_request``: a path some hook's ``watchPaths`` named changed
-ConfigChange        the ``settings-watch`` built-in (configchange.py), through the LifecyclePoint
-StopFailure         ``on_error``
-AgentIterationStart ``before_request`` (one iteration: a model request and the tool calls it asked for)
-AgentIterationEnd   ``after_response`` of an answer without tool calls, or after the last call of its batch
-SessionEnd          ``close``
-==================  ================================================================
+Each event's matcher field, payload fields, honoured outputs and place are in the table of
+``spec.py``; this module fires the loop's own events there (``start``, ``on_prompt``,
+``before_tool``, the gate's ``request_hooks``, ``after_tool``, ``on_stop``, ``on_error``, the bus,
+``close``) and gives the session the :class:`LifecyclePoint` through which subsystems fire theirs
+(compaction, subagents, skills, instruction loading, settings changes). A Stop block continues the
+loop at most ``MAX_STOP_CONTINUES`` times; asyncRewake handlers still running are waited for first.
 """
 
 from __future__ import annotations
@@ -51,7 +38,7 @@ from agentkeel.core.extensions import (
     Verdict,
 )
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError
-from agentkeel.core.tools import Services, ToolOutput, Workdir
+from agentkeel.core.tools import Services, Tool, ToolOutput, Workdir, default_response
 from agentkeel.core.types import TextBlock
 from agentkeel.extensions.hooks.dispatcher import CHILD, ChildAgent, HookDispatcher
 from agentkeel.extensions.hooks.output import Combined
@@ -75,24 +62,22 @@ class StoppedByHook(Exception):
     """A hook answered ``"continue": false``: the run ends before its next request."""
 
 
-def tool_response(name: str, tool_input: dict[str, Any], output: ToolOutput) -> Any:
-    """The ``tool_response`` Claude Code sends, as near as keel's tools allow."""
-    text = output.text()
-    meta = output.metadata
-    if name == "Bash":
-        return {
-            "stdout": "" if text == "(no output)" else text,
-            "stderr": "",
-            "interrupted": bool(meta.get("timed_out", False)),
-            "isImage": False,
-            "noOutputExpected": False,
-        }
-    path = tool_input.get("file_path")
-    if name == "Read" and isinstance(path, str):
-        return {"type": "text", "file": {"filePath": path, "content": text}}
-    if name in ("Write", "Edit", "MultiEdit") and isinstance(path, str):
-        return {**tool_input, "filePath": path, "success": True}
-    return {"output": text, **{k: v for k, v in meta.items() if isinstance(v, str | int | float | bool)}}
+def hook_input(tool: Tool | None, tool_input: dict[str, Any], cwd: Path) -> dict[str, Any]:
+    """``tool_input`` as Claude Code sends it to hooks: the fields the tool declares as paths
+    (``effects.path_fields``) absolute, resolved against the session's working directory."""
+    if tool is None or not tool.effects.path_fields:
+        return tool_input
+    out = dict(tool_input)
+    for field in tool.effects.path_fields:
+        for path in tool.paths({field: tool_input.get(field)}, cwd):
+            out[field] = os.path.normpath(path)
+    return out
+
+
+def tool_response(tool: Tool | None, tool_input: dict[str, Any], output: ToolOutput) -> Any:
+    """The ``tool_response`` Claude Code sends: the tool's own shape (``Tool.respond``), else the
+    text with the tool's plain facts."""
+    return tool.response(tool_input, output) if tool is not None else default_response(output)
 
 
 def tool_metadata(output: ToolOutput) -> dict[str, Any]:
@@ -326,9 +311,12 @@ class HooksExtension:
 
     # --- tools --------------------------------------------------------------------------------
 
+    def _input(self, call: ToolCall) -> dict[str, Any]:
+        return hook_input(call.tool, call.input, call.cwd or self.d.cwd)
+
     async def before_tool(self, call: ToolCall) -> Verdict | None:
         self._calls[call.id] = call  # the loop updates its input; PermissionDenied reads it
-        fields = {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}
+        fields = {"tool_name": call.name, "tool_input": self._input(call), "tool_use_id": call.id}
         result = await self.d.fire("PreToolUse", fields, match=call.name, call=call, cwd=call.cwd)
         if not result.outcomes:
             return None
@@ -352,7 +340,7 @@ class HooksExtension:
     async def permission_request(self, call: ToolCall, decision: Decision) -> Literal["allow", "deny"] | None:
         fields = {
             "tool_name": call.name,
-            "tool_input": call.input,
+            "tool_input": self._input(call),
             "tool_use_id": call.id,
             "permission_suggestions": [{"type": "addRules", "rules": [r]} for r in decision.suggestions],
         }
@@ -372,12 +360,13 @@ class HooksExtension:
             started = child
         event = "PostToolUseFailure" if output.is_error else "PostToolUse"
         if started is not None and self.d.has(event):  # it ran (a denied call has no ToolStarted), and a hook waits
-            fields: dict[str, Any] = {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}
+            tool_input = self._input(call)
+            fields: dict[str, Any] = {"tool_name": call.name, "tool_input": tool_input, "tool_use_id": call.id}
             duration = int((time.monotonic() - started) * 1000)
             if output.is_error:
                 fields.update(error=output.text(), is_interrupt=False, duration_ms=duration)
             else:
-                fields.update(tool_response=tool_response(call.name, call.input, output), duration_ms=duration)
+                fields.update(tool_response=tool_response(call.tool, tool_input, output), duration_ms=duration)
             fields["tool_metadata"] = tool_metadata(output)  # keel's addition: the tool's own facts
             result = await self.d.fire(event, fields, match=call.name, call=call, cwd=call.cwd)
             self._note_stop(result)
@@ -403,7 +392,12 @@ class HooksExtension:
         if call.id not in self._batch:
             return output
         self._batch_done.append(
-            {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id, "tool_response": output.text()}
+            {
+                "tool_name": call.name,
+                "tool_input": self._input(call),
+                "tool_use_id": call.id,
+                "tool_response": output.text(),
+            }
         )
         if len(self._batch_done) < len(self._batch):
             return output
@@ -435,7 +429,7 @@ class HooksExtension:
                 call = self._calls.get(event.tool_use_id)
                 fields = {
                     "tool_name": event.tool_name,
-                    "tool_input": call.input if call is not None else {},
+                    "tool_input": self._input(call) if call is not None else {},
                     "tool_use_id": event.tool_use_id,
                     "reason": event.reason,
                 }

@@ -18,10 +18,10 @@ import msgspec
 
 from agentkeel.extensions.hooks.config import HookSpec
 from agentkeel.extensions.hooks.runners import Raw
+from agentkeel.extensions.hooks.spec import EventSpec, spec
 
 Permission = Literal["allow", "ask", "deny"]
 _STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
-_PLAIN_CONTEXT = frozenset({"SessionStart", "UserPromptSubmit"})
 
 
 class Outcome(msgspec.Struct):
@@ -62,16 +62,19 @@ def _first_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def interpret(event: str, spec: HookSpec, raw: Raw, duration_ms: int = 0) -> Outcome:
-    out = Outcome(spec, raw, duration_ms)
-    name = f"{event} hook `{spec.handler.label}`"
+def interpret(event: str, hook: HookSpec, raw: Raw, duration_ms: int = 0) -> Outcome:
+    """One handler's answer, read as the event's spec says (what a block means, whether a
+    permission or plain stdout counts)."""
+    out = Outcome(hook, raw, duration_ms)
+    what = spec(event)
+    name = f"{event} hook `{hook.handler.label}`"
     if raw.error:
         out.error = f"{name} {raw.error}"
         return out
     if raw.exit_code == 2:
         out.blocked = True
         out.reason = raw.stderr.strip() or f"blocked by {name}"
-        if event in ("PreToolUse", "PermissionRequest"):
+        if what.block == "deny":
             out.permission = "deny"
         return out
     if raw.exit_code != 0:
@@ -87,13 +90,13 @@ def interpret(event: str, spec: HookSpec, raw: Raw, duration_ms: int = 0) -> Out
             out.error = f"{name} printed output that is not valid JSON: {_first_line(text, 80)}"
             return out
     if isinstance(data, dict):
-        _apply_json(event, out, data)
-    elif text and event in _PLAIN_CONTEXT:
+        _apply_json(what, out, data)
+    elif text and what.plain_context:
         out.context.append(text)
     return out
 
 
-def _apply_json(event: str, out: Outcome, data: dict[str, Any]) -> None:
+def _apply_json(what: EventSpec, out: Outcome, data: dict[str, Any]) -> None:
     if data.get("continue") is False:
         out.stop = True
         out.stop_reason = str(data.get("stopReason") or "")
@@ -104,9 +107,9 @@ def _apply_json(event: str, out: Outcome, data: dict[str, Any]) -> None:
     if decision == "block":
         out.blocked = True
         out.reason = str(reason or "")
-        if event == "PreToolUse":
+        if what.legacy_decision:
             out.permission = "deny"
-    elif decision == "approve" and event == "PreToolUse":  # the older PreToolUse form
+    elif decision == "approve" and what.legacy_decision:  # the older PreToolUse form
         out.permission = "allow"
         out.reason = str(reason or "")
     if data.get("ok") is False:  # a prompt handler's answer
@@ -115,6 +118,14 @@ def _apply_json(event: str, out: Outcome, data: dict[str, Any]) -> None:
     specific = data.get("hookSpecificOutput")
     if not isinstance(specific, dict):
         return
+    extra = specific.get("additionalContext")
+    if isinstance(extra, str) and extra.strip():
+        out.context.append(extra)
+    watch = specific.get("watchPaths")
+    if isinstance(watch, list):
+        out.watch_paths = [str(p) for p in watch]
+    if not what.permission:
+        return
     permission = specific.get("permissionDecision")
     if permission in _STRENGTH:
         out.permission = permission
@@ -122,14 +133,8 @@ def _apply_json(event: str, out: Outcome, data: dict[str, Any]) -> None:
         out.blocked = out.blocked or permission == "deny"
     if isinstance(specific.get("updatedInput"), dict):
         out.updated_input = specific["updatedInput"]
-    extra = specific.get("additionalContext")
-    if isinstance(extra, str) and extra.strip():
-        out.context.append(extra)
-    watch = specific.get("watchPaths")
-    if isinstance(watch, list):
-        out.watch_paths = [str(p) for p in watch]
     behaviour = specific.get("decision")  # PermissionRequest: {"behavior": "allow"|"deny", ...}
-    if event == "PermissionRequest" and isinstance(behaviour, dict):
+    if what.permission == "request" and isinstance(behaviour, dict):
         if behaviour.get("behavior") in ("allow", "deny"):
             out.permission = behaviour["behavior"]
             out.reason = str(behaviour.get("message") or out.reason)
