@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from agentkeel.memory.backends import register
+from agentkeel.memory.backends import refuse_other_embedder, register
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Record
 from agentkeel.memory.pg_terms import K1, B, tokenizer
 from agentkeel.memory.privacy import Masker
 from agentkeel.memory.sql import Filters, Row, files_of
-from agentkeel.memory.store import StoreBase, refuse_other_embedder
+from agentkeel.memory.store import StoreBase
 
 
 class Database:
@@ -227,7 +227,7 @@ class FakeStore(StoreBase):
         indexed = sorted(self.db.fields.items())
         if not query or not indexed:
             return []
-        lengths, postings = tokenizer().postings([(rid, *fields) for rid, fields in indexed])
+        lengths, postings = tokenizer().postings([(rid, own, ctx, whn) for rid, (own, ctx, whn) in indexed])
         held: dict[str, dict[int, tuple[int, int, int]]] = {}
         for term, rid, own, ctx, whn in postings:
             held.setdefault(term, {})[rid] = (own, ctx, whn)

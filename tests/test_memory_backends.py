@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from agentkeel.memory import open_store
-from agentkeel.memory.backends import BACKENDS, FILE, is_file, scheme_of
-from agentkeel.memory.store import Backend, StoreBase
+from agentkeel.memory.backends import BACKENDS, FILE, Backend, is_file, scheme_of
+from agentkeel.memory.store import StoreBase
 from conftest import KeelRun
 from memory_fake_backend import FakeStore
 

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from agentkeel.memory.backends import refuse_other_embedder
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Record
 from agentkeel.memory.pg_terms import impact, tokenizer
@@ -41,7 +42,7 @@ from agentkeel.memory.sql import (
     row_of,
     where_clause,
 )
-from agentkeel.memory.store import StoreBase, refuse_other_embedder
+from agentkeel.memory.store import StoreBase
 
 POSTGRES = Dialect(
     table="keel_events",

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from agentkeel.memory.backends import refuse_other_embedder
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.health import (
     FINISH,
@@ -42,7 +43,7 @@ from agentkeel.memory.sql import (
     where_clause,
 )
 from agentkeel.memory.sqlite_lib import sqlite3
-from agentkeel.memory.store import StoreBase, refuse_other_embedder
+from agentkeel.memory.store import StoreBase
 from agentkeel.memory.vector_cache import VectorCache
 from agentkeel.session.private import private_dir, private_file
 
@@ -108,6 +109,12 @@ SQLITE = Dialect(
     list_param=False,
     contains="instr(e.files, ?) > 0",
 )
+
+
+def open_file(location: str, embedder: Embedder | None, masker: Masker) -> SQLiteStore:
+    """The store in file ``location`` (``memory.db`` in it when it is a folder): ``backends.FILE``'s factory."""
+    path = Path(location).expanduser()
+    return SQLiteStore(path / "memory.db" if path.is_dir() else path, embedder=embedder, masker=masker)
 
 
 class SQLiteStore(SQLBackend, StoreBase):
