@@ -64,7 +64,8 @@ def test_an_unknown_scheme_is_one_clear_line_and_creates_nothing(
     project: Path, keel: Callable[..., KeelRun], tmp_path: Path
 ) -> None:
     """Before: any location not ``postgres(ql)://`` was a SQLite path, so ``redis://...`` made
-    folders named after the URL (its password included) in the working directory."""
+    folders named after the URL (its password included) in the working directory, and `keel mem
+    check` printed the URL, password and all, followed by "ok"."""
     url = "redis://keel:fake-password-0000@127.0.0.1/0"
     with pytest.raises(RuntimeError, match=r"redis://") as caught:
         open_store(url, embedder="none")
@@ -75,6 +76,10 @@ def test_an_unknown_scheme_is_one_clear_line_and_creates_nothing(
     assert out.code != 0
     assert out.stderr.startswith("keel mem: memory.store redis://...") and out.stderr.count("\n") == 1
     assert "Traceback" not in out.stderr and "fake-password-0000" not in out.stderr + out.stdout
+    for action in ("check", "repair"):  # before: "redis:/keel:<password>@127.0.0.1/0: ok"
+        out = keel("mem", "--store", url, action)
+        assert out.code != 0 and out.stderr.startswith("keel mem: memory.store redis://..."), action
+        assert "fake-password-0000" not in out.stderr + out.stdout and "Traceback" not in out.stderr
     assert sorted(project.rglob("*")) == before
     with pytest.raises(RuntimeError, match=r"sqlite://"):  # not a spelling of a file: said, not guessed
         open_store(f"sqlite://{tmp_path}/m.db", embedder="none")

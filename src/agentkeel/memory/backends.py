@@ -216,12 +216,16 @@ def is_file(location: str) -> bool:
     return scheme_of(location) == FILE
 
 
-def open_location(location: str, embedder: Embedder | None, masker: Masker) -> MemoryStore:
-    """Open (creating if needed) the store at ``location`` with its backend's factory."""
+def known_scheme(location: str) -> str:
+    """The backend ``location`` names; a scheme no backend has is one line saying what would work."""
     scheme = scheme_of(location)
-    factory = BACKENDS.get(scheme)
-    if factory is None or (scheme == FILE and "://" in location):
+    if scheme not in BACKENDS or (scheme == FILE and "://" in location):
         known = ", ".join(f"{s}://" for s in sorted(BACKENDS) if s != FILE)
         named = location.partition("://")[0]  # never the rest: a URL may hold a password
         raise RuntimeError(f"memory.store {named}://...: no memory backend has that scheme; use a file path or {known}")
-    return factory(location, embedder, masker)
+    return scheme
+
+
+def open_location(location: str, embedder: Embedder | None, masker: Masker) -> MemoryStore:
+    """Open (creating if needed) the store at ``location`` with its backend's factory."""
+    return BACKENDS[known_scheme(location)](location, embedder, masker)
