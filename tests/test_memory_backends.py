@@ -16,6 +16,7 @@ import pytest
 
 from agentkeel.memory import open_store
 from agentkeel.memory.backends import BACKENDS, FILE, Backend, is_file, scheme_of
+from agentkeel.memory.capture import outbox_path
 from agentkeel.memory.store import StoreBase
 from conftest import KeelRun
 from memory_fake_backend import FakeStore
@@ -83,3 +84,20 @@ def test_an_unknown_scheme_is_one_clear_line_and_creates_nothing(
     assert sorted(project.rglob("*")) == before
     with pytest.raises(RuntimeError, match=r"sqlite://"):  # not a spelling of a file: said, not guessed
         open_store(f"sqlite://{tmp_path}/m.db", embedder="none")
+
+
+def test_a_url_stores_outbox_does_not_depend_on_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's outbox is named after its store; a URL is not a path to resolve against the
+    working directory (before, only ``postgres(ql)://`` was known as a URL, so two sessions in
+    two folders had two outboxes for the same ``fake://`` store)."""
+    names = set()
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        names.add(outbox_path(tmp_path / "home", "fake://team-memory"))
+        assert outbox_path(tmp_path / "home", "memory.db") == outbox_path(
+            tmp_path / "home", str(Path.cwd() / "memory.db")
+        )
+    assert len(names) == 1
