@@ -1,8 +1,9 @@
 """Store fixtures shared by the memory tests: the same suite runs on SQLite and on a real PostgreSQL.
 
 Registered for every test file by ``pytest_plugins`` in conftest.py: ``pg_root`` (one PostgreSQL
-per test session), ``backend`` (a store's path or DSN, once per backend) and ``store`` (an open
-store without an embedder on it). A test file may define its own ``store``; it takes precedence."""
+per test session), ``backend`` (a store's location, once per registered backend: SQLite,
+PostgreSQL and the in-memory fake of ``memory_fake_backend``) and ``store`` (an open store
+without an embedder on it). A test file may define its own ``store``; it takes precedence."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from typing import Any
 
 import pytest
 
+import memory_fake_backend  # noqa: F401  (registers the in-memory backend the suite also runs on)
 from agentkeel.memory import open_store
+from agentkeel.memory.backends import BACKENDS, FILE
 from agentkeel.memory.store import MemoryStore
 
 _PG: dict[str, Any] = {}
@@ -110,11 +113,28 @@ def pg_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     stop_postgres()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
+def registered() -> list[str]:
+    """Every registered backend, once each (``postgres`` is another name of ``postgresql``)."""
+    named: dict[Any, str] = {}
+    for name, factory in BACKENDS.items():
+        named.setdefault(factory, name)
+    return list(named.values())
+
+
+def location(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new store's location on backend ``name``: a file, a database on the test run's
+    PostgreSQL, or ``<scheme>://<this test's directory>`` for any other."""
+    if name == FILE:
+        return str(tmp_path / "mem.db")
+    if name == "postgresql":
         return postgres_dsn(request.getfixturevalue("pg_root"))
-    return str(tmp_path / "mem.db")
+    return f"{name}://{tmp_path}"
+
+
+@pytest.fixture(params=registered())
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new store's location, once per registered backend."""
+    return location(request.param, request, tmp_path)
 
 
 @pytest.fixture

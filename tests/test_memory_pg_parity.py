@@ -1,6 +1,7 @@
-"""PostgreSQL ranks words as SQLite does: the same words (FTS5's tokenizer), the common-word rule
-(a word held by many entries counts in an entry's own text, not its session context), and the
-same lexical list for the same records; the term counts stay true through edits and forgets."""
+"""PostgreSQL (and every other registered backend) ranks words as SQLite does: the same words
+(FTS5's tokenizer), the common-word rule (a word held by many entries counts in an entry's own
+text, not its session context), and the same lexical list for the same records; the term counts
+stay true through edits and forgets."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from typing import Any
 
 import pytest
 
+from agentkeel.memory.backends import FILE, open_location
 from agentkeel.memory.postgres import PostgresStore
+from agentkeel.memory.privacy import DEFAULT_MASKER
 from agentkeel.memory.retrieval import query_terms
 from agentkeel.memory.sql import Filters, where_clause
 from agentkeel.memory.sqlite import SQLITE, SQLiteStore
-from memory_fixtures import postgres_dsn
+from agentkeel.memory.store import StoreBase
+from memory_fixtures import location, postgres_dsn, registered
 
 
 def rec(rid: str, text: str, session: str, day: str = "2024-05-08", **kw: Any) -> dict[str, Any]:
@@ -75,36 +79,40 @@ def corpus() -> list[dict[str, Any]]:
     return out
 
 
-@pytest.fixture
-def pair(tmp_path: Path, pg_root: Path) -> Iterator[tuple[SQLiteStore, PostgresStore]]:
-    sqlite, postgres = SQLiteStore(tmp_path / "mem.db"), PostgresStore(postgres_dsn(pg_root))
-    yield sqlite, postgres
+@pytest.fixture(params=[name for name in registered() if name != FILE])
+def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[SQLiteStore, StoreBase]]:
+    """SQLite and another registered backend (PostgreSQL, the in-memory fake)."""
+    sqlite = SQLiteStore(tmp_path / "mem.db")
+    other = open_location(location(request.param, request, tmp_path / "other"), None, DEFAULT_MASKER)
+    assert isinstance(other, StoreBase)
+    yield sqlite, other
     sqlite.close()
-    postgres.close()
+    other.close()
 
 
-def lexical(store: SQLiteStore | PostgresStore, query: str, limit: int = 100, **filters: Any) -> list[str]:
-    ids = {int(r[0]): str(r[1]) for r in store._fetch(f"SELECT rid, id FROM {store.dialect.table}", ())}
-    return [ids[r] for r in store._lexical(query_terms(query), Filters.build(**filters), limit)]
+def lexical(store: StoreBase, query: str, limit: int = 100, **filters: Any) -> list[str]:
+    found = store._lexical(query_terms(query), Filters.build(**filters), limit)
+    rows = store._rows_by_rid(found)
+    return [rows[r].id for r in found]
 
 
-def test_the_same_records_give_the_same_lexical_list_on_both_backends(
-    pair: tuple[SQLiteStore, PostgresStore],
+def test_the_same_records_give_the_same_lexical_list_on_every_backend(
+    pair: tuple[SQLiteStore, StoreBase],
 ) -> None:
-    sqlite, postgres = pair
+    sqlite, other = pair
     for store in pair:
         store.add_many(COMMON)
         store.add_many(corpus())
-    assert lexical(postgres, "zeta") == lexical(sqlite, "zeta")
+    assert lexical(other, "zeta") == lexical(sqlite, "zeta")
     for query in QUERIES:
         for filters in ({}, {"session": "s3"}, {"type": "lesson"}, {"project": "p"}):
-            assert lexical(postgres, query, **filters) == lexical(sqlite, query, **filters), (query, filters)
+            assert lexical(other, query, **filters) == lexical(sqlite, query, **filters), (query, filters)
     # an edited context and a forgotten entry change both alike
     for store in pair:
         store.forget(["r7", "r12", "n2"])
         store.add_many([rec("late", "Melanie: the lake again, running in January", "s3", day="2024-03-09")])
     for query in QUERIES:
-        assert lexical(postgres, query) == lexical(sqlite, query), query
+        assert lexical(other, query) == lexical(sqlite, query), query
 
 
 def test_term_counts_stay_true_through_edits_and_forgets(pg_root: Path) -> None:
@@ -158,13 +166,13 @@ def mixed() -> list[dict[str, Any]]:
     return big + small
 
 
-def test_a_project_with_most_or_few_of_the_entries_gets_the_same_list_on_both_backends(
-    pair: tuple[SQLiteStore, PostgresStore],
+def test_a_project_with_most_or_few_of_the_entries_gets_the_same_list_on_every_backend(
+    pair: tuple[SQLiteStore, StoreBase],
 ) -> None:
     """SQLite lets FTS5 rank alone when the filters pass most entries and looks up only its first
     results, else (or when those hold too few that pass) joins every match with the filters; the
     list is the joined ranking's either way, and PostgreSQL's."""
-    sqlite, postgres = pair
+    sqlite, other = pair
     for store in pair:
         store.add_many(mixed())
         store.supersede("b7", rec("b7new", "Caroline: the support group, moved to Tuesdays", "s1", project="big"))
@@ -191,7 +199,7 @@ def test_a_project_with_most_or_few_of_the_entries_gets_the_same_list_on_both_ba
     sqlite._db.set_trace_callback(None)
     for query in QUERIES:  # the whole lists (search asks for 100), as PostgreSQL ranks them
         for project in ("big", "small"):
-            assert lexical(postgres, query, project=project) == lexical(sqlite, query, project=project), query
+            assert lexical(other, query, project=project) == lexical(sqlite, query, project=project), query
 
 
 def test_when_fts5s_first_results_hold_too_few_that_pass_the_joined_query_answers(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The memory store through its public API, on SQLite and PostgreSQL alike (one suite, two backends)."""
+"""The memory store through its public API, on every registered backend alike (SQLite, PostgreSQL, the
+in-memory fake of ``memory_fake_backend``): one suite."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from agentkeel.fakellm.script import fake_embedding
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.memory import RecordError, embed, open_store
+from agentkeel.memory.backends import open_location
+from agentkeel.memory.privacy import DEFAULT_MASKER
 from agentkeel.memory.store import MemoryStore, query_terms
 
 FAKE_SECRETS = [
@@ -363,14 +366,11 @@ class _ForgetsWhileEmbedding:
 
 def test_an_entry_forgotten_while_its_vector_is_made_keeps_no_vector(backend: str) -> None:
     """`forget` erases for good: a vector (a trace of the erased text) must not land after it."""
-    from agentkeel.memory.postgres import PostgresStore
-    from agentkeel.memory.sqlite import SQLiteStore
-
     plain = open_store(backend, embedder="none")
     plain.add_many([rec(f"f{i}", f"entry {i} about the release") for i in range(5)])
     plain.close()
     embedder = _ForgetsWhileEmbedding(backend, victim="f2")
-    store = PostgresStore(backend, embedder) if "://" in backend else SQLiteStore(Path(backend), embedder)
+    store = open_location(backend, embedder, DEFAULT_MASKER)
     assert store.embed_pending(100) == 5  # read five, one forgotten meanwhile
     assert store.stats()["vectors"] == 4
     assert store.pending_vectors() == 0
@@ -397,11 +397,8 @@ class _Direction:
 def test_a_filtered_vector_search_finds_the_filtered_entries(backend: str) -> None:
     """A project's entries are found by their vectors even when hundreds of other projects'
     entries lie nearer (an approximate index searched first and filtered after would lose them)."""
-    from agentkeel.memory.postgres import PostgresStore
-    from agentkeel.memory.sqlite import SQLiteStore
-
     embedder = _Direction()
-    store = PostgresStore(backend, embedder) if "://" in backend else SQLiteStore(Path(backend), embedder)
+    store = open_location(backend, embedder, DEFAULT_MASKER)
     store.add_many([rec(f"b{i}", f"big {i}", project="big", session=f"s{i % 7}") for i in range(400)])
     store.add_many([rec(f"s{i}", f"small {i}", project="small", session="t") for i in range(3)])
     hits = store.search("query", k=5, project="small")

@@ -318,8 +318,13 @@ def _check_or_repair(location: str, masks: tuple[str, ...], repair: bool) -> int
     """`keel mem check`: one line per file, exit 1 if any is damaged. `keel mem repair`: rebuild
     the damaged ones, index what the outbox holds, say what was kept and lost."""
     from agentkeel.memory import repair as fix
+    from agentkeel.memory.backends import FILE, known_scheme
 
-    if location.startswith(("postgresql://", "postgres://")):
+    try:
+        file = known_scheme(location) == FILE
+    except RuntimeError as exc:
+        return _fail(exc)
+    if not file:
         print(
             "keel mem: check and repair work on SQLite stores; PostgreSQL guards its own pages"
             " (see pg_amcheck and REINDEX)",

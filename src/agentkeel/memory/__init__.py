@@ -51,19 +51,12 @@ def open_store(
     embedder: str | None = None,
     mask_patterns: tuple[str, ...] = (),
 ) -> MemoryStore:
-    """Open (creating if needed) a memory store: a SQLite file path or a ``postgresql://`` DSN."""
+    """Open (creating if needed) a memory store: a SQLite file path or a URL (``postgresql://``;
+    the schemes are ``backends.BACKENDS``)."""
     from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 
     masker = Masker(mask_patterns) if mask_patterns else DEFAULT_MASKER
     chosen = resolve_embedder(embedder)
-    target = str(path_or_dsn) if path_or_dsn is not None else str(default_location())
-    if target.startswith(("postgresql://", "postgres://")):
-        from agentkeel.memory.postgres import PostgresStore
+    from agentkeel.memory.backends import open_location
 
-        return PostgresStore(target, embedder=chosen, masker=masker)
-    from agentkeel.memory.sqlite import SQLiteStore
-
-    path = Path(target).expanduser()
-    if path.is_dir():
-        path = path / "memory.db"
-    return SQLiteStore(path, embedder=chosen, masker=masker)
+    return open_location(str(path_or_dsn) if path_or_dsn is not None else str(default_location()), chosen, masker)

@@ -61,8 +61,10 @@ def outbox_path(keel_home: Path, location: str) -> Path:
     The default store keeps the plain ``outbox.db``; any other location gets its own file."""
     import hashlib
 
+    from agentkeel.memory.backends import is_file
+
     def canonical(where: str) -> str:
-        return where if where.startswith(("postgresql://", "postgres://")) else str(Path(where).expanduser().resolve())
+        return str(Path(where).expanduser().resolve()) if is_file(where) else where
 
     location = canonical(location)
     if location == canonical(str(keel_home / "memory" / "memory.db")):

@@ -25,12 +25,23 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from agentkeel.memory.backends import refuse_other_embedder
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.model import EVENT_TYPES, Record
 from agentkeel.memory.pg_terms import impact, tokenizer
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.retrieval import TUNING
-from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
+from agentkeel.memory.sql import (
+    COLUMNS,
+    EVENT_COLUMNS,
+    Dialect,
+    Filters,
+    Row,
+    SQLBackend,
+    event_values,
+    row_of,
+    where_clause,
+)
 from agentkeel.memory.store import StoreBase
 
 POSTGRES = Dialect(
@@ -56,7 +67,7 @@ def rank_weights(fields: tuple[float, float, float]) -> str:
     return "{" + ", ".join(f"{w / top:.4g}" for w in (0.0, ctx, when, own)) + "}"
 
 
-class PostgresStore(StoreBase):
+class PostgresStore(SQLBackend, StoreBase):
     dialect = POSTGRES
     impact_depth = IMPACT_DEPTH  # postings read per query term (``_bm25``)
     rescore = RESCORE  # best candidates given to the filters
@@ -121,12 +132,11 @@ class PostgresStore(StoreBase):
             if self.embedder is not None:
                 cur.execute("SELECT value FROM keel_meta WHERE key = 'embedder'")
                 row = cur.fetchone()
-                if row is not None and row[0] != self.embedder.name:
+                try:
+                    refuse_other_embedder(None if row is None else str(row[0]), self.embedder, "this memory database")
+                except RuntimeError:
                     self._db.rollback()
-                    raise RuntimeError(
-                        f"this memory database was indexed with embedder {row[0]!r}, not {self.embedder.name!r}: "
-                        f"set memory.embedder to {row[0]!r} or run `keel mem reindex`"
-                    )
+                    raise
                 if not self.embedder.dim:
                     try:
                         self.embedder.embed(["dimension probe"])  # an endpoint tells its dimension by answering
@@ -214,9 +224,6 @@ class PostgresStore(StoreBase):
             "INSERT INTO keel_meta VALUES ('vector_mark', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             (str(rid),),
         )
-
-    def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
-        self._set_contexts([(rid, context, vector)])
 
     def _set_contexts(self, contexts: list[tuple[int, str, list[float] | None]]) -> None:
         if not contexts:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -174,3 +175,109 @@ def files_of(metadata: dict[str, Any]) -> str:
     if isinstance(files, list):
         found.extend(str(f) for f in files[:50])
     return "\n".join(found)
+
+
+class SQLBackend:
+    """The ``store.Backend`` primitives whose SQL both SQL backends share, spelled by their
+    ``dialect``; a backend gives ``_query`` (one statement on the open transaction), ``_lock``
+    and ``_end_read``."""
+
+    dialect: Dialect
+    _lock: threading.RLock
+
+    def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run one statement on the open transaction and return its rows (the caller holds the lock)."""
+        raise NotImplementedError
+
+    def _end_read(self) -> None:
+        pass
+
+    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """One read query on its own, under the backend's lock."""
+        with self._lock:
+            rows = self._query(sql, params)
+            self._end_read()
+        return rows
+
+    def _scan(self, flt: Filters, after_rid: int, limit: int) -> list[Row]:
+        d = self.dialect
+        where, params = where_clause(flt, d)
+        rows = self._query(
+            f"SELECT {COLUMNS} FROM {d.table} e WHERE {where} AND e.rid > {d.ph} ORDER BY e.rid LIMIT {d.ph}",
+            [*params, after_rid, limit],
+        )
+        return [row_of(r) for r in rows]
+
+    def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
+        d = self.dialect
+        rows = self._query(
+            f"SELECT {COLUMNS} FROM {d.table} e WHERE e.rid > {d.ph} AND {d.live}"
+            f" AND NOT EXISTS (SELECT 1 FROM {d.vectors} v WHERE v.rid = e.rid) ORDER BY e.rid LIMIT {d.ph}",
+            (after_rid, limit),
+        )
+        top = self._query(f"SELECT COALESCE(MAX(rid), 0) FROM {d.table}", ())
+        return [row_of(r) for r in rows], int(top[0][0])
+
+    def _pending(self, after_rid: int) -> int:
+        d = self.dialect
+        rows = self._query(
+            f"SELECT COUNT(*) FROM {d.table} e WHERE e.rid > {d.ph} AND {d.live}"
+            f" AND NOT EXISTS (SELECT 1 FROM {d.vectors} v WHERE v.rid = e.rid)",
+            (after_rid,),
+        )
+        return int(rows[0][0])
+
+    def _sessions(self) -> list[tuple[str, str]]:
+        d = self.dialect
+        rows = self._query(
+            f"SELECT DISTINCT e.project, e.session FROM {d.table} e WHERE {d.live} AND e.session != ''", ()
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
+        if not row.session:
+            return [row]
+        d = self.dialect
+        same = f"SELECT {COLUMNS} FROM {d.table} e WHERE e.project = {d.ph} AND e.session = {d.ph} AND {d.live}"
+        earlier = self._fetch(
+            f"{same} AND e.rid < {d.ph} ORDER BY e.rid DESC LIMIT {d.ph}", (row.project, row.session, row.rid, before)
+        )
+        later = self._fetch(
+            f"{same} AND e.rid > {d.ph} ORDER BY e.rid LIMIT {d.ph}", (row.project, row.session, row.rid, after)
+        )
+        return [row_of(r) for r in reversed(earlier)] + [row] + [row_of(r) for r in later]
+
+    def _latest(self, flt: Filters, limit: int) -> list[Row]:
+        d = self.dialect
+        where, params = where_clause(flt, d)
+        rows = self._fetch(
+            f"SELECT {COLUMNS} FROM {d.table} e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT {d.ph}",
+            [*params, limit],
+        )
+        return [row_of(r) for r in rows]
+
+    def _session_list(self, project: str | None, limit: int) -> list[tuple[str, str, str, str, int, Row | None]]:
+        d = self.dialect
+        where, params = where_clause(Filters.build(project=project, include_superseded=True), d)
+        rows = self._fetch(
+            f"SELECT e.project, e.session, MIN(e.timestamp), MAX(e.timestamp), COUNT(*), MAX(e.ts)"
+            f" FROM {d.table} e WHERE {where} AND e.session != '' GROUP BY e.project, e.session"
+            f" ORDER BY MAX(e.ts) DESC LIMIT {d.ph}",
+            [*params, limit],
+        )
+        out: list[tuple[str, str, str, str, int, Row | None]] = []
+        for proj, session, first, last, count, _ in rows:
+            prompt = self._fetch(
+                f"SELECT {COLUMNS} FROM {d.table} e WHERE e.project = {d.ph} AND e.session = {d.ph} AND {d.live}"
+                f" AND e.type = 'user_prompt' ORDER BY e.rid LIMIT 1",
+                (proj, session),
+            )
+            out.append((proj, session, first, last, int(count), row_of(prompt[0]) if prompt else None))
+        return out
+
+    def _newest(self, rids: Sequence[int]) -> float:
+        d = self.dialect
+        where = f"e.rid = ANY({d.ph})" if d.list_param else f"e.rid IN ({','.join([d.ph] * len(rids))})"
+        params: list[Any] = [list(rids)] if d.list_param else list(rids)
+        rows = self._fetch(f"SELECT MAX(e.ts) FROM {d.table} e WHERE {where}", params)
+        return float(rows[0][0]) if rows and rows[0][0] is not None else 0.0

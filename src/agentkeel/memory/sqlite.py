@@ -13,8 +13,9 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar, cast
 
+from agentkeel.memory.backends import refuse_other_embedder
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.health import (
     FINISH,
@@ -30,7 +31,17 @@ from agentkeel.memory.lock import hold
 from agentkeel.memory.model import EVENT_TYPES, Entry, Record, date_words
 from agentkeel.memory.pg_terms import tokenizer
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
-from agentkeel.memory.sql import COLUMNS, EVENT_COLUMNS, Dialect, Filters, Row, event_values, row_of, where_clause
+from agentkeel.memory.sql import (
+    COLUMNS,
+    EVENT_COLUMNS,
+    Dialect,
+    Filters,
+    Row,
+    SQLBackend,
+    event_values,
+    row_of,
+    where_clause,
+)
 from agentkeel.memory.sqlite_lib import sqlite3
 from agentkeel.memory.store import StoreBase
 from agentkeel.memory.vector_cache import VectorCache
@@ -72,14 +83,13 @@ FAST_SHARE = 0.5  # the filters' share of entries from which FTS5 ranks before t
 
 FTS_TABLE = "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, ctx, whn, tokenize='porter unicode61')"
 
-P = ParamSpec("P")
-R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _guarded(method: Callable[P, R]) -> Callable[P, R]:
+def _guarded(method: F) -> F:
     """A store method that names the file and the fix when SQLite finds it damaged."""
 
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return method(*args, **kwargs)
         except sqlite3.DatabaseError as exc:
@@ -87,7 +97,7 @@ def _guarded(method: Callable[P, R]) -> Callable[P, R]:
                 raise damaged(getattr(args[0], "path", "memory.db"), exc) from None
             raise
 
-    return functools.wraps(method)(wrapper)
+    return cast(F, functools.wraps(method)(wrapper))
 
 
 SQLITE = Dialect(
@@ -101,7 +111,13 @@ SQLITE = Dialect(
 )
 
 
-class SQLiteStore(StoreBase):
+def open_file(location: str, embedder: Embedder | None, masker: Masker) -> SQLiteStore:
+    """The store in file ``location`` (``memory.db`` in it when it is a folder): ``backends.FILE``'s factory."""
+    path = Path(location).expanduser()
+    return SQLiteStore(path / "memory.db" if path.is_dir() else path, embedder=embedder, masker=masker)
+
+
+class SQLiteStore(SQLBackend, StoreBase):
     dialect = SQLITE
 
     def __init__(
@@ -155,12 +171,11 @@ class SQLiteStore(StoreBase):
         if embedder is not None:
             if model is None:
                 self._set_meta("embedder", embedder.name)
-            elif model != embedder.name:
+            try:
+                refuse_other_embedder(model, embedder, str(path))
+            except RuntimeError:
                 self._db.close()
-                raise RuntimeError(
-                    f"{path} was indexed with embedder {model!r}, not {embedder.name!r}: "
-                    f"set memory.embedder to {model!r} or run `keel mem reindex`"
-                )
+                raise
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _meta(self, key: str) -> str | None:
@@ -271,14 +286,15 @@ class SQLiteStore(StoreBase):
     def _set_vector_mark(self, rid: int) -> None:
         self._set_meta("vector_mark", str(rid))
 
-    def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
-        self._db.execute("UPDATE fts SET ctx = ? WHERE rowid = ?", (context, rid))
-        if vector is not None:
-            self._db.execute(
-                "UPDATE vectors SET ctx = ?, ver = (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'ver')"
-                " WHERE rid = ?",
-                (_blob(vector), rid),
-            )
+    def _set_contexts(self, contexts: list[tuple[int, str, list[float] | None]]) -> None:
+        for rid, context, vector in contexts:
+            self._db.execute("UPDATE fts SET ctx = ? WHERE rowid = ?", (context, rid))
+            if vector is not None:
+                self._db.execute(
+                    "UPDATE vectors SET ctx = ?, ver = (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'ver')"
+                    " WHERE rid = ?",
+                    (_blob(vector), rid),
+                )
 
     def _mark_superseded(self, old_id: str, new_id: str) -> None:
         with self._writing():

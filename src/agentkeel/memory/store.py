@@ -1,10 +1,11 @@
-"""The memory store: one Protocol, two backends (SQLite, PostgreSQL), one retrieval recipe.
+"""The memory store: its public Protocol, the ``Backend`` primitives a database gives it, and the
+retrieval recipe written once over them (``StoreBase``) for every backend (``memory.backends``).
 
 The log is append-only: records are inserted, never rewritten, except that consolidation
 marks an entry ``superseded_by`` a newer one and ``forget`` (the user's explicit request)
 erases an entry's text. The indexes beside the log are derived and can be rebuilt.
 
-Retrieval (the same for both backends; tuned once on LoCoMo, never per question):
+Retrieval (the same on every backend; tuned once on LoCoMo, never per question):
 
 1. Lexical: BM25 over three fields: the entry's own text (weight 1), its context (the
    text of up to two entries before and after it in the same session, weight 0.4), and
@@ -29,11 +30,12 @@ three conversations, scored on the other two, every fold), never per conversatio
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
+from agentkeel.memory.backends import Backend
+from agentkeel.memory.backends import MemoryStore as MemoryStore  # where its callers import it from
 from agentkeel.memory.embed import Embedder, EmbedderError, QueryEmbedder
 from agentkeel.memory.model import Entry, Hit, Record, date_words, estimate_tokens
 from agentkeel.memory.privacy import Masker
@@ -53,67 +55,25 @@ from agentkeel.memory.retrieval import (  # noqa: F401  (query_terms, rrf, TUNIN
     to_hit,
     within_budget,
 )
-from agentkeel.memory.sql import COLUMNS, Dialect, Filters, Row, row_of, where_clause
+from agentkeel.memory.sql import Filters, Row
 
 log = logging.getLogger(__name__)
 
 
-@runtime_checkable
-class MemoryStore(Protocol):
-    """What every backend offers; the CLI, the tools, the MCP server and capture use only this."""
-
-    def add_many(self, records: Iterable[dict[str, Any] | Record]) -> int: ...
-    def search(self, query: str, k: int = 10, **filters: Any) -> list[Hit]: ...
-    def timeline(self, anchor: str, before: int = 3, after: int = 3, budget_tokens: int | None = None) -> list[Hit]: ...
-    def get(self, ids: Sequence[str], budget_tokens: int | None = None) -> list[Entry]: ...
-    def supersede(self, old_id: str, new_record: dict[str, Any] | Record) -> str: ...
-    def forget(self, ids: Sequence[str]) -> int: ...
-    def export(self, **filters: Any) -> Iterable[Entry]: ...
-    def stats(self) -> dict[str, Any]: ...
-    def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]: ...
-    def sessions(self, project: str | None = None, limit: int = 50) -> list[dict[str, Any]]: ...
-    def reindex(self, embedder: Embedder, batch: int = 256, progress: Callable[[int], None] | None = None) -> int: ...
-    def embed_pending(self, limit: int = 512) -> int: ...
-    def pending_vectors(self) -> int: ...
-    def check(self, full: bool = False) -> list[str]: ...
-    def close(self) -> None: ...
-
-
-class StoreBase:
-    """The parts of a store that do not depend on the database: masking, context, fusion, budgets.
-
-    A backend implements the ``_``-prefixed primitives below.
-    """
+class StoreBase(Backend):
+    """The parts of a store that do not depend on the database: masking, context, fusion,
+    budgets; written against ``Backend``, whose primitives a backend implements."""
 
     masker: Masker
     embedder: Embedder | None
-    dialect: Dialect
-    _lock: threading.RLock
     tuning: Tuning = TUNING
 
-    # -- primitives a backend implements ------------------------------------------------------
-    def _insert(self, prepared: list[tuple[Record, str, list[float] | None]]) -> list[int]:
-        raise NotImplementedError
+    # -- defaults of the optional primitives ---------------------------------------------------------
+    def _begin_batch(self) -> None:
+        pass
 
-    def _session_tail(self, project: str, session: str, n: int) -> list[tuple[Row, list[float] | None]]:
-        raise NotImplementedError
-
-    def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
-        raise NotImplementedError
-
-    def _set_contexts(self, contexts: list[tuple[int, str, list[float] | None]]) -> None:
-        """Several entries' contexts at once (a backend may batch them)."""
-        for rid, context, vector in contexts:
-            self._set_context(rid, context, vector)
-
-    def _commit(self) -> None:
-        raise NotImplementedError
-
-    def _lexical(self, terms: list[str], filters: Filters, limit: int) -> list[int]:
-        raise NotImplementedError
-
-    def _vector(self, vector: list[float], column: str, filters: Filters, limit: int) -> list[int]:
-        raise NotImplementedError
+    def _end_read(self) -> None:
+        pass
 
     def _nearest_soon(self, filters: Filters) -> Callable[[list[float], str, int], list[int]] | None:
         """``_vector`` with its database reads done now: a call that needs no connection, so a
@@ -121,139 +81,49 @@ class StoreBase:
         None (this default) leaves ``_vector`` to run after the word search."""
         return None
 
-    def _rows_by_rid(self, rids: Sequence[int]) -> dict[int, Row]:
-        raise NotImplementedError
+    def check(self, full: bool = False) -> list[str]:
+        """What is wrong with the store, one short phrase per problem; [] when healthy."""
+        return []
 
-    def _rows_by_id(self, ids: Sequence[str]) -> list[Row]:
-        raise NotImplementedError
-
-    def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """Run one statement on the open transaction and return its rows (the caller holds the lock)."""
-        raise NotImplementedError
-
-    def _end_read(self) -> None:
-        """End a read-only transaction (PostgreSQL would otherwise sit idle in one)."""
-
-    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """One read query on its own, under the backend's lock."""
-        with self._lock:
-            rows = self._query(sql, params)
-            self._end_read()
-        return rows
-
-    # -- reads shared by reindex and embed_pending (inside their write transaction) ----------------
     def _live_rows(self, after_rid: int, limit: int) -> list[Row]:
-        d = self.dialect
-        rows = self._query(
-            f"SELECT {COLUMNS} FROM {d.table} e WHERE e.rid > {d.ph} AND {d.live} ORDER BY e.rid LIMIT {d.ph}",
-            (after_rid, limit),
-        )
-        return [row_of(r) for r in rows]
+        """Live entries past ``after_rid`` (superseded ones included), in rid order (in the open transaction)."""
+        return self._scan(Filters(include_superseded=True), after_rid, limit)
 
-    def _unembedded(self, after_rid: int, limit: int) -> tuple[list[Row], int]:
-        """Live rows past ``after_rid`` that have no vector, and the highest rid stored."""
-        d = self.dialect
-        rows = self._query(
-            f"SELECT {COLUMNS} FROM {d.table} e WHERE e.rid > {d.ph} AND {d.live}"
-            f" AND NOT EXISTS (SELECT 1 FROM {d.vectors} v WHERE v.rid = e.rid) ORDER BY e.rid LIMIT {d.ph}",
-            (after_rid, limit),
-        )
-        top = self._query(f"SELECT COALESCE(MAX(rid), 0) FROM {d.table}", ())
-        return [row_of(r) for r in rows], int(top[0][0])
-
-    def _sessions(self) -> list[tuple[str, str]]:
-        d = self.dialect
-        rows = self._query(
-            f"SELECT DISTINCT e.project, e.session FROM {d.table} e WHERE {d.live} AND e.session != ''", ()
-        )
-        return [(str(r[0]), str(r[1])) for r in rows]
-
-    def _neighbours(self, row: Row, before: int, after: int) -> list[Row]:
-        if not row.session:
-            return [row]
-        d = self.dialect
-        same = f"SELECT {COLUMNS} FROM {d.table} e WHERE e.project = {d.ph} AND e.session = {d.ph} AND {d.live}"
-        earlier = self._fetch(
-            f"{same} AND e.rid < {d.ph} ORDER BY e.rid DESC LIMIT {d.ph}", (row.project, row.session, row.rid, before)
-        )
-        later = self._fetch(
-            f"{same} AND e.rid > {d.ph} ORDER BY e.rid LIMIT {d.ph}", (row.project, row.session, row.rid, after)
-        )
-        return [row_of(r) for r in reversed(earlier)] + [row] + [row_of(r) for r in later]
-
+    # -- views ---------------------------------------------------------------------------------------
     def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]:
         """The newest entries of some types (session summaries at session start, the dashboard's feed)."""
-        d = self.dialect
-        where, params = where_clause(Filters.build(project=project, type=list(types)), d)
-        rows = self._fetch(
-            f"SELECT {COLUMNS} FROM {d.table} e WHERE {where} ORDER BY e.ts DESC, e.rid DESC LIMIT {d.ph}",
-            [*params, limit],
-        )
-        return [row_of(r).entry(self.masker) for r in rows]
+        return [row.entry(self.masker) for row in self._latest(Filters.build(project=project, type=list(types)), limit)]
 
     def export(self, **filters: Any) -> Iterator[Entry]:
         """Every entry passing the filters (superseded ones included), masked, in insertion order."""
-        d = self.dialect
-        where, params = where_clause(Filters.build(include_superseded=True, **filters), d)
+        flt = Filters.build(include_superseded=True, **filters)
         last = 0
-        while rows := self._fetch(
-            f"SELECT {COLUMNS} FROM {d.table} e WHERE {where} AND e.rid > {d.ph} ORDER BY e.rid LIMIT 500",
-            [*params, last],
-        ):
-            for r in rows:
-                yield row_of(r).entry(self.masker)
-            last = int(rows[-1][0])
+        while True:
+            with self._lock:
+                rows = self._scan(flt, last, 500)
+                self._end_read()
+            if not rows:
+                return
+            for row in rows:
+                yield row.entry(self.masker)
+            last = rows[-1].rid
 
     def sessions(self, project: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Sessions, newest first: id, project, first and last timestamp, entry count, first prompt."""
-        d = self.dialect
-        where, params = where_clause(Filters.build(project=project, include_superseded=True), d)
-        rows = self._fetch(
-            f"SELECT e.project, e.session, MIN(e.timestamp), MAX(e.timestamp), COUNT(*), MAX(e.ts)"
-            f" FROM {d.table} e WHERE {where} AND e.session != '' GROUP BY e.project, e.session"
-            f" ORDER BY MAX(e.ts) DESC LIMIT {d.ph}",
-            [*params, limit],
-        )
-        out = []
-        for proj, session, first, last, count, _ in rows:
-            prompt = self._fetch(
-                f"SELECT {COLUMNS} FROM {d.table} e WHERE e.project = {d.ph} AND e.session = {d.ph} AND {d.live}"
-                f" AND e.type = 'user_prompt' ORDER BY e.rid LIMIT 1",
-                (proj, session),
-            )
-            out.append(
-                {
-                    "session": session,
-                    "project": proj,
-                    "first": first,
-                    "last": last,
-                    "entries": int(count),
-                    "prompt": summarise(row_of(prompt[0]), self.masker) if prompt else "",
-                }
-            )
-        return out
+        return [
+            {
+                "session": session,
+                "project": proj,
+                "first": first,
+                "last": last,
+                "entries": int(count),
+                "prompt": summarise(prompt, self.masker) if prompt is not None else "",
+            }
+            for proj, session, first, last, count, prompt in self._session_list(project, limit)
+        ]
 
-    def _known_ids(self, ids: Sequence[str]) -> set[str]:
-        raise NotImplementedError
-
-    def _reset_vectors(self, name: str, dim: int) -> None:
-        raise NotImplementedError
-
-    def _put_vectors(self, vectors: list[tuple[int, list[float]]]) -> None:
-        raise NotImplementedError
-
-    def _vector_mark(self) -> int:
-        raise NotImplementedError
-
-    def _set_vector_mark(self, rid: int) -> None:
-        raise NotImplementedError
-
-    def _begin_batch(self) -> None:
-        """Open a write batch (SQLite bumps the row version its vector cache follows)."""
-
-    def _rollback(self) -> None:
-        """Undo the open write transaction."""
-        raise NotImplementedError
+    def _set_context(self, rid: int, context: str, vector: list[float] | None) -> None:
+        self._set_contexts([(rid, context, vector)])
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -281,20 +151,10 @@ class StoreBase:
 
     def pending_vectors(self) -> int:
         """How many live entries wait for a vector (no embedding model needed to count them)."""
-        d = self.dialect
         with self._lock:
-            mark = self._vector_mark()
-            rows = self._query(
-                f"SELECT COUNT(*) FROM {d.table} e WHERE e.rid > {d.ph} AND {d.live}"
-                f" AND NOT EXISTS (SELECT 1 FROM {d.vectors} v WHERE v.rid = e.rid)",
-                (mark,),
-            )
+            count = self._pending(self._vector_mark())
             self._end_read()
-        return int(rows[0][0])
-
-    def check(self, full: bool = False) -> list[str]:
-        """What is wrong with the store, one short phrase per problem; [] when healthy."""
-        return []
+        return count
 
     # -- writing -----------------------------------------------------------------------------------
     def _add_many(self, records: Iterable[dict[str, Any] | Record]) -> int:
@@ -433,9 +293,6 @@ class StoreBase:
             self._commit()
         return record.id
 
-    def _mark_superseded(self, old_id: str, new_id: str) -> None:
-        raise NotImplementedError
-
     # -- reading -----------------------------------------------------------------------------------
     def search(
         self,
@@ -519,10 +376,6 @@ class StoreBase:
                     lists[name] = [rid for rid in lists[name] if rid in close]
         return lists
 
-    def _own_vectors(self, rids: Sequence[int]) -> dict[int, list[float]]:
-        """The entries' own vectors (those that have one)."""
-        raise NotImplementedError
-
     def _relevant(self, vector: list[float], rids: set[int], floor: float) -> set[int]:
         """The entries among ``rids`` whose own vector's cosine with ``vector`` reaches ``floor``."""
         if not rids:
@@ -544,14 +397,6 @@ class StoreBase:
         t = tuning or self.tuning
         weights = {"lexical": t.lexical, "vector": t.vector, "context": t.context}
         return rrf([(weights[name], ranked) for name, ranked in lists.items()], t.rrf_k)
-
-    def _newest(self, rids: Sequence[int]) -> float:
-        """The latest time among ``rids`` (one value read, not their rows)."""
-        d = self.dialect
-        where = f"e.rid = ANY({d.ph})" if d.list_param else f"e.rid IN ({','.join([d.ph] * len(rids))})"
-        params: list[Any] = [list(rids)] if d.list_param else list(rids)
-        rows = self._fetch(f"SELECT MAX(e.ts) FROM {d.table} e WHERE {where}", params)
-        return float(rows[0][0]) if rows and rows[0][0] is not None else 0.0
 
     def _embed_query(self, query: str) -> list[float] | None:
         if self.embedder is None or not query.strip():
