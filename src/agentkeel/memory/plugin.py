@@ -99,7 +99,9 @@ class MemoryPlugin:
         self._damaged: MemoryDamaged | None = None  # the store: no context, no tools
         self._reported: set[str] = set()
         self._waited = False  # the start check was waited for once (by the runtime or the first prompt)
-        sqlite = not self.location.startswith(("postgresql://", "postgres://"))
+        from agentkeel.memory.backends import is_file
+
+        sqlite = is_file(self.location)
         path = Path(self.location).expanduser()
         self._check = StoreCheck(path / "memory.db" if path.is_dir() else path) if sqlite and path.exists() else None
         self.embedding: EmbeddingPass | None = None
