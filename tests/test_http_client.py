@@ -121,7 +121,7 @@ async def test_chunked_events_with_extensions_trailers_and_an_interim_answer() -
     async def events(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for piece in (b"event: a\r\ndata: {\"n\"", b": 1}\r\n\r\n", b"data: 2\n\n"):
+        for piece in (b'event: a\r\ndata: {"n"', b": 1}\r\n\r\n", b"data: 2\n\n"):
             writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
             await writer.drain()
             await asyncio.sleep(0.01)
