@@ -105,7 +105,7 @@ def _client_needed(base_url: str, environ: Mapping[str, str]) -> bool:
 class HttpSession:
     """Owns the connection pool of one provider (one session). ``aclose`` ends it.
 
-    On httpx, a request goes straight to the client's transport (``AsyncHTTPTransport``, the pool
+    A request goes straight to the client's transport (``AsyncHTTPTransport``, the pool
     the client itself would use) unless the client has work to do: a proxy from the environment (or
     the system's, on macOS and Windows) or credentials in the URL. What the client adds per request
     besides (cookie jar upkeep, auth and redirect loops, header merging and URL parsing per call) is
