@@ -107,15 +107,14 @@ async def test_chunked_events_with_extensions_trailers_and_an_interim_answer() -
         await read_request(reader)
         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for piece in (b"d;ext=1\r\nevent:", b" ping\n\n\r", b"\n9\r\ndata: {}\n\r\n0\r\nTrailer: t\r\n\r\n"):
+        for piece in (b"c;ext=1\r\nevent:", b" ping\n\r", b"\na\r\ndata: {}\n\n\r\n0\r\nTrailer: t\r\n\r\n"):
             writer.write(piece)
             await writer.drain()
             await asyncio.sleep(0.01)
 
     async with serve(handler) as (base, _):
         session = HttpSession(base)
-        # "event: ping" has no data: dispatched as nothing; the data line without its blank line is dropped
-        assert await post(session, base) == []
+        assert await post(session, base) == [SSEEvent("ping", "{}")]
         await session.aclose()
 
     async def events(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
