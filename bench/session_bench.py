@@ -3,13 +3,11 @@
 Reports, per path, the median over N runs of: wall time, CPU time (user+sys of the keel
 process), peak RSS, and time from process start to the first model request received by the
 server. Paths: each wire format through keel's own client (``anthropic``, ``openai``: the
-default, on httpx), the Anthropic one on keel's own lean HTTP client (``anthropic-lean``:
-KEEL_HTTP_CLIENT=lean, opt-in), through the official SDK
-(``anthropic-sdk``, ``openai-sdk``: provider.transport "sdk"), and the in-process scripted model
-(``scripted``: no HTTP at all). Medians, with the min-max spread. Runs alternate
-between the paths so that machine drift hits them alike. Also `keel --version` wall time, the
-import cost of httpx and of each SDK, and the top import costs up to the first request on the
-default path (``python -X importtime``).
+default, on httpx), through the official SDK (``anthropic-sdk``, ``openai-sdk``: provider.transport
+"sdk"), and the in-process scripted model (``scripted``: no HTTP at all). Medians, with the
+min-max spread. Runs alternate between the paths so that machine drift hits them alike. Also
+`keel --version` wall time, the import cost of httpx and of each SDK, and the top import costs up
+to the first request on the default path (``python -X importtime``).
 
     python bench/session_bench.py [--runs 5] [--json bench/results/session.json]
 """
@@ -37,7 +35,7 @@ from agentkeel.fakellm.server import FakeLLMServer
 KEEL = str(Path(sys.executable).parent / "keel")
 
 
-PATHS = ("anthropic", "anthropic-lean", "anthropic-sdk", "openai", "openai-sdk", "scripted")
+PATHS = ("anthropic", "anthropic-sdk", "openai", "openai-sdk", "scripted")
 
 
 def run_once(path: str, importtime: bool = False) -> dict[str, float]:
@@ -52,8 +50,6 @@ def run_once(path: str, importtime: bool = False) -> dict[str, float]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "KEEL_"))}
         env["KEEL_HOME"] = str(Path(tmp) / "keelhome")
         env["KEEL_PROVIDER_TRANSPORT"] = "sdk" if transport == "sdk" else "wire"
-        if transport == "lean":
-            env["KEEL_HTTP_CLIENT"] = "lean"
         if importtime:
             env["PYTHONPROFILEIMPORTTIME"] = "1"
         extra: list[str] = []

@@ -9,9 +9,6 @@ in turn (interleaved, so that machine drift hits them alike), against the same s
 - ``floor``: the smallest program on keel's decided stack (asyncio + httpx, trio and httpx's CLI
   kept out as keel keeps them out) that streams one Messages request: the time to its request;
 - ``keel``: ``keel -p`` with the Bash tool allowed: the time to its first request;
-- ``floor-lean``: the same request on asyncio alone, raw HTTP/1.1 over its streams (no httpx):
-  the floor under keel's opt-in lean client;
-- ``keel-lean``: ``keel -p`` on that client (``KEEL_HTTP_CLIENT=lean``): the time to its first request;
 - ``floor-agent``: the least agent on that stack (one Bash tool, the stream parsed, each call run
   with ``bash -c``, nothing else) through the 20-step session: its wall time;
 - ``keel-session``: ``keel -p`` through the same 20-step session: its wall time.
@@ -57,29 +54,6 @@ async def main(url):
         async with client.stream("POST", url + "/v1/messages", json=body, headers=headers) as r:
             async for _ in r.aiter_bytes():
                 pass
-
-asyncio.run(main(sys.argv[1]))
-"""
-
-# The same request on asyncio alone (raw HTTP/1.1 over asyncio's streams): the floor without httpx,
-# what keel's opt-in lean client (KEEL_HTTP_CLIENT=lean) is built on.
-FLOOR_LEAN = r"""
-import asyncio, json, sys
-from urllib.parse import urlsplit
-
-async def main(url):
-    parts = urlsplit(url)
-    body = json.dumps({"model": "claude-floor", "max_tokens": 64, "stream": True,
-                       "messages": [{"role": "user", "content": "hi"}]}).encode()
-    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-    head = (f"POST /v1/messages HTTP/1.1\r\nhost: {parts.netloc}\r\ncontent-type: application/json\r\n"
-            f"x-api-key: sk-ant-floor-fake\r\nanthropic-version: 2023-06-01\r\n"
-            f"content-length: {len(body)}\r\n\r\n")
-    writer.write(head.encode() + body)
-    await writer.drain()
-    while await reader.read(65536):
-        pass
-    writer.close()
 
 asyncio.run(main(sys.argv[1]))
 """
@@ -183,8 +157,6 @@ def first_request(log: Path, since: float) -> float | None:
 def run_once(kind: str, url: str, log: Path, tmp: Path) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "KEEL_"))}
     env.update(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="sk-ant-bench-fake", KEEL_HOME=str(tmp / "keelhome"))
-    if kind == "keel-lean":
-        env["KEEL_HTTP_CLIENT"] = "lean"
     project = tmp / "project"
     project.mkdir(exist_ok=True)
     cmd = {
@@ -192,8 +164,6 @@ def run_once(kind: str, url: str, log: Path, tmp: Path) -> float:
         "asyncio": [sys.executable, "-c", "import asyncio"],
         "floor": [sys.executable, "-c", FLOOR, url],
         "keel": [KEEL, "-p", "run the steps", "--allowedTools", "Bash", "--output-format", "json"],
-        "floor-lean": [sys.executable, "-c", FLOOR_LEAN, url],
-        "keel-lean": [KEEL, "-p", "run the steps", "--allowedTools", "Bash", "--output-format", "json"],
         "floor-agent": [sys.executable, "-c", FLOOR_AGENT, url],
         "keel-session": [KEEL, "-p", "run the steps", "--allowedTools", "Bash", "--output-format", "json"],
     }[kind]
@@ -218,7 +188,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    kinds = ("python", "asyncio", "floor", "keel", "floor-lean", "keel-lean", "floor-agent", "keel-session")
+    kinds = ("python", "asyncio", "floor", "keel", "floor-agent", "keel-session")
     times: dict[str, list[float]] = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
@@ -242,7 +212,7 @@ def main() -> None:
         result[k] = {"median_ms": round(med, 1), "min_ms": round(min(times[k]), 1), "max_ms": round(max(times[k]), 1)}
         label = LABELS.get(k, "first request")
         print(f"{k:12} {label:14} median {med:7.1f} ms  ({min(times[k]):.1f}-{max(times[k]):.1f})")
-    for a, b in (("keel", "floor"), ("keel-lean", "floor-lean"), ("keel-session", "floor-agent")):
+    for a, b in (("keel", "floor"), ("keel-session", "floor-agent")):
         over = statistics.median(x - y for x, y in zip(times[a], times[b], strict=True))
         result[f"{a}_minus_{b}_ms"] = round(over, 1)
         print(f"{a} - {b} (median of the pairs): {over:.1f} ms")

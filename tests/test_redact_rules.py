@@ -5,22 +5,35 @@ Every fake secret is built from pieces, so no literal here looks like a live key
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentkeel import _gitleaks_vendor as vendor
 from agentkeel._secret_rules import DATA, RuleSet, Span, ascii_lower, ruleset
 from agentkeel.memory.privacy import Masker
 from agentkeel.redact import _apply, redact
 
+
+def _script(name: str) -> Any:
+    """A developer tool of scripts/ (not part of the package), loaded from its file."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+vendor = _script("gitleaks_vendor")
 FAKE = "FAKE" + "fake" + "0000" + "FAKE" + "fake" + "0000"  # 24 characters, letters and digits
 AWS_SECRET = "FAKE" + "fake" + "0123" * 2 + "FAKE" + "fake" + "0123" * 2 + "FAKEfake"  # 40, mixed case and digits
 PGP = "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF" + FAKE + "\n=ab12\n-----END PGP PRIVATE KEY BLOCK-----"

@@ -20,7 +20,6 @@ from agentkeel.fakellm.server import FakeLLMServer
 from kit import KeelRun, session_files, wire_env
 
 WIRES = ["anthropic", "openai"]
-CLIENTS = ["lean", "httpx"]  # keel's own HTTP client (KEEL_HTTP_CLIENT=lean) and httpx (the default)
 
 
 def transcript(tmp_path: Path) -> list[dict[str, Any]]:
@@ -53,20 +52,18 @@ RECOVERED = [
 ]
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("wire", WIRES)
 @pytest.mark.parametrize(("name", "fault"), RECOVERED, ids=[n for n, _ in RECOVERED])
 def test_a_fault_then_success_is_retried_whole(
     name: str,
     fault: dict[str, Any],
     wire: str,
-    client: str,
     tmp_path: Path,
     fake_llm: Callable[[Any], FakeLLMServer],
     keel: Callable[..., KeelRun],
 ) -> None:
     server = fake_llm({"steps": [fault, "the whole answer"]})
-    run = keel("-p", "go", env={**wire_env(server, wire), "API_TIMEOUT_MS": "1000", "KEEL_HTTP_CLIENT": client})
+    run = keel("-p", "go", env={**wire_env(server, wire), "API_TIMEOUT_MS": "1000"})
     assert (run.code, run.stdout, run.stderr) == (0, "the whole answer\n", "")
     assert len(server.cursor.requests) == 2
     entries = transcript(tmp_path)
@@ -100,20 +97,18 @@ def test_a_fault_then_success_is_retried_whole(
     ],
     ids=["401", "stalled_twice", "reset_twice", "prompt_too_long"],
 )
-@pytest.mark.parametrize("client", CLIENTS)
 def test_a_fault_that_persists_ends_in_one_clear_line(
     steps: list[Any],
     env: dict[str, str],
     needle: str,
     requests: int,
     wire: str,
-    client: str,
     tmp_path: Path,
     fake_llm: Callable[[Any], FakeLLMServer],
     keel: Callable[..., KeelRun],
 ) -> None:
     server = fake_llm({"steps": steps})
-    run = keel("-p", "go", env={**wire_env(server, wire), **env, "KEEL_HTTP_CLIENT": client})
+    run = keel("-p", "go", env={**wire_env(server, wire), **env})
     key = "ANTHROPIC_API_KEY" if wire == "anthropic" else "OPENAI_API_KEY"
     assert run.code == 1 and run.stdout == ""
     [line] = run.stderr.splitlines()
@@ -179,12 +174,10 @@ def test_the_transport_is_a_choice(
     assert agent.startswith("agentkeel/" if transport == "wire" else "AsyncAnthropic/")
 
 
-@pytest.mark.parametrize(("client", "httpx_loaded"), [("", True), ("httpx", True), ("lean", False)])
 def test_a_session_on_the_wire_path_imports_no_sdk(
-    client: str, httpx_loaded: bool, fake_llm: Callable[[Any], FakeLLMServer], project: Path, tmp_path: Path
+    fake_llm: Callable[[Any], FakeLLMServer], project: Path, tmp_path: Path
 ) -> None:
-    """The default path imports no SDK (httpx only); KEEL_HTTP_CLIENT=lean (keel's own client) does
-    not even import httpx."""
+    """The wire path imports no SDK: httpx only."""
     server = fake_llm(
         {"steps": [{"text": "listing", "tool_calls": [{"name": "LS", "input": {"path": "."}}]}, "done"], "loop": True}
     )
@@ -197,12 +190,12 @@ def test_a_session_on_the_wire_path_imports_no_sdk(
         out = subprocess.run(
             [sys.executable, "-c", probe],
             cwd=project,
-            env={**os.environ, **wire_env(server, wire), "KEEL_HTTP_CLIENT": client},
+            env={**os.environ, **wire_env(server, wire)},
             capture_output=True,
             text=True,
             timeout=60,
         )
-        assert out.stderr.strip().splitlines()[-1] == f"0 [] {httpx_loaded}", out.stderr
+        assert out.stderr.strip().splitlines()[-1] == "0 [] True", out.stderr
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import collections
 import contextlib
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import h11
@@ -43,8 +43,6 @@ class Limits:
 class LimiterStats:
     admitted: int = 0
     upstream_429: int = 0
-    waited_s: float = 0.0
-    pauses: list[float] = field(default_factory=list)
 
 
 class SharedLimiter:
@@ -71,7 +69,6 @@ class SharedLimiter:
         return lim.tpm is None or not self._window or self._tokens + tokens <= lim.tpm
 
     async def admit(self, tokens: int) -> None:
-        started = time.monotonic()
         while True:
             now = time.monotonic()
             self._expire(now)
@@ -82,7 +79,6 @@ class SharedLimiter:
                 self._window.append((now, tokens))
                 self._tokens += tokens
                 self.stats.admitted += 1
-                self.stats.waited_s += now - started
                 return
             wait = self.limits.window_s - (now - self._window[0][0]) if self._window else 0.01
             await asyncio.sleep(max(0.005, wait))
@@ -98,7 +94,6 @@ class SharedLimiter:
         until = time.monotonic() + retry_after
         if until > self._paused_until:
             self._paused_until = until
-            self.stats.pauses.append(retry_after)
 
 
 def retry_after_s(headers: httpx.Headers) -> float | None:

@@ -1,15 +1,10 @@
-"""The HTTP side of the wire clients: one connection pool per session (keep-alive across turns,
-HTTP/1.1, CA bundles from the environment), a POST whose streamed answer comes back as server-sent
-events, and every transport failure turned into a :class:`ProviderError`.
+"""The HTTP side of the wire clients: one httpx connection pool per session (keep-alive across
+turns, HTTP/1.1, CA bundles from the environment), a POST whose streamed answer comes back as
+server-sent events, and every transport failure turned into a :class:`ProviderError`.
 
-Two HTTP stacks, one behaviour. The default is httpx (the project's decided HTTP stack, #13),
-imported at the first request. ``KEEL_HTTP_CLIENT=lean`` opts into keel's own asyncio HTTP/1.1
-client (``_conn``), which costs nothing to import and measured about a quarter sooner to the
-first request; it serves direct connections only, so with a proxy variable (``HTTP_PROXY``,
-``HTTPS_PROXY``, ``ALL_PROXY``) and on macOS and Windows (system proxies) httpx is used anyway.
-Loading the CA bundle (60-130 ms here) starts on a thread when the session is created, so it
-overlaps the rest of startup (OpenSSL parses the bundle without holding the GIL); an ``http://``
-endpoint skips it.
+httpx is the one HTTP stack (#13, #32), imported at the first request. Loading the CA bundle
+(60-130 ms here) starts on a thread when the session is created, so it overlaps the rest of
+startup (OpenSSL parses the bundle without holding the GIL); an ``http://`` endpoint skips it.
 """
 
 from __future__ import annotations
@@ -36,10 +31,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from agentkeel.providers import (
-        _conn,  # the lean client: imported when KEEL_HTTP_CLIENT=lean asks for it
-        _errors,
-    )
+    from agentkeel.providers import _errors
 else:  # what a failure is reported with: loaded at the first failure (agentkeel._lazy)
     _errors = lazy_module("agentkeel.providers._errors", globals(), "_errors")
 
@@ -110,19 +102,10 @@ def _client_needed(base_url: str, environ: Mapping[str, str]) -> bool:
     return any(environ.get(name, "").strip() for name in _PROXY_VARIABLES)
 
 
-def wants_httpx(environ: Mapping[str, str]) -> bool:
-    """httpx unless ``KEEL_HTTP_CLIENT=lean`` asks for keel's own client, and then still httpx where
-    the lean client would not do what httpx does: proxies (from the environment, or the system's
-    on macOS and Windows)."""
-    if environ.get("KEEL_HTTP_CLIENT", "").strip().lower() != "lean" or sys.platform in ("darwin", "win32"):
-        return True
-    return any(environ.get(name, "").strip() for name in _PROXY_VARIABLES)
-
-
 class HttpSession:
     """Owns the connection pool of one provider (one session). ``aclose`` ends it.
 
-    On httpx, a request goes straight to the client's transport (``AsyncHTTPTransport``, the pool
+    A request goes straight to the client's transport (``AsyncHTTPTransport``, the pool
     the client itself would use) unless the client has work to do: a proxy from the environment (or
     the system's, on macOS and Windows) or credentials in the URL. What the client adds per request
     besides (cookie jar upkeep, auth and redirect loops, header merging and URL parsing per call) is
@@ -136,12 +119,7 @@ class HttpSession:
         self._httpx: Any = None
         self._base_url = base_url
         self._tls = TlsContext(base_url, os.environ)
-        self._pool: _conn.Pool | None = None
         self._prepared: dict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = {}
-        if not wants_httpx(os.environ):
-            from agentkeel.providers import _conn
-
-            self._pool = _conn.Pool(self._tls.get, CONNECT_TIMEOUT_S)
 
     def _get(self, timeout_s: float) -> httpx.AsyncClient:
         if self._client is None:
@@ -183,11 +161,6 @@ class HttpSession:
     async def post_sse(self, target: Target, headers: dict[str, str], body: bytes) -> AsyncGenerator[SSEEvent, None]:
         """POST ``body`` and yield the server-sent events of the answer. An error status, a transport
         failure, a timeout or a 200 that carries an error raise :class:`ProviderError`."""
-        if self._pool is not None:
-            async with aclosing(self._post_lean(self._pool, target, headers, body)) as events:
-                async for event in events:
-                    yield event
-            return
         client = self._get(target.timeout_s)
         httpx = self._httpx
         url, sent, extensions = self._prepare(client, target, headers)
@@ -207,6 +180,12 @@ class HttpSession:
             raise _errors.unreachable(target.endpoint, _detail(e)) from None
         except httpx.ProxyError as e:
             raise _errors.unreachable(target.endpoint, f"proxy: {_detail(e)}") from None
+        except httpx.LocalProtocolError:  # h11 refused to send it; its message quotes the header (a credential)
+            raise ProviderError(
+                "connection",
+                f"cannot send the request to {target.endpoint}: a header value is not valid HTTP"
+                " (a line break in a key, a token or a custom header?)",
+            ) from None
         except httpx.TransportError as e:  # closed or reset before any answer (a stale keep-alive connection...)
             raise ProviderError("connection", f"{target.endpoint} closed the connection: {_detail(e)}") from None
         try:
@@ -222,49 +201,7 @@ class HttpSession:
         finally:
             await response.aclose()
 
-    async def _post_lean(
-        self, pool: _conn.Pool, target: Target, headers: dict[str, str], body: bytes
-    ) -> AsyncGenerator[SSEEvent, None]:
-        from agentkeel.providers import _conn
-
-        sent = {"user-agent": USER_AGENT, "content-type": "application/json", "accept": "application/json", **headers}
-        try:
-            response = await pool.post(target.url, sent, body, target.timeout_s)
-            warm_now()
-        except _conn.ConnectTimedOut:
-            raise _errors.unreachable(target.endpoint, "connection timed out") from None
-        except _conn.ConnectFailed as e:
-            raise _errors.unreachable(target.endpoint, _errors.one_line(str(e), 160)) from None
-        except _conn.AnswerTimedOut:
-            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="response") from None
-        except _conn.NoAnswer as e:
-            raise ProviderError(
-                "connection", f"{target.endpoint} closed the connection: {_errors.one_line(str(e), 160)}"
-            ) from None
-        except _conn.BodyBroken as e:
-            raise ProviderError(
-                "stream_broken", f"{target.endpoint} sent a malformed answer: {_errors.one_line(str(e), 160)}"
-            ) from None
-        except (OSError, ValueError) as e:  # the CA bundle; a header with a line break
-            raise ProviderError(
-                "connection", f"cannot send the request to {target.endpoint}: {_errors.one_line(str(e), 160)}"
-            ) from None
-        try:
-            async with aclosing(self._events(response, target)) as events:
-                async for event in events:
-                    yield event
-        except _conn.BodyTimedOut:
-            raise _errors.timed_out(target.endpoint, target.timeout_s, waiting_for="data") from None
-        except _conn.HttpError as e:
-            raise ProviderError(
-                "stream_broken", f"the response stream from {target.endpoint} broke: {_errors.one_line(str(e), 160)}"
-            ) from None
-        finally:
-            await response.aclose()
-
-    async def _events(
-        self, response: httpx.Response | _conn.Response, target: Target
-    ) -> AsyncGenerator[SSEEvent, None]:
+    async def _events(self, response: httpx.Response, target: Target) -> AsyncGenerator[SSEEvent, None]:
         if response.status_code >= 300:
             raw = await response.aread()
             raise _errors.from_response(
@@ -286,8 +223,6 @@ class HttpSession:
             yield event
 
     async def aclose(self) -> None:
-        if self._pool is not None:
-            await self._pool.aclose()
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()

@@ -4,15 +4,31 @@ reads and writes, an ``error`` event mid-stream. No SDK. Each turn serialises on
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
-from agentkeel.core.provider import ModelRequest, StreamChunk
+from agentkeel.core.provider import ModelRequest, Provider, StreamChunk
 from agentkeel.providers._body import BodyCache
 from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, parse_data
 from agentkeel.providers.anthropic_format import MessageStream, request_body, response_from_wire
-from agentkeel.providers.endpoints import AnthropicEndpoint, shown_url
+from agentkeel.providers.catalog import ModelInfo
+from agentkeel.providers.endpoints import AnthropicEndpoint, anthropic_endpoint, shown_url
+from agentkeel.providers.factory import pick_transport, sdk_missing
+
+
+def make(info: ModelInfo, env: Mapping[str, str], transport: str | None) -> Provider:
+    """The ``anthropic`` provider: keel's own client, or the official SDK's (``transport``)."""
+    how = pick_transport(transport, env)
+    endpoint = anthropic_endpoint(env)
+    if how == "wire":
+        return AnthropicWireProvider(endpoint)
+    try:
+        from agentkeel.providers.anthropic_messages import AnthropicProvider
+
+        return AnthropicProvider(endpoint=endpoint)
+    except ImportError:
+        raise sdk_missing("anthropic") from None
 
 
 class AnthropicWireProvider:

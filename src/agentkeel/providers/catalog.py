@@ -15,9 +15,8 @@ from typing import Any
 import msgspec
 
 from agentkeel.core.types import Usage
+from agentkeel.providers import WIRES
 
-OPENAI_COMPATIBLE = frozenset({"openai", "ollama", "vllm", "lmstudio", "llamacpp", "openrouter"})
-PROVIDERS = frozenset({"anthropic", "scripted"} | OPENAI_COMPATIBLE)
 CATALOG_FILE = Path(__file__).with_name("models.json")
 
 
@@ -116,11 +115,14 @@ def resolve_model(name: str | None, env: Mapping[str, str]) -> ModelInfo:
     name = cat["aliases"].get(name, name)
     provider, sep, model = name.partition(":")
     if sep:
-        if provider not in PROVIDERS:
+        if provider not in WIRES:
             raise ModelConfigError(
-                f"unknown provider '{provider}' in model '{name}': use one of {', '.join(sorted(PROVIDERS))}"
+                f"unknown provider '{provider}' in model '{name}': use one of {', '.join(sorted(WIRES))}"
             )
-        return model_info(provider, model or cat["defaults"][provider])
+        model = model or cat["defaults"].get(provider, "")
+        if not model:
+            raise ModelConfigError(f"no default model for '{provider}': name one, as {provider}:<model>")
+        return model_info(provider, model)
     if name.startswith("claude"):
         return model_info("anthropic", name)
     if name.startswith(("gpt-", "o1", "o3", "o4", "chatgpt")):

@@ -1,19 +1,21 @@
-"""Build a provider for a resolved model from the environment.
+"""Build a provider for a resolved model from the environment: the module ``WIRES`` names for its
+provider (``agentkeel.providers``) makes it.
 
-Two transports: ``wire`` (the default: keel's own clients on httpx, nothing else to install) and
-``sdk`` (the official ``anthropic`` / ``openai`` SDKs, from the extras of the same names). The
-transport comes from the ``transport`` argument (the ``provider.transport`` setting), else
-``KEEL_PROVIDER_TRANSPORT``, else ``wire``.
+Two transports for the formats that have an official SDK: ``wire`` (the default: keel's own
+clients on httpx, nothing else to install) and ``sdk`` (the official ``anthropic`` / ``openai``
+SDKs, from the extras of the same names). The transport comes from the ``transport`` argument (the
+``provider.transport`` setting), else ``KEEL_PROVIDER_TRANSPORT``, else ``wire``.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Literal
 
 from agentkeel.core.provider import Provider
-from agentkeel.providers.catalog import OPENAI_COMPATIBLE, ModelConfigError, ModelInfo
-from agentkeel.providers.endpoints import anthropic_endpoint, openai_endpoint
+from agentkeel.providers import WIRES
+from agentkeel.providers.catalog import ModelConfigError, ModelInfo
 
 Transport = Literal["wire", "sdk"]
 TRANSPORTS: tuple[Transport, ...] = ("wire", "sdk")
@@ -28,7 +30,7 @@ def pick_transport(transport: str | None, env: Mapping[str, str]) -> Transport:
     raise ModelConfigError(f"{where} must be 'wire' or 'sdk', got '{chosen}'")
 
 
-def _sdk_missing(package: str) -> ModelConfigError:
+def sdk_missing(package: str) -> ModelConfigError:
     return ModelConfigError(
         f"the {package} SDK is not installed: pip install 'agentkeel[{package}]', "
         'or use keel\'s own client (provider.transport "wire", the default)'
@@ -36,38 +38,8 @@ def _sdk_missing(package: str) -> ModelConfigError:
 
 
 def make_provider(info: ModelInfo, env: Mapping[str, str], *, transport: str | None = None) -> Provider:
-    how = pick_transport(transport, env) if info.provider != "scripted" else "wire"
-    if info.provider == "anthropic":
-        endpoint = anthropic_endpoint(env)
-        if how == "wire":
-            from agentkeel.providers.anthropic_wire import AnthropicWireProvider
-
-            return AnthropicWireProvider(endpoint)
-        try:
-            from agentkeel.providers.anthropic_messages import AnthropicProvider
-
-            return AnthropicProvider(endpoint=endpoint)
-        except ImportError:
-            raise _sdk_missing("anthropic") from None
-    if info.provider in OPENAI_COMPATIBLE:
-        oa = openai_endpoint(info.provider, env)
-        if how == "wire":
-            from agentkeel.providers.openai_wire import OpenAIWireProvider
-
-            return OpenAIWireProvider(oa)
-        try:
-            from agentkeel.providers.openai_chat import OpenAIChatProvider
-
-            return OpenAIChatProvider(endpoint=oa)
-        except ImportError:
-            raise _sdk_missing("openai") from None
-    if info.provider == "scripted":
-        from agentkeel.fakellm.script import ScriptError
-        from agentkeel.providers.scripted import ScriptedProvider
-
-        path = env.get("KEEL_SCRIPT") or info.model
-        try:
-            return ScriptedProvider(path)
-        except ScriptError as e:
-            raise ModelConfigError(str(e)) from None
-    raise ModelConfigError(f"unknown provider '{info.provider}'")
+    module = WIRES.get(info.provider)
+    if module is None:
+        raise ModelConfigError(f"unknown provider '{info.provider}'")
+    provider: Provider = importlib.import_module(module).make(info, env, transport)
+    return provider

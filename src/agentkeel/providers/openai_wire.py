@@ -5,15 +5,32 @@ Each turn serialises only its new messages."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
-from agentkeel.core.provider import ModelRequest, StreamChunk
+from agentkeel.core.provider import ModelRequest, Provider, StreamChunk
 from agentkeel.providers._body import BodyCache
 from agentkeel.providers._http import WHOLE_BODY, HttpSession, Target, parse_data
-from agentkeel.providers.endpoints import OpenAIEndpoint, shown_url
+from agentkeel.providers.catalog import ModelInfo
+from agentkeel.providers.endpoints import OpenAIEndpoint, openai_endpoint, shown_url
+from agentkeel.providers.factory import pick_transport, sdk_missing
 from agentkeel.providers.openai_format import ChunkAccumulator, completion_from_wire, request_body
+
+
+def make(info: ModelInfo, env: Mapping[str, str], transport: str | None) -> Provider:
+    """An OpenAI-compatible provider (``openai``, ``ollama``, ``vllm``...): keel's own client, or
+    the official SDK's (``transport``)."""
+    how = pick_transport(transport, env)
+    endpoint = openai_endpoint(info.provider, env)
+    if how == "wire":
+        return OpenAIWireProvider(endpoint)
+    try:
+        from agentkeel.providers.openai_chat import OpenAIChatProvider
+
+        return OpenAIChatProvider(endpoint=endpoint)
+    except ImportError:
+        raise sdk_missing("openai") from None
 
 
 class OpenAIWireProvider:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError, StreamChunk, TextChunk
@@ -18,8 +18,17 @@ from agentkeel.core.types import (
     Usage,
     to_data,
 )
-from agentkeel.fakellm.script import Script, ScriptCursor, usage_for
+from agentkeel.fakellm.script import Script, ScriptCursor, ScriptError, usage_for
 from agentkeel.providers._errors import from_status, from_stream_error
+from agentkeel.providers.catalog import ModelConfigError, ModelInfo
+
+
+def make(info: ModelInfo, env: Mapping[str, str], transport: str | None) -> ScriptedProvider:
+    """``scripted:<path>`` (or ``KEEL_SCRIPT``): the script runs in-process; no transport to choose."""
+    try:
+        return ScriptedProvider(env.get("KEEL_SCRIPT") or info.model)
+    except ScriptError as e:
+        raise ModelConfigError(str(e)) from None
 
 
 class ScriptedProvider:

@@ -1,6 +1,7 @@
-"""Vendor gitleaks' default rules into ``gitleaks_rules.json`` (a developer tool; never imported by keel).
+"""Vendor gitleaks' default rules into ``src/agentkeel/gitleaks_rules.json`` (a developer tool, outside
+the package: keel never imports it).
 
-    python -m agentkeel._gitleaks_vendor path/to/config/gitleaks.toml COMMIT
+    python scripts/gitleaks_vendor.py path/to/config/gitleaks.toml COMMIT
 
 gitleaks (github.com/gitleaks/gitleaks, MIT licence) keeps the best-maintained open set of secret
 patterns, written for Go's RE2. This turns each rule into data keel matches with Python's ``re``:
@@ -25,6 +26,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+RULES_FILE = Path(__file__).resolve().parent.parent / "src" / "agentkeel" / "gitleaks_rules.json"
 
 LICENCE = """MIT License
 
@@ -433,7 +436,7 @@ def vendor(config: dict[str, Any], commit: str) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     toml_path, commit = argv
     data = vendor(tomllib.loads(Path(toml_path).read_text()), commit)
-    target = Path(__file__).with_name("gitleaks_rules.json")
+    target = RULES_FILE
     target.write_text(json.dumps(data, indent=1) + "\n")
     rules = data["rules"]
     skipped = [r for r in rules if "skipped" in r]
