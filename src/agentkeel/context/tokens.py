@@ -198,9 +198,3 @@ class Accounting(msgspec.Struct):
         if self._reported_epoch == self._epoch and chars >= self._reported_chars:
             return self.last_reported + self.estimator.tokens(chars - self._reported_chars)
         return self.estimator.tokens(chars)
-
-    def cache_share(self, start: int = 0) -> float:
-        """Cached share of input tokens over the requests from ``start`` (0-based) on."""
-        rows = self.cache_history[start:]
-        total = sum(t for _, t in rows)
-        return sum(r for r, _ in rows) / total if total else 0.0

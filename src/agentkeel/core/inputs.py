@@ -28,10 +28,6 @@ import msgspec
 _PATH_STEP = r"\.([^.\[]+)|\[(\d+)\]"  # compiled at the first error (re caches it)
 
 
-def is_struct(model: object) -> bool:
-    return isinstance(model, type) and issubclass(model, msgspec.Struct)
-
-
 def parse_struct(tool: str, model: type[msgspec.Struct], raw: Any) -> msgspec.Struct:
     """``raw`` converted to ``model``; a ValueError naming every problem found, in pydantic's words."""
     try:

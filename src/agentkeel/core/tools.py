@@ -342,9 +342,6 @@ class ToolRegistry:
     def list(self) -> builtins.list[Tool]:
         return list(self._tools.values())
 
-    def list_by_group(self, group: ToolGroup) -> builtins.list[Tool]:
-        return [t for t in self._tools.values() if t.group == group]
-
     def visible(self, hidden: Callable[[Tool], bool] | None = None) -> builtins.list[Tool]:
         """Tools the model is told about: enabled and not hidden by policy."""
         out = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import glob
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,39 +60,6 @@ def extractive_summary(entries: Sequence[Entry], limit_chars: int = 1200) -> str
     return "\n".join(parts)[:limit_chars]
 
 
-def summarise_session(
-    store: MemoryStore,
-    project: str,
-    session: str,
-    summarise: Callable[[str], str] | None = None,
-) -> str | None:
-    """Write (or supersede) the session's summary; returns its id, or None for an empty session."""
-    entries = list(store.export(project=project, session=session))
-    entries = [e for e in entries if e.type != "session_summary" and not e.superseded_by]
-    if not entries:
-        return None
-    text = extractive_summary(entries)
-    if summarise is not None:
-        try:
-            text = summarise(text) or text
-        except Exception:  # a model summary is optional; the extractive one stands
-            pass
-    record = {
-        "id": f"summary:{session}:{len(entries)}",
-        "type": "session_summary",
-        "project": project,
-        "session": session,
-        "timestamp": now_iso(),
-        "text": text,
-        "metadata": {"entries": len(entries), "summary": one_line(text, 140)},
-    }
-    previous = [e for e in store.recent(["session_summary"], project=project, limit=50) if e.session == session]
-    if previous:
-        return store.supersede(previous[0].id, record)
-    store.add_many([record])
-    return str(record["id"])
-
-
 class Lesson(msgspec.Struct):
     """A reflexion lesson after a task (seed 004 17-A)."""
 
@@ -134,12 +101,6 @@ def lesson_record(lesson: Lesson, project: str = "", session: str = "") -> dict[
             "summary": one_line("; ".join(lesson.lessons) or lesson.task, 140),
         },
     }
-
-
-def record_lesson(store: MemoryStore, lesson: Lesson, project: str = "", session: str = "") -> str:
-    record = lesson_record(lesson, project, session)
-    store.add_many([record])
-    return str(record["id"])
 
 
 _TASK_TYPES = (

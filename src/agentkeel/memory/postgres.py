@@ -60,13 +60,6 @@ IMPACT_DEPTH = 2000  # postings read per query term, best impact first
 RESCORE = 400  # best candidates given to the filters
 
 
-def rank_weights(fields: tuple[float, float, float]) -> str:
-    """ts_rank's {D, C, B, A} weights from the store's (own text, context, date words) field weights."""
-    own, ctx, when = (max(0.0, float(w)) for w in fields)
-    top = max(own, ctx, when) or 1.0
-    return "{" + ", ".join(f"{w / top:.4g}" for w in (0.0, ctx, when, own)) + "}"
-
-
 class PostgresStore(SQLBackend, StoreBase):
     dialect = POSTGRES
     impact_depth = IMPACT_DEPTH  # postings read per query term (``_bm25``)

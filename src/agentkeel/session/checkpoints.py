@@ -243,9 +243,3 @@ def _targets(call: ToolCall, cwd: Path) -> list[Path]:
         paths = [Path(raw[f]).expanduser() for f in effects_of(call.name).path_fields if f in raw]
         paths = [p if p.is_absolute() else base / p for p in paths]
     return [Path(os.path.normpath(p)) for p in paths]
-
-
-def checkpoint_extension(session_file: Path, cwd: Path, emit: Callable[[Event], None]) -> tuple[Extension, Any]:
-    """The extension and the recorder (put it in the session's services as ``CheckpointRecorder``)."""
-    recorder = CheckpointRecorder(session_file, cwd, emit)
-    return recorder.extension(), recorder
