@@ -73,9 +73,9 @@ async def exit_(runtime: Any, args: str) -> str:
 
 
 async def clear(runtime: Any, args: str) -> str:
-    from agentkeel.core.view import ViewBuilder
+    from agentkeel.session.history import cleared
 
-    runtime.agent.view = ViewBuilder()
+    runtime.agent.append(cleared())
     return "Conversation cleared: the next prompt starts a fresh context (the transcript keeps the history)."
 
 

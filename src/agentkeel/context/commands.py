@@ -50,8 +50,7 @@ async def compact(runtime: Runtime, args: str) -> str:
     event = await mgr.compact_messages(request, "manual", args.strip())
     if event is None:
         return "Nothing was compacted (nothing old enough to compact, or a PreCompact hook refused)."
-    logged = runtime.agent.bus.publish(event)
-    runtime.agent.view.add_event(logged)
+    runtime.agent.append(event)
     return f"Compacted ({event.stage}): {event.tokens_before:,} -> {event.tokens_after:,} tokens."
 
 
