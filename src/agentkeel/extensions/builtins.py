@@ -66,12 +66,22 @@ class SessionParts(msgspec.Struct):
 Factory = Callable[[SessionParts], Extension | None]
 
 
+MAIN = "main"  # a session: keel, keel -p, the SDK, the TUI, the web app
+SUBAGENT = "subagent"  # a Task child: shares the parent's instances of its profile's built-ins
+HOOK_AGENT = "hook-agent"  # an "agent" hook's read-only loop
+BATCH_TASK = "batch-task"  # one task of `keel batch` (a session of its own)
+PROFILES = (MAIN, SUBAGENT, HOOK_AGENT, BATCH_TASK)
+SESSIONS = frozenset({MAIN, SUBAGENT, BATCH_TASK})
+EVERY = frozenset(PROFILES)
+
+
 class Builtin(msgspec.Struct, frozen=True):
     name: str
     description: str
     factory: Factory
     required: bool = False
     always: bool = False  # built even when disabled: the factory reads ``parts.disabled`` itself
+    profiles: frozenset[str] = SESSIONS  # the kinds of session it is part of
 
 
 def _loop_detector(parts: SessionParts) -> Extension:
@@ -120,11 +130,34 @@ def _hooks(parts: SessionParts) -> Extension | None:
         model=parts.model,
         home=str(parts.home or Path.home()),
         spawned=_watched(parts.services),
+        agent_session=_hook_agent_session(parts),
     )
     dispatcher = HookDispatcher(config, context)
     hooks = HooksExtension(dispatcher, tool_env=parts.tool_env, source=parts.source, services=parts.services)
     parts.gate.request_hooks.append(hooks.permission_request)
     return hooks.extension()
+
+
+def _hook_agent_session(parts: SessionParts) -> Callable[[], tuple[EventBus, list[Extension]]]:
+    """An agent hook's bus and built-ins: the ``hook-agent`` profile, made from this session's
+    parts (its window, its settings), with a bus and services of their own."""
+
+    def session() -> tuple[EventBus, list[Extension]]:
+        from agentkeel.extensions.redaction import redact_event
+
+        bus = EventBus()
+        bus.transforms.append(redact_event)  # as every session's bus: the view is what was logged
+        child = msgspec.structs.replace(
+            parts,
+            bus=bus,
+            spill_dir=parts.spill_dir.parent / "hook-agents" / "tool-results",
+            services=Services(),
+            notices=[],
+        )
+        extensions, _ = default_extensions(child, list(parts.disabled), HOOK_AGENT)
+        return bus, extensions
+
+    return session
 
 
 class _Watched:
@@ -270,12 +303,13 @@ BUILTINS: tuple[Builtin, ...] = (
         _reliability("non-interactive-env"),
     ),
     Builtin("permission-gate", "the permission engine and the ask flow", _permission_gate, required=True),
-    Builtin("result-guard", "cleans and redacts every tool result", _result_guard, required=True),
-    Builtin("output-budget", "spills large tool output to a file", _output_budget),
+    Builtin("result-guard", "cleans and redacts every tool result", _result_guard, required=True, profiles=EVERY),
+    Builtin("output-budget", "spills large tool output to a file", _output_budget, profiles=EVERY),
     Builtin(
         "tool-output-truncator",
         "cuts a tool result to half the context headroom",
         _reliability("tool-output-truncator"),
+        profiles=EVERY,
     ),
     Builtin("comment-checker", "flags narrating comments an Edit or Write added", _reliability("comment-checker")),
     Builtin("memory", "memory capture, context injection and tools", _memory),
@@ -305,10 +339,19 @@ BUILTINS: tuple[Builtin, ...] = (
         "empty-message-sanitizer",
         "fills or drops empty content in the request",
         _reliability("empty-message-sanitizer"),
+        profiles=EVERY,
     ),
-    Builtin("thinking-block-validator", "thinking blocks first, or none", _reliability("thinking-block-validator")),
     Builtin(
-        "tool-pairing-validator", "every tool_use answered once in the request", _reliability("tool-pairing-validator")
+        "thinking-block-validator",
+        "thinking blocks first, or none",
+        _reliability("thinking-block-validator"),
+        profiles=EVERY,
+    ),
+    Builtin(
+        "tool-pairing-validator",
+        "every tool_use answered once in the request",
+        _reliability("tool-pairing-validator"),
+        profiles=EVERY,
     ),
 )
 
@@ -317,8 +360,10 @@ BUILTINS: tuple[Builtin, ...] = (
 REQUEST_VALIDATORS = ("empty-message-sanitizer", "thinking-block-validator", "tool-pairing-validator")
 
 
-def default_extensions(parts: SessionParts, disabled: list[str]) -> tuple[list[Extension], list[str]]:
-    """The built-ins minus the disabled ones, and warnings about the disabled list."""
+def default_extensions(
+    parts: SessionParts, disabled: list[str], profile: str = MAIN
+) -> tuple[list[Extension], list[str]]:
+    """The built-ins of ``profile`` minus the disabled ones, and warnings about the disabled list."""
     names = {b.name for b in BUILTINS}
     warnings: list[str] = []
     for name in disabled:
@@ -328,6 +373,8 @@ def default_extensions(parts: SessionParts, disabled: list[str]) -> tuple[list[E
     out: list[Extension] = []
     parts.disabled = tuple(disabled)
     for builtin in BUILTINS:
+        if profile not in builtin.profiles:
+            continue
         if builtin.name in disabled:
             if builtin.required:
                 warnings.append(f"disabled_hooks: '{builtin.name}' is a safety check and cannot be disabled")
