@@ -309,6 +309,11 @@ class Runtime:
         for kind, item in opts.services.items():
             services.put(kind, item)
         services.put(PermissionGate, gate)  # /sandbox on asks about new hosts through it too
+        # what slash commands and front ends know of the session besides its Agent (core.handle)
+        services.put(PermissionEngine, engine)
+        services.put(LoadedSettings, loaded)
+        services.put(ModelInfo, info)
+        services.put(TrustState, trust)
         if sandbox is not None:
             services.put(type(sandbox), sandbox)
             sandbox.asker = gate  # a new host a sandboxed command reaches is asked about through the gate
