@@ -18,6 +18,17 @@ from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, Tool
+from agentkeel.extensions.reliability.comments import comment_checker
+from agentkeel.extensions.reliability.errors import error_detector
+from agentkeel.extensions.reliability.fallback import model_fallback
+from agentkeel.extensions.reliability.messages import empty_sanitizer, pairing_validator, thinking_validator
+from agentkeel.extensions.reliability.monitor import context_monitor, output_truncator
+from agentkeel.extensions.reliability.pruning import context_pruning
+from agentkeel.extensions.reliability.recovery import session_recovery
+from agentkeel.extensions.reliability.registry import session_state
+from agentkeel.extensions.reliability.shell import non_interactive_env
+from agentkeel.extensions.reliability.state import ReliabilityState
+from agentkeel.extensions.reliability.todo import todo_enforcer
 from agentkeel.permissions import PermissionEngine, PermissionGate
 from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
 from agentkeel.settings import ReliabilitySettings, SettingsLayer
@@ -270,25 +281,28 @@ def _memory_tools(memory: MemoryPlugin) -> list[Tool]:
     return [t for t in lazy if t is not None] if all(lazy) else memory.tools()
 
 
-def _reliability(name: str) -> Factory:
-    """A reliability built-in (agentkeel.extensions.reliability), imported when a session builds it."""
+Build = Callable[[EventBus, ReliabilityState], Extension | None]
 
-    def factory(parts: SessionParts) -> Extension | None:
-        from agentkeel.extensions.reliability.registry import build
 
-        if parts.services is None:
-            parts.services = Services()
-        return build(
-            name,
-            parts.bus,
-            parts.services,
-            config=parts.reliability,
-            context_window=parts.context_window,
-            fallback_model=parts.fallback_model,
-            tool_env=parts.tool_env,
-        )
+class Reliability:
+    """A reliability built-in's factory: its handler (``build``, whose docstring names the failure
+    it exists for), made on the session's one ReliabilityState."""
 
-    return factory
+    def __init__(self, build: Build) -> None:
+        self.build = build
+
+    def __call__(self, parts: SessionParts) -> Extension | None:
+        return self.build(parts.bus, _reliability_state(parts))
+
+
+def _reliability_state(parts: SessionParts) -> ReliabilityState:
+    if parts.services is None:
+        parts.services = Services()
+    return session_state(parts.services, parts.reliability, parts.context_window, parts.fallback_model)
+
+
+def _non_interactive_env(parts: SessionParts) -> Extension | None:
+    return non_interactive_env(parts.bus, _reliability_state(parts), parts.tool_env)
 
 
 BUILTINS: tuple[Builtin, ...] = (
@@ -300,7 +314,7 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin(
         "non-interactive-env",
         "refuses editors, full-screen programs, git add -p / rebase -i; no pagers or prompts",
-        _reliability("non-interactive-env"),
+        _non_interactive_env,
     ),
     Builtin("permission-gate", "the permission engine and the ask flow", _permission_gate, required=True),
     Builtin("result-guard", "cleans and redacts every tool result", _result_guard, required=True, profiles=EVERY),
@@ -308,49 +322,45 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin(
         "tool-output-truncator",
         "cuts a tool result to half the context headroom",
-        _reliability("tool-output-truncator"),
+        Reliability(output_truncator),
         profiles=EVERY,
     ),
-    Builtin("comment-checker", "flags narrating comments an Edit or Write added", _reliability("comment-checker")),
+    Builtin("comment-checker", "flags narrating comments an Edit or Write added", Reliability(comment_checker)),
     Builtin("memory", "memory capture, context injection and tools", _memory),
-    Builtin("error-pattern-detector", "names the cause of a provider 400", _reliability("error-pattern-detector")),
+    Builtin("error-pattern-detector", "names the cause of a provider 400", Reliability(error_detector)),
     Builtin(
         "session-recovery",
         "repairs the request after a recognised 400 and re-sends it",
-        _reliability("session-recovery"),
+        Reliability(session_recovery),
     ),
-    Builtin(
-        "model-fallback", "switches to fallbackModel after repeated provider errors", _reliability("model-fallback")
-    ),
-    Builtin(
-        "context-window-monitor", "warns at 70/85/95% of the context window", _reliability("context-window-monitor")
-    ),
+    Builtin("model-fallback", "switches to fallbackModel after repeated provider errors", Reliability(model_fallback)),
+    Builtin("context-window-monitor", "warns at 70/85/95% of the context window", Reliability(context_monitor)),
     Builtin(
         "todo-continuation-enforcer",
         "idle with open todos: countdown, then a continuation prompt",
-        _reliability("todo-continuation-enforcer"),
+        Reliability(todo_enforcer),
     ),
     Builtin(
         "dynamic-context-pruning",
         "dedupes calls, supersedes writes, purges old errors",
-        _reliability("dynamic-context-pruning"),
+        Reliability(context_pruning),
     ),
     Builtin(
         "empty-message-sanitizer",
         "fills or drops empty content in the request",
-        _reliability("empty-message-sanitizer"),
+        Reliability(empty_sanitizer),
         profiles=EVERY,
     ),
     Builtin(
         "thinking-block-validator",
         "thinking blocks first, or none",
-        _reliability("thinking-block-validator"),
+        Reliability(thinking_validator),
         profiles=EVERY,
     ),
     Builtin(
         "tool-pairing-validator",
         "every tool_use answered once in the request",
-        _reliability("tool-pairing-validator"),
+        Reliability(pairing_validator),
         profiles=EVERY,
     ),
 )
