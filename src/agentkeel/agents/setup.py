@@ -68,8 +68,12 @@ def attach(
     wait_background: bool = True,
     agents: dict[str, Any] | None = None,
     skills_allowed: Sequence[str] | None = None,
+    extension: bool = True,
+    not_shared: frozenset[str],
 ) -> list[str]:
-    """Set the session up; returns warnings for the user (bad definition files, missing plugins)."""
+    """Set the session up; returns warnings for the user (bad definition files, missing plugins).
+    ``extension``: add the ``agents`` built-in (``disabled_hooks`` may leave it out); ``not_shared``:
+    the parent's built-ins a subagent does not share (the registry's subagent profile)."""
     services = agent.services
     plugins, warnings = find_plugins(plugin_dirs, layers)
     extra = []
@@ -92,16 +96,25 @@ def attach(
     services.put(SkillCatalog, skills)
     services.put(SkillHost, SkillHost(agent))
     services.put(CommandRegistry, registry)
-    spawner = SubagentSpawner(agent, catalog, session_id=session_id, session_dir=session_dir, trusted=trusted, env=env)
+    spawner = SubagentSpawner(
+        agent,
+        catalog,
+        session_id=session_id,
+        session_dir=session_dir,
+        trusted=trusted,
+        env=env,
+        not_shared=not_shared,
+        child_extension=(lambda child: agents_extension(child, skills)) if extension else None,
+    )
     services.put(SubagentSpawner, spawner)
-    spawner.child_extension = lambda child: agents_extension(child, skills)
     for tool in task_tools(catalog):
         agent.tools.register(tool)
     if skills.for_model():
         from agentkeel.skills.run import skill_tool  # the Skill tool (and skill expansion): only with skills
 
         agent.tools.register(skill_tool(skills))
-    agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
+    if extension:
+        agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
     agent.bus.subscribe(_on_session_end(agent))
     return warnings
 

@@ -37,7 +37,6 @@ from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 log = logging.getLogger(__name__)
 
 AGENT_TOOLS = ("Task", "Agent")
-NOT_SHARED = frozenset({"loop-detector", "memory"})  # per-conversation state: each child has its own
 MAX_RESULT_CHARS = 40_000
 MAX_STOP_CONTINUES = 3
 
@@ -89,7 +88,12 @@ class SubagentSpawner:
         trusted: bool = False,  # the folder is explicitly trusted (not merely without project settings)
         providers: dict[str, Provider] | None = None,
         env: dict[str, str] | None = None,
+        not_shared: frozenset[str] = frozenset(),
+        child_extension: Callable[[Agent], Extension] | None = None,
     ) -> None:
+        """``not_shared``: the parent's built-ins a child does not share (the registry's subagent
+        profile leaves them out: per-conversation state, each child has its own); ``child_extension``
+        builds a child's own copy of a per-agent extension (the agents built-in)."""
         self.parent = parent
         self.catalog = catalog
         self.session_id = session_id
@@ -103,8 +107,8 @@ class SubagentSpawner:
         self.env = env if env is not None else dict(os.environ)
         self.providers: dict[str, Provider] = providers if providers is not None else {}
         self.running: dict[str, Agent] = {}
-        # builds a child's own copy of a per-agent extension (setup.attach sets it: the agents extension)
-        self.child_extension: Callable[[Agent], Extension] | None = None
+        self.not_shared = not_shared
+        self.child_extension = child_extension
         self.active = 0  # children running now (the concurrency figure tests and benchmarks read)
         self.peak = 0
 
@@ -162,7 +166,7 @@ class SubagentSpawner:
         if own is not None:
             ext.add(own)
         for item in self.parent.ext:
-            if item.name in NOT_SHARED:
+            if item.name in self.not_shared:
                 continue
             if all(getattr(item, point) is None for point in ("before_tool", "after_tool", "resolve_ask", "hide_tool")):
                 continue
@@ -268,7 +272,7 @@ class SubagentSpawner:
             child.ext.remove(own.name)
             child.ext.add(own)
         if self.can_nest():
-            nested = services.put(
+            services.put(
                 SubagentSpawner,
                 SubagentSpawner(
                     child,
@@ -282,9 +286,10 @@ class SubagentSpawner:
                     trusted=self.trusted,
                     providers=self.providers,
                     env=self.env,
+                    not_shared=self.not_shared,
+                    child_extension=self.child_extension,
                 ),
             )
-            nested.child_extension = self.child_extension
         notes = [note] if note else []
         notes += [f"agent {agent.name}: no skill named '{name}' to preload" for name in missing]
         return child, writer, notes + own_hooks.notes, own_hooks

@@ -93,6 +93,8 @@ class Builtin(msgspec.Struct, frozen=True):
     required: bool = False
     always: bool = False  # built even when disabled: the factory reads ``parts.disabled`` itself
     profiles: frozenset[str] = SESSIONS  # the kinds of session it is part of
+    # built with the session's Agent (agents/setup.py), not from its parts: ``enabled`` says whether
+    late: bool = False
 
 
 def _loop_detector(parts: SessionParts) -> Extension:
@@ -281,6 +283,11 @@ def _memory_tools(memory: MemoryPlugin) -> list[Tool]:
     return [t for t in lazy if t is not None] if all(lazy) else memory.tools()
 
 
+def _with_the_agent(parts: SessionParts) -> None:
+    """A ``late`` built-in: made with the session's Agent by its owner (agents/setup.py)."""
+    return None
+
+
 Build = Callable[[EventBus, ReliabilityState], Extension | None]
 
 
@@ -306,7 +313,13 @@ def _non_interactive_env(parts: SessionParts) -> Extension | None:
 
 
 BUILTINS: tuple[Builtin, ...] = (
-    Builtin("loop-detector", "asks or stops when the same call repeats (doom loop)", _loop_detector),
+    # per-conversation state: a subagent has its own (not the parent's)
+    Builtin(
+        "loop-detector",
+        "asks or stops when the same call repeats (doom loop)",
+        _loop_detector,
+        profiles=frozenset({MAIN, BATCH_TASK}),
+    ),
     Builtin("circuit-breaker", "pauses an external tool after repeated failures", _circuit_breaker),
     # disabled, it still carries keel's own handlers (memory) but none of the user's
     Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks, always=True),
@@ -326,7 +339,7 @@ BUILTINS: tuple[Builtin, ...] = (
         profiles=EVERY,
     ),
     Builtin("comment-checker", "flags narrating comments an Edit or Write added", Reliability(comment_checker)),
-    Builtin("memory", "memory capture, context injection and tools", _memory),
+    Builtin("memory", "memory capture, context injection and tools", _memory, profiles=frozenset({MAIN, BATCH_TASK})),
     Builtin("error-pattern-detector", "names the cause of a provider 400", Reliability(error_detector)),
     Builtin(
         "session-recovery",
@@ -363,6 +376,12 @@ BUILTINS: tuple[Builtin, ...] = (
         Reliability(pairing_validator),
         profiles=EVERY,
     ),
+    Builtin(
+        "agents",
+        "subagents' results, an inline skill's allowed-tools, path-activated skills, the Agent alias",
+        _with_the_agent,
+        late=True,
+    ),
 )
 
 
@@ -383,7 +402,7 @@ def default_extensions(
     out: list[Extension] = []
     parts.disabled = tuple(disabled)
     for builtin in BUILTINS:
-        if profile not in builtin.profiles:
+        if profile not in builtin.profiles or builtin.late:
             continue
         if builtin.name in disabled:
             if builtin.required:
@@ -394,6 +413,19 @@ def default_extensions(
         if ext is not None:
             out.append(ext)
     return out, warnings
+
+
+def enabled(name: str, disabled: list[str] | tuple[str, ...], profile: str = MAIN) -> bool:
+    """Whether the built-in ``name`` is part of a ``profile`` session with ``disabled_hooks``."""
+    builtin = next((b for b in BUILTINS if b.name == name), None)
+    if builtin is None or profile not in builtin.profiles:
+        return False
+    return builtin.required or builtin.always or name not in disabled
+
+
+def not_shared(profile: str = SUBAGENT) -> frozenset[str]:
+    """The built-ins a ``profile`` child does not share with its parent: its own, or none."""
+    return frozenset(b.name for b in BUILTINS if profile not in b.profiles)
 
 
 def notice(bus: EventBus, message: str) -> None:

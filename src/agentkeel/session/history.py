@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeel.core.events import (
     AssistantMessage,
@@ -38,20 +38,7 @@ from agentkeel.session.openrewinds import close_marker, listed, open_marker
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, project_dir
 
 if TYPE_CHECKING:
-    from agentkeel.core.events import EventBus
-    from agentkeel.core.loop import Agent
-
-
-class Runtime(Protocol):
-    """What rewinding needs of a live session: ``agentkeel.runtime.Runtime`` is one (the session
-    layer sits below the runtime, so it names the shape, not the class)."""
-
-    @property
-    def session_path(self) -> Path: ...
-    @property
-    def bus(self) -> EventBus: ...
-    @property
-    def agent(self) -> Agent: ...
+    from agentkeel.core.handle import SessionHandle  # the live session a rewind works on
 
 
 RewindMode = Literal["conversation", "code", "both"]
@@ -299,7 +286,7 @@ def _conflict_message(turn_index: int, files: list[str]) -> str:
     )
 
 
-async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: bool = False) -> RewindResult:
+async def rewind(runtime: SessionHandle, turn_index: int, mode: RewindMode, *, force: bool = False) -> RewindResult:
     """Restore code from checkpoints and/or the conversation to just before user turn ``turn_index``,
     by APPENDING events (the log is never edited); the live Runtime continues from there.
 
@@ -372,7 +359,7 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
     return RewindResult(tuple(restored), tuple(removed), conversation_turns, _warning(problems))
 
 
-def _store(runtime: Runtime) -> ObjectStore:
+def _store(runtime: SessionHandle) -> ObjectStore:
     recorder = runtime.agent.services.find(CheckpointRecorder)
     return recorder.store if recorder is not None else ObjectStore(checkpoint_dir(runtime.session_path))
 
@@ -422,7 +409,7 @@ def cleared() -> RewindMarker:
     return RewindMarker(messages=[], trigger="clear", stage="clear", turn_index=0, mode="clear")
 
 
-def recover_rewind(runtime: Runtime, events: list[Event] | None = None) -> str | None:
+def recover_rewind(runtime: SessionHandle, events: list[Event] | None = None) -> str | None:
     """Finish a code rewind the log shows begun and not ended (keel was killed half-way): roll it
     forward when every file is at its target or as it was just before (and each target object is
     there), else roll it back; a file changed since by someone else is left alone. Logs a
@@ -563,7 +550,7 @@ def _recover_one(
 
 
 async def rewind_files(
-    runtime: Runtime, user_message_id: str, *, dry_run: bool = False, force: bool = False
+    runtime: SessionHandle, user_message_id: str, *, dry_run: bool = False, force: bool = False
 ) -> dict[str, Any]:
     """The stream-json ``rewind_files`` control request (the Agent SDK's ``rewindFiles``): restore the
     files to just before the user message ``user_message_id``; ``dry_run`` only says what would change.
