@@ -32,14 +32,7 @@ def _manager(runtime: Runtime) -> ContextManager:
 
 def current_request(runtime: Runtime) -> ModelRequest:
     """What the next request would carry now."""
-    agent = runtime.agent
-    return ModelRequest(
-        model=agent.config.model,
-        system=_manager(runtime).system_prompt(),
-        messages=agent.messages,
-        tools=[t.spec() for t in agent.tools.visible(agent.ext.hides)],
-        max_tokens=agent.config.max_tokens,
-    )
+    return runtime.agent.request()
 
 
 async def compact(runtime: Runtime, args: str) -> str:
