@@ -2,7 +2,7 @@
 a session's built-ins (extensions/builtins.py: main, subagent, hook agent, batch task).
 
 ``build`` is the one assembly of a session: settings -> model -> provider -> session log ->
-permissions -> bus -> services -> built-ins (by profile) -> context -> tools -> Agent -> agents,
+permissions -> bus (redacting, logging) -> services -> built-ins (by profile) -> context -> tools -> Agent -> agents,
 skills and commands. ``Runtime.create`` wraps what it returns; a subagent's session is built by
 its spawner from the parent's parts through the subagent profile, an agent hook's by the hooks
 built-in through the hook-agent profile. The core depends on none of this.
@@ -38,9 +38,9 @@ from agentkeel.extensions.builtins import (
     default_extensions,
     enabled,
     not_shared,
+    session_bus,
 )
 from agentkeel.extensions.hooks.config import plugin_roots
-from agentkeel.extensions.redaction import redact_event
 from agentkeel.mcpclient import McpSetup, mcp_extension
 from agentkeel.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
 from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
@@ -304,14 +304,6 @@ def permissions(place: Place, opts: RuntimeOptions) -> PermissionEngine:
     return engine
 
 
-def event_bus(writer: SessionWriter) -> EventBus:
-    """One redaction policy, before every reader; a transcript that cannot be written stops the run."""
-    bus = EventBus()
-    bus.transforms.append(redact_event)
-    bus.subscribe(writer, critical=True)
-    return bus
-
-
 def permission_gate(place: Place, opts: RuntimeOptions, engine: PermissionEngine, bus: EventBus) -> PermissionGate:
     store = TrustStore(place.home_dir)
     return PermissionGate(
@@ -455,7 +447,7 @@ def build(opts: RuntimeOptions) -> Built:
     except KeelError:
         log_.lock.release()
         raise
-    bus = event_bus(log_.writer)
+    bus = session_bus(log_.writer)
     gate = permission_gate(place, opts, engine, bus)
     memory = _memory_plugin(settings, place.cwd, place.home_dir, session_id, info.context_window, place.loaded.warnings)
     tool_env = dict(settings.env)  # Bash's extra environment; SessionStart hooks may add to it

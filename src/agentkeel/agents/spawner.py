@@ -28,7 +28,7 @@ import msgspec
 
 from agentkeel.agents.agenthooks import AgentHooks, agent_hooks
 from agentkeel.agents.defs import AgentCatalog, AgentDef
-from agentkeel.core.events import EventBus, Notice, SessionStarted
+from agentkeel.core.events import Notice, SessionStarted
 from agentkeel.core.extensions import Extension, Extensions, LifecyclePoint, ToolCall, Verdict
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.provider import Provider
@@ -202,16 +202,14 @@ class SubagentSpawner:
         system_extra: str = "",
     ) -> tuple[Agent, Any, list[str], AgentHooks]:
         """(child agent, its transcript writer, notices, the definition's own hooks)."""
-        from agentkeel.extensions.redaction import redact_event
+        from agentkeel.extensions.builtins import session_bus
         from agentkeel.session.store import SessionWriter
 
         parent = self.parent
         path = self.subagent_dir / f"agent-{agent_id}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         writer = SessionWriter(path, agent_id)
-        bus = EventBus()
-        bus.transforms.append(redact_event)
-        bus.subscribe(writer, critical=True)
+        bus = session_bus(writer)  # as every session's: redacted, then its own transcript
         provider, model, note = self._model(agent)
         workdir = cwd or parent.context.cwd
         preloaded, missing = self._skills(agent)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from agentkeel.core.events import EventBus, Notice
+from agentkeel.core.events import Event, EventBus, Notice
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, Tool
@@ -151,15 +151,24 @@ def _hooks(parts: SessionParts) -> Extension | None:
     return hooks.extension()
 
 
+def session_bus(log: Callable[[Event], None] | None) -> EventBus:
+    """A session's bus, in every profile: one redaction policy before every reader, then its
+    transcript (``log``), which stops the run when it cannot be written."""
+    from agentkeel.extensions.redaction import redact_event
+
+    bus = EventBus()
+    bus.transforms.append(redact_event)
+    if log is not None:
+        bus.subscribe(log, critical=True)
+    return bus
+
+
 def _hook_agent_session(parts: SessionParts) -> Callable[[], tuple[EventBus, list[Extension]]]:
     """An agent hook's bus and built-ins: the ``hook-agent`` profile, made from this session's
     parts (its window, its settings), with a bus and services of their own."""
 
     def session() -> tuple[EventBus, list[Extension]]:
-        from agentkeel.extensions.redaction import redact_event
-
-        bus = EventBus()
-        bus.transforms.append(redact_event)  # as every session's bus: the view is what was logged
+        bus = session_bus(None)  # nothing of the hook agent's is written to the session
         child = msgspec.structs.replace(
             parts,
             bus=bus,
