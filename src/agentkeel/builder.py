@@ -52,6 +52,7 @@ from agentkeel.tools import builtin_tools
 from agentkeel.trust import TrustState, TrustStore
 
 if TYPE_CHECKING:
+    from agentkeel.agents.setup import Definitions
     from agentkeel.memory.plugin import MemoryPlugin
     from agentkeel.session.load import LoadedSession  # session.load: only to resume (-r, -c)
 
@@ -410,12 +411,15 @@ def extension_chain(builtins: list[Extension], later: list[Extension], bus: Even
     return ext
 
 
-def tool_registry(ext: Extensions, services: Services) -> ToolRegistry:
+def tool_registry(ext: Extensions, services: Services, found: Definitions) -> ToolRegistry:
+    """keel's tools, the extensions' (memory), then the definitions' (Task, Agent, Skill)."""
     tools = ToolRegistry(builtin_tools())
     services.put(ToolRegistry, tools)  # extensions whose tools arrive later (MCP servers) add them here
     for item in ext:
         for tool in item.tools:
             tools.register(tool)
+    for tool in found.tools:
+        tools.register(tool)
     return tools
 
 
@@ -515,9 +519,11 @@ def build(opts: RuntimeOptions) -> Built:
         scratch_dir=spill_dir,
         hidden_path=engine.read_denied if engine.has_read_denials() else None,
     )
+    found = read_definitions(opts, place)
+    found.provide(services)
     agent = Agent(
         provider,
-        tool_registry(ext, services),
+        tool_registry(ext, services, found),
         config,
         bus=bus,
         extensions=ext,
@@ -525,29 +531,39 @@ def build(opts: RuntimeOptions) -> Built:
         events=log_.resumed.events if log_.resumed else None,
         mode=lambda: engine.mode,
     )
-    place.loaded.warnings.extend(attach_agents(agent, opts, place, log_, settings.disabled_hooks))
+    attach_agents(agent, found, opts, place, log_)
+    place.loaded.warnings.extend(found.warnings)
     return Built(agent, log_, place, info, engine, memory)
 
 
-def attach_agents(agent: Agent, opts: RuntimeOptions, place: Place, log_: Log, disabled: list[str]) -> list[str]:
-    """Agents, skills, slash commands and plugins (agents/setup.py); the ``agents`` built-in
-    (the registry's: ``disabled_hooks`` may name it) with them."""
-    from agentkeel.agents.setup import attach
+def read_definitions(opts: RuntimeOptions, place: Place) -> Definitions:
+    """Agents, skills, slash commands and plugins of the session's folders (agents/setup.py)."""
+    from agentkeel.agents.setup import definitions
 
-    return attach(
-        agent,
+    return definitions(
         cwd=place.cwd,
         home=opts.home,
+        plugin_dirs=opts.plugin_dirs,
+        layers=place.loaded.layers,
+        agents=opts.agents,
+        skills_allowed=opts.skills,
+    )
+
+
+def attach_agents(agent: Agent, found: Definitions, opts: RuntimeOptions, place: Place, log_: Log) -> None:
+    """What holds the Agent: the skill host, the subagent spawner (its children share the built-ins
+    of the registry's subagent profile), and the ``agents`` built-in unless ``disabled_hooks`` names it."""
+    from agentkeel.agents.setup import attach
+
+    attach(
+        agent,
+        found,
         session_id=log_.session_id,
         session_dir=place.sessions / log_.session_id,
         trusted=place.trust.status == "trusted",  # explicitly: project agents may not widen permissions otherwise
-        plugin_dirs=opts.plugin_dirs,
-        layers=place.loaded.layers,
         env=place.env,
         wait_background=opts.channel != "interactive",
-        agents=opts.agents,
-        skills_allowed=opts.skills,
-        extension=enabled("agents", disabled, opts.profile),
+        extension=enabled("agents", place.settings.disabled_hooks, opts.profile),
         not_shared=not_shared(SUBAGENT),
     )
 
