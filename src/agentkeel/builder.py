@@ -110,7 +110,7 @@ def _retrust(store: TrustStore, cwd: Path) -> None:
     store.trust(cwd)  # keel itself changed .keel/settings.local.json; that is no reason to ask again
 
 
-def _import_refusal(engine: PermissionEngine) -> Callable[[Path], str | None]:
+def import_refusal(engine: PermissionEngine) -> Callable[[Path], str | None]:
     """Why an instruction file's ``@import`` may not be read into the prompt: the Read deny rules,
     and the credential stores (the one list the sandbox hides and the engine asks about)."""
     from agentkeel.permissions.paths import credential_store
@@ -364,7 +364,7 @@ def context_manager(
         services=services,
         additional_dirs=add_dirs,
         append=opts.append_system_prompt,
-        imports=ImportPolicy(trusted=place.trust.status == "trusted", refuse=_import_refusal(engine)),
+        imports=ImportPolicy(trusted=place.trust.status == "trusted", refuse=import_refusal(engine)),
     )
     # ContextManager.create takes neither yet (context/manager.py): the two are set once, here
     mgr.emit = bus.emit

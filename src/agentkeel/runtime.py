@@ -16,6 +16,7 @@ from agentkeel.assembly import KeelError as KeelError  # re-exported: callers im
 from agentkeel.builder import FIRST_CALL_MODULES as FIRST_CALL_MODULES
 from agentkeel.builder import Built, build
 from agentkeel.builder import RuntimeOptions as RuntimeOptions  # re-exported: the public API
+from agentkeel.builder import import_refusal as _import_refusal  # noqa: F401 (tests/test_review_safety.py)
 from agentkeel.builder import project_trust as project_trust
 from agentkeel.builder import read_settings as read_settings
 from agentkeel.core.events import Notice, SessionEnded, SessionStarted, SinkFailed
