@@ -158,7 +158,11 @@ class SubagentSpawner:
             note = f"agent {agent.name}: model '{agent.model}' is not usable ({exc}); using {parent.config.model}"
             return parent.provider, parent.config.model, note
 
-    def _extensions(self, agent: AgentDef) -> Extensions:
+    def _extensions(self, agent: AgentDef, own_hooks: Extension | None, own_agents: bool) -> Extensions:
+        """The definition's own mode, the parent's built-ins of the subagent profile (the same
+        instances: one gate, one result guard), the definition's hooks before the permission gate
+        as a session's are; ``own_agents``: the child gets its own ``agents`` extension (added
+        with the child), not its parent's."""
         ext = Extensions()
         # a definition from the project (or a plugin) widens permissions only in a folder the user
         # trusted explicitly: a cloned repository's .claude/agents must not grant itself bypass
@@ -166,7 +170,7 @@ class SubagentSpawner:
         if own is not None:
             ext.add(own)
         for item in self.parent.ext:
-            if item.name in self.not_shared:
+            if item.name in self.not_shared or (own_agents and item.name == "agents"):
                 continue
             if all(getattr(item, point) is None for point in ("before_tool", "after_tool", "resolve_ask", "hide_tool")):
                 continue
@@ -180,6 +184,8 @@ class SubagentSpawner:
                     required=item.required,
                 )
             )
+        if own_hooks is not None:
+            ext.add(own_hooks, before="permission-gate" if ext.get("permission-gate") is not None else None)
         return ext
 
     def _services(self) -> Services:
@@ -235,15 +241,6 @@ class SubagentSpawner:
             scratch_dir=self.subagent_dir / agent_id / "tool-results",
             hidden_path=parent.context.hidden_path,
         )
-        child = Agent(
-            provider,
-            self.child_tools(agent, allowed_tools),
-            config,
-            bus=bus,
-            extensions=self._extensions(agent),
-            context=context,
-            mode=parent.mode,
-        )
         own_hooks = agent_hooks(
             agent,
             parent,
@@ -257,18 +254,23 @@ class SubagentSpawner:
             env=self.env,
             trusted=self.trusted,
         )
-        if own_hooks.extension is not None:
-            before = "permission-gate" if child.ext.get("permission-gate") is not None else None
-            child.ext.add(own_hooks.extension, before=before)
         from agentkeel.skills.loader import SkillCatalog
         from agentkeel.skills.session import SkillHost
 
+        own_agents = self.child_extension is not None and services.find(SkillCatalog) is not None
+        child = Agent(
+            provider,
+            self.child_tools(agent, allowed_tools),
+            config,
+            bus=bus,
+            extensions=self._extensions(agent, own_hooks.extension, own_agents),
+            context=context,
+            mode=parent.mode,
+        )
         if parent.services.find(SkillHost) is not None:
             services.put(SkillHost, SkillHost(child))
-        if self.child_extension is not None and services.find(SkillCatalog) is not None:
-            own = self.child_extension(child)  # its own allowed-tools narrowing and path-activated skills
-            child.ext.remove(own.name)
-            child.ext.add(own)
+        if own_agents and self.child_extension is not None:
+            child.ext.add(self.child_extension(child))  # its own allowed-tools narrowing and path-activated skills
         if self.can_nest():
             services.put(
                 SubagentSpawner,
