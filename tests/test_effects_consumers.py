@@ -15,8 +15,9 @@ from agentkeel.core.extensions import ToolCall
 from agentkeel.core.provider import ModelRequest
 from agentkeel.core.tools import Effects, Services, Tool, ToolContext, ToolOutput, ToolRegistry
 from agentkeel.core.types import Message, ToolResultBlock, ToolUseBlock
-from agentkeel.extensions.reliability.pruning import DUPLICATE
-from agentkeel.extensions.reliability.registry import build
+from agentkeel.extensions.reliability.pruning import DUPLICATE, context_pruning
+from agentkeel.extensions.reliability.registry import session_state
+from agentkeel.extensions.reliability.shell import non_interactive_env
 from agentkeel.session.checkpoints import CheckpointRecorder
 from agentkeel.session.events import Checkpoint
 from agentkeel.settings import ReliabilitySettings
@@ -53,6 +54,21 @@ def test_a_checkpoint_is_taken_for_any_tool_that_declares_it_writes(tmp_path: Pa
     [checkpoint] = [e for e in emitted if isinstance(e, Checkpoint)]
     assert checkpoint.tool == "plugin_scribe" and list(checkpoint.files) == [str(target)]
     assert recorder.store.path(checkpoint.files[str(target)] or "").read_text() == "before\n"
+
+
+def build(
+    name: str,
+    bus: EventBus,
+    services: Services,
+    *,
+    config: ReliabilitySettings | None = None,
+    tool_env: dict[str, str] | None = None,
+) -> Any:
+    """The reliability built-in ``name`` on one session's state, as the registry makes it."""
+    state = session_state(services, config, 0, "")
+    if name == "non-interactive-env":
+        return non_interactive_env(bus, state, tool_env)
+    return context_pruning(bus, state, services)
 
 
 def test_a_tool_declaring_a_shell_gets_the_non_interactive_guard() -> None:

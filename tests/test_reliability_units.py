@@ -9,12 +9,11 @@ import pytest
 from agentkeel.core.extensions import ToolCall
 from agentkeel.core.provider import PromptTooLongError, ProviderError
 from agentkeel.core.types import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
-from agentkeel.extensions.builtins import BUILTINS
+from agentkeel.extensions.builtins import BUILTINS, Reliability
 from agentkeel.extensions.reliability.comments import slop_comments
 from agentkeel.extensions.reliability.errors import classify
 from agentkeel.extensions.reliability.messages import order_thinking, sanitize_empty, strip_thinking
 from agentkeel.extensions.reliability.pruning import DUPLICATE, prune, shrink
-from agentkeel.extensions.reliability.registry import HANDLERS
 from agentkeel.extensions.reliability.shell import interactive_problem
 
 SPEC5 = {
@@ -37,7 +36,9 @@ def test_every_reliability_handler_is_a_named_switchable_builtin_with_its_failur
     names = {b.name for b in BUILTINS}
     assert names >= SPEC5
     assert all(not b.required for b in BUILTINS if b.name in SPEC5)
-    for name, build in HANDLERS.items():
+    handlers = [(b.name, b.factory.build) for b in BUILTINS if isinstance(b.factory, Reliability)]
+    assert len(handlers) == 11
+    for name, build in handlers:
         assert "Failure:" in (build.__doc__ or ""), name
 
 

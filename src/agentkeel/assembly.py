@@ -1,7 +1,8 @@
-"""Pieces of assembling a session that ``Runtime.create`` calls: which model, the fallback model,
-the Bash sandbox, a forked log, a writable KEEL_HOME; and the one error a session cannot start with.
+"""Pieces of assembling a session that the builder (:mod:`agentkeel.builder`) calls: which model,
+the fallback model, the Bash sandbox, a forked log, a writable KEEL_HOME; and the one error a
+session cannot start with.
 
-Kept apart from :mod:`agentkeel.runtime` so that the assembly order reads in one place there.
+Kept apart from the builder so that the assembly order reads in one place there.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from typing import Any
 
 from agentkeel.agents.spawner import SubagentResult, SubagentSpawner
 from agentkeel.core.events import CoordinatorProgress as CoordinatorProgress  # declared with every persisted type
+from agentkeel.core.handle import SessionHandle
 
 PLANNER_PROMPT = """Break the following goal into subtasks for parallel agents.
 Answer with JSON only, in this shape:
@@ -195,12 +196,12 @@ def summary(tasks: list[Subtask]) -> str:
     return "\n".join(lines)
 
 
-async def coordinate_command(runtime: Any, args: str) -> str:
+async def coordinate_command(session: SessionHandle, args: str) -> str:
     from agentkeel.commands.registry import CommandFailed
 
     if not args.strip():
         raise CommandFailed("/coordinate needs a goal: /coordinate <what to build>")
-    spawner = runtime.agent.services.find(SubagentSpawner)
+    spawner = session.agent.services.find(SubagentSpawner)
     if spawner is None:
         raise CommandFailed("subagents are off in this session")
     try:

@@ -1,9 +1,10 @@
 """Wiring agents, skills, slash commands and plugins into a session: one call from the Runtime.
 
-:func:`attach` reads the definitions (plugins first, then user and project folders), puts the
-services in the session's :class:`~agentkeel.core.tools.Services` (``SubagentSpawner``,
-``SkillCatalog``, ``SkillHost``, ``CommandRegistry``, ``PluginSet``), registers the ``Task``
-(and ``Agent``), and ``Skill`` tools, and adds the ``agents`` extension: it hides the ``Agent``
+:func:`definitions` reads the definitions (plugins first, then user and project folders) before
+the session's Agent is built: the services that need no Agent (``SkillCatalog``,
+``CommandRegistry``, ``PluginSet``) and the ``Task`` (and ``Agent``) and ``Skill`` tools, which the
+builder gives the Agent at construction. :func:`attach` then adds what holds the Agent
+(``SkillHost``, ``SubagentSpawner``) and the ``agents`` extension: it hides the ``Agent``
 alias from the model, narrows tools to an inline skill's ``allowed-tools`` until the next
 prompt, tells the model about path-activated skills when a matching file is touched, and
 hands finished background agents' results to the next prompt.
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from agentkeel.agents.defs import agent_from_mapping, load_agents
+from agentkeel.agents.defs import AgentCatalog, agent_from_mapping, load_agents
 from agentkeel.agents.spawner import SubagentSpawner, tool_name
 from agentkeel.agents.tool import task_tools
 from agentkeel.commands.builtins import register_builtins
@@ -29,7 +30,7 @@ from agentkeel.commands.registry import CommandRegistry
 from agentkeel.core.events import Event, SessionEnded
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
 from agentkeel.core.loop import Agent
-from agentkeel.core.tools import Tool, ToolOutput
+from agentkeel.core.tools import Services, Tool, ToolOutput
 from agentkeel.plugins.loader import Plugin, find_plugins
 from agentkeel.skills.loader import Skill, SkillCatalog, load_skills
 from agentkeel.skills.session import SkillHost
@@ -54,23 +55,35 @@ class PluginSet(msgspec.Struct):
     plugins: list[Plugin] = msgspec.field(default_factory=list)
 
 
-def attach(
-    agent: Agent,
+class Definitions(msgspec.Struct):
+    """What the session's folders define, read before its Agent is built: plugins, agent types,
+    skills, slash commands, and the tools they bring (``Task``/``Agent``, ``Skill``)."""
+
+    plugins: list[Plugin]
+    catalog: AgentCatalog
+    skills: SkillCatalog
+    commands: CommandRegistry
+    tools: list[Tool]
+    warnings: list[str]
+
+    def provide(self, services: Services) -> None:
+        """The session's services that need no Agent: its plugins, skills and commands."""
+        services.put(PluginSet, PluginSet(self.plugins))
+        services.put(SkillCatalog, self.skills)
+        services.put(CommandRegistry, self.commands)
+
+
+def definitions(
     *,
     cwd: Path,
     home: Path,
-    session_id: str,
-    session_dir: Path,
-    trusted: bool,
     plugin_dirs: Sequence[Path] = (),
     layers: Iterable[Any] = (),
-    env: dict[str, str] | None = None,
-    wait_background: bool = True,
     agents: dict[str, Any] | None = None,
     skills_allowed: Sequence[str] | None = None,
-) -> list[str]:
-    """Set the session up; returns warnings for the user (bad definition files, missing plugins)."""
-    services = agent.services
+) -> Definitions:
+    """Read the definitions (plugins first, then user and project folders); their warnings are for
+    the user (bad definition files, missing plugins)."""
     plugins, warnings = find_plugins(plugin_dirs, layers)
     extra = []
     for name, spec in (agents or {}).items():
@@ -88,22 +101,46 @@ def attach(
         if skill.user_invocable:
             registry.register(skill_command(skill))
     warnings += catalog.warnings + skills.warnings + registry.warnings
-    services.put(PluginSet, PluginSet(plugins))
-    services.put(SkillCatalog, skills)
-    services.put(SkillHost, SkillHost(agent))
-    services.put(CommandRegistry, registry)
-    spawner = SubagentSpawner(agent, catalog, session_id=session_id, session_dir=session_dir, trusted=trusted, env=env)
-    services.put(SubagentSpawner, spawner)
-    spawner.child_extension = lambda child: agents_extension(child, skills)
-    for tool in task_tools(catalog):
-        agent.tools.register(tool)
+    tools = task_tools(catalog)
     if skills.for_model():
         from agentkeel.skills.run import skill_tool  # the Skill tool (and skill expansion): only with skills
 
-        agent.tools.register(skill_tool(skills))
-    agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
+        tools.append(skill_tool(skills))
+    return Definitions(plugins, catalog, skills, registry, tools, warnings)
+
+
+def attach(
+    agent: Agent,
+    found: Definitions,
+    *,
+    session_id: str,
+    session_dir: Path,
+    trusted: bool,
+    env: dict[str, str] | None = None,
+    wait_background: bool = True,
+    extension: bool = True,
+    not_shared: frozenset[str],
+) -> None:
+    """What holds the session's Agent: the skill host, the subagent spawner, the ``agents`` built-in
+    (``extension``: ``disabled_hooks`` may leave it out). ``not_shared``: the parent's built-ins a
+    subagent does not share (the registry's subagent profile)."""
+    services = agent.services
+    skills = found.skills
+    services.put(SkillHost, SkillHost(agent))
+    spawner = SubagentSpawner(
+        agent,
+        found.catalog,
+        session_id=session_id,
+        session_dir=session_dir,
+        trusted=trusted,
+        env=env,
+        not_shared=not_shared,
+        child_extension=(lambda child: agents_extension(child, skills)) if extension else None,
+    )
+    services.put(SubagentSpawner, spawner)
+    if extension:
+        agent.ext.add(agents_extension(agent, skills, wait_background=wait_background))
     agent.bus.subscribe(_on_session_end(agent))
-    return warnings
 
 
 def only_skills(skills: SkillCatalog, allowed: Sequence[str]) -> list[str]:

@@ -28,7 +28,7 @@ import msgspec
 
 from agentkeel.agents.agenthooks import AgentHooks, agent_hooks
 from agentkeel.agents.defs import AgentCatalog, AgentDef
-from agentkeel.core.events import EventBus, Notice, SessionStarted
+from agentkeel.core.events import Notice, SessionStarted
 from agentkeel.core.extensions import Extension, Extensions, LifecyclePoint, ToolCall, Verdict
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.provider import Provider
@@ -37,7 +37,6 @@ from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 log = logging.getLogger(__name__)
 
 AGENT_TOOLS = ("Task", "Agent")
-NOT_SHARED = frozenset({"loop-detector", "memory"})  # per-conversation state: each child has its own
 MAX_RESULT_CHARS = 40_000
 MAX_STOP_CONTINUES = 3
 
@@ -89,7 +88,12 @@ class SubagentSpawner:
         trusted: bool = False,  # the folder is explicitly trusted (not merely without project settings)
         providers: dict[str, Provider] | None = None,
         env: dict[str, str] | None = None,
+        not_shared: frozenset[str] = frozenset(),
+        child_extension: Callable[[Agent], Extension] | None = None,
     ) -> None:
+        """``not_shared``: the parent's built-ins a child does not share (the registry's subagent
+        profile leaves them out: per-conversation state, each child has its own); ``child_extension``
+        builds a child's own copy of a per-agent extension (the agents built-in)."""
         self.parent = parent
         self.catalog = catalog
         self.session_id = session_id
@@ -103,8 +107,8 @@ class SubagentSpawner:
         self.env = env if env is not None else dict(os.environ)
         self.providers: dict[str, Provider] = providers if providers is not None else {}
         self.running: dict[str, Agent] = {}
-        # builds a child's own copy of a per-agent extension (setup.attach sets it: the agents extension)
-        self.child_extension: Callable[[Agent], Extension] | None = None
+        self.not_shared = not_shared
+        self.child_extension = child_extension
         self.active = 0  # children running now (the concurrency figure tests and benchmarks read)
         self.peak = 0
 
@@ -154,7 +158,11 @@ class SubagentSpawner:
             note = f"agent {agent.name}: model '{agent.model}' is not usable ({exc}); using {parent.config.model}"
             return parent.provider, parent.config.model, note
 
-    def _extensions(self, agent: AgentDef) -> Extensions:
+    def _extensions(self, agent: AgentDef, own_hooks: Extension | None, own_agents: bool) -> Extensions:
+        """The definition's own mode, the parent's built-ins of the subagent profile (the same
+        instances: one gate, one result guard), the definition's hooks before the permission gate
+        as a session's are; ``own_agents``: the child gets its own ``agents`` extension (added
+        with the child), not its parent's."""
         ext = Extensions()
         # a definition from the project (or a plugin) widens permissions only in a folder the user
         # trusted explicitly: a cloned repository's .claude/agents must not grant itself bypass
@@ -162,7 +170,7 @@ class SubagentSpawner:
         if own is not None:
             ext.add(own)
         for item in self.parent.ext:
-            if item.name in NOT_SHARED:
+            if item.name in self.not_shared or (own_agents and item.name == "agents"):
                 continue
             if all(getattr(item, point) is None for point in ("before_tool", "after_tool", "resolve_ask", "hide_tool")):
                 continue
@@ -176,6 +184,8 @@ class SubagentSpawner:
                     required=item.required,
                 )
             )
+        if own_hooks is not None:
+            ext.add(own_hooks, before="permission-gate" if ext.get("permission-gate") is not None else None)
         return ext
 
     def _services(self) -> Services:
@@ -198,16 +208,14 @@ class SubagentSpawner:
         system_extra: str = "",
     ) -> tuple[Agent, Any, list[str], AgentHooks]:
         """(child agent, its transcript writer, notices, the definition's own hooks)."""
-        from agentkeel.extensions.redaction import redact_event
+        from agentkeel.extensions.builtins import session_bus
         from agentkeel.session.store import SessionWriter
 
         parent = self.parent
         path = self.subagent_dir / f"agent-{agent_id}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         writer = SessionWriter(path, agent_id)
-        bus = EventBus()
-        bus.transforms.append(redact_event)
-        bus.subscribe(writer, critical=True)
+        bus = session_bus(writer)  # as every session's: redacted, then its own transcript
         provider, model, note = self._model(agent)
         workdir = cwd or parent.context.cwd
         preloaded, missing = self._skills(agent)
@@ -233,15 +241,6 @@ class SubagentSpawner:
             scratch_dir=self.subagent_dir / agent_id / "tool-results",
             hidden_path=parent.context.hidden_path,
         )
-        child = Agent(
-            provider,
-            self.child_tools(agent, allowed_tools),
-            config,
-            bus=bus,
-            extensions=self._extensions(agent),
-            context=context,
-            mode=parent.mode,
-        )
         own_hooks = agent_hooks(
             agent,
             parent,
@@ -255,20 +254,25 @@ class SubagentSpawner:
             env=self.env,
             trusted=self.trusted,
         )
-        if own_hooks.extension is not None:
-            before = "permission-gate" if child.ext.get("permission-gate") is not None else None
-            child.ext.add(own_hooks.extension, before=before)
         from agentkeel.skills.loader import SkillCatalog
         from agentkeel.skills.session import SkillHost
 
+        own_agents = self.child_extension is not None and services.find(SkillCatalog) is not None
+        child = Agent(
+            provider,
+            self.child_tools(agent, allowed_tools),
+            config,
+            bus=bus,
+            extensions=self._extensions(agent, own_hooks.extension, own_agents),
+            context=context,
+            mode=parent.mode,
+        )
         if parent.services.find(SkillHost) is not None:
             services.put(SkillHost, SkillHost(child))
-        if self.child_extension is not None and services.find(SkillCatalog) is not None:
-            own = self.child_extension(child)  # its own allowed-tools narrowing and path-activated skills
-            child.ext.remove(own.name)
-            child.ext.add(own)
+        if own_agents and self.child_extension is not None:
+            child.ext.add(self.child_extension(child))  # its own allowed-tools narrowing and path-activated skills
         if self.can_nest():
-            nested = services.put(
+            services.put(
                 SubagentSpawner,
                 SubagentSpawner(
                     child,
@@ -282,9 +286,10 @@ class SubagentSpawner:
                     trusted=self.trusted,
                     providers=self.providers,
                     env=self.env,
+                    not_shared=self.not_shared,
+                    child_extension=self.child_extension,
                 ),
             )
-            nested.child_extension = self.child_extension
         notes = [note] if note else []
         notes += [f"agent {agent.name}: no skill named '{name}' to preload" for name in missing]
         return child, writer, notes + own_hooks.notes, own_hooks

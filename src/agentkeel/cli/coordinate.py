@@ -17,9 +17,12 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentkeel.cli._common import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_ERROR, EXIT_TERMINATED, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from agentkeel.runtime import Runtime
 
 
 def coordinate_mode(args: argparse.Namespace, prompt: str) -> int:
@@ -87,7 +90,7 @@ def run_coordinate(args: argparse.Namespace, goal: str) -> int:
         return EXIT_INTERRUPTED
 
 
-async def _coordinate(rt: Any, goal: str) -> Any:
+async def _coordinate(rt: Runtime, goal: str) -> Any:
     """(the run's result): the summary, or what went wrong, as a RunResult."""
     from agentkeel.agents.coordinator import Coordinator, PlanError
     from agentkeel.agents.spawner import SubagentSpawner
@@ -120,7 +123,7 @@ async def _coordinate(rt: Any, goal: str) -> Any:
     return RunResult("success", text, turns, Usage(), cost, 0)
 
 
-async def _run(rt: Any, goal: str, output_format: str, started: float, out: Any) -> int:
+async def _run(rt: Runtime, goal: str, output_format: str, started: float, out: Any) -> int:
     from agentkeel.cli.headless import result_object
     from agentkeel.core.loop import RunResult
     from agentkeel.core.types import Usage

@@ -8,9 +8,12 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from agentkeel.core.handle import SessionHandle
 
 
 def add_parser(sub: Any) -> None:
@@ -75,15 +78,17 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def slash(runtime: Any, args: str) -> str:
+async def slash(runtime: SessionHandle, args: str) -> str:
     """``/sandbox [on|off]``: the session's sandbox status (as ``keel sandbox status``), or turn
     sandbox mode on or off for this session (settings are not changed)."""
     from agentkeel.commands.registry import CommandFailed
+    from agentkeel.permissions import PermissionEngine
     from agentkeel.sandbox import Sandbox, status
+    from agentkeel.settings import LoadedSettings
 
     arg = args.strip().lower()
     services = runtime.agent.services
-    engine = runtime.permissions
+    engine = runtime.agent.services.get(PermissionEngine)
     sandbox: Sandbox | None = services.find(Sandbox)
     note = ""
     if arg == "off":
@@ -100,7 +105,7 @@ async def slash(runtime: Any, args: str) -> str:
     elif arg:
         raise CommandFailed("usage: /sandbox [on|off]")
     report = status(
-        runtime.settings.settings.sandbox,
+        runtime.agent.services.get(LoadedSettings).settings.sandbox,
         cwd=Path(engine.cwd),
         home=Path(engine.home),
         keel_home=Path(engine.keel_home) if engine.keel_home else None,
@@ -110,15 +115,16 @@ async def slash(runtime: Any, args: str) -> str:
     return f"{text}\n{note}" if note else text + "\n(/sandbox on|off turns sandbox mode on or off for this session)"
 
 
-def _turn_on(runtime: Any, sandbox: Any) -> Any:
+def _turn_on(runtime: SessionHandle, sandbox: Any) -> Any:
     """The session's sandbox, made from the settings' ``sandbox`` (enabled) when there is none yet."""
     from agentkeel.commands.registry import CommandFailed
-    from agentkeel.permissions import PermissionGate
+    from agentkeel.permissions import PermissionEngine, PermissionGate
     from agentkeel.sandbox import Sandbox, SandboxError, setup_sandbox
+    from agentkeel.settings import LoadedSettings
 
     if sandbox is None:
-        raw = runtime.settings.settings.sandbox
-        engine = runtime.permissions
+        raw = runtime.agent.services.get(LoadedSettings).settings.sandbox
+        engine = runtime.agent.services.get(PermissionEngine)
         notes: list[str] = []
         try:
             sandbox = setup_sandbox(

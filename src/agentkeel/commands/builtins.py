@@ -1,7 +1,8 @@
-"""keel's built-in slash commands: ``async def NAME(runtime, args) -> str``.
+"""keel's built-in slash commands: each one decorated ``async def NAME(session, args) -> str``.
 
-/compact /context /cost /memory belong to the context subsystem, /mcp to the MCP client; they
-are named by ``"module:function"`` strings, imported at first use.
+/compact /context /cost /memory belong to the context subsystem, /mcp to the MCP client, /sandbox
+to the CLI, /rewind and /fork to the session history; they are named by ``"module:function"``
+strings (``BUILTIN.elsewhere``), imported at first use.
 """
 
 from __future__ import annotations
@@ -9,32 +10,21 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
-from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry
+from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry, CommandTable
+from agentkeel.core.handle import SessionHandle
+from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
+from agentkeel.permissions import PermissionEngine
+from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
+from agentkeel.settings import LoadedSettings
+from agentkeel.trust import TrustState
 
-OTHERS = {
-    "compact": ("agentkeel.context.commands:compact", "Summarise the conversation to free context", "[instructions]"),
-    "context": ("agentkeel.context.commands:context", "Show what fills the context window", ""),
-    "cost": ("agentkeel.context.commands:cost", "Show the session's token use and cost", ""),
-    "memory": ("agentkeel.context.commands:memory", "Show or edit memory and instruction files", ""),
-    "sandbox": (
-        "agentkeel.cli.sandbox:slash",
-        "Show the Bash sandbox's status; turn sandbox mode on or off for this session",
-        "[on|off]",
-    ),
-    "rewind": (
-        "agentkeel.commands.rewind:rewind_command",
-        "Go back to before an earlier turn: code, conversation or both",
-        "[N [code|conversation|both] [--force]]",
-    ),
-    "fork": ("agentkeel.commands.rewind:fork_command", "Copy this session into a new one to branch it", "[N]"),
-    "mcp": (
-        "agentkeel.mcpclient.command:mcp",
-        "Show the MCP servers; reconnect, enable or disable one",
-        "[reconnect|enable|disable <server>]",
-    ),
-}
+BUILTIN = CommandTable()  # every built-in command, in /help's order within its kind
+
+
+def _engine(session: SessionHandle) -> PermissionEngine:
+    return session.agent.services.get(PermissionEngine)
+
 
 INIT_PROMPT = """Please analyse this codebase and create an AGENTS.md file in the repository root, which will be given \
 to future coding agents working in this repository.
@@ -56,8 +46,9 @@ REVIEW_PROMPT = """You are an expert code reviewer. Review the current changes i
 Be concise and specific (file:line). Do not change any file."""
 
 
-async def help_(runtime: Any, args: str) -> str:
-    registry = runtime.agent.services.get(CommandRegistry)
+@BUILTIN.command("help", "Show the slash commands", aliases=("?",))
+async def help_(session: SessionHandle, args: str) -> str:
+    registry = session.agent.services.get(CommandRegistry)
     lines = ["Slash commands:"]
     for command in registry:
         hint = f" {command.argument_hint}" if command.argument_hint else ""
@@ -67,37 +58,40 @@ async def help_(runtime: Any, args: str) -> str:
     return "\n".join(lines)
 
 
-async def exit_(runtime: Any, args: str) -> str:
+@BUILTIN.command("exit", "Leave keel (the session is kept: keel -c resumes it)", aliases=("quit",))
+async def exit_(session: SessionHandle, args: str) -> str:
     """The TUI and the line mode leave on ``/exit`` before any command runs; listed for /help."""
     return "/exit and /quit leave an interactive session (the TUI, the line mode); here there is nothing to leave."
 
 
-async def clear(runtime: Any, args: str) -> str:
-    from agentkeel.core.view import ViewBuilder
+@BUILTIN.command("clear", "Start a fresh context (the transcript keeps the history)", aliases=("reset",))
+async def clear(session: SessionHandle, args: str) -> str:
+    from agentkeel.session.history import cleared
 
-    runtime.agent.view = ViewBuilder()
+    session.agent.append(cleared())
     return "Conversation cleared: the next prompt starts a fresh context (the transcript keeps the history)."
 
 
-async def model(runtime: Any, args: str) -> str:
-    agent = runtime.agent
+@BUILTIN.command("model", "Show or switch the model", argument_hint="[model]")
+async def model(session: SessionHandle, args: str) -> str:
+    agent = session.agent
     if not args:
         return f"Model: {agent.config.model}"
-    from agentkeel.providers.catalog import ModelConfigError, resolve_model
-
     try:
         info = resolve_model(args.strip(), {**os.environ, **agent.context.env})
     except ModelConfigError as e:
         raise CommandFailed(str(e)) from None
-    if info.provider != runtime.model.provider:
-        raise CommandFailed(f"/model can switch within {runtime.model.provider} only; start keel with --model {args}")
+    provider = session.agent.services.get(ModelInfo).provider
+    if info.provider != provider:
+        raise CommandFailed(f"/model can switch within {provider} only; start keel with --model {args}")
     agent.config.model = info.model
     return f"Model set to {info.model}"
 
 
-async def permissions(runtime: Any, args: str) -> str:
+@BUILTIN.command("permissions", "Show the permission mode and rules", aliases=("allowed-tools",))
+async def permissions(session: SessionHandle, args: str) -> str:
     """Mode, working directories, then deny, ask, allow with their sources (as `keel permissions list`)."""
-    engine = runtime.permissions
+    engine = _engine(session)
     lines = [
         f"Permission mode: {engine.mode}",
         "Working directories: " + ", ".join([engine.cwd, *engine.additional_dirs]),
@@ -114,9 +108,10 @@ async def permissions(runtime: Any, args: str) -> str:
     return "\n".join(lines)
 
 
-async def hooks(runtime: Any, args: str) -> str:
+@BUILTIN.command("hooks", "Show the configured hooks")
+async def hooks(session: SessionHandle, args: str) -> str:
     lines = []
-    for layer in runtime.settings.layers:
+    for layer in session.agent.services.get(LoadedSettings).layers:
         configured = layer.data.get("hooks")
         if isinstance(configured, dict):
             for event, entries in configured.items():
@@ -125,10 +120,11 @@ async def hooks(runtime: Any, args: str) -> str:
     return "Hooks:\n" + "\n".join(lines) if lines else "No hooks configured (see `keel hooks`)."
 
 
-async def agents(runtime: Any, args: str) -> str:
+@BUILTIN.command("agents", "List the subagent types")
+async def agents(session: SessionHandle, args: str) -> str:
     from agentkeel.agents.spawner import SubagentSpawner
 
-    spawner = runtime.agent.services.find(SubagentSpawner)
+    spawner = session.agent.services.find(SubagentSpawner)
     if spawner is None:
         return "Subagents are off in this session."
     lines = ["Agents (Task subagent_type):"]
@@ -136,10 +132,11 @@ async def agents(runtime: Any, args: str) -> str:
     return "\n".join(lines)
 
 
-async def skills(runtime: Any, args: str) -> str:
+@BUILTIN.command("skills", "List the skills")
+async def skills(session: SessionHandle, args: str) -> str:
     from agentkeel.skills.loader import SkillCatalog
 
-    catalog = runtime.agent.services.get(SkillCatalog)
+    catalog = session.agent.services.get(SkillCatalog)
     if not len(catalog):
         return "No skills (add .claude/skills/<name>/SKILL.md or .keel/skills/<name>/SKILL.md)."
     lines = ["Skills:"]
@@ -149,55 +146,58 @@ async def skills(runtime: Any, args: str) -> str:
     return "\n".join(lines)
 
 
-async def status(runtime: Any, args: str) -> str:
-    agent = runtime.agent
+@BUILTIN.command("status", "Show the session's status")
+async def status(session: SessionHandle, args: str) -> str:
+    agent = session.agent
     return "\n".join(
         [
-            f"Session: {runtime.session_id}",
-            f"Transcript: {runtime.session_path}",
+            f"Session: {session.session_id}",
+            f"Transcript: {session.session_path}",
             f"Model: {agent.config.model}",
             f"Working directory: {agent.context.cwd}",
-            f"Permission mode: {runtime.permissions.mode}",
-            f"Trusted folder: {'yes' if runtime.trust.trusted else 'no'}",
+            f"Permission mode: {_engine(session).mode}",
+            f"Trusted folder: {'yes' if session.agent.services.get(TrustState).trusted else 'no'}",
             f"Tools: {len(agent.tools.visible(agent.ext.hides))}",
             f"Turns so far: {agent.prompts} prompt(s), cost ${agent.cost_usd:.4f}",
         ]
     )
 
 
-async def todos(runtime: Any, args: str) -> str:
+@BUILTIN.command("todos", "Show the todo list")
+async def todos(session: SessionHandle, args: str) -> str:
     from agentkeel.tools.todo import TodoState
 
-    items = runtime.agent.services.get(TodoState).todos
+    items = session.agent.services.get(TodoState).todos
     if not items:
         return "No todos."
     marks = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
     return "\n".join(f"{marks.get(t.get('status', ''), '[ ]')} {t.get('content', '')}" for t in items)
 
 
-async def resume(runtime: Any, args: str) -> str:
+@BUILTIN.command("resume", "List sessions to resume")
+async def resume(session: SessionHandle, args: str) -> str:
     from agentkeel.session.load import list_sessions
 
-    sessions = list_sessions(runtime.session_path.parent)[:10]
+    sessions = list_sessions(session.session_path.parent)[:10]
     lines = ["Recent sessions (resume one with `keel -r ID`):"]
     lines += [f"  {s.id}  {s.first_prompt[:60]}" for s in sessions]
     return "\n".join(lines)
 
 
-async def export(runtime: Any, args: str) -> str:
-    target = Path(args.strip() or f"keel-session-{runtime.session_id[:8]}.md").expanduser()
+@BUILTIN.command("export", "Export the conversation as Markdown", argument_hint="[file]")
+async def export(session: SessionHandle, args: str) -> str:
+    target = Path(args.strip() or f"keel-session-{session.session_id[:8]}.md").expanduser()
     if not target.is_absolute():
-        target = runtime.agent.context.cwd / target
-    lines = [f"# keel session {runtime.session_id}\n"]
-    for message in runtime.agent.messages:
+        target = session.agent.context.cwd / target
+    lines = [f"# keel session {session.session_id}\n"]
+    for message in session.agent.messages:
         lines.append(f"## {message.role}\n")
         for block in message.content:
-            kind = type(block).__name__
-            if kind == "TextBlock":
+            if isinstance(block, TextBlock):
                 lines.append(block.text + "\n")
-            elif kind == "ToolUseBlock":
+            elif isinstance(block, ToolUseBlock):
                 lines.append(f"```tool_use {block.name}\n{json.dumps(block.input, indent=1)}\n```\n")
-            elif kind == "ToolResultBlock":
+            elif isinstance(block, ToolResultBlock):
                 content = block.content if isinstance(block.content, str) else "[content blocks]"
                 lines.append(f"```tool_result\n{content[:4000]}\n```\n")
     try:
@@ -207,8 +207,9 @@ async def export(runtime: Any, args: str) -> str:
     return f"Conversation exported to {target}"
 
 
-async def plan(runtime: Any, args: str) -> str:
-    runtime.permissions.mode = "plan"
+@BUILTIN.command("plan", "Switch to plan mode (read-only tools)")
+async def plan(session: SessionHandle, args: str) -> str:
+    _engine(session).mode = "plan"
     return "Plan mode: only read-only tools run until you change the mode."
 
 
@@ -219,70 +220,73 @@ COMMIT_PROMPT = """Create a git commit of the current changes:
 4. Run `git status` to show the result. Do not push."""
 
 
-async def commit_prompt(runtime: Any, args: str) -> str:
+@BUILTIN.command("commit", "Commit the current changes", argument_hint="[notes]", expands=True)
+async def commit_prompt(session: SessionHandle, args: str) -> str:
     return COMMIT_PROMPT + (f"\n\nAlso: {args}" if args else "")
 
 
-async def config(runtime: Any, args: str) -> str:
+@BUILTIN.command("config", "Show the settings files in effect")
+async def config(session: SessionHandle, args: str) -> str:
     lines = ["Settings files in effect (lowest precedence first):"]
-    lines += [f"  [{layer.scope}] {layer.path}" for layer in runtime.settings.layers] or ["  (none)"]
-    lines.append(f"Model: {runtime.agent.config.model}   Permission mode: {runtime.permissions.mode}")
+    lines += [f"  [{layer.scope}] {layer.path}" for layer in session.agent.services.get(LoadedSettings).layers] or [
+        "  (none)"
+    ]
+    lines.append(f"Model: {session.agent.config.model}   Permission mode: {_engine(session).mode}")
     return "\n".join(lines)
 
 
-async def init_prompt(runtime: Any, args: str) -> str:
+@BUILTIN.command("init", "Draft AGENTS.md for this repository", argument_hint="[notes]", expands=True)
+async def init_prompt(session: SessionHandle, args: str) -> str:
     return INIT_PROMPT + (f"\n\nAlso: {args}" if args else "")
 
 
-async def review_prompt(runtime: Any, args: str) -> str:
+@BUILTIN.command("review", "Review the current changes", argument_hint="[what]", expands=True)
+async def review_prompt(session: SessionHandle, args: str) -> str:
     return REVIEW_PROMPT.format(target=f" ({args})" if args else "")
 
 
-async def coordinate(runtime: Any, args: str) -> str:
+@BUILTIN.command(
+    "coordinate",
+    "Plan a task as a graph of subtasks and run them in parallel subagents",
+    argument_hint="<task>",
+)
+async def coordinate(session: SessionHandle, args: str) -> str:
     from agentkeel.agents.coordinator import coordinate_command
 
-    return await coordinate_command(runtime, args)
+    return await coordinate_command(session, args)
 
 
-async def cost(runtime: Any, args: str) -> str:
-    """Until the context subsystem's /cost is there."""
-    agent = runtime.agent
-    u = agent.usage
-    return f"${agent.cost_usd:.4f} · {u.input_tokens} in / {u.output_tokens} out tokens"
-
-
-FALLBACKS = {"cost": cost}
+BUILTIN.elsewhere(
+    "compact", "agentkeel.context.commands:compact", "Summarise the conversation to free context", "[instructions]"
+)
+BUILTIN.elsewhere("context", "agentkeel.context.commands:context", "Show what fills the context window")
+BUILTIN.elsewhere("cost", "agentkeel.context.commands:cost", "Show the session's token use and cost")
+BUILTIN.elsewhere("memory", "agentkeel.context.commands:memory", "Show or edit memory and instruction files")
+BUILTIN.elsewhere(
+    "sandbox",
+    "agentkeel.cli.sandbox:slash",
+    "Show the Bash sandbox's status; turn sandbox mode on or off for this session",
+    "[on|off]",
+)
+BUILTIN.elsewhere(
+    "rewind",
+    "agentkeel.commands.rewind:rewind_command",
+    "Go back to before an earlier turn: code, conversation or both",
+    "[N [code|conversation|both] [--force]]",
+)
+BUILTIN.elsewhere(
+    "fork", "agentkeel.commands.rewind:fork_command", "Copy this session into a new one to branch it", "[N]"
+)
+BUILTIN.elsewhere(
+    "mcp",
+    "agentkeel.mcpclient.command:mcp",
+    "Show the MCP servers; reconnect, enable or disable one",
+    "[reconnect|enable|disable <server>]",
+)
 
 
 def builtin_commands() -> list[Command]:
-    out = [
-        Command("help", "Show the slash commands", handler=help_, aliases=("?",)),
-        Command("exit", "Leave keel (the session is kept: keel -c resumes it)", handler=exit_, aliases=("quit",)),
-        Command("clear", "Start a fresh context (the transcript keeps the history)", handler=clear, aliases=("reset",)),
-        Command("model", "Show or switch the model", argument_hint="[model]", handler=model),
-        Command("permissions", "Show the permission mode and rules", handler=permissions, aliases=("allowed-tools",)),
-        Command("hooks", "Show the configured hooks", handler=hooks),
-        Command("agents", "List the subagent types", handler=agents),
-        Command("skills", "List the skills", handler=skills),
-        Command("status", "Show the session's status", handler=status),
-        Command("todos", "Show the todo list", handler=todos),
-        Command("resume", "List sessions to resume", handler=resume),
-        Command("export", "Export the conversation as Markdown", argument_hint="[file]", handler=export),
-        Command("plan", "Switch to plan mode (read-only tools)", handler=plan),
-        Command("init", "Draft AGENTS.md for this repository", argument_hint="[notes]", expand=init_prompt),
-        Command("review", "Review the current changes", argument_hint="[what]", expand=review_prompt),
-        Command("commit", "Commit the current changes", argument_hint="[notes]", expand=commit_prompt),
-        Command("config", "Show the settings files in effect", handler=config),
-        Command(
-            "coordinate",
-            "Plan a task as a graph of subtasks and run them in parallel subagents",
-            argument_hint="<task>",
-            handler=coordinate,
-        ),
-    ]
-    for name, (target, description, hint) in OTHERS.items():
-        out.append(Command(name, description, argument_hint=hint, handler=target, fallback=FALLBACKS.get(name)))
-    return out
+    return BUILTIN.commands()
 
 
 def register_builtins(registry: CommandRegistry) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from agentkeel.agents.frontmatter import FrontmatterError, names, read, text
 from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry, Kind
+from agentkeel.core.handle import SessionHandle
 from agentkeel.skills.loader import Skill
 
 
@@ -32,11 +32,11 @@ def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: P
     description = text(meta.get("description")).strip() or doc.body.strip().split("\n", 1)[0][:100]
     allowed = names(meta.get("allowed-tools"))
 
-    async def expand(runtime: Any, args: str) -> str:
+    async def expand(session: SessionHandle, args: str) -> str:
         from agentkeel.agents.gatecheck import check_call
         from agentkeel.skills.expand import expand as expand_body
 
-        agent = runtime.agent
+        agent = session.agent
 
         async def check(tool: str, tool_input: dict[str, object]) -> str | None:
             return await check_call(agent, tool, dict(tool_input))
@@ -97,10 +97,10 @@ def load_commands(
 
 
 def skill_command(skill: Skill) -> Command:
-    async def expand(runtime: Any, args: str) -> str:
+    async def expand(session: SessionHandle, args: str) -> str:
         from agentkeel.skills.run import invoke_skill, skill_message
 
-        run = await invoke_skill(runtime.agent, skill, args)
+        run = await invoke_skill(session.agent, skill, args)
         if run.is_error:
             raise CommandFailed(run.text)
         if skill.fork:

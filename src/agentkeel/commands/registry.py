@@ -1,6 +1,6 @@
 """The slash-command registry and its routing.
 
-Kinds: ``builtin`` (a handler ``async def NAME(runtime, args) -> str``, given directly or as a
+Kinds: ``builtin`` (a handler ``async def NAME(session, args) -> str``, given directly or as a
 lazily imported ``"module:function"`` string; or a prompt template, for /init and /review),
 ``custom`` (``.claude/commands/**/*.md`` and ``.keel/commands/**/*.md``, a subfolder is a
 namespace: ``frontend/build.md`` is ``/frontend:build``), ``skill`` (a user-invocable skill),
@@ -16,13 +16,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, TypeVar, cast
 
 import msgspec
 
+from agentkeel.core.handle import SessionHandle
+
 Kind = Literal["builtin", "custom", "skill", "plugin", "mcp"]
-Handler = Callable[[Any, str], Awaitable[str]]  # (runtime, args) -> text to show
-Expander = Callable[[Any, str], Awaitable[str]]  # (runtime, args) -> the prompt for the model
+Handler = Callable[[SessionHandle, str], Awaitable[str]]  # (session, args) -> text to show
+Expander = Callable[[SessionHandle, str], Awaitable[str]]  # (session, args) -> the prompt for the model
 KIND_ORDER: dict[str, int] = {"builtin": 0, "custom": 1, "skill": 1, "plugin": 1, "mcp": 2}
 
 
@@ -41,7 +43,6 @@ class Command(msgspec.Struct):
     source: str = "built-in"
     path: Path | None = None
     interactive_only: bool = False
-    fallback: Handler | None = None  # used while a "module:function" handler cannot be imported
 
     def resolve_handler(self) -> Handler | None:
         """The handler, importing a ``"module:function"`` one; None when it cannot be imported."""
@@ -56,6 +57,51 @@ class Command(msgspec.Struct):
             return None
         self.handler = cast(Handler, found)
         return self.handler
+
+
+H = TypeVar("H", bound=Handler)
+
+
+class CommandTable:
+    """Built-in commands, each declared where it is written: ``@table.command("name", "what it
+    does")`` on ``async def f(session, args) -> str`` (its text is shown; ``expands=True``: it is
+    the prompt sent to the model instead), or ``table.elsewhere(...)`` for a handler in another
+    subsystem, imported at its first use. Adding a command is one decorated function."""
+
+    def __init__(self) -> None:
+        self._commands: list[Command] = []
+
+    def command(
+        self,
+        name: str,
+        description: str,
+        *,
+        argument_hint: str = "",
+        aliases: tuple[str, ...] = (),
+        expands: bool = False,
+    ) -> Callable[[H], H]:
+        def add(fn: H) -> H:
+            self._commands.append(
+                Command(
+                    name,
+                    description,
+                    argument_hint=argument_hint,
+                    aliases=aliases,
+                    handler=None if expands else fn,
+                    expand=fn if expands else None,
+                )
+            )
+            return fn
+
+        return add
+
+    def elsewhere(self, name: str, target: str, description: str, argument_hint: str = "") -> None:
+        """A command whose handler is ``"module:function"`` of another subsystem."""
+        self._commands.append(Command(name, description, argument_hint=argument_hint, handler=target))
+
+    def commands(self) -> list[Command]:
+        """Fresh copies (a command caches its imported handler), in declaration order."""
+        return [msgspec.structs.replace(c) for c in self._commands]
 
 
 class Routed(msgspec.Struct, frozen=True):
@@ -149,7 +195,7 @@ def parse_line(line: str) -> tuple[str, str] | None:
     return head, args.strip()
 
 
-async def route(registry: CommandRegistry, runtime: Any, line: str, *, interactive: bool = False) -> Routed:
+async def route(registry: CommandRegistry, session: SessionHandle, line: str, *, interactive: bool = False) -> Routed:
     parsed = parse_line(line)
     if parsed is None:
         return Routed("prompt", line)
@@ -161,10 +207,10 @@ async def route(registry: CommandRegistry, runtime: Any, line: str, *, interacti
         return Routed("error", f"/{command.name} works only in an interactive session", command.name)
     try:
         if command.expand is not None:
-            return Routed("prompt", await command.expand(runtime, args), command.name)
-        handler = command.resolve_handler() or command.fallback
+            return Routed("prompt", await command.expand(session, args), command.name)
+        handler = command.resolve_handler()
         if handler is None:
             return Routed("error", f"/{command.name} is not available in this build of keel", command.name)
-        return Routed("output", await handler(runtime, args), command.name)
+        return Routed("output", await handler(session, args), command.name)
     except CommandFailed as e:
         return Routed("error", str(e), command.name)

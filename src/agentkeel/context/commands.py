@@ -10,39 +10,26 @@ import asyncio
 import os
 import shlex
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agentkeel.context.manager import ContextManager
-from agentkeel.core.loop import Agent
+from agentkeel.core.handle import SessionHandle
 from agentkeel.core.provider import ModelRequest
 
 
-class Runtime(Protocol):
-    """What these commands need of a :class:`agentkeel.runtime.Runtime` (this package sits below it)."""
-
-    agent: Agent
-
-
-def _manager(runtime: Runtime) -> ContextManager:
+def _manager(runtime: SessionHandle) -> ContextManager:
     mgr = runtime.agent.services.find(ContextManager)
     if mgr is None:
         raise RuntimeError("this session has no context manager")
     return mgr
 
 
-def current_request(runtime: Runtime) -> ModelRequest:
+def current_request(runtime: SessionHandle) -> ModelRequest:
     """What the next request would carry now."""
-    agent = runtime.agent
-    return ModelRequest(
-        model=agent.config.model,
-        system=_manager(runtime).system_prompt(),
-        messages=agent.messages,
-        tools=[t.spec() for t in agent.tools.visible(agent.ext.hides)],
-        max_tokens=agent.config.max_tokens,
-    )
+    return runtime.agent.request()
 
 
-async def compact(runtime: Runtime, args: str) -> str:
+async def compact(runtime: SessionHandle, args: str) -> str:
     mgr = _manager(runtime)
     request = current_request(runtime)
     if not request.messages:
@@ -50,8 +37,7 @@ async def compact(runtime: Runtime, args: str) -> str:
     event = await mgr.compact_messages(request, "manual", args.strip())
     if event is None:
         return "Nothing was compacted (nothing old enough to compact, or a PreCompact hook refused)."
-    logged = runtime.agent.bus.publish(event)
-    runtime.agent.view.add_event(logged)
+    runtime.agent.append(event)
     return f"Compacted ({event.stage}): {event.tokens_before:,} -> {event.tokens_after:,} tokens."
 
 
@@ -60,7 +46,7 @@ def _bar(share: float, width: int = 30) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-async def context(runtime: Runtime, args: str) -> str:
+async def context(runtime: SessionHandle, args: str) -> str:
     mgr = _manager(runtime)
     request = current_request(runtime)
     tokens = mgr.tokens(request)
@@ -78,7 +64,7 @@ async def context(runtime: Runtime, args: str) -> str:
     return "\n".join(lines)
 
 
-async def cost(runtime: Runtime, args: str) -> str:
+async def cost(runtime: SessionHandle, args: str) -> str:
     mgr = _manager(runtime)
     u = mgr.accounting.usage
     total_in = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
@@ -94,7 +80,7 @@ async def cost(runtime: Runtime, args: str) -> str:
     )
 
 
-async def memory(runtime: Runtime, args: str) -> str:
+async def memory(runtime: SessionHandle, args: str) -> str:
     mgr = _manager(runtime)
     words = shlex.split(args)
     if words[:1] == ["edit"]:
@@ -134,7 +120,7 @@ async def _edit(mgr: ContextManager, words: list[str]) -> str:
     return f"{editor} exited with {code}; the instructions are re-read on the next request."
 
 
-def result_fields(runtime: Runtime) -> dict[str, Any]:
+def result_fields(runtime: SessionHandle) -> dict[str, Any]:
     """The ``context`` key of ``--output-format json``: the window, the context now by source,
     the compactions and the cached share of input tokens."""
     mgr = runtime.agent.services.find(ContextManager)

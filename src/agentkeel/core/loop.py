@@ -181,7 +181,7 @@ class Agent:
         turns, last_text, continued = 0, "", False
         try:
             message = await self._submit(prompt if isinstance(prompt, Message) else Message.user(prompt), source)
-            self._append(UserMessage(message=message))
+            self.append(UserMessage(message=message))
             while True:
                 if self.config.max_turns is not None and turns >= self.config.max_turns:
                     why = f"reached the maximum number of turns ({self.config.max_turns})"
@@ -189,7 +189,7 @@ class Agent:
                 if self.config.max_budget_usd is not None and self.cost_usd >= self.config.max_budget_usd:
                     why = f"reached the maximum budget (${self.config.max_budget_usd:g}; spent ${self.cost_usd:.4f})"
                     return self._finish("error_max_budget_usd", last_text, turns, started, error=why)
-                response = await self._request(turns)
+                response = await self._send(turns)
                 turns += 1
                 last_text = response.message.text() or last_text
                 uses = response.message.tool_uses()
@@ -200,7 +200,7 @@ class Agent:
                 if go_on is None:
                     return self._finish("success", last_text, turns, started)
                 continued = True
-                self._append(UserMessage(message=Message.user(go_on)))
+                self.append(UserMessage(message=Message.user(go_on)))
         except _Interrupt:
             return self._finish("interrupted", last_text, turns, started, error=self._interrupt_reason)
         except ProviderError as err:
@@ -241,7 +241,8 @@ class Agent:
             extra += [TextBlock(text=c) for c in answer.context if c]
         return Message(role=message.role, content=[*message.content, *extra]) if extra else message
 
-    def _build(self) -> ModelRequest:
+    def request(self) -> ModelRequest:
+        """What the next request would carry now (before the ``before_request`` extensions)."""
         return ModelRequest(
             model=self.config.model,
             system=self.config.system,
@@ -251,7 +252,7 @@ class Agent:
             thinking_budget=self.config.thinking_budget,
         )
 
-    async def _request(self, turn: int) -> ModelResponse:
+    async def _send(self, turn: int) -> ModelResponse:
         """One model request. The context point may compact first; when the provider refuses the
         request as too long it compacts once more and the request is rebuilt and sent again. What
         compaction cannot fix (and every other failure) goes to the ``recover`` extensions."""
@@ -281,15 +282,15 @@ class Agent:
         changed = False
         for ext in self.ext:
             if ext.fit_context is not None:
-                fitted = self._guard(ext.fit_context(self._build(), error), during="request")
+                fitted = self._guard(ext.fit_context(self.request(), error), during="request")
                 event = await self._contained(ext.name, False, fitted, None)
                 if event is not None:
-                    self._append(event)
+                    self.append(event)
                     changed = True
         return changed
 
     async def _prepared(self) -> ModelRequest:
-        request = self._build()
+        request = self.request()
         for ext in self.ext:
             if ext.before_request is not None:
                 request = await self._contained(ext.name, ext.fail_closed, ext.before_request(request), request)
@@ -303,7 +304,7 @@ class Agent:
         self.usage = self.usage + response.usage
         cost = self.config.cost(response.usage)
         self.cost_usd += cost
-        self._append(
+        self.append(
             AssistantMessage(
                 message=response.message,
                 model=response.model or request.model,
@@ -381,7 +382,7 @@ class Agent:
                 blocks: list[ContentBlock] = [
                     ToolResultBlock(tool_use_id=u.id, content=INTERRUPTED_RESULT, is_error=True) for u in left
                 ]
-                self._append(ToolResults(message=Message(role="user", content=blocks)))
+                self.append(ToolResults(message=Message(role="user", content=blocks)))
 
     async def _run_batch(self, batch: list[ToolUseBlock], done: set[str]) -> None:
         gated: list[tuple[ToolCall, Verdict]] = []
@@ -394,7 +395,7 @@ class Agent:
         async def one(call: ToolCall, verdict: Verdict) -> None:
             block = await self._execute(call, verdict)
             done.add(block.tool_use_id)
-            self._append(ToolResults(message=Message(role="user", content=[block])))
+            self.append(ToolResults(message=Message(role="user", content=[block])))
 
         calls = [asyncio.ensure_future(one(call, verdict)) for call, verdict in gated]
         try:
@@ -597,11 +598,13 @@ class Agent:
                 return message
         return None
 
-    def _append(self, event: Event) -> None:
+    def append(self, event: Event) -> Event:
         """The one way into the conversation: the bus transforms the event (redaction), the log
-        takes it (or the run stops), and the view is built from exactly what was logged."""
+        takes it (or the run stops), and the view is built from exactly what was logged, which
+        is returned."""
         logged = self.bus.publish(event)
         self.view.add_event(logged)
+        return logged
 
     def _finish(self, subtype: Subtype, text: str, turns: int, started: float, error: str = "") -> RunResult:
         duration = int((time.monotonic() - started) * 1000)

@@ -10,14 +10,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from agentkeel.core.events import EventBus, Notice
+from agentkeel.core.events import Event, EventBus, Notice
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, Tool
+from agentkeel.extensions.reliability.comments import comment_checker
+from agentkeel.extensions.reliability.errors import error_detector
+from agentkeel.extensions.reliability.fallback import model_fallback
+from agentkeel.extensions.reliability.messages import empty_sanitizer, pairing_validator, thinking_validator
+from agentkeel.extensions.reliability.monitor import context_monitor, output_truncator
+from agentkeel.extensions.reliability.pruning import context_pruning
+from agentkeel.extensions.reliability.recovery import session_recovery
+from agentkeel.extensions.reliability.registry import session_state
+from agentkeel.extensions.reliability.shell import non_interactive_env
+from agentkeel.extensions.reliability.state import ReliabilityState
+from agentkeel.extensions.reliability.todo import todo_enforcer
 from agentkeel.permissions import PermissionEngine, PermissionGate
 from agentkeel.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
 from agentkeel.settings import ReliabilitySettings, SettingsLayer
@@ -66,12 +77,24 @@ class SessionParts(msgspec.Struct):
 Factory = Callable[[SessionParts], Extension | None]
 
 
+MAIN = "main"  # a session: keel, keel -p, the SDK, the TUI, the web app
+SUBAGENT = "subagent"  # a Task child: shares the parent's instances of its profile's built-ins
+HOOK_AGENT = "hook-agent"  # an "agent" hook's read-only loop
+BATCH_TASK = "batch-task"  # one task of `keel batch` (a session of its own)
+PROFILES = (MAIN, SUBAGENT, HOOK_AGENT, BATCH_TASK)
+SESSIONS = frozenset({MAIN, SUBAGENT, BATCH_TASK})
+EVERY = frozenset(PROFILES)
+
+
 class Builtin(msgspec.Struct, frozen=True):
     name: str
     description: str
     factory: Factory
     required: bool = False
     always: bool = False  # built even when disabled: the factory reads ``parts.disabled`` itself
+    profiles: frozenset[str] = SESSIONS  # the kinds of session it is part of
+    # built with the session's Agent (agents/setup.py), not from its parts: ``enabled`` says whether
+    late: bool = False
 
 
 def _loop_detector(parts: SessionParts) -> Extension:
@@ -110,11 +133,43 @@ def _hooks(parts: SessionParts) -> Extension | None:
         model=parts.model,
         home=str(parts.home or Path.home()),
         spawned=_watched(parts.services),
+        agent_session=_hook_agent_session(parts),
     )
     dispatcher = HookDispatcher(config, context)
     hooks = HooksExtension(dispatcher, tool_env=parts.tool_env, source=parts.source, services=parts.services)
     parts.gate.request_hooks.append(hooks.permission_request)
     return hooks.extension()
+
+
+def session_bus(log: Callable[[Event], None] | None) -> EventBus:
+    """A session's bus, in every profile: one redaction policy before every reader, then its
+    transcript (``log``), which stops the run when it cannot be written."""
+    from agentkeel.extensions.redaction import redact_event
+
+    bus = EventBus()
+    bus.transforms.append(redact_event)
+    if log is not None:
+        bus.subscribe(log, critical=True)
+    return bus
+
+
+def _hook_agent_session(parts: SessionParts) -> Callable[[], tuple[EventBus, list[Extension]]]:
+    """An agent hook's bus and built-ins: the ``hook-agent`` profile, made from this session's
+    parts (its window, its settings), with a bus and services of their own."""
+
+    def session() -> tuple[EventBus, list[Extension]]:
+        bus = session_bus(None)  # nothing of the hook agent's is written to the session
+        child = msgspec.structs.replace(
+            parts,
+            bus=bus,
+            spill_dir=parts.spill_dir.parent / "hook-agents" / "tool-results",
+            services=Services(),
+            notices=[],
+        )
+        extensions, _ = default_extensions(child, list(parts.disabled), HOOK_AGENT)
+        return bus, extensions
+
+    return session
 
 
 class _Watched:
@@ -226,77 +281,108 @@ def _memory_tools(memory: MemoryPlugin) -> list[Tool]:
     return [t for t in lazy if t is not None] if all(lazy) else memory.tools()
 
 
-def _reliability(name: str) -> Factory:
-    """A reliability built-in (agentkeel.extensions.reliability), imported when a session builds it."""
+def _with_the_agent(parts: SessionParts) -> None:
+    """A ``late`` built-in: made with the session's Agent by its owner (agents/setup.py)."""
+    return None
 
-    def factory(parts: SessionParts) -> Extension | None:
-        from agentkeel.extensions.reliability.registry import build
 
-        if parts.services is None:
-            parts.services = Services()
-        return build(
-            name,
-            parts.bus,
-            parts.services,
-            config=parts.reliability,
-            context_window=parts.context_window,
-            fallback_model=parts.fallback_model,
-            tool_env=parts.tool_env,
-        )
+Build = Callable[[EventBus, ReliabilityState], Extension | None]
+AsksTools = Callable[[EventBus, ReliabilityState, Services | None], Extension | None]
 
-    return factory
+
+class Reliability:
+    """A reliability built-in's factory: its handler (``build``, whose docstring names the failure
+    it exists for), made on the session's one ReliabilityState."""
+
+    def __init__(self, build: Build | AsksTools, *, asks_tools: bool = False) -> None:
+        self.build = build
+        self.asks_tools = asks_tools  # the handler is given the session's Services (its tools' effects)
+
+    def __call__(self, parts: SessionParts) -> Extension | None:
+        state = _reliability_state(parts)
+        if self.asks_tools:
+            return cast(AsksTools, self.build)(parts.bus, state, parts.services)
+        return cast(Build, self.build)(parts.bus, state)
+
+
+def _reliability_state(parts: SessionParts) -> ReliabilityState:
+    if parts.services is None:
+        parts.services = Services()
+    return session_state(parts.services, parts.reliability, parts.context_window, parts.fallback_model)
+
+
+def _non_interactive_env(parts: SessionParts) -> Extension | None:
+    return non_interactive_env(parts.bus, _reliability_state(parts), parts.tool_env)
 
 
 BUILTINS: tuple[Builtin, ...] = (
-    Builtin("loop-detector", "asks or stops when the same call repeats (doom loop)", _loop_detector),
+    # per-conversation state: a subagent has its own (not the parent's)
+    Builtin(
+        "loop-detector",
+        "asks or stops when the same call repeats (doom loop)",
+        _loop_detector,
+        profiles=frozenset({MAIN, BATCH_TASK}),
+    ),
     Builtin("circuit-breaker", "pauses an external tool after repeated failures", _circuit_breaker),
     Builtin("hooks", "Claude Code-compatible hooks from settings and the SDK", _hooks),
     Builtin("settings-watch", "settings changed mid-session: ConfigChange, then new deny/ask rules", _settings_watch),
     Builtin(
         "non-interactive-env",
         "refuses editors, full-screen programs, git add -p / rebase -i; no pagers or prompts",
-        _reliability("non-interactive-env"),
+        _non_interactive_env,
     ),
     Builtin("permission-gate", "the permission engine and the ask flow", _permission_gate, required=True),
-    Builtin("result-guard", "cleans and redacts every tool result", _result_guard, required=True),
-    Builtin("output-budget", "spills large tool output to a file", _output_budget),
+    Builtin("result-guard", "cleans and redacts every tool result", _result_guard, required=True, profiles=EVERY),
+    Builtin("output-budget", "spills large tool output to a file", _output_budget, profiles=EVERY),
     Builtin(
         "tool-output-truncator",
         "cuts a tool result to half the context headroom",
-        _reliability("tool-output-truncator"),
+        Reliability(output_truncator),
+        profiles=EVERY,
     ),
-    Builtin("comment-checker", "flags narrating comments an Edit or Write added", _reliability("comment-checker")),
-    Builtin("memory", "memory capture, context injection and tools", _memory),
-    Builtin("error-pattern-detector", "names the cause of a provider 400", _reliability("error-pattern-detector")),
+    Builtin("comment-checker", "flags narrating comments an Edit or Write added", Reliability(comment_checker)),
+    Builtin("memory", "memory capture, context injection and tools", _memory, profiles=frozenset({MAIN, BATCH_TASK})),
+    Builtin("error-pattern-detector", "names the cause of a provider 400", Reliability(error_detector)),
     Builtin(
         "session-recovery",
         "repairs the request after a recognised 400 and re-sends it",
-        _reliability("session-recovery"),
+        Reliability(session_recovery),
     ),
-    Builtin(
-        "model-fallback", "switches to fallbackModel after repeated provider errors", _reliability("model-fallback")
-    ),
-    Builtin(
-        "context-window-monitor", "warns at 70/85/95% of the context window", _reliability("context-window-monitor")
-    ),
+    Builtin("model-fallback", "switches to fallbackModel after repeated provider errors", Reliability(model_fallback)),
+    Builtin("context-window-monitor", "warns at 70/85/95% of the context window", Reliability(context_monitor)),
     Builtin(
         "todo-continuation-enforcer",
         "idle with open todos: countdown, then a continuation prompt",
-        _reliability("todo-continuation-enforcer"),
+        Reliability(todo_enforcer),
     ),
     Builtin(
         "dynamic-context-pruning",
         "dedupes calls, supersedes writes, purges old errors",
-        _reliability("dynamic-context-pruning"),
+        Reliability(context_pruning, asks_tools=True),
     ),
     Builtin(
         "empty-message-sanitizer",
         "fills or drops empty content in the request",
-        _reliability("empty-message-sanitizer"),
+        Reliability(empty_sanitizer),
+        profiles=EVERY,
     ),
-    Builtin("thinking-block-validator", "thinking blocks first, or none", _reliability("thinking-block-validator")),
     Builtin(
-        "tool-pairing-validator", "every tool_use answered once in the request", _reliability("tool-pairing-validator")
+        "thinking-block-validator",
+        "thinking blocks first, or none",
+        Reliability(thinking_validator),
+        profiles=EVERY,
+    ),
+    Builtin(
+        "tool-pairing-validator",
+        "every tool_use answered once in the request",
+        Reliability(pairing_validator),
+        profiles=EVERY,
+    ),
+    Builtin(
+        "agents",
+        "subagents' results, an inline skill's allowed-tools, path-activated skills, the Agent alias",
+        _with_the_agent,
+        late=True,
     ),
 )
 
@@ -305,8 +391,10 @@ BUILTINS: tuple[Builtin, ...] = (
 REQUEST_VALIDATORS = ("empty-message-sanitizer", "thinking-block-validator", "tool-pairing-validator")
 
 
-def default_extensions(parts: SessionParts, disabled: list[str]) -> tuple[list[Extension], list[str]]:
-    """The built-ins minus the disabled ones, and warnings about the disabled list."""
+def default_extensions(
+    parts: SessionParts, disabled: list[str], profile: str = MAIN
+) -> tuple[list[Extension], list[str]]:
+    """The built-ins of ``profile`` minus the disabled ones, and warnings about the disabled list."""
     names = {b.name for b in BUILTINS}
     warnings: list[str] = []
     for name in disabled:
@@ -316,6 +404,8 @@ def default_extensions(parts: SessionParts, disabled: list[str]) -> tuple[list[E
     out: list[Extension] = []
     parts.disabled = tuple(disabled)
     for builtin in BUILTINS:
+        if profile not in builtin.profiles or builtin.late:
+            continue
         if builtin.name in disabled:
             if builtin.required:
                 warnings.append(f"disabled_hooks: '{builtin.name}' is a safety check and cannot be disabled")
@@ -325,6 +415,19 @@ def default_extensions(parts: SessionParts, disabled: list[str]) -> tuple[list[E
         if ext is not None:
             out.append(ext)
     return out, warnings
+
+
+def enabled(name: str, disabled: list[str] | tuple[str, ...], profile: str = MAIN) -> bool:
+    """Whether the built-in ``name`` is part of a ``profile`` session with ``disabled_hooks``."""
+    builtin = next((b for b in BUILTINS if b.name == name), None)
+    if builtin is None or profile not in builtin.profiles:
+        return False
+    return builtin.required or builtin.always or name not in disabled
+
+
+def not_shared(profile: str = SUBAGENT) -> frozenset[str]:
+    """The built-ins a ``profile`` child does not share with its parent: its own, or none."""
+    return frozenset(b.name for b in BUILTINS if profile not in b.profiles)
 
 
 def notice(bus: EventBus, message: str) -> None:

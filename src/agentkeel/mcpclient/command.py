@@ -5,22 +5,22 @@ act on one for this session (settings are not changed)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentkeel.mcpclient.pool import McpPool, PromptCommand
 
 if TYPE_CHECKING:
-    from agentkeel.runtime import Runtime
+    from agentkeel.core.handle import SessionHandle
 
 USAGE = "usage: /mcp [list | reconnect NAME | enable NAME | disable NAME]"
 
 
-def _pool(runtime: Runtime | Any) -> McpPool | None:
+def _pool(runtime: SessionHandle) -> McpPool | None:
     found: McpPool | None = runtime.agent.services.find(McpPool)
     return found
 
 
-async def mcp(runtime: Runtime | Any, args: str) -> str:
+async def mcp(runtime: SessionHandle, args: str) -> str:
     pool = _pool(runtime)
     words = args.split()
     if pool is None or not pool.connections:
@@ -47,7 +47,7 @@ async def mcp(runtime: Runtime | Any, args: str) -> str:
     return f"MCP server {name} failed: {conn.error}"
 
 
-def prompt_commands(runtime: Runtime | Any) -> list[PromptCommand]:
+def prompt_commands(runtime: SessionHandle) -> list[PromptCommand]:
     """``/mcp__<server>__<prompt>`` commands of the connected servers (empty without MCP)."""
     pool = _pool(runtime)
     return pool.prompt_commands() if pool is not None else []

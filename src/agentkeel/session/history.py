@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeel.core.events import (
     AssistantMessage,
@@ -38,20 +38,7 @@ from agentkeel.session.openrewinds import close_marker, listed, open_marker
 from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, project_dir
 
 if TYPE_CHECKING:
-    from agentkeel.core.events import EventBus
-    from agentkeel.core.loop import Agent
-
-
-class Runtime(Protocol):
-    """What rewinding needs of a live session: ``agentkeel.runtime.Runtime`` is one (the session
-    layer sits below the runtime, so it names the shape, not the class)."""
-
-    @property
-    def session_path(self) -> Path: ...
-    @property
-    def bus(self) -> EventBus: ...
-    @property
-    def agent(self) -> Agent: ...
+    from agentkeel.core.handle import SessionHandle  # the live session a rewind works on
 
 
 RewindMode = Literal["conversation", "code", "both"]
@@ -299,7 +286,7 @@ def _conflict_message(turn_index: int, files: list[str]) -> str:
     )
 
 
-async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: bool = False) -> RewindResult:
+async def rewind(runtime: SessionHandle, turn_index: int, mode: RewindMode, *, force: bool = False) -> RewindResult:
     """Restore code from checkpoints and/or the conversation to just before user turn ``turn_index``,
     by APPENDING events (the log is never edited); the live Runtime continues from there.
 
@@ -364,7 +351,7 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
             removed = [p for p in done if plan.targets[p] is None]
     conversation_turns = len(turns)
     if mode in ("conversation", "both"):
-        runtime.agent.view.add_event(_mark(runtime.bus.publish, events, turn, turn_index, mode))
+        runtime.agent.append(_marker(events, turn, turn_index, mode))
         conversation_turns = turn_index
     if rewind_id is not None:  # after the conversation's marker: a kill before this finishes both
         runtime.bus.publish(RewindDone(rewind_id=rewind_id, outcome="completed", problems=problems))
@@ -372,7 +359,7 @@ async def rewind(runtime: Runtime, turn_index: int, mode: RewindMode, *, force: 
     return RewindResult(tuple(restored), tuple(removed), conversation_turns, _warning(problems))
 
 
-def _store(runtime: Runtime) -> ObjectStore:
+def _store(runtime: SessionHandle) -> ObjectStore:
     recorder = runtime.agent.services.find(CheckpointRecorder)
     return recorder.store if recorder is not None else ObjectStore(checkpoint_dir(runtime.session_path))
 
@@ -397,11 +384,11 @@ def _register(session_file: Path, rewind_id: str) -> None:
         ) from None
 
 
-def _mark(publish: Publish, events: list[Event], turn: _Turn, turn_index: int, mode: str) -> Event:
+def _marker(events: list[Event], turn: _Turn, turn_index: int, mode: str) -> RewindMarker:
     builder = ViewBuilder()
     for event in events[: turn.position]:
         builder.add_event(event)
-    marker = RewindMarker(
+    return RewindMarker(
         messages=builder.messages(),
         trigger="rewind",
         stage="rewind",
@@ -409,10 +396,20 @@ def _mark(publish: Publish, events: list[Event], turn: _Turn, turn_index: int, m
         target_uuid=turn.event.uuid,
         mode=mode,
     )
-    return publish(marker)
 
 
-def recover_rewind(runtime: Runtime, events: list[Event] | None = None) -> str | None:
+def _mark(publish: Publish, events: list[Event], turn: _Turn, turn_index: int, mode: str) -> Event:
+    return publish(_marker(events, turn, turn_index, mode))
+
+
+def cleared() -> RewindMarker:
+    """``/clear``: the conversation starts over empty. A marker in the log (as a rewind to before
+    the first turn is), so a resumed session (-c, -r) goes on from the cleared conversation; the
+    transcript keeps what came before."""
+    return RewindMarker(messages=[], trigger="clear", stage="clear", turn_index=0, mode="clear")
+
+
+def recover_rewind(runtime: SessionHandle, events: list[Event] | None = None) -> str | None:
     """Finish a code rewind the log shows begun and not ended (keel was killed half-way): roll it
     forward when every file is at its target or as it was just before (and each target object is
     there), else roll it back; a file changed since by someone else is left alone. Logs a
@@ -421,7 +418,7 @@ def recover_rewind(runtime: Runtime, events: list[Event] | None = None) -> str |
     ``events``: the session's, when the caller has them loaded already."""
     if events is None:
         events = load_session(runtime.session_path).events
-    line = _recover_events(runtime.bus.publish, runtime.agent.view.add_event, _store(runtime), events)
+    line = _recover_events(runtime.agent.append, _store(runtime), events)
     close_marker(runtime.session_path)  # every intent is closed now (a marker without one is stale)
     return line
 
@@ -470,7 +467,7 @@ def _recover_closed_session(log: Path) -> str | None:
                 writer(event)
                 return event
 
-            line = _recover_events(publish, None, ObjectStore(checkpoint_dir(log)), loaded.events)
+            line = _recover_events(publish, ObjectStore(checkpoint_dir(log)), loaded.events)
         finally:
             writer.close()  # fsynced: the rewind_done is durable before the marker goes
         close_marker(log)
@@ -484,22 +481,20 @@ def _pending(events: list[Event]) -> list[tuple[int, RewindIntent]]:
     return [(i, e) for i, e in enumerate(events) if isinstance(e, RewindIntent) and e.rewind_id not in closed]
 
 
-def _recover_events(
-    publish: Publish, view_add: Callable[[Event], None] | None, store: ObjectStore, events: list[Event]
-) -> str | None:
+def _recover_events(publish: Publish, store: ObjectStore, events: list[Event]) -> str | None:
+    """``publish``: the live session's ``Agent.append`` (its view follows), or a log's writer."""
     pending = _pending(events)
     if not pending:
         return None
     lines: list[str] = []
     for position, intent in pending:
         _sweep_temp(intent.targets)
-        lines.append(_recover_one(publish, view_add, store, events, position, intent))
+        lines.append(_recover_one(publish, store, events, position, intent))
     return "; ".join(lines)
 
 
 def _recover_one(
     publish: Publish,
-    view_add: Callable[[Event], None] | None,
     store: ObjectStore,
     events: list[Event],
     position: int,
@@ -536,9 +531,7 @@ def _recover_one(
         ):
             turn = next((t for t in _turns(events[:position]) if t.event.uuid == intent.target_uuid), None)
             if turn is not None:
-                logged = _mark(publish, events[:position], turn, intent.turn_index, intent.mode)
-                if view_add is not None:
-                    view_add(logged)
+                _mark(publish, events[:position], turn, intent.turn_index, intent.mode)
         publish(RewindDone(rewind_id=intent.rewind_id, outcome="completed", recovered=True, problems=problems))
         left = f"; {len(foreign)} file(s) changed since were left as they are" if foreign else ""
         return f"a rewind to {what} was interrupted; it has now been completed ({len(moved)} file(s)){left}"
@@ -557,7 +550,7 @@ def _recover_one(
 
 
 async def rewind_files(
-    runtime: Runtime, user_message_id: str, *, dry_run: bool = False, force: bool = False
+    runtime: SessionHandle, user_message_id: str, *, dry_run: bool = False, force: bool = False
 ) -> dict[str, Any]:
     """The stream-json ``rewind_files`` control request (the Agent SDK's ``rewindFiles``): restore the
     files to just before the user message ``user_message_id``; ``dry_run`` only says what would change.

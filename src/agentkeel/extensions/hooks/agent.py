@@ -4,11 +4,16 @@ It is the prompt handler with eyes: the model may Read, Grep, Glob and LS inside
 (nothing else, and nothing outside it) for at most ``maxTurns`` requests, through the session's
 provider, under the handler's timeout (the dispatcher's). Its last answer is read as the prompt
 handler's is: ``{"ok": false, "reason": ...}`` blocks as exit 2 does.
+
+Its bus and built-ins come from the composition root (the ``hook-agent`` profile of the built-in
+registry: the result guard, the output bounds, the request validators, redaction on the bus), as
+any session's do: this module adds only the read-only scope.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,9 @@ SYSTEM = (
 )
 _PATH_KEYS = ("file_path", "path")
 
+# a hook agent's bus (redacting what it logs) and the built-ins of the hook-agent profile
+AgentSession = Callable[[], tuple[EventBus, list[Extension]]]
+
 
 def _inside(project: Path) -> BeforeTool:
     """A before_tool check: only the read-only tools, and only paths inside the project."""
@@ -49,8 +57,16 @@ def _inside(project: Path) -> BeforeTool:
 
 
 async def run_agent(
-    handler: Handler, payload: dict[str, Any], provider: Provider, model: str, project: Path, session_id: str
+    handler: Handler,
+    payload: dict[str, Any],
+    provider: Provider,
+    model: str,
+    project: Path,
+    session_id: str,
+    session: AgentSession | None,
 ) -> Raw:
+    if session is None:  # fail closed: never an agent without the result guard and redaction
+        return Raw(None, error="cannot run an agent here: this session gives hooks no agent built-ins")
     from agentkeel.tools import builtin_tools
 
     arguments = json.dumps(payload, ensure_ascii=False, default=str)
@@ -58,7 +74,8 @@ async def run_agent(
     text = text.replace("$ARGUMENTS", arguments) if "$ARGUMENTS" in text else f"{text}\n\n{arguments}"
     project = project.resolve()
     tools = ToolRegistry([t for t in builtin_tools() if t.name in READ_ONLY])
-    extensions = Extensions([Extension("hook-agent-scope", before_tool=_inside(project))])
+    bus, builtins = session()  # nothing of the child's is written to the session
+    extensions = Extensions([Extension("hook-agent-scope", before_tool=_inside(project)), *builtins])
     config = LoopConfig(
         model=handler.model or model,
         system=SYSTEM,
@@ -66,7 +83,6 @@ async def run_agent(
         max_turns=handler.max_turns,
         retry=RetryPolicy(max_retries=1),
     )
-    bus = EventBus()  # nothing of the child's is written to the session
     context = ToolContext(cwd=project, session_id=f"{session_id}-hook-agent", services=Services(), emit=bus.emit)
     agent = Agent(provider, tools, config, bus=bus, extensions=extensions, context=context)
     try:

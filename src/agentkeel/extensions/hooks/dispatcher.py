@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -32,6 +32,9 @@ from agentkeel.extensions.hooks.runners import Raw, Spawned, payload_bytes, run_
 from agentkeel.extensions.hooks.spec import SPECS
 from agentkeel.extensions.hooks.spec import spec as event_spec
 from agentkeel.extensions.hooks.watch import Watcher
+
+if TYPE_CHECKING:
+    from agentkeel.extensions.hooks.agent import AgentSession
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,7 @@ class HookContext(msgspec.Struct):
     model: str = ""
     home: str = msgspec.field(default_factory=lambda: str(Path.home()))
     spawned: Spawned | None = None  # command hooks' process groups die with keel (the session watchdog)
+    agent_session: AgentSession | None = None  # an agent handler's bus and built-ins (the composition root's)
 
 
 class HookDispatcher:
@@ -262,7 +266,13 @@ class HookDispatcher:
                     from agentkeel.extensions.hooks.agent import run_agent
 
                     return await run_agent(
-                        handler, payload, self.ctx.provider, self.ctx.model, self.ctx.project_dir, self.ctx.session_id
+                        handler,
+                        payload,
+                        self.ctx.provider,
+                        self.ctx.model,
+                        self.ctx.project_dir,
+                        self.ctx.session_id,
+                        self.ctx.agent_session,
                     )
                 return await run_python(handler, payload)
         except TimeoutError:
