@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import agentkeel
-from agentkeel.fakellm.scenarios import twenty_step_session
 from agentkeel.fakellm.script import Script
 from agentkeel.fakellm.server import FakeLLMServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from scenarios import twenty_step_session
 
 KEEL = str(Path(sys.executable).parent / "keel")
 

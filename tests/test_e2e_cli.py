@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agentkeel.fakellm.scenarios import twenty_step_session
 from agentkeel.fakellm.server import FakeLLMServer
 from kit import KeelRun, session_files, wire_env
+from scenarios import twenty_step_session
 
 
 @pytest.mark.parametrize("wire", ["anthropic", "openai"])

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from agentkeel.fakellm.scenarios import twenty_step_session
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.sdk import (
     AssistantMessage,
@@ -31,6 +30,7 @@ from agentkeel.sdk import (
     tool,
 )
 from kit import KEEL, KeelRun, session_files, wait_until_async, wire_env
+from scenarios import twenty_step_session
 
 Start = Callable[[Any], FakeLLMServer]
 TRANSPORTS = ["in-process", "subprocess"]

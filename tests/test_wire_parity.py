@@ -19,7 +19,6 @@ from agentkeel.core.events import Event, StreamRetry
 from agentkeel.core.provider import ModelRequest, ModelResponse, Provider, ProviderError, StreamChunk, TextChunk
 from agentkeel.core.retry import RetryPolicy, stream_with_retry
 from agentkeel.core.types import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolSpec, ToolUseBlock
-from agentkeel.fakellm.scenarios import twenty_step_session, wire_scenarios
 from agentkeel.fakellm.script import EXHAUSTED
 from agentkeel.fakellm.server import FakeLLMServer
 from agentkeel.providers.anthropic_messages import AnthropicProvider
@@ -27,6 +26,7 @@ from agentkeel.providers.anthropic_wire import AnthropicWireProvider
 from agentkeel.providers.endpoints import AnthropicEndpoint, OpenAIEndpoint
 from agentkeel.providers.openai_chat import OpenAIChatProvider
 from agentkeel.providers.openai_wire import OpenAIWireProvider
+from scenarios import twenty_step_session, wire_scenarios
 
 FAKE_KEY = "sk-test-not-a-real-key"
 FAST = RetryPolicy(max_retries=4, base_delay_s=0.001, max_delay_s=0.01)

@@ -16,11 +16,12 @@ from typing import Any
 import msgspec
 
 from agentkeel.agents.frontmatter import FrontmatterError, flag, names, read, text
+from agentkeel.tools import read_only_names
 
 log = logging.getLogger(__name__)
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
-READ_ONLY_TOOLS = ("Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "TodoWrite")
+READ_ONLY_TOOLS = read_only_names()  # the built-ins that change nothing, as they declare
 
 
 class AgentDef(msgspec.Struct, frozen=True):

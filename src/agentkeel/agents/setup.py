@@ -34,6 +34,7 @@ from agentkeel.core.tools import Services, Tool, ToolOutput
 from agentkeel.plugins.loader import Plugin, find_plugins
 from agentkeel.skills.loader import Skill, SkillCatalog, load_skills
 from agentkeel.skills.session import SkillHost
+from agentkeel.tools import AGENT_ALIAS
 
 if TYPE_CHECKING:
     from agentkeel.agents.background import BackgroundAgents
@@ -170,7 +171,7 @@ def agents_extension(agent: Agent, skills: SkillCatalog, *, wait_background: boo
     host = agent.services.get(SkillHost)
 
     def hide(tool: Tool) -> bool:
-        return tool.name == "Agent"  # the alias runs, but the model is shown one name
+        return tool.name == AGENT_ALIAS  # the alias runs, but the model is shown one name
 
     async def on_prompt(info: PromptInfo) -> PromptVerdict | None:
         host.active_tools = None  # an inline skill's allowed-tools last until the next prompt

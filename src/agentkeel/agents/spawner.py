@@ -33,10 +33,10 @@ from agentkeel.core.extensions import Extension, Extensions, LifecyclePoint, Too
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
+from agentkeel.tools import effects_for
 
 log = logging.getLogger(__name__)
 
-AGENT_TOOLS = ("Task", "Agent")
 MAX_RESULT_CHARS = 40_000
 MAX_STOP_CONTINUES = 3
 
@@ -132,9 +132,9 @@ class SubagentSpawner:
         for tool in parent_tools.list():
             if wanted is not None and tool.name not in wanted:
                 continue
-            if tool.name in denied:
-                continue
-            if tool.name in AGENT_TOOLS and not self.can_nest():
+            if tool.name in denied or effects_for(tool, tool.name).rule in denied:
+                continue  # a family's name (Edit) takes every tool its rules govern (Write, MultiEdit...)
+            if effects_for(tool, tool.name).delegates and not self.can_nest():
                 continue
             tools.register(tool)
         return tools

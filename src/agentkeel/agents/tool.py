@@ -9,7 +9,7 @@ from msgspec.structs import replace
 from agentkeel.agents.defs import AgentCatalog
 from agentkeel.agents.spawner import SubagentSpawner
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
-from agentkeel.tools import AGENT, ELSEWHERE
+from agentkeel.tools import AGENT, AGENT_TOOLS, ELSEWHERE
 
 SUBAGENT_EFFECTS = ELSEWHERE[AGENT]  # Task rules govern it; its result is the subagent's report
 
@@ -118,7 +118,7 @@ def task_tools(catalog: AgentCatalog) -> list[Tool]:
     """``Task`` and its alias ``Agent``: stand-ins that import pydantic at the first call."""
     description = task_description(catalog)
     out = []
-    for name in ("Task", "Agent"):
+    for name in AGENT_TOOLS:
         real: list[Tool] = []
 
         def load(name: str = name, real: list[Tool] = real) -> Tool:

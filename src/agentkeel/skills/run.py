@@ -59,7 +59,7 @@ async def invoke_skill(agent: Agent, skill: Skill, args: str) -> SkillRun:
 
         host = agent.services.find(SkillHost)
         if host is not None and skill.allowed_tools is not None:
-            host.active_tools = (*skill.allowed_tools, "Skill")
+            host.active_tools = (*skill.allowed_tools, SKILL_TOOL)
     post = await life.fire("PostSkillExecute", {**fields, "is_error": run.is_error}, match=skill.name)
     if post.context:
         run = replace(run, text=run.text + "\n\n" + "\n\n".join(post.context))
@@ -144,12 +144,12 @@ def skill_tool(catalog: SkillCatalog) -> Tool:
             from agentkeel.agents.inputs import SkillInput
 
             real.append(
-                Tool("Skill", description, SkillInput, _run_skill, group="agents", read_only=True, effects=SKILL)
+                Tool(SKILL_TOOL, description, SkillInput, _run_skill, group="agents", read_only=True, effects=SKILL)
             )
         return real[0]
 
     return Tool(
-        "Skill",
+        SKILL_TOOL,
         description,
         None,
         _run_skill,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 
 from agentkeel.core.tools import NO_EFFECTS, Effects, Tool
 
@@ -14,6 +15,8 @@ EDIT = "Edit"
 SHELL = "Bash"
 FETCH = "WebFetch"
 AGENT = "Task"
+AGENT_ALIAS = "Agent"  # Claude Code's newer name for Task: the same tool, the same rules
+AGENT_TOOLS = (AGENT, AGENT_ALIAS)
 SKILL = "Skill"
 
 # Tools keel builds outside ``tools/`` (agents, skills, plan mode), as Claude Code's grammar and
@@ -54,14 +57,29 @@ def builtin_tools(*, shipped: bool = True) -> list[Tool]:
 
 
 def real_builtin_tools() -> list[Tool]:
-    from agentkeel.tools.files import file_tools
-    from agentkeel.tools.notebook import notebook_tools
-    from agentkeel.tools.search import search_tools
-    from agentkeel.tools.shell import shell_tools
-    from agentkeel.tools.todo import todo_tools
-    from agentkeel.tools.web import web_tools
+    """The built-in tools, built now: each factory in FACTORIES, in order."""
+    out: list[Tool] = []
+    for entry in FACTORIES:
+        module, _, factory = entry.partition(":")
+        out += getattr(importlib.import_module(module), factory)()
+    return out
 
-    return [*file_tools(), *shell_tools(), *search_tools(), *web_tools(), *todo_tools(), *notebook_tools()]
+
+def read_only_names() -> tuple[str, ...]:
+    """The built-ins that change nothing (a read-only agent's tools: Explore, Plan)."""
+    return tuple(t.name for t in _described() if t.read_only)
+
+
+def file_reader_names() -> tuple[str, ...]:
+    """The built-ins that read or list files and change nothing (a hook agent's tools)."""
+    return tuple(t.name for t in _described() if t.effects.touches_files and not t.effects.writes)
+
+
+def _described() -> list[Tool]:
+    """The built-ins as their shipped stand-ins describe them (no tool module imported), else built."""
+    from agentkeel.tools.schemas import shipped_builtins
+
+    return shipped_builtins(FACTORIES) or real_builtin_tools()
 
 
 def effects_of(name: str) -> Effects:

@@ -27,7 +27,6 @@ from agentkeel.extensions.hooks.config import Handler
 from agentkeel.extensions.hooks.prompt import verdict_from_text
 from agentkeel.extensions.hooks.runners import Raw
 
-READ_ONLY = ("Read", "Grep", "Glob", "LS")
 SYSTEM = (
     "You check one event of a coding agent's session for a hook. You may use Read, Grep, Glob and LS "
     "to look at the project. When you know the answer, reply with only a JSON object: "
@@ -42,9 +41,13 @@ AgentSession = Callable[[], tuple[EventBus, list[Extension]]]
 def _inside(project: Path) -> BeforeTool:
     """A before_tool check: only the read-only tools, and only paths inside the project."""
 
+    from agentkeel.tools import file_reader_names
+
+    readers = file_reader_names()
+
     async def check(call: ToolCall) -> Verdict | None:
-        if call.name not in READ_ONLY:
-            return Verdict("deny", f"{call.name} is not available to a hook agent (read-only: {', '.join(READ_ONLY)})")
+        if call.name not in readers:
+            return Verdict("deny", f"{call.name} is not available to a hook agent (read-only: {', '.join(readers)})")
         for key in _PATH_KEYS:
             value = call.input.get(key)
             if isinstance(value, str) and value:
@@ -67,13 +70,14 @@ async def run_agent(
 ) -> Raw:
     if session is None:  # fail closed: never an agent without the result guard and redaction
         return Raw(None, error="cannot run an agent here: this session gives hooks no agent built-ins")
-    from agentkeel.tools import builtin_tools
+    from agentkeel.tools import builtin_tools, file_reader_names
 
     arguments = json.dumps(payload, ensure_ascii=False, default=str)
     text = handler.prompt
     text = text.replace("$ARGUMENTS", arguments) if "$ARGUMENTS" in text else f"{text}\n\n{arguments}"
     project = project.resolve()
-    tools = ToolRegistry([t for t in builtin_tools() if t.name in READ_ONLY])
+    readers = file_reader_names()
+    tools = ToolRegistry([t for t in builtin_tools() if t.name in readers])
     bus, builtins = session()  # nothing of the child's is written to the session
     extensions = Extensions([Extension("hook-agent-scope", before_tool=_inside(project)), *builtins])
     config = LoopConfig(

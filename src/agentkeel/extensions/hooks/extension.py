@@ -43,6 +43,7 @@ from agentkeel.core.types import TextBlock
 from agentkeel.extensions.hooks.dispatcher import CHILD, ChildAgent, HookDispatcher
 from agentkeel.extensions.hooks.output import Combined
 from agentkeel.permissions.engine import Decision
+from agentkeel.tools import effects_for
 
 MAX_STOP_CONTINUES = 8  # a Stop hook that always blocks cannot keep the loop going for ever
 _END_REASONS = frozenset({"clear", "logout", "prompt_input_exit", "other", "bypass_permissions_disabled"})
@@ -374,7 +375,7 @@ class HooksExtension:
             output = _with_notes(output, event, notes)
         if CHILD.get() is not None:
             return output  # the child's cwd and batches are its own
-        if call.name == "Bash":
+        if effects_for(call.tool, call.name).shell:  # a shell can move the session's working directory
             await self._check_cwd()
         return await self._batch_step(call, output)
 

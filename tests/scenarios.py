@@ -1,4 +1,5 @@
-"""Ready-made scripts: the 20-step coding session used by the end-to-end tests and the benchmark."""
+"""Ready-made scripts: the 20-step coding session used by the end-to-end tests and the benchmark.
+Test data: the scripted model names the tools it calls, as a real model does."""
 
 from __future__ import annotations
 
