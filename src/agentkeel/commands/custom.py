@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentkeel.agents.frontmatter import FrontmatterError, names, read, text
 from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry, Kind
+from agentkeel.internal.frontmatter import FrontmatterError, names, read, text
 from agentkeel.skills.loader import Skill
 
 
