@@ -24,7 +24,7 @@ from typing import Any
 from agentkeel.batch.results import Result
 from agentkeel.batch.tasks import Task
 from agentkeel.internal import procs
-from agentkeel.session.gitcmd import git_argv, git_env
+from agentkeel.internal.git import git_argv, git_env
 from agentkeel.settings.localfiles import ignore_local_files
 
 #: a backend asks before starting each task (the runner says no once the budget is spent)

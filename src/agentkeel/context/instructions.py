@@ -24,6 +24,7 @@ from pathlib import Path
 import msgspec
 
 from agentkeel.internal import frontmatter
+from agentkeel.internal.git import find_root
 from agentkeel.internal.globs import Globs
 from agentkeel.redact import redact
 
@@ -65,13 +66,6 @@ class InstructionFile(msgspec.Struct, frozen=True):
         return len(self.text)
 
 
-def git_root(cwd: Path) -> Path | None:
-    for d in (cwd, *cwd.parents):
-        if (d / ".git").exists():
-            return d
-    return None
-
-
 def _read(path: Path) -> str | None:
     try:
         if not path.is_file():
@@ -110,7 +104,7 @@ class Instructions:
     _folders: dict[Path, Path] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.root = git_root(self.cwd) or self.cwd
+        self.root = find_root(self.cwd) or self.cwd
 
     @classmethod
     def load(
