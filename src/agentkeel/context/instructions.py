@@ -24,6 +24,7 @@ from pathlib import Path
 import msgspec
 
 from agentkeel.internal import frontmatter
+from agentkeel.internal.env import KeelEnv
 from agentkeel.internal.git import find_root
 from agentkeel.internal.globs import Globs
 from agentkeel.redact import redact
@@ -116,7 +117,7 @@ class Instructions:
         policy: ImportPolicy | None = None,
     ) -> Instructions:
         env = env if env is not None else os.environ
-        managed = Path(env.get("KEEL_MANAGED_INSTRUCTIONS", "/etc/keel/KEEL.md"))
+        managed = KeelEnv.of(env).managed_instructions
         self = cls(cwd=cwd, home=home, keel_home=keel_home, managed=managed, policy=policy or ImportPolicy())
         self.reload()
         return self

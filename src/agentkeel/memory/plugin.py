@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +32,7 @@ from typing import Any, Literal
 from agentkeel.core.events import Event, EventBus, Notice, RunFinished, SessionEnded, UserMessage
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Tool
+from agentkeel.internal.env import KeelEnv
 from agentkeel.memory.health import MemoryDamaged
 from agentkeel.memory.model import Entry, estimate_tokens, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
@@ -388,7 +388,7 @@ def summary_source(entries: list[Entry], limit: int = SUMMARY_INPUT_CHARS) -> st
 def _embeds(spec: str | None) -> bool:
     """Whether an embedder is configured, decided without loading it (``auto`` may find none)."""
     if spec in (None, "", "auto"):
-        spec = os.environ.get("KEEL_MEMORY_EMBEDDER") or "auto"
+        spec = KeelEnv.of().memory_embedder
     return spec not in ("none", "off")
 
 
