@@ -4,6 +4,7 @@ is found one way."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
@@ -60,13 +61,25 @@ async def test_the_async_runner_commits_without_hooks_and_reports_failures(tmp_p
     assert code not in (0, None) and "fatal" in out
 
 
-async def test_a_git_call_past_its_timeout_is_stopped_with_what_it_started(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runner", ["sync", "async"])
+async def test_a_git_call_past_its_timeout_is_stopped_with_what_it_started(tmp_path: Path, runner: str) -> None:
     repo = _repo(tmp_path / "repo")
     n = f"{200 + uuid.uuid4().int % 10_000}.{uuid.uuid4().int % 1000:03d}"
     started = time.monotonic()
-    code, out = await run_git_async(repo, "-c", f"alias.hang=!sleep {n} & sleep {n}", "hang", timeout=0.5)
-    assert code is None and "timed out after 0.5s" in out
-    assert time.monotonic() - started < 10
+    hang = ("-c", f"alias.hang=!sleep {n} & sleep {n}", "hang")
+    try:
+        if runner == "async":
+            code, out = await asyncio.wait_for(run_git_async(repo, *hang, timeout=0.5), 20)
+            assert code is None and "timed out after 0.5s" in out
+        else:  # before: subprocess.run killed git alone, then waited for the pipes its children held
+            assert await asyncio.wait_for(asyncio.to_thread(run_git, repo, *hang, timeout=0.5), 20) is None
+        assert time.monotonic() - started < 10
+    finally:
+        _reap(n)
+
+
+def _reap(n: str) -> None:
+    """Wait for every `sleep n` to be gone; kill and fail on any left."""
 
     def alive() -> list[str]:
         found = []
@@ -86,7 +99,7 @@ async def test_a_git_call_past_its_timeout_is_stopped_with_what_it_started(tmp_p
     left = alive()
     for pid in left:
         os.kill(int(pid), 9)
-    assert left == []
+    assert left == [], "a process git started outlived the timeout"
 
 
 def test_the_root_is_found_one_way(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from agentkeel.batch.results import Result
 from agentkeel.batch.tasks import Task
 from agentkeel.internal import procs
-from agentkeel.internal.git import git_argv, git_env
+from agentkeel.internal.git import run_git
 from agentkeel.settings.localfiles import ignore_local_files
 
 #: a backend asks before starting each task (the runner says no once the budget is spent)
@@ -57,11 +57,9 @@ class TaskSetupError(Exception):
 
 
 def _git(*args: str, cwd: Path | None = None) -> None:
-    proc = subprocess.run(
-        git_argv(*args), cwd=cwd, env=git_env(transport=True), capture_output=True, text=True, stdin=subprocess.DEVNULL
-    )
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+    proc = run_git(cwd, *args, timeout=None, transport=True)
+    if proc is None or proc.returncode != 0:
+        last = ((proc.stderr.decode(errors="replace") if proc else "").strip().splitlines() or ["failed"])[-1]
         raise TaskSetupError(f"git {args[0]}: {last}")
 
 

@@ -58,22 +58,20 @@ def git_env(base: Mapping[str, str] | None = None, *, transport: bool = False) -
 
 
 def run_git(
-    root: Path | None, *args: str, timeout: float = 30, input_bytes: bytes | None = None
+    root: Path | None,
+    *args: str,
+    timeout: float | None = 30,
+    input_bytes: bytes | None = None,
+    transport: bool = False,
 ) -> subprocess.CompletedProcess[bytes] | None:
-    """Run ``git -C root args`` safely; None when git cannot be run or times out."""
-    where = ["-C", str(root)] if root is not None else []
-    try:
-        return subprocess.run(
-            git_argv(*where, *args),
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-            env=git_env(),
-            input=input_bytes,
-            stdin=None if input_bytes is not None else subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
+    """Run ``git -C root args`` safely, in its own process group (killed whole on the timeout;
+    None: no limit, for a batch task's clone); None when git cannot be run or timed out.
+    ``transport``: keep the variables a clone needs to reach a remote."""
+    argv = git_argv(*(["-C", str(root)] if root is not None else []), *args)
+    ran = procs.run_sync(argv, cwd=None, env=git_env(transport=transport), timeout=timeout, stdin=input_bytes)
+    if ran.exit_code is None:
         return None
+    return subprocess.CompletedProcess(argv, ran.exit_code, ran.stdout, ran.stderr)
 
 
 def has_filter_drivers(root: Path) -> bool:

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,3 +176,41 @@ async def run(
         if on_end is not None:
             on_end(proc.pid)
     return Ran(None if error else proc.returncode, out.data(), err.data(), error, timed_out)
+
+
+def run_sync(
+    argv: Sequence[str],
+    *,
+    cwd: str | Path | None,
+    env: Mapping[str, str] | None,
+    timeout: float | None,
+    stdin: bytes | None = None,
+) -> Ran:
+    """:func:`run` for code without an event loop: own process group, the group killed on the
+    timeout (None: no limit, for a clone a batch task waits on), output kept whole."""
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as e:
+        return Ran(None, error=f"cannot run {argv[0]}: {e.strerror or e}")
+    with proc:
+        try:
+            out, err = proc.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            try:
+                out, err = proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:  # a child that left the group holds the pipes
+                out, err = b"", b""
+            return Ran(None, out, err, f"timed out after {timeout:g}s; stopped", True)
+        except BaseException:  # interrupted: nothing it started outlives the wait
+            kill_group(proc.pid)
+            raise
+    return Ran(proc.returncode, out, err)
