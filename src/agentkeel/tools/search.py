@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from msgspec import Meta, Struct, field
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.internal.env import KeelEnv
 from agentkeel.tools.files import resolve
 from agentkeel.tools.reading import check_regular
 
@@ -449,7 +450,7 @@ async def _grep(args: GrepInput, ctx: ToolContext) -> ToolOutput:
         check_regular(root, st)  # a FIFO or a device would never end (or never answer)
     _compile(args)  # same error for both engines
     rg = shutil.which("rg")
-    engine = "ripgrep" if rg and not os.environ.get("KEEL_GREP_PYTHON") else "python"
+    engine = "ripgrep" if rg and not KeelEnv.of().grep_python else "python"
     if ctx.hidden_path is not None:
         engine = "python"  # it can skip files a deny rule hides; ripgrep cannot be told reliably
     if rg and engine == "ripgrep":
