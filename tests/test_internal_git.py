@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -141,3 +142,14 @@ def test_left_worktrees_use_the_safe_runner(tmp_path: Path, kept: bool, monkeypa
     found = left_worktrees(repo)
     assert not marker.exists()
     assert (found is not None and "keel-x" in found) if kept else not found
+
+
+def test_git_is_started_in_one_place() -> None:
+    """keel's own git calls all go through internal/git.py (the Bash tool runs the user's git)."""
+    src = Path(__file__).resolve().parents[1] / "src" / "agentkeel"
+    starts = [
+        f.relative_to(src).as_posix()
+        for f in src.rglob("*.py")
+        if re.search(r"\[\s*\"git\"\s*[,\]]", f.read_text(encoding="utf-8"))
+    ]
+    assert starts == ["internal/git.py"]

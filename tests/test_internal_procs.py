@@ -111,3 +111,9 @@ async def test_cancelling_run_kills_the_group(tmp_path: Path) -> None:
 async def test_a_command_that_cannot_start_is_one_line(tmp_path: Path) -> None:
     ran = await procs.run([str(tmp_path / "missing")], cwd=tmp_path, env=None, timeout=5)
     assert ran.exit_code is None and ran.error.startswith("cannot run ")
+
+
+def test_no_shell_is_started_outside_a_process_group() -> None:
+    """``create_subprocess_shell`` starts ``/bin/sh`` in keel's own group: a timeout could kill only the shell."""
+    src = Path(__file__).resolve().parents[1] / "src" / "agentkeel"
+    assert [f.name for f in src.rglob("*.py") if "create_subprocess_shell" in f.read_text(encoding="utf-8")] == []

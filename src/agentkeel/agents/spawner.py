@@ -33,6 +33,7 @@ from agentkeel.core.extensions import Extension, Extensions, LifecyclePoint, Too
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
+from agentkeel.internal.env import KeelEnv
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +57,6 @@ class SubagentResult(msgspec.Struct):
     @property
     def is_error(self) -> bool:
         return self.subtype != "success"
-
-
-def _env_int(name: str, default: int) -> int:
-    try:
-        return max(1, int(os.environ.get(name, "")))
-    except ValueError:
-        return default
 
 
 def tool_name(spec: str) -> str:
@@ -95,8 +89,8 @@ class SubagentSpawner:
         self.session_id = session_id
         self.session_dir = session_dir
         self.depth = depth
-        self.max_depth = max_depth if max_depth is not None else _env_int("KEEL_SUBAGENT_MAX_DEPTH", 1)
-        self.concurrency = concurrency if concurrency is not None else _env_int("KEEL_SUBAGENT_CONCURRENCY", 4)
+        self.max_depth = max_depth if max_depth is not None else KeelEnv.of().subagent_max_depth
+        self.concurrency = concurrency if concurrency is not None else KeelEnv.of().subagent_concurrency
         self.slots = asyncio.Semaphore(self.concurrency)
         self.max_result_chars = max_result_chars
         self.trusted = trusted
@@ -216,7 +210,7 @@ class SubagentSpawner:
             model=model,
             system=child_system(agent, workdir, model, system_extra),
             max_tokens=parent.config.max_tokens,
-            max_turns=agent.max_turns or _env_int("KEEL_SUBAGENT_MAX_TURNS", 100),
+            max_turns=agent.max_turns or KeelEnv.of().subagent_max_turns,
             thinking_budget=parent.config.thinking_budget,
             default_tool_timeout_s=parent.config.default_tool_timeout_s,
             retry=parent.config.retry,

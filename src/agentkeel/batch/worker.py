@@ -147,8 +147,7 @@ def run_task(task: Task, spec: RunSpec, on_start: Callable[[int], None] | None =
         _kill_group(proc)
         out, err = proc.communicate()
     except KeyboardInterrupt:  # a Ray cancel: keel gets its SIGINT and ends its session cleanly
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGINT)
+        procs.kill_group(proc.pid, signal.SIGINT)
         try:
             proc.communicate(timeout=15)
         except subprocess.TimeoutExpired:
