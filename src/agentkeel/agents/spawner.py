@@ -34,6 +34,7 @@ from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.internal.env import KeelEnv
+from agentkeel.internal.git import find_root
 
 log = logging.getLogger(__name__)
 
@@ -479,13 +480,10 @@ def _mode_extension(mode: str | None, may_widen: bool) -> Extension | None:
 
 
 def child_system(agent: AgentDef, cwd: Path, model: str, extra: str = "") -> str:
-    def git_root(d: Path) -> bool:
-        return any((p / ".git").exists() for p in (d, *d.parents))
-
     env = "\n".join(
         [
             f"Working directory: {cwd}",
-            f"Is a git repository: {'yes' if git_root(cwd) else 'no'}",
+            f"Is a git repository: {'yes' if find_root(cwd) else 'no'}",
             f"Platform: {platform.system().lower()}",
             f"Today's date: {date.today().isoformat()}",
             f"Model: {model}",

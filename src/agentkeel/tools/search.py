@@ -23,6 +23,7 @@ from msgspec import Meta, Struct, field
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.internal.env import KeelEnv
+from agentkeel.internal.git import find_root
 from agentkeel.tools.files import resolve
 from agentkeel.tools.reading import check_regular
 
@@ -102,16 +103,9 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + ")" * depth + r"\Z")
 
 
-def _git_root(start: Path) -> Path | None:
-    for d in (start, *start.parents):
-        if (d / ".git").exists():
-            return d
-    return None
-
-
 def walk_files(root: Path, *, hidden: bool = False) -> Iterator[Path]:
     """Files under root, skipping .git, hidden entries (unless hidden) and gitignored paths."""
-    git_root = _git_root(root)
+    git_root = find_root(root)
     specs: list[tuple[Path, pathspec.PathSpec[Any]]] = []
     if git_root is not None:
         for d in (root, *root.parents):
