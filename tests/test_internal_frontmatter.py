@@ -145,6 +145,10 @@ def test_colons_empty_blocks_and_lists() -> None:
     assert meta == {"description": "Run it: now", "tools": ["Read", "Grep"]}
     assert names("Read, Grep") == names(["Read", "Grep"]) == ["Read", "Grep"]
     assert names("src/*.{ts,tsx}, lib/**") == ["src/*.{ts,tsx}", "lib/**"]
+    # the Agent Skills form: space-separated, a rule's own spaces kept
+    assert names("Read Grep Bash(git diff *)") == ["Read", "Grep", "Bash(git diff *)"]
+    assert names("Bash(git add:*, git commit:*), Read") == ["Bash(git add:*, git commit:*)", "Read"]
+    assert names("my docs/*.md, b") == ["my docs/*.md", "b"]
     assert parse("---\npaths: **/*.py\n---\n", Path("x.md")).meta == {"paths": "**/*.py"}
     assert parse("---\npaths: [src/*.{ts,tsx}, b]\n---\n", Path("x.md")).meta == {"paths": ["src/*.{ts,tsx}", "b"]}
 
@@ -202,3 +206,11 @@ def test_styles_and_rules_read_the_frontmatter_agents_read(tmp_path: Path) -> No
     (rules / "py.md").write_bytes(b"---\r\ndescription: Python: style\r\npaths: src/**/*.py\r\n---\r\nUse black.\r\n")
     loaded = Instructions.load(tmp_path, tmp_path / "home", tmp_path / "keelhome", env={})
     assert [(r.globs, r.text) for r in loaded.rules] == [(("src/**/*.py",), "Use black.")]
+
+
+def test_a_skill_with_space_separated_allowed_tools(tmp_path: Path) -> None:
+    folder = tmp_path / ".claude" / "skills" / "review"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\ndescription: Reviews\nallowed-tools: Read Grep Bash(git diff *)\n---\nGo.\n")
+    skill = load_skills(tmp_path, tmp_path / "home").get("review")
+    assert skill is not None and skill.allowed_tools == ("Read", "Grep", "Bash(git diff *)")

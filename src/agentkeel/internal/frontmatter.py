@@ -192,10 +192,11 @@ def read(path: Path) -> Document:
 
 
 def split_list(text: str) -> list[str]:
-    """Split on commas outside braces (``a/*.{ts,tsx}, b`` is two globs)."""
+    """Split on commas outside braces and parentheses (``a/*.{ts,tsx}, b`` is two globs,
+    ``Bash(git add:*, x)`` one rule)."""
     out, depth, cur = [], 0, ""
     for c in text:
-        depth += (c == "{") - (c == "}")
+        depth += (c in "{(") - (c in "})")
         if c == "," and depth <= 0:
             out.append(cur)
             cur = ""
@@ -204,13 +205,32 @@ def split_list(text: str) -> list[str]:
     return [*out, cur]
 
 
+_TOOL = re.compile(r"^[A-Za-z_][\w.-]*(?:\(.*\))?$")
+
+
+def _words(item: str) -> list[str]:
+    """``Read Grep Bash(git diff *)`` as three tool names (the Agent Skills form of a list:
+    space-separated); anything else (a glob with a space in it) as it is."""
+    parts, depth, cur = [], 0, ""
+    for c in item:
+        depth += (c == "(") - (c == ")")
+        if c.isspace() and depth <= 0:
+            if cur:
+                parts.append(cur)
+            cur = ""
+        else:
+            cur += c
+    parts += [cur] if cur else []
+    return parts if len(parts) > 1 and all(_TOOL.match(p) for p in parts) else [item]
+
+
 def names(value: Any) -> list[str] | None:
-    """A list as Claude Code writes it: ``Read, Grep`` or a YAML list (``a/*.{ts,tsx}, b`` is two
-    globs); None when absent."""
+    """A list as Claude Code writes it: ``Read, Grep``, ``Read Grep`` or a YAML list
+    (``a/*.{ts,tsx}, b`` is two globs); None when absent."""
     if value is None:
         return None
     if isinstance(value, str):
-        return [p.strip() for p in split_list(value) if p.strip()]
+        return [w for p in split_list(value) if p.strip() for w in _words(p.strip())]
     if isinstance(value, list):
         return [str(p).strip() for p in value if p is not None and str(p).strip()]
     return [str(value)]
