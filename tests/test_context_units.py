@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agentkeel.context.builder import PromptBuilder, Section, fit
 from agentkeel.context.compaction import CLEARED, Plan, clear_tool_results, compact, split_point
-from agentkeel.context.instructions import ImportPolicy, Instructions, frontmatter, glob_regex
+from agentkeel.context.instructions import ImportPolicy, Instructions
 from agentkeel.context.state import WorkingState
 from agentkeel.context.styles import find_style
 from agentkeel.context.tokens import Estimator, Window
@@ -117,13 +117,6 @@ def test_nested_dirs_and_path_rules_load_when_a_file_is_touched(tmp_path: Path) 
     assert [f.text for f in got.touched(repo / "web" / "a.tsx")] == ["ts only"]
     assert got.touched(tmp_path / "elsewhere.py") == []  # outside the project
     assert "python only" in [f.text for f in got.for_files([str(repo / "lib" / "z.py")])]
-
-
-def test_frontmatter_and_globs() -> None:
-    meta, body = frontmatter("---\nname: Terse\npaths:\n  - 'src/**'\n  - \"*.md\"\nkeep: true\n---\nbody")
-    assert meta == {"name": "Terse", "paths": ["src/**", "*.md"], "keep": "true"} and body == "body"
-    assert glob_regex("src/**/*.py").match("src/a.py") and glob_regex("src/**/*.py").match("src/a/b/c.py")
-    assert not glob_regex("src/*.py").match("src/a/b.py") and glob_regex("*.{md,txt}").match("x.txt")
 
 
 def test_builder_fits_by_priority_keeps_order_and_memoises(tmp_path: Path) -> None:

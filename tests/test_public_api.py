@@ -45,6 +45,7 @@ def test_import_agentkeel_is_free() -> None:
 # lowest to highest; a module may import its own band and those below, never above
 BANDS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("agentkeel.core",)),
+    ("internal", ("agentkeel.internal",)),  # the shared small mechanisms: core and the standard library only
     (
         "leaf",
         (

@@ -213,23 +213,3 @@ def test_interactive_completion_comes_from_the_registry(project: Path, tmp_path:
         assert list(completer.get_completions(Document("/help x"), None)) == []
     finally:
         asyncio.run(rt.aclose())
-
-
-def test_frontmatter_fast_path_agrees_with_yaml(tmp_path: Path) -> None:
-    import yaml
-
-    from agentkeel.agents.frontmatter import parse
-
-    heads = [
-        "name: reviewer\ndescription: Reviews code carefully\ntools: Read, Grep\nmaxTurns: 5\n",
-        "name: x\ndescription: 'quoted: yes'\nuser-invocable: false\nmodel: inherit\n",
-        "paths: ['*.py']\nhooks:\n  PreToolUse: []\n",
-        'argument-hint: "<version>"\ncontext: fork\n# a comment\n',
-        "description: tabs and # not a comment\n",
-    ]
-    for head in heads:
-        doc = parse(f"---\n{head}---\nbody\n", tmp_path / "x.md")
-        assert doc.meta == yaml.safe_load(head), head
-        assert doc.body == "body"
-    lenient = parse("---\ndescription: Use it: always\n---\n", tmp_path / "x.md")  # YAML would refuse this
-    assert lenient.meta == {"description": "Use it: always"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 
 import msgspec
@@ -19,6 +18,7 @@ import msgspec
 from agentkeel.agents.defs import AgentDef
 from agentkeel.agents.spawner import SubagentResult, SubagentSpawner
 from agentkeel.core.events import Notice
+from agentkeel.internal.env import KeelEnv
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,7 @@ class BackgroundAgents(msgspec.Struct):
         pending = [t for t in self.tasks.values() if not t.done()]
         if not pending:
             return
-        try:
-            wait = 0.0 if self.hurry else float(os.environ.get("KEEL_BACKGROUND_WAIT_S", "600"))
-        except ValueError:
-            wait = 600.0
+        wait = 0.0 if self.hurry else KeelEnv.of().background_wait_s
         _, still = await asyncio.wait(pending, timeout=wait) if wait > 0 else (set(), set(pending))
         for task in still:
             task.cancel()

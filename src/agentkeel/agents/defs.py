@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from agentkeel.agents.frontmatter import FrontmatterError, flag, names, read, text
+from agentkeel.internal.frontmatter import FrontmatterError, flag, names, read, text
 from agentkeel.tools import read_only_names
 
 log = logging.getLogger(__name__)

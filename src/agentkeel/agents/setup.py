@@ -13,7 +13,6 @@ hands finished background agents' results to the next prompt.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from agentkeel.core.events import Event, SessionEnded
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
 from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Services, Tool, ToolOutput
+from agentkeel.internal import globs
 from agentkeel.plugins.loader import Plugin, find_plugins
 from agentkeel.skills.loader import Skill, SkillCatalog, load_skills
 from agentkeel.skills.session import SkillHost
@@ -231,14 +231,14 @@ def _path_skills(skills: SkillCatalog, host: SkillHost, call: ToolCall, cwd: Pat
         return ""
     path = Path(raw)
     try:
-        rel = str((path if path.is_absolute() else cwd / path).resolve().relative_to(cwd.resolve()))
+        rel = (path if path.is_absolute() else cwd / path).resolve().relative_to(cwd.resolve()).as_posix()
     except ValueError:
         return ""
     hits: list[Skill] = []
     for skill in skills:
         if skill.name in host.activated or not skill.paths or not skill.model_invocable:
             continue
-        if any(fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern.lstrip("./")) for pattern in skill.paths):
+        if globs.matches(skill.paths, rel):
             host.activated.add(skill.name)
             hits.append(skill)
     if not hits:

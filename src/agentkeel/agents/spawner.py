@@ -33,6 +33,8 @@ from agentkeel.core.extensions import Extension, Extensions, LifecyclePoint, Too
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
+from agentkeel.internal.env import KeelEnv
+from agentkeel.internal.git import find_root
 from agentkeel.tools import effects_for
 
 log = logging.getLogger(__name__)
@@ -55,13 +57,6 @@ class SubagentResult(msgspec.Struct):
     @property
     def is_error(self) -> bool:
         return self.subtype != "success"
-
-
-def _env_int(name: str, default: int) -> int:
-    try:
-        return max(1, int(os.environ.get(name, "")))
-    except ValueError:
-        return default
 
 
 def tool_name(spec: str) -> str:
@@ -99,8 +94,8 @@ class SubagentSpawner:
         self.session_id = session_id
         self.session_dir = session_dir
         self.depth = depth
-        self.max_depth = max_depth if max_depth is not None else _env_int("KEEL_SUBAGENT_MAX_DEPTH", 1)
-        self.concurrency = concurrency if concurrency is not None else _env_int("KEEL_SUBAGENT_CONCURRENCY", 4)
+        self.max_depth = max_depth if max_depth is not None else KeelEnv.of().subagent_max_depth
+        self.concurrency = concurrency if concurrency is not None else KeelEnv.of().subagent_concurrency
         self.slots = asyncio.Semaphore(self.concurrency)
         self.max_result_chars = max_result_chars
         self.trusted = trusted
@@ -224,7 +219,7 @@ class SubagentSpawner:
             model=model,
             system=child_system(agent, workdir, model, system_extra),
             max_tokens=parent.config.max_tokens,
-            max_turns=agent.max_turns or _env_int("KEEL_SUBAGENT_MAX_TURNS", 100),
+            max_turns=agent.max_turns or KeelEnv.of().subagent_max_turns,
             thinking_budget=parent.config.thinking_budget,
             default_tool_timeout_s=parent.config.default_tool_timeout_s,
             retry=parent.config.retry,
@@ -490,13 +485,10 @@ def _mode_extension(mode: str | None, may_widen: bool) -> Extension | None:
 
 
 def child_system(agent: AgentDef, cwd: Path, model: str, extra: str = "") -> str:
-    def git_root(d: Path) -> bool:
-        return any((p / ".git").exists() for p in (d, *d.parents))
-
     env = "\n".join(
         [
             f"Working directory: {cwd}",
-            f"Is a git repository: {'yes' if git_root(cwd) else 'no'}",
+            f"Is a git repository: {'yes' if find_root(cwd) else 'no'}",
             f"Platform: {platform.system().lower()}",
             f"Today's date: {date.today().isoformat()}",
             f"Model: {model}",

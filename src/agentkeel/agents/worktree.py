@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agentkeel.agents.defs import AgentDef
 from agentkeel.agents.spawner import SubagentResult, SubagentSpawner
-from agentkeel.session.gitcmd import git_argv, git_env
+from agentkeel.internal.git import run_git_async
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +50,10 @@ class Git:
     cwd: Path
 
     async def run(self, *args: str, check: bool = True) -> tuple[int, str]:
-        proc = await asyncio.create_subprocess_exec(
-            *git_argv("-c", "user.name=keel", "-c", "user.email=keel@localhost", *args),
-            cwd=self.cwd,
-            env=git_env(),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await proc.communicate()
-        text = out.decode("utf-8", errors="replace").strip()
-        code = proc.returncode or 0
+        code, text = await run_git_async(self.cwd, "-c", "user.name=keel", "-c", "user.email=keel@localhost", *args)
         if check and code != 0:
             raise WorktreeError(f"git {' '.join(args)} failed: {text.splitlines()[-1] if text else code}")
-        return code, text
+        return -1 if code is None else code, text
 
 
 async def repo_root(cwd: Path) -> Path:

@@ -9,7 +9,6 @@ of the local backend; :class:`RunSpec` is plain data that pickles.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -24,10 +23,9 @@ from typing import Any
 
 from agentkeel.batch.results import Result
 from agentkeel.batch.tasks import Task
-from agentkeel.session.gitcmd import git_argv, git_env
+from agentkeel.internal import procs
+from agentkeel.internal.git import run_git
 from agentkeel.settings.localfiles import ignore_local_files
-
-_PR_SET_PDEATHSIG = 1
 
 #: a backend asks before starting each task (the runner says no once the budget is spent)
 KeepGoing = Callable[[], bool]
@@ -59,11 +57,9 @@ class TaskSetupError(Exception):
 
 
 def _git(*args: str, cwd: Path | None = None) -> None:
-    proc = subprocess.run(
-        git_argv(*args), cwd=cwd, env=git_env(transport=True), capture_output=True, text=True, stdin=subprocess.DEVNULL
-    )
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+    proc = run_git(cwd, *args, timeout=None, transport=True)
+    if proc is None or proc.returncode != 0:
+        last = ((proc.stderr.decode(errors="replace") if proc else "").strip().splitlines() or ["failed"])[-1]
         raise TaskSetupError(f"git {args[0]}: {last}")
 
 
@@ -113,15 +109,9 @@ def command(task: Task, spec: RunSpec) -> list[str]:
     return cmd
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _kill_group(proc: subprocess.Popen[str], grace_s: float = 5.0) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
+        procs.kill_group(proc.pid, sig)
         try:
             proc.wait(grace_s)
             return
@@ -144,7 +134,7 @@ def run_task(task: Task, spec: RunSpec, on_start: Callable[[int], None] | None =
     env = {**os.environ, **spec.env}
     proc = subprocess.Popen(
         command(task, spec), cwd=cwd, env=env, text=True, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=procs.die_with_parent,
     )  # fmt: skip
     if on_start is not None:
         on_start(proc.pid)
@@ -157,8 +147,7 @@ def run_task(task: Task, spec: RunSpec, on_start: Callable[[int], None] | None =
         _kill_group(proc)
         out, err = proc.communicate()
     except KeyboardInterrupt:  # a Ray cancel: keel gets its SIGINT and ends its session cleanly
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGINT)
+        procs.kill_group(proc.pid, signal.SIGINT)
         try:
             proc.communicate(timeout=15)
         except subprocess.TimeoutExpired:

@@ -279,7 +279,6 @@ def _log_file_class() -> type:
 def _setup_logging(verbose: bool) -> None:
     import logging
     import os
-    from pathlib import Path
 
     logging.raiseExceptions = False  # a log file on a full disk must not flood stderr with tracebacks
     root = logging.getLogger()
@@ -289,9 +288,10 @@ def _setup_logging(verbose: bool) -> None:
     formatter = logging.Formatter("keel: %(name)s: %(message)s") if verbose else _no_traceback_formatter()
     console.setFormatter(formatter)
     root.addHandler(console)
-    home = Path(os.environ.get("KEEL_HOME") or Path.home() / ".keel").expanduser()
+    from agentkeel.internal.home import keel_home
     from agentkeel.session.private import open_private, private_dir, private_home
 
+    home = keel_home()
     changed = None
     log_file_handler = _log_file_class()
     try:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from agentkeel.internal.env import KeelEnv
 from agentkeel.memory.sqlite_lib import sqlite3
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -84,7 +84,9 @@ def add_parser(sub: Any) -> None:
 
 
 def _keel_home() -> Path:
-    return Path(os.environ.get("KEEL_HOME") or Path.home() / ".keel")
+    from agentkeel.internal.home import keel_home
+
+    return keel_home()
 
 
 def _memory_settings(cwd: Path) -> Any:
@@ -93,7 +95,7 @@ def _memory_settings(cwd: Path) -> Any:
     from agentkeel.trust import TrustStore
 
     home_dir = _keel_home()
-    managed = Path(os.environ.get("KEEL_MANAGED_SETTINGS", "/etc/keel/managed-settings.json"))
+    managed = KeelEnv.of().managed_settings
     loaded = load_settings(
         cwd,
         home=Path.home(),

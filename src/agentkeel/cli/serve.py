@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
+from agentkeel.internal.env import KeelEnv
 
 EXIT_ERROR = 1
 MIN_TOKEN = 16
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"keel serve: --cwd {args.cwd} is not a directory", file=sys.stderr)
         return EXIT_USAGE
     loopback = is_loopback(args.host)
-    chosen = os.environ.get("KEEL_SERVE_TOKEN") or None
+    chosen = KeelEnv.of().serve_token
     if chosen is not None and len(chosen) < MIN_TOKEN:
         print(f"keel serve: KEEL_SERVE_TOKEN is too short: use at least {MIN_TOKEN} random characters", file=sys.stderr)
         return EXIT_USAGE

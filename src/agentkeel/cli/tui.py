@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentkeel.cli._common import EXIT_OK, EXIT_USAGE
+from agentkeel.internal.env import KeelEnv
 
 if TYPE_CHECKING:
     from agentkeel.runtime import RuntimeOptions
@@ -83,7 +84,7 @@ def _approve_mcp_servers(cwd: Path) -> bool:
 
 def _theme(env: dict[str, str]) -> str:
     """KEEL_THEME=light|dark, else the terminal's COLORFGBG (``15;0``: light text on dark)."""
-    chosen = env.get("KEEL_THEME", "").lower()
+    chosen = KeelEnv.of(env).choice("KEEL_THEME")
     if chosen in ("light", "dark"):
         return f"textual-{chosen}"
     parts = env.get("COLORFGBG", "").split(";")

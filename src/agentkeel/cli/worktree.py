@@ -54,19 +54,16 @@ def left_worktrees(cwd: Path, going_on: str | None = None) -> str | None:
 
     Said when a session is resumed: a ``keel -w`` or a worktree-isolated agent killed before it finished
     leaves its worktree and branch, with the work in them, and nothing else points at them."""
-    import subprocess
+    from agentkeel.internal.git import run_git
 
     here = cwd.resolve()
     root = next((p for p in (here, *here.parents) if (p / ".keel" / "worktrees").is_dir()), None)
     if root is None:
         return None
-    try:
-        out = subprocess.run(
-            ["git", "worktree", "list", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=10,
-            stdin=subprocess.DEVNULL,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
+    listed = run_git(root, "worktree", "list", "--porcelain", timeout=10)
+    if listed is None:
         return None
+    out = listed.stdout.decode("utf-8", errors="replace")
     base = (root / ".keel" / "worktrees").resolve()
     found: list[str] = []
     path: Path | None = None

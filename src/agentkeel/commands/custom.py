@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentkeel.agents.frontmatter import FrontmatterError, names, read, text
 from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry, Kind
 from agentkeel.core.handle import SessionHandle
+from agentkeel.internal.frontmatter import FrontmatterError, names, read, text
 from agentkeel.skills.loader import Skill
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import msgspec
 
-from agentkeel.context.instructions import Instructions, git_root, render
+from agentkeel.context.instructions import Instructions, render
 from agentkeel.context.styles import OutputStyle
+from agentkeel.internal.git import find_root
 
 IDENTITY = "You are keel, an AI coding agent working in the user's repository through tools."
 CODING = """Read before you edit; make the smallest change that does the job; run the project's tests when you
@@ -71,7 +72,7 @@ class PromptBuilder(msgspec.Struct):
             )
         env = [
             f"Working directory: {self.cwd}",
-            f"Is a git repository: {'yes' if git_root(self.cwd) else 'no'}",
+            f"Is a git repository: {'yes' if find_root(self.cwd) else 'no'}",
             f"Platform: {platform.system().lower()}",
             f"Today's date: {date.today().isoformat()}",
             f"Model: {self.model}",

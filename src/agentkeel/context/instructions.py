@@ -23,6 +23,10 @@ from pathlib import Path
 
 import msgspec
 
+from agentkeel.internal import frontmatter
+from agentkeel.internal.env import KeelEnv
+from agentkeel.internal.git import find_root
+from agentkeel.internal.globs import Globs
 from agentkeel.redact import redact
 
 DIR_NAMES = ("AGENTS.md", "CLAUDE.md", "KEEL.md", ".claude/CLAUDE.md")
@@ -63,13 +67,6 @@ class InstructionFile(msgspec.Struct, frozen=True):
         return len(self.text)
 
 
-def git_root(cwd: Path) -> Path | None:
-    for d in (cwd, *cwd.parents):
-        if (d / ".git").exists():
-            return d
-    return None
-
-
 def _read(path: Path) -> str | None:
     try:
         if not path.is_file():
@@ -79,83 +76,13 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def frontmatter(text: str) -> tuple[dict[str, object], str]:
-    """A small YAML subset: ``key: value``, ``key: [a, b]`` and ``- item`` lists."""
-    if not text.startswith("---"):
-        return {}, text
-    end = text.find("\n---", 3)
-    if end < 0:
-        return {}, text
-    head, body = text[3:end], text[end + 4 :].lstrip("\n")
-    data: dict[str, object] = {}
-    key = ""
-    for raw in head.splitlines():
-        line = raw.rstrip()
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        item = re.match(r"^\s*-\s*(.*)$", line)
-        if item and key:
-            current = data.get(key)
-            items = current if isinstance(current, list) else []
-            items.append(item[1].strip().strip("'\""))
-            data[key] = items
-            continue
-        m = re.match(r"^([\w-]+)\s*:\s*(.*)$", line)
-        if not m:
-            continue
-        key, value = m[1], m[2].strip()
-        if value.startswith("[") and value.endswith("]"):
-            data[key] = [v.strip().strip("'\"") for v in split_list(value[1:-1]) if v.strip()]
-        elif value:
-            data[key] = value.strip("'\"")
-        else:
-            data[key] = []
-    return data, body
-
-
-def split_list(text: str) -> list[str]:
-    """Split on commas outside braces (``a/*.{ts,tsx}, b`` is two globs)."""
-    out, depth, cur = [], 0, ""
-    for c in text:
-        depth += (c == "{") - (c == "}")
-        if c == "," and depth <= 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += c
-    return [*out, cur]
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A gitignore-like glob: ``**`` any directories, ``*`` and ``?`` within one, ``{a,b}`` either."""
-    out, i = "", 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out, i = out + "(?:.*/)?", i + 3
-        elif pattern.startswith("**", i):
-            out, i = out + ".*", i + 2
-        elif c == "*":
-            out, i = out + "[^/]*", i + 1
-        elif c == "?":
-            out, i = out + "[^/]", i + 1
-        elif c == "{" and "}" in pattern[i:]:
-            close = pattern.index("}", i)
-            out += "(?:" + "|".join(re.escape(p) for p in pattern[i + 1 : close].split(",")) + ")"
-            i = close + 1
-        else:
-            out, i = out + re.escape(c), i + 1
-    return re.compile(out + r"\Z")
-
-
 class Rule(msgspec.Struct):
     path: Path
     text: str
     globs: tuple[str, ...]
-    patterns: tuple[re.Pattern[str], ...] = ()
 
     def matches(self, rel: str) -> bool:
-        return any(p.match(rel) for p in self.patterns)
+        return Globs(self.globs).matches(rel)
 
 
 @dataclass
@@ -178,7 +105,7 @@ class Instructions:
     _folders: dict[Path, Path] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.root = git_root(self.cwd) or self.cwd
+        self.root = find_root(self.cwd) or self.cwd
 
     @classmethod
     def load(
@@ -190,7 +117,7 @@ class Instructions:
         policy: ImportPolicy | None = None,
     ) -> Instructions:
         env = env if env is not None else os.environ
-        managed = Path(env.get("KEEL_MANAGED_INSTRUCTIONS", "/etc/keel/KEEL.md"))
+        managed = KeelEnv.of(env).managed_instructions
         self = cls(cwd=cwd, home=home, keel_home=keel_home, managed=managed, policy=policy or ImportPolicy())
         self.reload()
         return self
@@ -350,15 +277,18 @@ class Instructions:
             text = _read(path)
             if text is None:
                 continue
-            meta, body = frontmatter(text)
-            raw = meta.get("paths")
-            items = raw if isinstance(raw, list) else split_list(str(raw or ""))
-            globs = tuple(g.strip().strip("'\"") for g in items if g.strip())
+            try:
+                doc = frontmatter.parse(text, path)
+            except frontmatter.FrontmatterError as e:
+                self.notes.append(f"{e} (not loaded)")
+                continue
+            body = doc.body
+            globs = tuple(frontmatter.names(doc.meta.get("paths")) or ())
             if not globs:
                 self._seen.add(path.resolve())
                 self.files.append(InstructionFile(path, body, "rule", "session_start"))
                 continue
-            self.rules.append(Rule(path, body, globs, tuple(glob_regex(g) for g in globs)))
+            self.rules.append(Rule(path, body, globs))
 
     # --- files the session touches --------------------------------------------------------
 

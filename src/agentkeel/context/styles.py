@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-from agentkeel.context.instructions import frontmatter
+from agentkeel.internal import frontmatter
 
 
 class OutputStyle(msgspec.Struct, frozen=True):
@@ -53,13 +53,14 @@ def find_style(name: str | None, cwd: Path, home: Path) -> tuple[OutputStyle, st
             continue
         for path in files:
             try:
-                meta, body = frontmatter(path.read_text(encoding="utf-8", errors="replace"))
-            except OSError:
+                doc = frontmatter.read(path)
+            except frontmatter.FrontmatterError:
                 continue
+            meta, body = doc.meta, doc.body
             style_name = str(meta.get("name") or path.stem)
             if style_name.lower() == name.lower() or path.stem.lower() == name.lower():
-                keep = str(meta.get("keep-coding-instructions", "false")).lower() == "true"
-                return OutputStyle(style_name, str(meta.get("description", "")), body.strip(), keep, path), ""
+                keep = frontmatter.flag(meta.get("keep-coding-instructions"))
+                return OutputStyle(style_name, frontmatter.text(meta.get("description")), body.strip(), keep, path), ""
     builtin = BUILTIN.get(name.lower())
     if builtin is not None:
         return builtin, ""

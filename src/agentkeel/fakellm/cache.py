@@ -15,16 +15,17 @@ prefix seen before.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from dataclasses import dataclass
 from typing import Any
+
+from agentkeel.internal import jsonc
 
 FRAMING_TOKENS = 3  # the request's framing, never cached: the real APIs report a few uncached tokens too
 
 
 def _canon(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return jsonc.dumps(value, sort_keys=True)
 
 
 def _strip(block: Any) -> Any:

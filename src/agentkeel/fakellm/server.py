@@ -33,6 +33,7 @@ from agentkeel.fakellm.render import (
     stream_error_event,
 )
 from agentkeel.fakellm.script import Script, ScriptCursor, Step, estimate_tokens, openai_embeddings
+from agentkeel.internal import jsonc
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -109,7 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(step.delay_s)
         model = str(body.get("model", "fake-model"))
         n = len(self.server.cursor.requests)
-        sized = json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        sized = jsonc.dumps(body, sort_keys=True)
         if step.error_status is not None:
             self._error(wire, step)
             return

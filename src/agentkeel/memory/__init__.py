@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentkeel.internal.env import KeelEnv
+from agentkeel.internal.home import keel_home
 from agentkeel.memory.model import EVENT_TYPES, Entry, Hit, Record, RecordError
 
 if TYPE_CHECKING:
@@ -27,8 +29,7 @@ __all__ = ["EVENT_TYPES", "Entry", "Hit", "Record", "RecordError", "default_loca
 
 
 def default_location() -> Path:
-    home = os.environ.get("KEEL_HOME") or str(Path.home() / ".keel")
-    return Path(home) / "memory" / "memory.db"
+    return keel_home() / "memory" / "memory.db"
 
 
 def resolve_embedder(spec: str | None) -> Embedder | None:
@@ -36,7 +37,7 @@ def resolve_embedder(spec: str | None) -> Embedder | None:
     from agentkeel.memory.embed import EmbedderError, get_embedder
 
     if spec in (None, "", "auto"):  # the environment refines a default, never an explicit choice
-        spec = os.environ.get("KEEL_MEMORY_EMBEDDER") or "auto"
+        spec = KeelEnv.of().memory_embedder
     if spec == "auto":
         try:
             return get_embedder("minilm")

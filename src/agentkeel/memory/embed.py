@@ -39,6 +39,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from agentkeel.internal.env import KeelEnv
+
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
@@ -148,7 +150,7 @@ def one_blas_thread() -> Iterator[None]:
 
 
 def minilm_model_dir() -> Path:
-    override = os.environ.get("KEEL_MINILM_DIR")
+    override = KeelEnv.of().text("KEEL_MINILM_DIR")
     if override:
         return Path(override)
     try:
@@ -401,11 +403,11 @@ def minilm_embedder() -> MiniLMEmbedder:
     ``KEEL_MINILM_RUNTIME`` picks one of ``RUNTIMES`` instead (``onnx-int8`` is an experiment);
     ``KEEL_MINILM_QUERY=float32`` embeds search queries with the entries' float32 encoder
     instead of the int8 one (``int8``, the default)."""
-    query = os.environ.get("KEEL_MINILM_QUERY", "").strip().lower() or "int8"
+    query = KeelEnv.of().choice("KEEL_MINILM_QUERY") or "int8"
     if query not in ("int8", "float32"):
         raise EmbedderError(f"KEEL_MINILM_QUERY={query!r} is not int8 or float32: unset it or pick one")
     int8 = query == "int8"
-    chosen = os.environ.get("KEEL_MINILM_RUNTIME", "").strip().lower()
+    chosen = KeelEnv.of().choice("KEEL_MINILM_RUNTIME")
     if chosen:
         if chosen not in RUNTIMES:
             raise EmbedderError(

@@ -36,6 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentkeel.internal.home import keel_home
+
 # What the session is built with; tests read them back from the session's options.
 SESSION_CONFIG = {"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"}
 THREADS = 1
@@ -46,7 +48,7 @@ def cache_path(source: Path, int8: bool) -> Path:
     """Where the built model is kept: ``$KEEL_HOME/memory/models/``, keyed by the builder's
     version and the safetensors file's size and mtime (a new install of the weights package
     changes both; hashing 90 MB would cost more than the cache saves)."""
-    home = Path(os.environ.get("KEEL_HOME") or Path.home() / ".keel")
+    home = keel_home()
     stat = source.stat()
     kind = "int8" if int8 else "fp32"
     return home / "memory" / "models" / f"minilm-{kind}-b{BUILDER_VERSION}-{stat.st_size}-{stat.st_mtime_ns}.onnx"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 import msgspec
+
+from agentkeel.internal import jsonc
 
 EventType = Literal["user_prompt", "assistant_response", "tool_observation", "session_summary", "lesson", "fact"]
 EVENT_TYPES: tuple[str, ...] = (
@@ -166,4 +167,4 @@ def one_line(text: str, width: int = 140) -> str:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return jsonc.dumps(value, default=str)

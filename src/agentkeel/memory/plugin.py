@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +41,7 @@ from agentkeel.core.events import Event, EventBus, Notice, RunFinished, SessionE
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Tool
+from agentkeel.internal.env import KeelEnv
 from agentkeel.memory.health import MemoryDamaged
 from agentkeel.memory.model import Entry, estimate_tokens, new_record_id, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
@@ -458,7 +458,7 @@ def summary_source(entries: list[Entry], limit: int = SUMMARY_INPUT_CHARS) -> st
 def _embeds(spec: str | None) -> bool:
     """Whether an embedder is configured, decided without loading it (``auto`` may find none)."""
     if spec in (None, "", "auto"):
-        spec = os.environ.get("KEEL_MEMORY_EMBEDDER") or "auto"
+        spec = KeelEnv.of().memory_embedder
     return spec not in ("none", "off")
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
+
+from agentkeel.internal.env import KeelEnv
 
 
 def git_common_dir(start: Path) -> Path | None:
@@ -36,7 +37,7 @@ def git_common_dir(start: Path) -> Path | None:
 
 def project_id(cwd: Path, override: str | None = None) -> str:
     """``<name>-<hash>`` of the git common dir (or of the directory outside git); override wins."""
-    chosen = override or os.environ.get("KEEL_MEMORY_PROJECT")
+    chosen = override or KeelEnv.of().memory_project
     if chosen:
         return chosen
     resolved = cwd.resolve()

@@ -13,14 +13,15 @@ library's for the whole process.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
+
+from agentkeel.internal.env import KeelEnv
 
 if TYPE_CHECKING:
     import sqlite3
 else:
     sqlite3 = None
-    if os.environ.get("KEEL_MEMORY_SQLITE", "").strip().lower() != "stdlib":
+    if KeelEnv.of().choice("KEEL_MEMORY_SQLITE") != "stdlib":
         try:
             from pysqlite3 import dbapi2 as sqlite3
         except ImportError:  # not installed, or no wheel for this platform

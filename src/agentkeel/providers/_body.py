@@ -9,9 +9,10 @@ is also what prompt caching needs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+
+from agentkeel.internal import jsonc
 
 T = TypeVar("T")
 
@@ -20,7 +21,7 @@ _HOLE = "\x00keel:spliced\x00"  # never in a real body: json escapes NUL, and no
 
 def encode_json(body: Any) -> bytes:
     """Compact UTF-8 JSON; a character UTF-8 cannot carry (a lone surrogate) becomes '?', not a crash."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+    return jsonc.encode(body)
 
 
 class BodyCache:

@@ -11,10 +11,11 @@ reloads the transcript from the session log.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
+
+from agentkeel.internal import jsonc
 
 BUFFER = 50_000  # frames kept for late clients (text deltas included)
 QUEUE = 10_000  # frames a client may fall behind before it is cut off
@@ -26,7 +27,7 @@ BATCH = 512  # frames joined into one write when a client's queue has several
 def frame(seq: int, kind: str, data: dict[str, Any]) -> str:
     """One SSE frame. The kind is inside the data (``{"seq", "kind", ...}``), not an ``event:`` line, so
     a browser's ``onmessage`` sees every kind, including event types registered by other subsystems."""
-    payload = json.dumps({"seq": seq, "kind": kind, **data}, ensure_ascii=False, separators=(",", ":"))
+    payload = jsonc.dumps({"seq": seq, "kind": kind, **data})
     return f"id: {seq}\ndata: {payload}\n\n"
 
 

@@ -18,12 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.core.events import Event, OpaqueEvent, event_data
+from agentkeel.internal.home import keel_home as keel_home
 from agentkeel.session.private import private_dir
-
-
-def keel_home(env: dict[str, str] | None = None) -> Path:
-    env = env if env is not None else dict(os.environ)
-    return Path(env.get("KEEL_HOME") or Path.home() / ".keel").expanduser()
 
 
 def encode_project(path: Path) -> str:

@@ -14,7 +14,7 @@ remembered by its index blob (``git:<oid>``) and copied into the store, through 
 work-tree filters (``git cat-file --filters``), only if a Bash call changes it. So the first
 Bash call of a session in a clean repository stores next to nothing. The two git commands behind
 that answer run ahead, on a thread, while the session's first request waits (:meth:`prime`).
-Every git call goes through :mod:`agentkeel.session.gitcmd` (no fsmonitor, hooks, pager or
+Every git call goes through :mod:`agentkeel.internal.git` (no fsmonitor, hooks, pager or
 ``GIT_*`` environment); with a filter driver configured, git is not asked about content at all
 (a clean or smudge filter is a command) and files are copied as without git.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import msgspec
 
-from agentkeel.session.gitcmd import has_filter_drivers, run_git
+from agentkeel.internal.git import has_filter_drivers, run_git
 from agentkeel.session.objects import UNKNOWN, ObjectStore, StoreError, current
 
 MAX_TREE_FILES = 20_000  # a bigger tree is not diffed around Bash calls (a notice says so, once)

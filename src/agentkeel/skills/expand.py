@@ -10,12 +10,12 @@ for the frontmatter's ``arguments``; with no placeholder, the arguments are appe
 
 from __future__ import annotations
 
-import asyncio
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+from agentkeel.internal import procs
 from agentkeel.tools.views import READ_TOOL, SHELL_TOOL
 
 Check = Callable[[str, dict[str, object]], Awaitable[str | None]]  # (tool, input) -> None if allowed, else why
@@ -60,28 +60,24 @@ def substitute_arguments(body: str, args: str, named: Sequence[str] = ()) -> str
     return out
 
 
-async def run_bang(cmd: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+async def run_bang(cmd: str, cwd: Path, env: dict[str, str] | None = None, timeout: float | None = None) -> str:
+    """The command's output (stderr with it), run in its own process group: on the timeout the
+    whole group is killed, also what the command left running in the background."""
     import os
 
-    proc = await asyncio.create_subprocess_shell(
-        cmd,
-        cwd=cwd,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        stdin=asyncio.subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
+    timeout = BANG_TIMEOUT_S if timeout is None else timeout
+    ran = await procs.run(
+        ["/bin/sh", "-c", cmd], cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout, merge_stderr=True
     )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), BANG_TIMEOUT_S)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return f"[!`{cmd}` timed out after {BANG_TIMEOUT_S:g}s]"
-    text = out.decode("utf-8", errors="replace").rstrip("\n")
+    if ran.timed_out:
+        return f"[!`{cmd}` timed out after {timeout:g}s]"
+    if ran.exit_code is None:
+        return f"[!`{cmd}` {ran.error}]"
+    text = ran.stdout.decode("utf-8", errors="replace").rstrip("\n")
     if len(text) > MAX_OUTPUT:
         text = text[:MAX_OUTPUT] + "\n[output truncated]"
-    if proc.returncode:
-        text += f"\n[exit {proc.returncode}]"
+    if ran.exit_code:
+        text += f"\n[exit {ran.exit_code}]"
     return text
 
 

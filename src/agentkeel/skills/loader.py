@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from agentkeel.agents.frontmatter import FrontmatterError, flag, names, read, text
+from agentkeel.internal.frontmatter import FrontmatterError, flag, names, read, text
 
 MAX_SKILL_DEPTH = 4
 

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from msgspec import Meta, Struct, field
 
 from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.internal.env import KeelEnv
+from agentkeel.internal.git import find_root
 from agentkeel.tools import READ
 from agentkeel.tools.files import resolve
 from agentkeel.tools.reading import check_regular
@@ -102,16 +104,9 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + ")" * depth + r"\Z")
 
 
-def _git_root(start: Path) -> Path | None:
-    for d in (start, *start.parents):
-        if (d / ".git").exists():
-            return d
-    return None
-
-
 def walk_files(root: Path, *, hidden: bool = False) -> Iterator[Path]:
     """Files under root, skipping .git, hidden entries (unless hidden) and gitignored paths."""
-    git_root = _git_root(root)
+    git_root = find_root(root)
     specs: list[tuple[Path, pathspec.PathSpec[Any]]] = []
     if git_root is not None:
         for d in (root, *root.parents):
@@ -450,7 +445,7 @@ async def _grep(args: GrepInput, ctx: ToolContext) -> ToolOutput:
         check_regular(root, st)  # a FIFO or a device would never end (or never answer)
     _compile(args)  # same error for both engines
     rg = shutil.which("rg")
-    engine = "ripgrep" if rg and not os.environ.get("KEEL_GREP_PYTHON") else "python"
+    engine = "ripgrep" if rg and not KeelEnv.of().grep_python else "python"
     if ctx.hidden_path is not None:
         engine = "python"  # it can skip files a deny rule hides; ripgrep cannot be told reliably
     if rg and engine == "ripgrep":

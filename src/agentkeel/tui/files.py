@@ -5,12 +5,11 @@ file format, so both modes see the same entries)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from agentkeel.session.gitcmd import git_argv, git_env
+from agentkeel.internal.git import run_git
 
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 
@@ -18,21 +17,9 @@ SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cach
 def project_files(cwd: Path, limit: int = 20000) -> list[str]:
     """The project's files relative to ``cwd``: git's list when it is a repository (ignored files
     left out), else a walk that skips dependency and cache folders. At most ``limit``."""
-    try:
-        out = subprocess.run(
-            git_argv("ls-files", "--cached", "--others", "--exclude-standard"),
-            cwd=cwd,
-            env=git_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-        if out.returncode == 0:
-            return sorted(out.stdout.splitlines())[:limit]
-    except (OSError, subprocess.SubprocessError):
-        pass
+    out = run_git(cwd, "ls-files", "--cached", "--others", "--exclude-standard", timeout=5)
+    if out is not None and out.returncode == 0:
+        return sorted(out.stdout.decode("utf-8", errors="replace").splitlines())[:limit]
     found: list[str] = []
     for root, dirs, files in os.walk(cwd):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)

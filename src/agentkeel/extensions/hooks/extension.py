@@ -10,8 +10,6 @@ loop at most ``MAX_STOP_CONTINUES`` times; asyncRewake handlers still running ar
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import time
 import uuid
@@ -42,6 +40,7 @@ from agentkeel.core.tools import Services, Tool, ToolOutput, Workdir, default_re
 from agentkeel.core.types import TextBlock
 from agentkeel.extensions.hooks.dispatcher import CHILD, ChildAgent, HookDispatcher
 from agentkeel.extensions.hooks.output import Combined
+from agentkeel.internal import procs
 from agentkeel.permissions.engine import Decision
 from agentkeel.tools import effects_for
 
@@ -200,18 +199,12 @@ class HooksExtension:
             return
         base = {**os.environ, **self.tool_env}
         script = 'set -a; . "$1" >/dev/null 2>&1; env -0'
-        proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", script, "keel-env", str(path), env=base,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), 10)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            self.d.notice(f"{path}: sourcing the hook environment file took over 10s; ignored")
+        ran = await procs.run(["bash", "-c", script, "keel-env", str(path)], cwd=None, env=base, timeout=10)
+        if ran.exit_code is None:
+            why = "took over 10s" if ran.timed_out else ran.error
+            self.d.notice(f"{path}: sourcing the hook environment file {why}; ignored")
             return
+        out = ran.stdout
         for item in out.decode("utf-8", "replace").split("\0"):
             name, sep, value = item.partition("=")
             if sep and name not in _IGNORED_ENV and base.get(name) != value:
