@@ -126,3 +126,21 @@ def test_a_malformed_hook_warns_once_per_session_and_once_per_listing(
     listing = keel("hooks", "list", env=env)
     assert listing.code == 0
     assert (listing.stdout + listing.stderr).count(BAD_HOOK) == 1
+
+
+def test_the_sandbox_key_is_parsed_once_from_the_merged_settings(project: Path, tmp_path: Path) -> None:
+    from agentkeel.sandbox import status
+
+    _write(tmp_path / "kh" / "settings.json", {"sandbox": {"filesystem": {"denyRead": ["~/.aws"]}}})
+    _write(project / ".keel" / "settings.json", {"sandbox": {"enabled": "yes", "bogus": 1, "excludedCommands": ["x"]}})
+    loaded = load_settings(project, home=tmp_path / "home", keel_home=tmp_path / "kh")
+    config = loaded.sandbox
+    # lists and objects merge across layers; a wrong value keeps the safe default, with a warning
+    assert config.enabled is False and config.excluded_commands == ("x",) and config.deny_read == ("~/.aws",)
+    assert config.warnings == (
+        "settings: 'sandbox.enabled' must be true or false; ignored",
+        "settings: unknown key 'sandbox.bogus' ignored",
+    )
+    # the sandbox's readers take the parsed config as it is
+    report = status(config, cwd=project, home=tmp_path / "home", keel_home=tmp_path / "kh")
+    assert report["enabled"] is False and report["warnings"] == list(config.warnings)

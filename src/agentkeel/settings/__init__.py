@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from agentkeel.settings.hooks import HookConfig, parse_hooks
+from agentkeel.settings.sandbox import SandboxConfig, parse_config
 from agentkeel.settings.sections import McpSection, PluginSection, mcp_section, plugin_section
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
@@ -150,7 +151,8 @@ class Settings(msgspec.Struct, kw_only=True):
     outputStyle: str | None = None
     fallbackModel: str | None = None  # the model-fallback built-in switches to it after repeated overloads
     reliability: ReliabilitySettings | None = None
-    # Claude Code's shape, read (and warned about key by key) by agentkeel.sandbox.config
+    # Claude Code's shape, read (and warned about key by key) by agentkeel.settings.sandbox: the
+    # merged value, parsed once as LoadedSettings.sandbox
     sandbox: dict[str, Any] | None = None
 
 
@@ -184,6 +186,8 @@ class LoadedSettings(msgspec.Struct):
     settings: Settings
     layers: list[SettingsLayer]
     warnings: list[str] = msgspec.field(default_factory=list)
+    # the merged ``sandbox`` key, parsed once (lenient: its warnings are in ``sandbox.warnings``)
+    sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
 
 
 def layer_paths(cwd: Path, home: Path, keel_home: Path) -> list[tuple[Path, Scope]]:
@@ -313,4 +317,5 @@ def load_settings(
                 )
         narrowed.append(layer)
         merged = merge(merged, layer.data)
-    return LoadedSettings(validate(merged, "merged settings"), narrowed, warnings)
+    settings = validate(merged, "merged settings")
+    return LoadedSettings(settings, narrowed, warnings, parse_config(settings.sandbox))
