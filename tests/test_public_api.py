@@ -66,6 +66,7 @@ BANDS: list[tuple[str, tuple[str, ...]]] = [
             "agentkeel.sandbox",
             "agentkeel.memory",
             "agentkeel.safety",
+            "agentkeel.extensions.hooks.spec",  # a pure table (no keel import): settings parse hooks against it
         ),
     ),
     ("application", ("agentkeel.extensions", "agentkeel.runtime", "agentkeel.schemagen", "agentkeel")),

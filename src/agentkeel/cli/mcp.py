@@ -262,7 +262,7 @@ async def approve_new_servers(cwd: Path, ask: Any, say: Any) -> bool:
         return False
     errors: list[str] = []
     env = {**loaded.settings.env, **os.environ}
-    pending = pending_servers(cwd, [x.data for x in loaded.layers], env, errors)
+    pending = pending_servers(cwd, [x.mcp for x in loaded.layers], env, errors)
     if not pending:
         return True
     was_trusted = trust.status == "trusted"
@@ -289,9 +289,8 @@ def _discovered(cwd: Path) -> Any:
         loaded = read_settings(cwd, Path.home(), home_dir, [], os.environ, trusted=trust.trusted)
     except KeelError as e:
         raise _Usage(str(e)) from None
-    layers = [(str(x.path), x.scope, x.data) for x in loaded.layers]
     env = {**loaded.settings.env, **os.environ}
-    found = discover(cwd=cwd, home=Path.home(), layers=layers, env=env, trusted=trust.trusted)
+    found = discover(cwd=cwd, home=Path.home(), layers=loaded.layers, env=env, trusted=trust.trusted)
     for line in [*found.errors, *found.skipped]:
         print(f"keel: {line}", file=sys.stderr)
     return found, env

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentkeel.mcpclient.config import Approval, ServerConfig, read_json, servers_in
+from agentkeel.settings.sections import McpSection
 
 __all__ = [
     "APPROVAL_KEYS",
@@ -47,7 +48,7 @@ def local_settings(cwd: Path) -> Path:
 
 
 def pending_servers(
-    cwd: Path, layers: Iterable[Mapping[str, Any]], env: Mapping[str, str], errors: list[str]
+    cwd: Path, layers: Iterable[McpSection | Mapping[str, Any]], env: Mapping[str, str], errors: list[str]
 ) -> list[ServerConfig]:
     """The project's ``.mcp.json`` servers that no setting approves or rejects yet."""
     approval = Approval.from_layers(layers)

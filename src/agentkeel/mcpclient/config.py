@@ -15,9 +15,14 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
+
+from agentkeel.settings.sections import McpSection, mcp_section
+
+if TYPE_CHECKING:
+    from agentkeel.settings import SettingsLayer
 
 Transport = Literal["stdio", "http", "sse"]
 McpScope = Literal["user", "project", "local", "plugin", "cli", "sdk"]
@@ -251,15 +256,15 @@ class Approval(msgspec.Struct, frozen=True):
         return self.status(name) != "rejected"
 
     @classmethod
-    def from_layers(cls, layers: Iterable[Mapping[str, Any]]) -> Approval:
+    def from_layers(cls, layers: Iterable[McpSection | Mapping[str, Any]]) -> Approval:
+        """From each layer's ``mcp`` section (a raw settings object is parsed first)."""
         enable_all, enabled, disabled = False, set[str](), set[str]()
-        for data in layers:
-            if isinstance(data.get("enableAllProjectMcpServers"), bool):
-                enable_all = data["enableAllProjectMcpServers"]
-            for key, into in (("enabledMcpjsonServers", enabled), ("disabledMcpjsonServers", disabled)):
-                names = data.get(key)
-                if isinstance(names, list):
-                    into.update(n for n in names if isinstance(n, str))
+        for item in layers:
+            section = item if isinstance(item, McpSection) else mcp_section(item)
+            if section.enable_all is not None:
+                enable_all = section.enable_all
+            enabled.update(section.enabled)
+            disabled.update(section.disabled)
         return cls(enable_all, frozenset(enabled), frozenset(disabled))
 
 
@@ -284,11 +289,18 @@ def claude_json_servers(
     return user, local
 
 
+def _section(layer: SettingsLayer | tuple[str, str, Mapping[str, Any]]) -> tuple[str, str, McpSection]:
+    if isinstance(layer, tuple):
+        path, scope, data = layer
+        return path, scope, mcp_section(data)
+    return str(layer.path), layer.scope, layer.mcp  # parsed once, when the layer was read
+
+
 def discover(
     *,
     cwd: Path,
     home: Path,
-    layers: Iterable[tuple[str, str, Mapping[str, Any]]],  # (path, scope, data) of each settings layer
+    layers: Iterable[SettingsLayer | tuple[str, str, Mapping[str, Any]]],  # or (path, scope, data)
     env: Mapping[str, str],
     trusted: bool,
     cli: Iterable[str] = (),
@@ -300,13 +312,13 @@ def discover(
     errors: list[str] = []
     skipped: list[str] = []
     found: list[ServerConfig] = []
-    layer_list = list(layers)
+    layer_list = [_section(layer) for layer in layers]
     if not strict:
         user_cc, local_cc = claude_json_servers(home, cwd, env, errors)
         found += user_cc
-        for path, scope, data in layer_list:
-            if scope == "user" and "mcpServers" in data:
-                found += servers_in(data, "user", path, env, errors)
+        for path, scope, section in layer_list:
+            if scope == "user" and section.declared:
+                found += servers_in({"mcpServers": section.servers}, "user", path, env, errors)
         mcp_json = cwd / ".mcp.json"
         if mcp_json.is_file():
             if not project:
@@ -314,7 +326,7 @@ def discover(
             elif not trusted:
                 skipped.append(f"{mcp_json}: MCP servers not started until you trust this folder (`keel trust`)")
             else:
-                approval = Approval.from_layers(d for _, _, d in layer_list)
+                approval = Approval.from_layers(section for _, _, section in layer_list)
                 data = read_json(mcp_json, errors)
                 for server in servers_in(data, "project", str(mcp_json), env, errors) if data is not None else []:
                     if approval.allows(server.name):
@@ -323,9 +335,10 @@ def discover(
                         skipped.append(
                             f"MCP server '{server.name}' from .mcp.json is disabled (disabledMcpjsonServers)"
                         )
-        for path, scope, data in layer_list:
-            if scope in ("project", "local") and "mcpServers" in data:
-                found += servers_in(data, "project" if scope == "project" else "local", path, env, errors)
+        for path, scope, section in layer_list:
+            if scope in ("project", "local") and section.declared:
+                kind: McpScope = "project" if scope == "project" else "local"
+                found += servers_in({"mcpServers": section.servers}, kind, path, env, errors)
         found += local_cc
         found += plugin_servers(plugins, env, errors, project=cwd, trusted=trusted)
     found += cli_configs(cli, env, errors, cwd)

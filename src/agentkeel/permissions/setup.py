@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from agentkeel.permissions.engine import PermissionEngine, rule_root
 from agentkeel.settings import LoadedSettings, PermissionMode
@@ -41,14 +40,11 @@ def build_engine(
     )
     engine.warnings += warnings
     for layer in loaded.layers:
-        data: Any = layer.data.get("permissions")
-        if not isinstance(data, dict):
-            continue
+        own = layer.settings.permissions  # this file's own rules, validated when it was read
         root = rule_root(str(layer.path))
-        for kind in ("deny", "ask", "allow"):
-            rules = data.get(kind)
-            if isinstance(rules, list):
-                engine.add(rules, kind, str(layer.path), layer.scope, root)
+        engine.add(own.deny, "deny", str(layer.path), layer.scope, root)
+        engine.add(own.ask, "ask", str(layer.path), layer.scope, root)
+        engine.add(own.allow, "allow", str(layer.path), layer.scope, root)
     engine.add(disallowed_tools, "deny", "--disallowedTools", "cli", str(cwd))
     engine.add(allowed_tools, "allow", "--allowedTools", "cli", str(cwd))
     for name, rules in perms.channels.items():

@@ -22,9 +22,12 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:
+    from agentkeel.settings import SettingsLayer
 
 
 class Plugin(msgspec.Struct, frozen=True):
@@ -123,29 +126,17 @@ def load_plugin(root: Path, source: str = "plugin-dir") -> tuple[Plugin | None, 
     )
 
 
-def _marketplaces(layers: Iterable[Any]) -> dict[str, Path]:
+def _marketplaces(layers: Iterable[SettingsLayer]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for layer in layers:
-        data = getattr(layer, "data", {}) or {}
-        known = data.get("extraKnownMarketplaces")
-        if not isinstance(known, dict):
-            continue
-        base = Path(getattr(layer, "path", ".")).parent
-        for name, entry in known.items():
-            src = entry.get("source") if isinstance(entry, dict) else None
-            if isinstance(src, dict) and src.get("source") in ("directory", "local") and src.get("path"):
-                path = Path(str(src["path"])).expanduser()
-                out[str(name)] = path if path.is_absolute() else (base / path).resolve()
+        out.update(layer.plugins.marketplaces)
     return out
 
 
-def _enabled(layers: Iterable[Any]) -> dict[str, bool]:
+def _enabled(layers: Iterable[SettingsLayer]) -> dict[str, bool]:
     out: dict[str, bool] = {}
     for layer in layers:
-        data = getattr(layer, "data", {}) or {}
-        enabled = data.get("enabledPlugins")
-        if isinstance(enabled, dict):
-            out.update({str(k): bool(v) for k, v in enabled.items()})
+        out.update(layer.plugins.enabled)
     return out
 
 
@@ -170,7 +161,7 @@ def _from_marketplace(ref: str, markets: dict[str, Path]) -> tuple[Plugin | None
     return load_plugin((root / source).resolve(), f"marketplace:{market}")
 
 
-def find_plugins(plugin_dirs: Sequence[Path], layers: Iterable[Any] = ()) -> tuple[list[Plugin], list[str]]:
+def find_plugins(plugin_dirs: Sequence[Path], layers: Iterable[SettingsLayer] = ()) -> tuple[list[Plugin], list[str]]:
     """The session's plugins and a warning for each one that could not be loaded."""
     layers = list(layers)
     plugins: list[Plugin] = []

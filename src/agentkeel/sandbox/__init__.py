@@ -34,8 +34,8 @@ def setup_sandbox(
 ) -> Sandbox | None:
     """The session's sandbox, or None when settings do not enable it. Without a working
     bubblewrap: one warning and the normal permission flow, or :class:`SandboxError` with
-    ``failIfUnavailable``."""
-    config = parse_config(raw)
+    ``failIfUnavailable``. ``raw``: the parsed ``LoadedSettings.sandbox``, or the key as written."""
+    config = raw if isinstance(raw, SandboxConfig) else parse_config(raw)
     notes = warnings if warnings is not None else []
     notes += config.warnings
     if not config.enabled:
@@ -65,7 +65,7 @@ def status(
 ) -> dict[str, Any]:
     """What ``keel sandbox status`` (and ``/sandbox``) shows: the tools, whether they work, what is
     enforced and why not; with ``session``, that session's sandbox (its rules, its /sandbox toggle)."""
-    config = parse_config(raw) if session is None else session.config
+    config = session.config if session is not None else raw if isinstance(raw, SandboxConfig) else parse_config(raw)
     found = probe()
     sandbox = session if session is not None else Sandbox(config, cwd=cwd, home=home, keel_home=keel_home, found=found)
     enabled = sandbox.enabled

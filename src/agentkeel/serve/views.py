@@ -46,30 +46,22 @@ def permissions(rt: Runtime) -> dict[str, Any]:
 
 
 def hooks(rt: Runtime) -> list[dict[str, Any]]:
-    """The ``hooks`` entries of every settings layer, in Claude Code's shape, with their file."""
+    """The hooks of every settings layer (each parsed once, when the layer was read), with their file."""
     rows: list[dict[str, Any]] = []
     for layer in rt.settings.layers:
-        table = layer.data.get("hooks")
-        if not isinstance(table, dict):
-            continue
-        for event, groups in table.items():
-            for group in groups if isinstance(groups, list) else []:
-                if not isinstance(group, dict):
-                    continue
-                for handler in group.get("hooks", []) if isinstance(group.get("hooks"), list) else []:
-                    if not isinstance(handler, dict):
-                        continue
-                    label = handler.get("command") or handler.get("url") or handler.get("prompt") or ""
-                    rows.append(
-                        {
-                            "event": event,
-                            "matcher": group.get("matcher") or "*",
-                            "type": handler.get("type", "command"),
-                            "handler": str(label)[:200],
-                            "source": str(layer.path),
-                            "scope": layer.scope,
-                        }
-                    )
+        for spec in layer.hooks.hooks:
+            h = spec.handler
+            command = h.command if isinstance(h.command, str) else " ".join(h.command)
+            rows.append(
+                {
+                    "event": spec.event,
+                    "matcher": spec.matcher or "*",
+                    "type": h.type,
+                    "handler": (command or h.url or h.prompt or h.target)[:200],
+                    "source": spec.source,
+                    "scope": spec.scope,
+                }
+            )
     return rows
 
 

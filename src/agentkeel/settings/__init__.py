@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
+
+from agentkeel.settings.hooks import HookConfig, parse_hooks
+from agentkeel.settings.sandbox import SandboxConfig, parse_config
+from agentkeel.settings.sections import McpSection, PluginSection, mcp_section, plugin_section
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
 Scope = Literal["user", "project", "local", "cli", "managed"]
@@ -133,8 +138,8 @@ class Settings(msgspec.Struct, kw_only=True):
     model: str | None = None
     permissions: PermissionSettings = msgspec.field(default_factory=PermissionSettings)
     env: dict[str, str] = msgspec.field(default_factory=dict)
-    # Claude Code's shape, checked entry by entry by extensions/hooks/config.py: a malformed hook
-    # is a warning and is skipped, never a settings file keel refuses to start with
+    # Claude Code's shape, checked entry by entry by agentkeel.settings.hooks (SettingsLayer.hooks):
+    # a malformed hook is a warning and is skipped, never a settings file keel refuses to start with
     hooks: dict[str, Any] = msgspec.field(default_factory=dict)
     disableAllHooks: bool | None = None
     allowManagedHooksOnly: bool | None = None
@@ -146,7 +151,8 @@ class Settings(msgspec.Struct, kw_only=True):
     outputStyle: str | None = None
     fallbackModel: str | None = None  # the model-fallback built-in switches to it after repeated overloads
     reliability: ReliabilitySettings | None = None
-    # Claude Code's shape, read (and warned about key by key) by agentkeel.sandbox.config
+    # Claude Code's shape, read (and warned about key by key) by agentkeel.settings.sandbox: the
+    # merged value, parsed once as LoadedSettings.sandbox
     sandbox: dict[str, Any] | None = None
 
 
@@ -154,16 +160,34 @@ class SettingsError(ValueError):
     """A settings file that cannot be used; the message names the file and the key."""
 
 
-class SettingsLayer(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class SettingsLayer:
+    """One settings file as read. Each section is parsed once, here, when the layer is made:
+    ``settings`` (the strict keys, validated: a bad value is a :class:`SettingsError` naming the
+    file and key), ``hooks`` (lenient: the handlers that parsed, and one warning per skipped
+    entry), ``mcp`` and ``plugins``. Readers ask these; ``data`` is the file as written."""
+
     path: Path
     scope: Scope
     data: dict[str, Any]
+    settings: Settings = field(init=False, repr=False, compare=False)
+    hooks: HookConfig = field(init=False, repr=False, compare=False)
+    mcp: McpSection = field(init=False, repr=False, compare=False)
+    plugins: PluginSection = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "settings", validate(self.data, self.path))
+        object.__setattr__(self, "hooks", parse_hooks(self.data.get("hooks"), str(self.path), self.scope))
+        object.__setattr__(self, "mcp", mcp_section(self.data))
+        object.__setattr__(self, "plugins", plugin_section(self.data, self.path))
 
 
 class LoadedSettings(msgspec.Struct):
     settings: Settings
     layers: list[SettingsLayer]
     warnings: list[str] = msgspec.field(default_factory=list)
+    # the merged ``sandbox`` key, parsed once (lenient: its warnings are in ``sandbox.warnings``)
+    sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
 
 
 def layer_paths(cwd: Path, home: Path, keel_home: Path) -> list[tuple[Path, Scope]]:
@@ -196,8 +220,7 @@ def read_layer(path: Path, scope: Scope) -> SettingsLayer | None:
         raise SettingsError(f"{path}: unreadable JSON value: {e}") from None
     if not isinstance(data, dict):
         raise SettingsError(f"{path}: the top level must be a JSON object")
-    validate(data, path)
-    return SettingsLayer(path, scope, data)
+    return SettingsLayer(path, scope, data)  # validated and its sections parsed, once
 
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
@@ -294,4 +317,5 @@ def load_settings(
                 )
         narrowed.append(layer)
         merged = merge(merged, layer.data)
-    return LoadedSettings(validate(merged, "merged settings"), narrowed, warnings)
+    settings = validate(merged, "merged settings")
+    return LoadedSettings(settings, narrowed, warnings, parse_config(settings.sandbox))
