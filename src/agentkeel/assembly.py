@@ -62,7 +62,7 @@ def model_name(requested: str | None, loaded: LoadedSettings, env: Mapping[str, 
     name = loaded.settings.model
     if not name or trust.trusted:
         return name
-    source = next((layer for layer in reversed(loaded.layers) if "model" in layer.data), None)
+    source = next((layer for layer in reversed(loaded.layers) if layer.settings.model is not None), None)
     if source is None or source.scope not in ("project", "local"):
         return name
     if untrusted_model_allowed(name, env):
