@@ -149,6 +149,7 @@ class Effects(msgspec.Struct, frozen=True, omit_defaults=True):
     glob_field: str | None = None
     named_by: tuple[str, ...] = ()
     delegates: bool = False  # runs a subagent: the turn waits on it (a front end says so)
+    sandboxed: bool = False  # its command runs in keel's Bash sandbox (autoAllowBashIfSandboxed may allow it)
 
     @property
     def touches_files(self) -> bool:

@@ -11,7 +11,7 @@ import msgspec
 from agentkeel.core.tools import NO_EFFECTS, Effects, Tool
 from agentkeel.permissions.paths import candidates
 from agentkeel.permissions.rules import url_host
-from agentkeel.tools import effects_for
+from agentkeel.tools import EDIT, READ, effects_for, effects_of
 
 if TYPE_CHECKING:
     from agentkeel.permissions.bash import BashAnalysis
@@ -34,11 +34,22 @@ class Call(msgspec.Struct, dict=True):
 
     @cached_property
     def effects(self) -> Effects:
+        """What the call does: the tool's declaration, joined with what keel knows of a built-in of
+        the same name and, for a file tool that names no path field, Claude Code's path fields. A
+        partial declaration never takes a check away (fail closed)."""
         effects = effects_for(self.tool, self.name)
-        if effects == NO_EFFECTS and self.tool is not None:  # a tool that declares nothing: its fields say
-            writes = self.tool.group == "fs" and not self.tool.read_only
-            return Effects(path_fields=_UNDECLARED_PATHS, writes=writes)
-        return effects
+        if self.tool is None:
+            return effects
+        builtin = effects_of(self.name)
+        if builtin not in (NO_EFFECTS, effects):  # a host tool named like a built-in
+            effects = _joined(effects, builtin)
+        fs = self.tool.group == "fs"
+        writes = effects.writes or (fs and not self.tool.read_only)
+        reads = effects.reads or (fs and self.tool.read_only)
+        if (writes or reads or effects.lists or effects == NO_EFFECTS) and not effects.path_fields:
+            effects = msgspec.structs.replace(effects, path_fields=_UNDECLARED_PATHS)
+        rule = effects.rule or (EDIT if writes else READ if reads or effects.lists else None)
+        return msgspec.structs.replace(effects, writes=writes, reads=reads, rule=rule)
 
     @property
     def shell(self) -> bool:
@@ -65,6 +76,12 @@ class Call(msgspec.Struct, dict=True):
         """The file or directory the call touches (as given; a search's reach), or None."""
         named = self.effects.named_paths(self.input)
         return named[0] if named else None
+
+    @cached_property
+    def all_paths(self) -> list[tuple[str, str]]:
+        """Every path the call names, resolved as ``paths`` is (a tool may declare several fields)."""
+        base = self.shell_cwd or self.cwd
+        return [candidates(p, base, self.home) for p in self.effects.named_paths(self.input)]
 
     @cached_property
     def paths(self) -> tuple[str, str] | None:
@@ -97,3 +114,22 @@ class Call(msgspec.Struct, dict=True):
             if isinstance(value, str) and value:
                 return value
         return None
+
+
+def _joined(a: Effects, b: Effects) -> Effects:
+    """Both declarations at once: every effect either names (the stricter reading)."""
+    return Effects(
+        rule=a.rule or b.rule,
+        path_fields=tuple(dict.fromkeys((*a.path_fields, *b.path_fields))),
+        reads=a.reads or b.reads,
+        lists=a.lists or b.lists,
+        writes=a.writes or b.writes,
+        shell=a.shell or b.shell,
+        fetches=a.fetches or b.fetches,
+        protected=a.protected or b.protected,
+        preview=a.preview,
+        glob_field=a.glob_field or b.glob_field,
+        named_by=tuple(dict.fromkeys((*a.named_by, *b.named_by))),
+        delegates=a.delegates or b.delegates,
+        sandboxed=a.sandboxed and b.sandboxed,
+    )

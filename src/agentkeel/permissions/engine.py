@@ -364,6 +364,11 @@ class PermissionEngine(ShellChecks):
 
     def _default_stage(self, call: Call) -> StageResult:
         mode = self.mode
+        if not call.shell and call.effects.touches_files and len(call.all_paths) != 1:
+            # the working-directory, protected-path and credential checks judge one path: a file
+            # tool naming none or several is not modelled exactly, so it is never allowed by default
+            why = f"{call.name} names {'no path keel can check' if not call.all_paths else 'several paths'}"
+            return StageResult("default", "deny" if mode == "plan" else "ask", why)
         if call.shell:
             analysis = call.bash
             safe = analysis is not None and self._bash_safe(call)
@@ -409,16 +414,17 @@ class PermissionEngine(ShellChecks):
                     return f"`{sp._show(cmd)}`"
             return None
         if call.effects.touches_files:
-            if call.paths is None:
+            every = call.all_paths
+            if not every:
                 return None
-            lexical, real = call.paths
             pattern = path_pattern(spec, self.cwd, self.home, rule.root)
-            if broad:
-                if pattern.matches(lexical, broad=True) or pattern.matches(real, broad=True):
-                    return f"{call.name} {lexical}"
+            if broad:  # deny and ask: any path it names
+                for lexical, real in every:
+                    if pattern.matches(lexical, broad=True) or pattern.matches(real, broad=True):
+                        return f"{call.name} {lexical}"
                 return None
-            if pattern.matches(lexical) and pattern.matches(real):
-                return f"{call.name} {lexical}"
+            if all(pattern.matches(lexical) and pattern.matches(real) for lexical, real in every):
+                return f"{call.name} {every[0][0]}"  # allow: every path it names
             return None
         if call.effects.fetches:
             host = call.host
@@ -427,7 +433,10 @@ class PermissionEngine(ShellChecks):
             return f"{call.name} {host}" if domain_matches(spec, host) else None
         if call.effects.named_by:
             named = call.named
-            return f"{call.name}({named})" if named is not None and named == spec.strip() else None
+            if named is None:
+                return None
+            same = named.casefold() == spec.strip().casefold() if broad else named == spec.strip()
+            return f"{call.name}({named})" if same else None  # deny/ask: as the catalog finds it, any case
         return None
 
     def _protected(self, path: str) -> str | None:

@@ -266,6 +266,11 @@ def candidates(path: str, cwd: str, home: str) -> tuple[str, str]:
     ``link -> a/b``, ``link/../x`` is ``a/x``, not ``./x``."""
     if path == "~" or path.startswith("~/"):
         path = home + path[1:]
+    elif path.startswith("~"):  # ~user/...: the tools expand it (Path.expanduser), so the gate does too
+        head, sep, rest = path.partition("/")
+        expanded = os.path.expanduser(head)
+        if expanded != head:
+            path = expanded + sep + rest
     joined = posixpath.join(cwd, path)
     lexical = posixpath.normpath(joined)
     if lexical.startswith("//"):

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from agentkeel.permissions.paths import PathPattern, compile_path_pattern
-from agentkeel.tools import EDIT, READ, effects_of
+from agentkeel.tools import AGENT, AGENT_ALIAS, EDIT, READ, effects_of
 
 RuleKind = Literal["allow", "ask", "deny"]
 
@@ -143,7 +143,8 @@ def parse_rule(text: str, kind: RuleKind, source: str, scope: str = "user", root
     if m is None or (("(" in text) != text.rstrip().endswith(")")):
         raise RuleError(f"{source}: permission rule {text!r} is not Tool or Tool(specifier)")
     spec = m.group("spec")
-    return Rule(text.strip(), m.group("tool"), spec, kind, source, scope, root)
+    tool = AGENT if m.group("tool") == AGENT_ALIAS else m.group("tool")  # one tool, two names
+    return Rule(text.strip(), tool, spec, kind, source, scope, root)
 
 
 def tool_prefix(text: str) -> str | None:

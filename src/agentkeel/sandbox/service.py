@@ -159,7 +159,7 @@ class Sandbox:
         """For the permission engine: a Bash call that would only have asked runs sandboxed without
         asking (``autoAllowBashIfSandboxed``). Deny rules, ask rules and protected paths are decided
         before this is consulted."""
-        if not (self.active and self.config.auto_allow) or not call.shell:
+        if not (self.active and self.config.auto_allow) or not (call.shell and call.effects.sandboxed):
             return None
         command = call.input.get("command")
         if not isinstance(command, str) or not self.sandboxed(command, dict(call.input), call.shell_cwd):

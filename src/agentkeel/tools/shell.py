@@ -431,7 +431,7 @@ def shell_tools() -> list[Tool]:
             _bash,
             group="system",
             timeout_s=MAX_TIMEOUT_MS / 1000 + 30,
-            effects=Effects(rule=SHELL, shell=True, preview="tail"),  # noqa: S604 - a declaration, not a call
+            effects=Effects(rule=SHELL, shell=True, preview="tail", sandboxed=True),  # noqa: S604 - a declaration, not a call
             respond=_bash_response,
         ),
         Tool(
