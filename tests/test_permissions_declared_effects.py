@@ -4,6 +4,7 @@ the effects change found each of these)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from agentkeel.core.tools import Effects, Tool, ToolContext, ToolOutput
 from agentkeel.permissions import PermissionEngine
 from agentkeel.sandbox import setup_sandbox
 from agentkeel.tools import builtin_tools
+from kit import KeelRun, call, write_script
 
 
 async def _noop(args: object, ctx: ToolContext) -> ToolOutput:
@@ -112,3 +114,39 @@ def test_a_path_under_another_users_home_is_judged_where_the_tool_opens_it(tmp_p
     assert engine.decide("Read", {"file_path": f"~{user}/.profile"}, read).decision == "deny"
     write = next(t for t in builtin_tools() if t.name == "Write")
     assert engine.decide("Write", {"file_path": f"~{user}/x.desktop"}, write).decision != "allow"
+
+
+def test_a_command_never_runs_elsewhere_than_where_it_was_judged(project: Path, keel: Callable[..., KeelRun]) -> None:
+    """The gate judges a relative path from the shell's directory; when that directory is removed,
+    the command is refused (and the shell is back at the project root) rather than run at the root,
+    where ``cat secret/key`` reads what a deny rule protects."""
+    (project / "secret").mkdir()
+    (project / "secret" / "key").write_text("the-protected-text\n")
+    gone = project / "gone"
+    script = write_script(
+        project.parent,
+        [
+            call("Bash", command="mkdir gone && cd gone"),
+            call("Bash", command=f"rmdir {gone}"),
+            call("Bash", command="cat secret/key"),
+            call("Bash", command="cat secret/key"),
+            "done",
+        ],
+    )
+    run = keel(
+        "-p",
+        "go",
+        "--model",
+        f"scripted:{script}",
+        "--permission-mode",
+        "bypassPermissions",
+        "--disallowedTools",
+        "Read(/secret/**)",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    )
+    assert run.code == 0, run.stderr
+    assert "the-protected-text" not in run.stdout
+    assert "no longer exists" in run.stdout
+    assert "Read(/secret/**)" in run.stdout or "denied" in run.stdout  # the retry, from the root, is denied

@@ -44,7 +44,7 @@ def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: P
         body = await expand_body(
             read(path).body,  # read again: an edit between uses takes effect
             args,
-            cwd=agent.context.cwd,
+            cwd=agent.context.workdir,  # where the checks judged its commands
             check=check,
             named=tuple(names(meta.get("arguments")) or ()),
             skill_dir=path.parent,

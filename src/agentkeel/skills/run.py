@@ -42,7 +42,7 @@ async def invoke_skill(agent: Agent, skill: Skill, args: str) -> SkillRun:
     text = await expand(
         skill.body,
         args,
-        cwd=agent.context.cwd,
+        cwd=agent.context.workdir,  # where the checks judged its commands: the session's working directory
         check=check,
         named=skill.arguments,
         skill_dir=skill.directory,

@@ -294,6 +294,13 @@ def _update_cwd(ctx: ToolContext, state: ShellState, run: ShellRun, cwd_file: Pa
 async def _bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     if not args.command.strip():
         raise ToolError("command is empty")
+    where = ctx.services.find(Workdir)
+    if where is not None and where.path is not None and not where.path.is_dir():
+        # the permission check judged this command from that directory: never run it elsewhere
+        gone, where.path = where.path, None
+        raise ToolError(
+            f"the working directory {gone} no longer exists; the shell is back at {ctx.cwd}: run the command again"
+        )
     state = ctx.services.get(ShellState)
     sandbox = _sandbox_for(ctx, args)
     if args.run_in_background:  # its cd does not move the session's directory
