@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkeel.fakellm.script import Script
-from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.models.fake.script import Script
+from agentkeel.models.fake.server import FakeLLMServer
 
 KEEL = str(Path(sys.executable).parent / "keel")
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentkeel.config.settings import ContextSettings
 from agentkeel.context.compaction import compact
 from agentkeel.context.manager import ContextManager
 from agentkeel.core.events import AssistantMessage, ToolResults, UserMessage
@@ -28,13 +29,12 @@ from agentkeel.core.provider import ModelRequest
 from agentkeel.core.tools import Services
 from agentkeel.core.types import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from agentkeel.core.view import ViewBuilder
-from agentkeel.fakellm.script import Script
-from agentkeel.fakellm.server import FakeLLMServer
-from agentkeel.providers._http import encode_json
-from agentkeel.providers.anthropic_format import request_params
-from agentkeel.providers.catalog import resolve_model
-from agentkeel.providers.factory import make_provider
-from agentkeel.settings import ContextSettings
+from agentkeel.models._http import encode_json
+from agentkeel.models.anthropic_format import request_params
+from agentkeel.models.catalog import resolve_model
+from agentkeel.models.factory import make_provider
+from agentkeel.models.fake.script import Script
+from agentkeel.models.fake.server import FakeLLMServer
 from agentkeel.tools import builtin_tools
 
 

@@ -33,8 +33,8 @@ from agentkeel.core.extensions import Extension, ToolCall  # noqa: E402
 from agentkeel.core.provider import ModelRequest  # noqa: E402
 from agentkeel.core.tools import ToolOutput  # noqa: E402
 from agentkeel.core.types import Message, TextBlock, ToolResultBlock, ToolUseBlock  # noqa: E402
-from agentkeel.extensions.hooks import HookConfig, HookContext, HookDispatcher, HooksExtension, parse_hooks  # noqa: E402
-from agentkeel.extensions.redaction import redact_event  # noqa: E402
+from agentkeel.hooks import HookConfig, HookContext, HookDispatcher, HooksExtension, parse_hooks  # noqa: E402
+from agentkeel.policy.redaction import redact_event  # noqa: E402
 from agentkeel.session.store import SessionWriter  # noqa: E402
 from agentkeel.tools import builtin_tools  # noqa: E402
 
@@ -70,8 +70,8 @@ async def per_call(kind: str, n: int, calls: int, tmp: Path) -> list[float]:
     ctx = HookContext("bench", tmp / "bench.jsonl", tmp, bus.emit, env=dict(os.environ))
     plugin = None
     if kind == "memory":  # keel's memory: the memory extension's capture on the bus, into a real outbox and store
+        from agentkeel.config.settings import MemorySettings
         from agentkeel.memory.plugin import MemoryPlugin
-        from agentkeel.settings import MemorySettings
 
         plugin = MemoryPlugin(
             MemorySettings(embedder="none"), cwd=tmp, keel_home=tmp / "kh", session_id="bench", window_tokens=200_000
@@ -143,10 +143,10 @@ def _conversation(n: int) -> list[Message]:
 
 
 def _reliability(force_pruning: bool) -> list[Extension]:
-    from agentkeel.extensions.reliability.registry import HANDLERS
-    from agentkeel.extensions.reliability.shell import non_interactive_env
-    from agentkeel.extensions.reliability.state import ReliabilityState
-    from agentkeel.settings import ReliabilitySettings
+    from agentkeel.config.settings import ReliabilitySettings
+    from agentkeel.reliability.registry import HANDLERS
+    from agentkeel.reliability.shell import non_interactive_env
+    from agentkeel.reliability.state import ReliabilityState
 
     bus = EventBus()
     config = ReliabilitySettings(pruneAtPercent=0 if force_pruning else 50)

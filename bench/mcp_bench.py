@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from agentkeel.core.events import EventBus  # noqa: E402
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry  # noqa: E402
-from agentkeel.mcpclient.config import parse_server  # noqa: E402
-from agentkeel.mcpclient.pool import McpPool  # noqa: E402
+from agentkeel.mcp.config import parse_server  # noqa: E402
+from agentkeel.mcp.pool import McpPool  # noqa: E402
 
 FIXTURE = str(ROOT / "tests" / "mcp_fixtures" / "server.py")
 TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")

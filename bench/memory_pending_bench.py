@@ -155,8 +155,8 @@ def load_average() -> float:
 
 def injection(work: Path, tmp: Path, queries: list[str], rounds: int) -> dict[str, Any]:
     """The first prompt's ``<memory-context>`` of a new session (plugin), start check done."""
+    from agentkeel.config.settings import MemorySettings
     from agentkeel.memory.plugin import MemoryPlugin
-    from agentkeel.settings import MemorySettings
 
     settings = MemorySettings(store=str(work), embedder="minilm", project="bench")
     (tmp / "cwd").mkdir(exist_ok=True)

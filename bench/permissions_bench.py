@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from agentkeel.permissions import PermissionEngine
-from agentkeel.permissions.trees import WALK_LIMIT
+from agentkeel.policy.permissions import PermissionEngine
+from agentkeel.policy.permissions.trees import WALK_LIMIT
 from permission_corpus import decide, engine_for, load_cases, make_project
 
 WALK_CASES = [

@@ -69,7 +69,7 @@ def best(fn: Callable[[str], str], text: str, runs: int) -> float:
 
 def load_baseline(rev: str) -> Callable[[str], str]:
     source = subprocess.run(
-        ["git", "show", f"{rev}:src/agentkeel/redact.py"], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", "show", f"{rev}:src/agentkeel/policy/redact.py"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     path = Path(tempfile.mkdtemp()) / "redact_baseline.py"
     path.write_text(source)
@@ -92,8 +92,8 @@ def false_positives(fn: Callable[[str], str]) -> int:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT / "src"))
-    from agentkeel._secret_rules import ruleset
-    from agentkeel.redact import redact
+    from agentkeel.policy.redact import redact
+    from agentkeel.policy.secret_rules import ruleset
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", help="a git revision whose redact.py to time beside this one")

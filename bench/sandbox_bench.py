@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from agentkeel.core.tools import Services, ToolContext
-from agentkeel.sandbox import probe
-from agentkeel.sandbox.service import NAMESPACES
+from agentkeel.policy.sandbox import probe
+from agentkeel.policy.sandbox.service import NAMESPACES
 from agentkeel.tools.shell import ShellState
 from sandbox_harness import BASH, SandboxedBash
 

@@ -1,7 +1,7 @@
 """SDK ``query()``: time from the call to the model's first request, three ways.
 
-- ``agentkeel.sdk`` in-process (the engine in this Python process),
-- ``agentkeel.sdk`` with ``transport="subprocess"`` (``keel --input-format stream-json``),
+- ``agentkeel.ui.sdk`` in-process (the engine in this Python process),
+- ``agentkeel.ui.sdk`` with ``transport="subprocess"`` (``keel --input-format stream-json``),
 - the official Claude Agent SDK (``claude-agent-sdk``) with ``cli_path`` pointing at keel.
 
 Each run is a fresh session in a fresh project against ``keel dev fake-llm`` (loopback); the
@@ -29,14 +29,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from agentkeel.fakellm.script import Script  # noqa: E402
-from agentkeel.fakellm.server import FakeLLMServer  # noqa: E402
+from agentkeel.models.fake.script import Script  # noqa: E402
+from agentkeel.models.fake.server import FakeLLMServer  # noqa: E402
 
 KEEL = str(Path(sys.executable).parent / "keel")
 
 
 async def _keel_sdk(transport: str, cwd: Path, env: dict[str, str]) -> None:
-    from agentkeel.sdk import KeelAgentOptions, query
+    from agentkeel.ui.sdk import KeelAgentOptions, query
 
     opts = KeelAgentOptions(cwd=cwd, env=env, transport=transport, cli_path=KEEL)  # type: ignore[arg-type]
     async for _ in query(prompt="hello", options=opts):

@@ -156,7 +156,7 @@ def main() -> None:
 async def _stream_only(clients: int, frames: int = 20_000) -> str:
     """The fan-out alone: publish ``frames`` events, each to every reader (one asyncio loop)."""
     sys.path.insert(0, str(ROOT / "src"))
-    from agentkeel.serve.stream import EventStream
+    from agentkeel.ui.serve.stream import EventStream
 
     stream = EventStream(buffer=frames + 10, queue=frames + 10)
     got = [0] * clients

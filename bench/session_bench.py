@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import agentkeel
-from agentkeel.fakellm.script import Script
-from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.models.fake.script import Script
+from agentkeel.models.fake.server import FakeLLMServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from scenarios import twenty_step_session
@@ -167,7 +167,7 @@ def main() -> None:
     report["python_pass_cpu_s"] = round(statistics.median(cpu_of([sys.executable, "-c", "pass"]) for _ in range(5)), 4)
     run_once("anthropic", importtime=True)
     report["imports_to_first_request_anthropic_wire"] = top_imports(IMPORTS)
-    keel_httpx = "from agentkeel.providers import _http; _http.standalone(); _http.import_httpx(); import httpcore"
+    keel_httpx = "from agentkeel.models import _http; _http.standalone(); _http.import_httpx(); import httpcore"
     for name, code in (
         ("httpx", "import httpx, httpcore"),
         ("httpx_as_keel", keel_httpx),  # without httpx's CLI and trio (providers/_http.py)

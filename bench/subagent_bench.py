@@ -26,10 +26,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from agentkeel.app.runtime import Runtime, RuntimeOptions  # noqa: E402
 from agentkeel.core.events import Event, ToolFinished, ToolStarted  # noqa: E402
-from agentkeel.fakellm.script import Script, ScriptCursor, Step  # noqa: E402
-from agentkeel.fakellm.server import FakeLLMServer  # noqa: E402
-from agentkeel.runtime import Runtime, RuntimeOptions  # noqa: E402
+from agentkeel.models.fake.script import Script, ScriptCursor, Step  # noqa: E402
+from agentkeel.models.fake.server import FakeLLMServer  # noqa: E402
 
 
 class TimedCursor(ScriptCursor):

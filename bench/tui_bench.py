@@ -1,6 +1,6 @@
 """TUI keystroke-to-render latency while an answer streams at 200 tokens/s.
 
-The real app (``agentkeel.tui.app.KeelApp``) on a real Runtime (the fake model server on
+The real app (``agentkeel.ui.tui.app.KeelApp``) on a real Runtime (the fake model server on
 loopback), run headless by Textual at 120x40. A producer publishes ``TextDelta`` events on the
 runtime's event bus at ``--rate`` tokens a second (a token is a word of about four characters;
 the text is Markdown with a code block every 40 tokens, so the chat re-renders paragraphs and
@@ -30,12 +30,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from textual import events  # noqa: E402
 
+from agentkeel.app.runtime import RuntimeOptions  # noqa: E402
 from agentkeel.core.events import TextDelta  # noqa: E402
-from agentkeel.fakellm.script import Script  # noqa: E402
-from agentkeel.fakellm.server import FakeLLMServer  # noqa: E402
-from agentkeel.runtime import RuntimeOptions  # noqa: E402
-from agentkeel.tui.app import KeelApp  # noqa: E402
-from agentkeel.tui.prompt import PromptInput  # noqa: E402
+from agentkeel.models.fake.script import Script  # noqa: E402
+from agentkeel.models.fake.server import FakeLLMServer  # noqa: E402
+from agentkeel.ui.tui.app import KeelApp  # noqa: E402
+from agentkeel.ui.tui.prompt import PromptInput  # noqa: E402
 
 WORDS = "the quick agent reads files edits code runs tests and reports what changed in this project".split()
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.models.fake.server import FakeLLMServer
 
 # The helpers live in the testing façade, tests/kit.py (tests import them from there); these names
 # stay importable from conftest until every test file has moved to kit.

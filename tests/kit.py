@@ -3,7 +3,7 @@
     from kit import call, fake_llm_server, session, wait_until, wire_env
 
 - **The scripted model.** A script is a list of steps, each one model reply (see
-  :mod:`agentkeel.fakellm.script` for every fault a step can inject). :func:`write_script` puts
+  :mod:`agentkeel.models.fake.script` for every fault a step can inject). :func:`write_script` puts
   one in a file; ``model=f"scripted:{path}"`` plays it in process, without HTTP. :func:`call`
   is the step that calls one tool.
 - **The loopback fake server.** :func:`fake_llm_server` serves a script over the real Anthropic
@@ -36,8 +36,8 @@ from itertools import count
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentkeel.fakellm.script import Script
-from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.models.fake.script import Script
+from agentkeel.models.fake.server import FakeLLMServer
 
 if TYPE_CHECKING:
     from agentkeel import RunResult, Runtime

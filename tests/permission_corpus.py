@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.core.tools import Tool
-from agentkeel.permissions import Decision, PermissionEngine
-from agentkeel.permissions.bash import analyse
+from agentkeel.policy.permissions import Decision, PermissionEngine
+from agentkeel.policy.permissions.bash import analyse
 from agentkeel.tools import builtin_tools
 
 CORPUS = Path(__file__).parent / "corpus" / "permissions.json"

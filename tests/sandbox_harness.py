@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.core.tools import Services, ToolContext, ToolOutput
-from agentkeel.permissions import PermissionEngine
-from agentkeel.sandbox import Sandbox, parse_config, probe
+from agentkeel.policy.permissions import PermissionEngine
+from agentkeel.policy.sandbox import Sandbox, parse_config, probe
 from agentkeel.tools import builtin_tools
 from agentkeel.tools.shell import ShellState
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentkeel.fakellm.server import FakeLLMServer
+from agentkeel.models.fake.server import FakeLLMServer
 from kit import KEEL, wire_env
 
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentkeel.fakellm.server import FakeLLMServer
-from agentkeel.runtime import RuntimeOptions
+from agentkeel.app.runtime import RuntimeOptions
+from agentkeel.models.fake.server import FakeLLMServer
 from kit import wait_until_async
 
 FAKE_KEY = "sk-ant-test-not-a-real-key"

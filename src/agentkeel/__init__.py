@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, str] = {
     # running a session
-    "Runtime": "agentkeel.runtime",
-    "RuntimeOptions": "agentkeel.runtime",
-    "KeelError": "agentkeel.runtime",
+    "Runtime": "agentkeel.app.runtime",
+    "RuntimeOptions": "agentkeel.app.runtime",
+    "KeelError": "agentkeel.app.runtime",
     "RunResult": "agentkeel.core.loop",
     # extending the loop
     "Extension": "agentkeel.core.extensions",
@@ -75,12 +75,12 @@ _EXPORTS: dict[str, str] = {
     "ModelResponse": "agentkeel.core.provider",
     "ProviderError": "agentkeel.core.provider",
     # permissions, as a host answers them
-    "PermissionMode": "agentkeel.settings",
-    "PermissionDecision": "agentkeel.permissions",
-    "PermissionAnswer": "agentkeel.permissions",
+    "PermissionMode": "agentkeel.config.settings",
+    "PermissionDecision": "agentkeel.policy.permissions",
+    "PermissionAnswer": "agentkeel.policy.permissions",
     # sessions and trust, as a front end lists and opens them
     "keel_home": "agentkeel.session.store",
-    "TrustStore": "agentkeel.trust",
+    "TrustStore": "agentkeel.config.trust",
 }
 _RENAMED = {"PermissionDecision": "Decision", "PermissionAnswer": "Answer"}
 
@@ -156,6 +156,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from agentkeel.app.runtime import KeelError, Runtime, RuntimeOptions
+    from agentkeel.config.settings import PermissionMode
+    from agentkeel.config.trust import TrustStore
     from agentkeel.core.events import (
         AssistantMessage,
         CwdChanged,
@@ -200,9 +203,6 @@ if TYPE_CHECKING:
         Usage,
         replace,
     )
-    from agentkeel.permissions import Answer as PermissionAnswer
-    from agentkeel.permissions import Decision as PermissionDecision
-    from agentkeel.runtime import KeelError, Runtime, RuntimeOptions
+    from agentkeel.policy.permissions import Answer as PermissionAnswer
+    from agentkeel.policy.permissions import Decision as PermissionDecision
     from agentkeel.session.store import keel_home
-    from agentkeel.settings import PermissionMode
-    from agentkeel.trust import TrustStore

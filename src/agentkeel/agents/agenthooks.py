@@ -2,8 +2,8 @@
 
 The frontmatter holds settings-shaped hooks (``{"PreToolUse": [{"matcher": "Bash", "hooks":
 [...]}]}``). A ``Stop`` there becomes ``SubagentStop`` (the agent stopping is its subagent
-stop). They are built by the session's ``hooks`` built-in (through the built-ins registry, as a
-session's own hooks are: this module does not import the hooks package), bound to the child:
+stop). They are built by the session's ``hooks`` built-in (``DefinitionHooks``, a service the
+composition root provides: this module imports neither the hooks package nor the app), bound to the child:
 its transcript, its working directory, its bus. The result is an extension for the child
 (``agent-hooks``, before the permission gate as the session's hooks are) and the lifecycle
 point through which the spawner fires the agent's SubagentStop.
@@ -14,6 +14,7 @@ the folder is trusted (``keel trust``), as the project's own settings hooks are.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,14 @@ if TYPE_CHECKING:
     from agentkeel.core.events import EventBus
     from agentkeel.core.loop import Agent
     from agentkeel.core.provider import Provider
+
+
+class DefinitionHooks(msgspec.Struct, frozen=True):
+    """A session service the composition root provides: builds the session's ``hooks`` built-in
+    for a definition's own hooks, bound to the child. ``build(parent, hooks, **parts)`` returns
+    (the extension or None, its notices), or (None, None) when the session has no hooks built-in."""
+
+    build: Callable[..., tuple[Extension | None, list[str] | None]]
 
 
 class AgentHooks(msgspec.Struct):
@@ -72,34 +81,28 @@ def agent_hooks(
         return AgentHooks()
     if not _runs_here(agent, parent.context.cwd, trusted):
         return AgentHooks(notes=[f"agent {agent.name}: its hooks are inert in an untrusted folder (`keel trust`)"])
-    from agentkeel.extensions.builtins import BUILTINS, SessionParts
-    from agentkeel.permissions import PermissionGate
-
-    gate = next((e.before_tool for e in parent.ext if e.name == "permission-gate"), None)
-    builtin = next((b for b in BUILTINS if b.name == "hooks"), None)
-    if not isinstance(gate, PermissionGate) or builtin is None:
+    make = parent.services.find(DefinitionHooks)
+    if make is None:
         return AgentHooks(notes=[f"agent {agent.name}: hooks are not available in this session; its hooks are off"])
     hooks = {("SubagentStop" if event == "Stop" else event): groups for event, groups in agent.hooks.items()}
     services = Services()  # the agent's own lifecycle point lands here, not in the child's services
-    parts = SessionParts(
+    built, notices = make.build(
+        parent,
+        hooks,
         bus=bus,
-        engine=gate.engine,
-        # PermissionRequest hooks of a definition are not wired into the session's gate: a copy takes them
-        gate=replace(gate, request_hooks=[]),
-        spill_dir=scratch,
+        scratch=scratch,
         provider=provider,
         model=model,
-        sdk_hooks=hooks,
-        session_id=agent_id,
-        transcript_path=transcript,
-        cwd=workdir,
+        agent_id=agent_id,
+        transcript=transcript,
+        workdir=workdir,
         env=env,
         services=services,
-        source="startup",
     )
+    if built is None and notices is None:
+        return AgentHooks(notes=[f"agent {agent.name}: hooks are not available in this session; its hooks are off"])
     source = str(agent.path) if agent.path is not None else f"agent {agent.name}"
-    built = builtin.factory(parts)
-    notes = [n.replace("sdk: ", f"{source}: ", 1) for n in parts.notices]
+    notes = [n.replace("sdk: ", f"{source}: ", 1) for n in notices or []]
     if built is None:
         return AgentHooks(notes=notes)
     extension = replace(built, name="agent-hooks")

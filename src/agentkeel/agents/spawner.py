@@ -140,8 +140,8 @@ class SubagentSpawner:
         if not agent.model:
             return parent.provider, parent.config.model, ""
         try:
-            from agentkeel.providers.catalog import resolve_model
-            from agentkeel.providers.factory import make_provider
+            from agentkeel.models.catalog import resolve_model
+            from agentkeel.models.factory import make_provider
 
             info = resolve_model(agent.model, self.env)
             provider = self.providers.get(info.provider)
@@ -203,7 +203,7 @@ class SubagentSpawner:
         system_extra: str = "",
     ) -> tuple[Agent, Any, list[str], AgentHooks]:
         """(child agent, its transcript writer, notices, the definition's own hooks)."""
-        from agentkeel.extensions.builtins import session_bus
+        from agentkeel.policy.redaction import session_bus
         from agentkeel.session.store import SessionWriter
 
         parent = self.parent

@@ -64,7 +64,7 @@ async def repo_root(cwd: Path) -> Path:
 
 
 async def _exclude(root: Path) -> None:
-    from agentkeel.settings.localfiles import ignore_local_files
+    from agentkeel.config.localfiles import ignore_local_files
 
     ignore_local_files(root / WORKTREE_DIR)  # .keel/.gitignore, for the other local files keel writes there
     _, common = await Git(root).run("rev-parse", "--git-common-dir")

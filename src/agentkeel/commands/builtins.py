@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 
 from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry, CommandTable
+from agentkeel.config.settings import LoadedSettings
+from agentkeel.config.trust import TrustState
 from agentkeel.core.handle import SessionHandle
 from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
-from agentkeel.permissions import PermissionEngine
-from agentkeel.providers.catalog import ModelConfigError, ModelInfo, resolve_model
-from agentkeel.settings import LoadedSettings
-from agentkeel.trust import TrustState
+from agentkeel.models.catalog import ModelConfigError, ModelInfo, resolve_model
+from agentkeel.policy.permissions import PermissionEngine
 
 BUILTIN = CommandTable()  # every built-in command, in /help's order within its kind
 
@@ -264,7 +264,7 @@ BUILTIN.elsewhere("cost", "agentkeel.context.commands:cost", "Show the session's
 BUILTIN.elsewhere("memory", "agentkeel.context.commands:memory", "Show or edit memory and instruction files")
 BUILTIN.elsewhere(
     "sandbox",
-    "agentkeel.cli.sandbox:slash",
+    "agentkeel.ui.cli.sandbox:slash",
     "Show the Bash sandbox's status; turn sandbox mode on or off for this session",
     "[on|off]",
 )
@@ -279,7 +279,7 @@ BUILTIN.elsewhere(
 )
 BUILTIN.elsewhere(
     "mcp",
-    "agentkeel.mcpclient.command:mcp",
+    "agentkeel.mcp.command:mcp",
     "Show the MCP servers; reconnect, enable or disable one",
     "[reconnect|enable|disable <server>]",
 )

@@ -17,7 +17,7 @@ from agentkeel.session.history import RewindConflict, RewindError, RewindMode, f
 from agentkeel.session.index import home_of
 
 if TYPE_CHECKING:
-    from agentkeel.runtime import Runtime
+    from agentkeel.core.handle import SessionHandle as Runtime
 
 MODES = ("both", "code", "conversation")
 

@@ -14,7 +14,7 @@ from agentkeel.core.loop import RunResult
 from agentkeel.core.types import Usage
 
 if TYPE_CHECKING:
-    from agentkeel.runtime import Runtime
+    from agentkeel.core.handle import SessionHandle as Runtime
 
 
 async def route_line(rt: Runtime, line: str, *, interactive: bool = False) -> Routed:
@@ -29,7 +29,7 @@ async def route_line(rt: Runtime, line: str, *, interactive: bool = False) -> Ro
 def sync_mcp_prompts(rt: Runtime, registry: CommandRegistry) -> None:
     """The connected MCP servers' prompts as ``/mcp__<server>__<prompt>`` commands (servers connect
     after start-up and may come and go, so this runs before a line that names one is routed)."""
-    from agentkeel.mcpclient.command import prompt_commands
+    from agentkeel.mcp.command import prompt_commands
 
     for name in [c.name for c in registry if c.kind == "mcp"]:
         registry.unregister(name)

@@ -27,7 +27,7 @@ from agentkeel.internal import frontmatter
 from agentkeel.internal.env import KeelEnv
 from agentkeel.internal.git import find_root
 from agentkeel.internal.globs import Globs
-from agentkeel.redact import redact
+from agentkeel.policy.redact import redact
 
 DIR_NAMES = ("AGENTS.md", "CLAUDE.md", "KEEL.md", ".claude/CLAUDE.md")
 LOCAL_NAMES = ("AGENTS.local.md", "CLAUDE.local.md", "KEEL.local.md")

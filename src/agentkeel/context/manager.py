@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from agentkeel.config.settings import ContextSettings
 from agentkeel.context.builder import PromptBuilder
 from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, Plan, compact
 from agentkeel.context.instructions import ImportPolicy, InstructionFile, Instructions, render
@@ -30,7 +31,6 @@ from agentkeel.core.provider import ModelRequest, ModelResponse, PromptTooLongEr
 from agentkeel.core.tools import Services, ToolOutput
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import Compaction
-from agentkeel.settings import ContextSettings
 from agentkeel.tools import effects_of
 
 log = logging.getLogger("agentkeel.context")

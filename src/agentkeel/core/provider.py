@@ -95,7 +95,7 @@ class PromptTooLongError(ProviderError):
 
 
 class Provider(Protocol):
-    """Streams one model response. Implementations live in :mod:`agentkeel.providers`."""
+    """Streams one model response. Implementations live in :mod:`agentkeel.models`."""
 
     name: str
 

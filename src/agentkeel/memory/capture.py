@@ -30,13 +30,13 @@ from agentkeel.core.events import (
     UserMessage,
 )
 from agentkeel.core.types import TextBlock, ToolResultBlock, ToolUseBlock
+from agentkeel.internal.private import private_dir, private_file
 from agentkeel.memory.health import MemoryDamaged, damaged, first_line, is_corruption, quick_check
 from agentkeel.memory.lock import hold
 from agentkeel.memory.model import Record, new_record_id, now_iso
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sqlite_lib import sqlite3
 from agentkeel.memory.store import MemoryStore
-from agentkeel.session.private import private_dir, private_file
 from agentkeel.tools.views import UNCAPTURED
 from agentkeel.tools.views import not_run as not_run  # re-exported: memory's hook bridge records calls with them
 from agentkeel.tools.views import observe as observe

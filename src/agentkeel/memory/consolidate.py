@@ -353,7 +353,7 @@ def _replace_text(path: Path, text: str) -> None:
     a symbolic link stays a link (its target is written) and an existing file keeps its mode."""
     import os
 
-    from agentkeel.settings.localfiles import ignore_local_files
+    from agentkeel.config.localfiles import ignore_local_files
 
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ denied calls as not run) and the answers; ``close`` writes the summary and lesso
 outbox; ``tools`` are MemorySearch, MemoryTimeline and MemoryGet. Nothing is decoded back from a
 Claude Code hook payload.
 
-Configured by the ``memory`` settings key (validated as ``agentkeel.settings.MemorySettings``)::
+Configured by the ``memory`` settings key (validated as ``agentkeel.config.settings.MemorySettings``)::
 
     "memory": {"enabled": true, "store": "~/.keel/memory/memory.db" | "postgresql://...",
                "embedder": "auto" | "none" | "minilm" | "openai:<model>", "project": "<override>",
@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from agentkeel.config.settings import MemorySettings
 from agentkeel.core.events import Event, EventBus, Notice, RunFinished, SessionEnded, UserMessage
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict
 from agentkeel.core.provider import Provider
@@ -45,7 +46,6 @@ from agentkeel.internal.env import KeelEnv
 from agentkeel.memory.health import MemoryDamaged
 from agentkeel.memory.model import Entry, estimate_tokens, new_record_id, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
-from agentkeel.settings import MemorySettings
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from agentkeel.internal.private import private_dir, private_file
 from agentkeel.memory.backends import refuse_other_embedder
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.health import (
@@ -45,7 +46,6 @@ from agentkeel.memory.sql import (
 from agentkeel.memory.sqlite_lib import sqlite3
 from agentkeel.memory.store import StoreBase
 from agentkeel.memory.vector_cache import VectorCache
-from agentkeel.session.private import private_dir, private_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (

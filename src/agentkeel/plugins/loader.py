@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from agentkeel.settings import SettingsLayer
+    from agentkeel.config.settings import SettingsLayer
 
 
 class Plugin(msgspec.Struct, frozen=True):

@@ -1,7 +1,7 @@
 """Claude Code's stream-json protocol, sans-IO: events -> JSON lines, JSON lines -> inputs.
 
 Shared by ``keel -p --output-format stream-json``, ``--input-format stream-json`` (with the
-control protocol of :mod:`agentkeel.protocol.control`) and :mod:`agentkeel.sdk`. No sockets, no
+control protocol of :mod:`agentkeel.protocol.control`) and :mod:`agentkeel.ui.sdk`. No sockets, no
 stdout: callers write the dicts these functions return. The shapes are Claude Code's (pinned
 against a capture of the real CLI in tests/data/claude_code_stream_json.jsonl).
 """

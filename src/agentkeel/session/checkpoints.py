@@ -35,11 +35,10 @@ import msgspec
 
 from agentkeel.core.events import Event, Notice, RequestStarted, RunFinished, SessionEnded
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
-from agentkeel.core.tools import Effects, ToolOutput
+from agentkeel.core.tools import NO_EFFECTS, Effects, ToolOutput
 from agentkeel.session.events import Checkpoint
 from agentkeel.session.objects import UNKNOWN, ObjectStore, StoreError, current
 from agentkeel.session.tree import MAX_TREE_BYTES, MAX_TREE_FILES, TreeState
-from agentkeel.tools import effects_of
 
 if TYPE_CHECKING:
     from agentkeel.session.index import SessionIndex
@@ -230,16 +229,11 @@ class CheckpointRecorder:
 
 def _effects(call: ToolCall) -> Effects:
     """What the call does, as its tool declares (a built-in's declaration when the call has no tool)."""
-    return call.tool.effects if call.tool is not None else effects_of(call.name)
+    return call.tool.effects if call.tool is not None else NO_EFFECTS  # a call with no tool never runs
 
 
 def _targets(call: ToolCall, cwd: Path) -> list[Path]:
     """The paths the call writes, resolved against the session's working directory (``Tool.paths``)."""
     raw: dict[str, Any] = {k: v for k, v in call.input.items() if isinstance(v, str) and v.strip() and "\x00" not in v}
-    if call.tool is not None:
-        paths = call.tool.paths(raw, call.cwd or cwd)
-    else:
-        base = call.cwd or cwd
-        paths = [Path(raw[f]).expanduser() for f in effects_of(call.name).path_fields if f in raw]
-        paths = [p if p.is_absolute() else base / p for p in paths]
+    paths = call.tool.paths(raw, call.cwd or cwd) if call.tool is not None else []  # no tool: it never runs
     return [Path(os.path.normpath(p)) for p in paths]

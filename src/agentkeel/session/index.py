@@ -30,9 +30,9 @@ from agentkeel.core.events import (
     UserMessage,
 )
 from agentkeel.core.types import TextBlock
+from agentkeel.internal.private import private_dir, private_file
 from agentkeel.session.events import RewindMarker, SessionForked
 from agentkeel.session.load import LoadReport, parse_lines
-from agentkeel.session.private import private_dir, private_file
 from agentkeel.session.store import encode_project
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from agentkeel.session.private import FILE_MODE, private_dir
+from agentkeel.internal.private import FILE_MODE, private_dir
 
 FOLDER = "open-rewinds"
 

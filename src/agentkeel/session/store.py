@@ -19,7 +19,7 @@ from typing import Any
 
 from agentkeel.core.events import Event, OpaqueEvent, event_data
 from agentkeel.internal.home import keel_home as keel_home
-from agentkeel.session.private import private_dir
+from agentkeel.internal.private import private_dir
 
 
 def encode_project(path: Path) -> str:

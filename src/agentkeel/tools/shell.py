@@ -31,7 +31,7 @@ from agentkeel.tools.procs import describe, sweep_steps, tagged
 from agentkeel.tools.shellrun import Capture, ShellRun, Watchdog
 
 if TYPE_CHECKING:
-    from agentkeel.sandbox.service import Sandbox
+    from agentkeel.policy.sandbox.service import Sandbox
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -156,7 +156,7 @@ class ShellState:
         self, ctx: ToolContext, command: str, cwd_file: Path | None, sandbox: Sandbox | None = None
     ) -> ShellRun:
         """Start ``command``; with ``cwd_file``, the shell writes the call's number and its final
-        directory there (``read_cwd``). With ``sandbox``, it runs inside it (``agentkeel.sandbox``)."""
+        directory there (``read_cwd``). With ``sandbox``, it runs inside it (``agentkeel.policy.sandbox``)."""
         self.watchdog.ensure()  # before the first shell: keel may die while it starts
         self._calls += 1
         cwd = shell_cwd(ctx)
@@ -249,7 +249,7 @@ def shell_cwd(ctx: ToolContext) -> Path:
 def _sandbox_for(ctx: ToolContext, args: BashInput) -> Sandbox | None:
     """The session's sandbox when this command runs in it: not when settings turned it off, the
     command is in ``sandbox.excludedCommands``, or it asked to run outside where that is allowed."""
-    service = sys.modules.get("agentkeel.sandbox.service")
+    service = sys.modules.get("agentkeel.policy.sandbox.service")
     if service is None:  # no session of this process made a sandbox: the package was never loaded
         return None
     sandbox: Sandbox | None = ctx.services.find(service.Sandbox)

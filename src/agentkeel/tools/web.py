@@ -97,7 +97,7 @@ async def _fetch(args: WebFetchInput, ctx: ToolContext) -> ToolOutput:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ToolError(f"not a fetchable URL: {url!r} (use http:// or https://)")
-    from agentkeel.providers._http import import_httpx, without_unused
+    from agentkeel.models._http import import_httpx, without_unused
 
     httpx = import_httpx()  # without its CLI (and trio in keel's own process): providers/_http.py
     with without_unused():

@@ -36,7 +36,7 @@ _NEW = os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOF
 
 
 def pending_dir(env: dict[str, str] | None = None) -> Path:
-    from agentkeel.session.store import keel_home
+    from agentkeel.internal.home import keel_home
 
     return keel_home(env) / "tmp" / "pending"
 

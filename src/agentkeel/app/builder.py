@@ -1,0 +1,602 @@
+"""The composition root: one session builder in small named steps, and the profiles that choose
+a session's built-ins (extensions/builtins.py: main, subagent, hook agent, batch task).
+
+``build`` is the one assembly of a session: settings -> model -> provider -> session log ->
+permissions -> bus (redacting, logging) -> services -> built-ins (by profile) -> context -> tools -> Agent -> agents,
+skills and commands. ``Runtime.create`` wraps what it returns; a subagent's session is built by
+its spawner from the parent's parts through the subagent profile, an agent hook's by the hooks
+built-in through the hook-agent profile. The core depends on none of this.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from agentkeel.agents.agenthooks import DefinitionHooks
+from agentkeel.app.assembly import KeelError, fallback_model_id, forked, model_name, sandbox_for, writable
+from agentkeel.app.extensions import (
+    MAIN,
+    PROFILES,
+    REQUEST_VALIDATORS,
+    SUBAGENT,
+    SessionParts,
+    default_extensions,
+    definition_hooks,
+    enabled,
+    not_shared,
+)
+from agentkeel.config.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
+from agentkeel.config.trust import TrustState, TrustStore
+from agentkeel.context.instructions import ImportPolicy
+from agentkeel.context.manager import ContextManager
+from agentkeel.core.events import EventBus, Notice
+from agentkeel.core.extensions import Extension, Extensions
+from agentkeel.core.loop import Agent, LoopConfig
+from agentkeel.core.provider import Provider
+from agentkeel.core.retry import RetryPolicy
+from agentkeel.core.tools import Services, ToolContext, ToolRegistry
+from agentkeel.hooks.config import plugin_roots
+from agentkeel.internal import lazy as _lazy
+from agentkeel.mcp import McpSetup, mcp_extension
+from agentkeel.models.catalog import ModelConfigError, ModelInfo, resolve_model
+from agentkeel.policy.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
+from agentkeel.policy.redaction import session_bus
+from agentkeel.policy.safety import AskRepeat
+from agentkeel.session.checkpoints import CheckpointRecorder
+from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
+from agentkeel.tools import builtin_tools
+
+if TYPE_CHECKING:
+    from agentkeel.agents.setup import Definitions
+    from agentkeel.memory.plugin import MemoryPlugin
+    from agentkeel.session.load import LoadedSession  # session.load: only to resume (-r, -c)
+
+log = logging.getLogger(__name__)
+
+# What the first tool call needs and the first request does not: imported on a thread while the
+# first request waits for the model (agentkeel.internal.lazy), so a real model's answer time hides it.
+FIRST_CALL_MODULES = (
+    "agentkeel.policy.permissions.shellpolicy",  # the permission engine's shell analysis
+    "agentkeel.policy.permissions.targets",
+    "agentkeel.policy.permissions.trees",
+    "tree_sitter",
+    "tree_sitter_bash",
+    "agentkeel.core.inputs",  # keel's tool inputs
+    "agentkeel.tools.shell",  # Bash
+    "concurrent.futures.thread",  # asyncio.to_thread's pool (the first checkpoint's git calls)
+)
+
+
+def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
+    try:
+        return int(env[name])
+    except (KeyError, ValueError):
+        return default
+
+
+def _max_tokens(info: ModelInfo, configured: int | None, thinking: int | None) -> int:
+    wanted = configured or 16384
+    if thinking:
+        wanted = max(wanted, thinking + 4096)  # the thinking budget must fit inside max_tokens
+    return min(info.max_output, wanted)
+
+
+def _memory_plugin(
+    settings: Settings, cwd: Path, home_dir: Path, session_id: str, window: int, warnings: list[str]
+) -> MemoryPlugin | None:
+    """Memory for this session, or None when disabled or broken: memory fails open, and says so."""
+    from agentkeel.config.settings import MemorySettings
+    from agentkeel.memory.plugin import MemoryPlugin
+
+    config = settings.memory or MemorySettings()
+    if not config.enabled:
+        return None
+    try:
+        plugin = MemoryPlugin(config, cwd=cwd, keel_home=home_dir, session_id=session_id, window_tokens=window)
+        plugin.outbox.resume()
+        return plugin
+    except Exception as exc:
+        log.warning("memory disabled for this session: %s", exc, exc_info=True)
+        warnings.append(f"memory is off for this session: {exc} (see `keel mem check`)")
+        return None
+
+
+def _retrust(store: TrustStore, cwd: Path) -> None:
+    store.trust(cwd)  # keel itself changed .keel/settings.local.json; that is no reason to ask again
+
+
+def import_refusal(engine: PermissionEngine) -> Callable[[Path], str | None]:
+    """Why an instruction file's ``@import`` may not be read into the prompt: the Read deny rules,
+    and the credential stores (the one list the sandbox hides and the engine asks about)."""
+    from agentkeel.policy.permissions.paths import credential_store
+
+    def refuse(path: Path) -> str | None:
+        if engine.read_denied(path):
+            return "a Read deny rule covers it"
+        store = credential_store(str(path), engine.home, engine.keel_home)
+        return f"{store} is a credential store" if store else None
+
+    return refuse
+
+
+def project_trust(cwd: Path, home_dir: Path, override: bool | None = None) -> TrustState:
+    state = TrustStore(home_dir).state(cwd)
+    if override is True and not state.trusted:
+        return TrustState(state.folder, "trusted", state.files)
+    if override is False and state.status != "nothing-to-trust":
+        return TrustState(state.folder, "untrusted", state.files)
+    return state
+
+
+SOURCES = frozenset({"user", "project", "local"})  # the settings files --setting-sources chooses from
+
+
+def read_settings(
+    cwd: Path,
+    home: Path,
+    home_dir: Path,
+    extra: list[Path],
+    env: Mapping[str, str],
+    *,
+    trusted: bool,
+    sources: frozenset[str] | None = None,
+) -> LoadedSettings:
+    """``sources``: which settings files to read (``--setting-sources``); --settings files and
+    managed settings are always read."""
+    include: frozenset[Any] = frozenset({"cli", "managed", *(sources if sources is not None else SOURCES)})
+    managed = Path(env.get("KEEL_MANAGED_SETTINGS", "/etc/keel/managed-settings.json"))
+    try:
+        return load_settings(
+            cwd,
+            home=home,
+            keel_home=home_dir,
+            extra_files=extra,
+            managed=managed if managed.is_file() else None,
+            include=include,
+            trusted_project=trusted,
+        )
+    except SettingsError as e:
+        raise KeelError(f"invalid settings: {e}") from None
+
+
+class RuntimeOptions(msgspec.Struct):
+    cwd: Path
+    model: str | None = None
+    permission_mode: PermissionMode | None = None
+    allowed_tools: list[str] = msgspec.field(default_factory=list)
+    disallowed_tools: list[str] = msgspec.field(default_factory=list)
+    max_turns: int | None = None
+    max_budget_usd: float | None = None
+    append_system_prompt: str | None = None
+    add_dirs: list[Path] = msgspec.field(default_factory=list)
+    continue_session: bool = False
+    resume: str | None = None
+    settings_files: list[Path] = msgspec.field(default_factory=list)
+    env: Mapping[str, str] = msgspec.field(default_factory=lambda: dict(os.environ))
+    home: Path = msgspec.field(default_factory=Path.home)
+    ask: AskFn | None = None  # the host callback (the SDK's can_use_tool, or the TTY prompt)
+    ask_repeat: AskRepeat | None = None  # "the same call again: go on?"
+    permission_hooks: list[RequestHook] = msgspec.field(default_factory=list)  # the PermissionRequest extension point
+    channel: str = "headless"  # interactive | headless | sdk | subagent: selects permissions.channels rules
+    trust_project: bool | None = None  # None: as recorded by `keel trust`
+    # added after the built-ins (before the request validators, which check what every transform made)
+    extensions: list[Extension] = msgspec.field(default_factory=list)
+    services: dict[type[Any], Any] = msgspec.field(default_factory=dict)  # provided per-session services (Services.put)
+    start_timeout_s: float = 30.0  # each extension's start() (MCP connects, SessionStart work)
+    # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
+    # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
+    hooks: dict[str, Any] = msgspec.field(default_factory=dict)
+    fallback_model: str | None = None  # the model-fallback built-in's model (else settings.fallbackModel)
+    system_prompt: str | None = None  # replaces keel's system prompt (--system-prompt); append still applies
+    session_id: str | None = None  # the new session's id (--session-id); default a fresh uuid4
+    plugin_dirs: tuple[Path, ...] = ()  # --plugin-dir: hooks/hooks.json, commands, agents, skills (this session)
+    mcp_config: list[str] = msgspec.field(
+        default_factory=list
+    )  # --mcp-config values (a file or JSON), SDK servers removed
+    strict_mcp_config: bool = False  # --strict-mcp-config: only the servers of mcp_config
+    skip_project_mcp: bool = False  # start no server of .mcp.json (its approvals could not be saved)
+    fork_session: bool = False  # with resume/continue: go on in a copy under a new id (--fork-session)
+    # subagent types given in code, as the Agent SDK's ``agents``: {"name": {"description", "prompt", "tools", "model"}}
+    agents: dict[str, Any] = msgspec.field(default_factory=dict)
+    setting_sources: frozenset[str] | None = None  # --setting-sources: user/project/local (None: all three)
+    skills: list[str] | None = None  # the Agent SDK's skill allowlist: only these skills are offered (None: all)
+    profile: str = MAIN  # which built-ins (extensions/builtins.PROFILES): main, or batch-task for `keel batch`
+
+
+# --- the steps ---------------------------------------------------------------------------
+
+
+class Place(msgspec.Struct):
+    """Where the session runs and what configures it."""
+
+    cwd: Path
+    env: dict[str, str]  # the process environment with the settings' ``env`` under it
+    home_dir: Path  # KEEL_HOME
+    sessions: Path  # the project's session folder
+    trust: TrustState
+    loaded: LoadedSettings
+
+    @property
+    def settings(self) -> Settings:
+        return self.loaded.settings
+
+
+def locate(opts: RuntimeOptions) -> Place:
+    """The working directory, KEEL_HOME, the folder's trust and the settings it reads."""
+    cwd = opts.cwd.resolve()
+    env = dict(opts.env)
+    home_dir = keel_home(env)
+    sessions = project_dir(home_dir, cwd)
+    writable(home_dir, sessions)
+    trust = project_trust(cwd, home_dir, opts.trust_project)
+    loaded = read_settings(
+        cwd, opts.home, home_dir, opts.settings_files, env, trusted=trust.trusted, sources=opts.setting_sources
+    )
+    settings = loaded.settings
+    env = {**settings.env, **env} if settings.env else env
+    return Place(cwd, env, home_dir, sessions, trust, loaded)
+
+
+def choose_model(opts: RuntimeOptions, place: Place) -> tuple[ModelInfo, Provider]:
+    try:
+        info = resolve_model(model_name(opts.model, place.loaded, place.env, place.trust), place.env)
+        from agentkeel.models.factory import make_provider
+
+        transport = place.settings.provider.transport if place.settings.provider else None
+        return info, make_provider(info, place.env, transport=transport)
+    except ModelConfigError as e:
+        raise KeelError(str(e)) from None
+
+
+class Log(msgspec.Struct):
+    """The session's transcript: its file, held under a lock, and what it held when resumed."""
+
+    path: Path
+    prior: bool  # resumed (-r, -c)
+    lock: SessionLock
+    writer: SessionWriter
+    resumed: LoadedSession | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.path.stem
+
+
+def open_log(place: Place, opts: RuntimeOptions) -> Log:
+    path, prior = pick_session(place.sessions, opts)
+    lock = SessionLock(path)
+    try:
+        lock.acquire()
+    except SessionLocked as e:
+        raise KeelError(str(e)) from None
+    except OSError as e:
+        raise KeelError(f"cannot lock session {path}: {e.strerror or e}") from None
+    try:
+        resumed = None
+        if prior:  # session.load: only to resume (-r, -c)
+            from agentkeel.session.load import load_session
+
+            resumed = load_session(path)
+        writer = SessionWriter(path, path.stem, parent_uuid=resumed.last_uuid if resumed else None)
+    except OSError as e:
+        lock.release()
+        raise KeelError(f"cannot use session file {path}: {e.strerror or e}") from None
+    return Log(path, prior, lock, writer, resumed)
+
+
+def permissions(place: Place, opts: RuntimeOptions) -> PermissionEngine:
+    engine = build_engine(
+        place.loaded,
+        cwd=place.cwd,
+        mode=opts.permission_mode,
+        allowed_tools=opts.allowed_tools,
+        disallowed_tools=opts.disallowed_tools,
+        add_dirs=opts.add_dirs,
+        home=opts.home,
+        keel_home=place.home_dir,
+        channel=opts.channel,
+    )
+    place.loaded.warnings.extend(engine.warnings)
+    return engine
+
+
+def permission_gate(place: Place, opts: RuntimeOptions, engine: PermissionEngine, bus: EventBus) -> PermissionGate:
+    store = TrustStore(place.home_dir)
+    return PermissionGate(
+        engine,
+        bus.emit,
+        ask=opts.ask,
+        request_hooks=list(opts.permission_hooks),  # the hooks built-in appends; never to the caller's list
+        project_settings=place.cwd / ".keel" / "settings.local.json",
+        # keel wrote that file itself: it must not cost the user their trust
+        on_project_rule=(lambda: _retrust(store, place.cwd)) if place.trust.trusted else None,
+    )
+
+
+def session_services(
+    opts: RuntimeOptions, place: Place, info: ModelInfo, engine: PermissionEngine, gate: PermissionGate, sandbox: Any
+) -> Services:
+    services = Services()
+    for kind, item in opts.services.items():
+        services.put(kind, item)
+    services.put(PermissionGate, gate)  # /sandbox on asks about new hosts through it too
+    # what slash commands and front ends know of the session besides its Agent (core.handle)
+    services.put(PermissionEngine, engine)
+    services.put(LoadedSettings, place.loaded)
+    services.put(ModelInfo, info)
+    services.put(TrustState, place.trust)
+    services.put(DefinitionHooks, DefinitionHooks(definition_hooks))  # an agent definition's own hooks
+    if sandbox is not None:
+        services.put(type(sandbox), sandbox)
+        sandbox.asker = gate  # a new host a sandboxed command reaches is asked about through the gate
+    return services
+
+
+def context_manager(
+    opts: RuntimeOptions,
+    place: Place,
+    info: ModelInfo,
+    provider: Provider,
+    engine: PermissionEngine,
+    services: Services,
+    add_dirs: tuple[Path, ...],
+    max_tokens: int,
+    bus: EventBus,
+    memory: MemoryPlugin | None,
+    log_: Log,
+) -> ContextManager:
+    mgr = ContextManager.create(
+        provider=provider,
+        model=info.model,
+        qualified_model=info.qualified,
+        context_window=info.context_window,
+        max_tokens=max_tokens,
+        settings=place.settings.context,
+        output_style=place.settings.outputStyle,
+        cwd=place.cwd,
+        home=opts.home,
+        keel_home=place.home_dir,
+        env=place.env,
+        services=services,
+        additional_dirs=add_dirs,
+        append=opts.append_system_prompt,
+        imports=ImportPolicy(trusted=place.trust.status == "trusted", refuse=import_refusal(engine)),
+    )
+    # ContextManager.create takes neither yet (context/manager.py): the two are set once, here
+    mgr.emit = bus.emit
+    mgr.memory_context = memory.prompt_context if memory is not None else None
+    if log_.resumed:
+        mgr.replay(log_.resumed.events)
+    place.loaded.warnings.extend(mgr.warnings())
+    return mgr
+
+
+def mcp_servers(opts: RuntimeOptions, place: Place, services: Services, bus: EventBus) -> Extension | None:
+    return mcp_extension(
+        McpSetup(
+            cwd=place.cwd,
+            home=opts.home,
+            keel_home=place.home_dir,
+            env=place.env,
+            trusted=place.trust.trusted,
+            layers=[(str(layer.path), layer.scope, layer.data) for layer in place.loaded.layers],
+            cli=list(opts.mcp_config),
+            strict=opts.strict_mcp_config,
+            project=not opts.skip_project_mcp,
+            plugins=plugin_roots(opts.plugin_dirs, place.loaded.layers),
+            services=services,
+            warn=place.loaded.warnings.append,
+            notify=lambda message: bus.emit(Notice(level="warning", message=message)),
+        )
+    )
+
+
+def extension_chain(builtins: list[Extension], later: list[Extension], bus: EventBus) -> Extensions:
+    """The built-ins in the registry's order, then MCP, the SDK's extensions and the context point
+    (before the request validators, which check what every transform made); each extension's
+    subscribers on the bus."""
+    ext = Extensions()
+    for item in builtins:
+        ext.add(item)
+    last = next((n for n in REQUEST_VALIDATORS if ext.get(n) is not None), None)
+    for item in later:
+        ext.add(item, before=last)
+    for item in ext:
+        for subscriber in item.subscribers:
+            bus.subscribe(subscriber)
+    return ext
+
+
+def tool_registry(ext: Extensions, services: Services, found: Definitions) -> ToolRegistry:
+    """keel's tools, the extensions' (memory), then the definitions' (Task, Agent, Skill)."""
+    tools = ToolRegistry(builtin_tools())
+    services.put(ToolRegistry, tools)  # extensions whose tools arrive later (MCP servers) add them here
+    for item in ext:
+        for tool in item.tools:
+            tools.register(tool)
+    for tool in found.tools:
+        tools.register(tool)
+    return tools
+
+
+class Built(msgspec.Struct):
+    """A built session: what the Runtime holds."""
+
+    agent: Agent
+    log: Log
+    place: Place
+    model: ModelInfo
+    engine: PermissionEngine
+    memory: MemoryPlugin | None = None
+
+
+def build(opts: RuntimeOptions) -> Built:
+    """Assemble one session, in order. ``opts.profile`` chooses the built-ins."""
+    if opts.profile not in PROFILES:
+        raise KeelError(f"no session profile {opts.profile!r} (known: {', '.join(PROFILES)})")
+    place = locate(opts)
+    settings = place.settings
+    info, provider = choose_model(opts, place)
+    log_ = open_log(place, opts)
+    session_id = log_.session_id
+    engine = permissions(place, opts)
+    _lazy.warm_later(*FIRST_CALL_MODULES)
+    add_dirs = tuple(Path(d) for d in engine.additional_dirs)
+    try:
+        sandbox = sandbox_for(settings, place.cwd, opts.home, place.home_dir, add_dirs, engine, place.loaded.warnings)
+    except KeelError:
+        log_.lock.release()
+        raise
+    bus = session_bus(log_.writer)
+    gate = permission_gate(place, opts, engine, bus)
+    memory = _memory_plugin(settings, place.cwd, place.home_dir, session_id, info.context_window, place.loaded.warnings)
+    tool_env = dict(settings.env)  # Bash's extra environment; SessionStart hooks may add to it
+    services = session_services(opts, place, info, engine, gate, sandbox)
+    spill_dir = place.sessions / session_id / "tool-results"
+    parts = SessionParts(
+        bus=bus,
+        engine=engine,
+        gate=gate,
+        spill_dir=spill_dir,
+        provider=provider,
+        model=info.model,
+        ask_repeat=opts.ask_repeat,
+        memory=memory,
+        layers=place.loaded.layers,
+        sdk_hooks=opts.hooks,
+        session_id=session_id,
+        transcript_path=log_.path,
+        cwd=place.cwd,
+        env=place.env,
+        tool_env=tool_env,
+        services=services,
+        home=opts.home,
+        source="resume" if log_.prior else "startup",
+        plugin_dirs=tuple(opts.plugin_dirs),
+        trusted=place.trust.trusted,
+        reliability=settings.reliability,
+        context_window=info.context_window,
+        fallback_model=fallback_model_id(
+            opts.fallback_model or settings.fallbackModel, info, place.env, place.loaded.warnings
+        ),
+    )
+    builtins, warnings = default_extensions(parts, settings.disabled_hooks, opts.profile)
+    place.loaded.warnings.extend(warnings + parts.notices)
+    thinking = _int_env(place.env, "MAX_THINKING_TOKENS", 0) or None  # Claude Code's variable
+    max_tokens = _max_tokens(info, settings.maxTokens, thinking)
+    context_mgr = context_manager(
+        opts, place, info, provider, engine, services, add_dirs, max_tokens, bus, memory, log_
+    )
+    mcp = mcp_servers(opts, place, services, bus)
+    recorder = services.put(CheckpointRecorder, CheckpointRecorder(log_.path, place.cwd, bus.emit))  # for /rewind
+    later = [*([mcp] if mcp is not None else []), *opts.extensions, context_mgr.extension(), recorder.extension()]
+    ext = extension_chain(builtins, later, bus)
+    config = LoopConfig(
+        model=info.model,
+        system=context_mgr.system_prompt()
+        if opts.system_prompt is None
+        else "\n\n".join(p for p in (opts.system_prompt, opts.append_system_prompt) if p),
+        max_tokens=max_tokens,
+        thinking_budget=thinking,
+        max_turns=opts.max_turns,
+        max_budget_usd=opts.max_budget_usd,
+        cost=info.prices.cost,
+        retry=RetryPolicy(max_retries=_int_env(place.env, "KEEL_MAX_RETRIES", 4)),
+    )
+    if opts.system_prompt is None:  # --system-prompt replaces keel's prompt for the whole session
+        context_mgr.loop_config = config  # the context manager keeps its system prompt current
+    context = ToolContext(
+        cwd=place.cwd,
+        session_id=session_id,
+        services=services,
+        emit=bus.emit,
+        additional_dirs=add_dirs,
+        env=tool_env,
+        scratch_dir=spill_dir,
+        hidden_path=engine.read_denied if engine.has_read_denials() else None,
+    )
+    found = read_definitions(opts, place)
+    found.provide(services)
+    agent = Agent(
+        provider,
+        tool_registry(ext, services, found),
+        config,
+        bus=bus,
+        extensions=ext,
+        context=context,
+        events=log_.resumed.events if log_.resumed else None,
+        mode=lambda: engine.mode,
+    )
+    attach_agents(agent, found, opts, place, log_)
+    place.loaded.warnings.extend(found.warnings)
+    return Built(agent, log_, place, info, engine, memory)
+
+
+def read_definitions(opts: RuntimeOptions, place: Place) -> Definitions:
+    """Agents, skills, slash commands and plugins of the session's folders (agents/setup.py)."""
+    from agentkeel.agents.setup import definitions
+
+    return definitions(
+        cwd=place.cwd,
+        home=opts.home,
+        plugin_dirs=opts.plugin_dirs,
+        layers=place.loaded.layers,
+        agents=opts.agents,
+        skills_allowed=opts.skills,
+    )
+
+
+def attach_agents(agent: Agent, found: Definitions, opts: RuntimeOptions, place: Place, log_: Log) -> None:
+    """What holds the Agent: the skill host, the subagent spawner (its children share the built-ins
+    of the registry's subagent profile), and the ``agents`` built-in unless ``disabled_hooks`` names it."""
+    from agentkeel.agents.setup import attach
+
+    attach(
+        agent,
+        found,
+        session_id=log_.session_id,
+        session_dir=place.sessions / log_.session_id,
+        trusted=place.trust.status == "trusted",  # explicitly: project agents may not widen permissions otherwise
+        env=place.env,
+        wait_background=opts.channel != "interactive",
+        extension=enabled("agents", place.settings.disabled_hooks, opts.profile),
+        not_shared=not_shared(SUBAGENT),
+    )
+
+
+def pick_session(sessions: Path, opts: RuntimeOptions) -> tuple[Path, bool]:
+    """The session file to write: the one resumed (-r, -c; forked with --fork-session) or a new one."""
+    if opts.resume is not None or opts.continue_session:
+        from agentkeel.session.load import AmbiguousSession, find_session, list_sessions
+    if opts.resume is not None:
+        ref = opts.resume.strip()
+        if not ref:
+            raise KeelError("-r needs a session id (or a unique prefix): see `keel sessions list`")
+        try:
+            found = find_session(sessions, ref)
+        except AmbiguousSession as e:
+            raise KeelError(str(e)) from None
+        if found is None:
+            raise KeelError(f"no session '{ref}' for this project: see `keel sessions list`")
+        return forked(found, sessions) if opts.fork_session else found, True
+    if opts.continue_session:
+        existing = list_sessions(sessions)
+        if not existing:
+            raise KeelError("no earlier session to continue in this directory: run without -c to start one")
+        return forked(existing[0].path, sessions) if opts.fork_session else existing[0].path, True
+    if opts.session_id is not None:
+        try:
+            chosen = str(uuid.UUID(opts.session_id))
+        except ValueError:
+            raise KeelError(f"--session-id must be a UUID, not {opts.session_id!r}") from None
+        if (sessions / f"{chosen}.jsonl").exists():
+            raise KeelError(f"session {chosen} already exists: resume it with -r {chosen}")
+        return sessions / f"{chosen}.jsonl", False
+    return sessions / f"{uuid.uuid4()}.jsonl", False

@@ -1,0 +1,1 @@
+"""Settings layers, parsed once, and the trust a user gives a project."""

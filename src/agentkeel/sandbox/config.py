@@ -1,8 +1,0 @@
-"""The ``sandbox`` settings key: parsed by the settings package (agentkeel.settings.sandbox), once,
-when the settings are loaded; re-exported here for the sandbox's own modules."""
-
-from __future__ import annotations
-
-from agentkeel.settings.sandbox import SandboxConfig, parse_config
-
-__all__ = ["SandboxConfig", "parse_config"]

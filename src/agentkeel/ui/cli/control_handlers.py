@@ -1,0 +1,230 @@
+"""The control requests a stream-json client sends, each answered with one control_response.
+
+An unknown subtype, or one keel cannot honour yet, is an error answer that says so: never a
+silent success.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentkeel import __version__
+from agentkeel.protocol import control
+from agentkeel.protocol.stream_json import ControlRequest
+
+if TYPE_CHECKING:
+    from agentkeel import Runtime, RuntimeOptions
+
+
+class Writer(Protocol):
+    def write(self, line: dict[str, Any]) -> None: ...
+
+
+class Session(Protocol):
+    """What the handlers need of the stream-json session (``cli.stream_input.Session``)."""
+
+    rt: Runtime | None
+    opts: RuntimeOptions
+    initialized: bool
+    usage_error: bool
+    mode_before_start: str | None
+    sdk_servers: list[str]
+    mcp_tools: dict[str, list[str]]
+    old_providers: list[Any]
+
+    @property
+    def channel(self) -> Writer: ...
+
+    async def build(self, init: dict[str, Any] | None) -> Runtime: ...
+
+
+log = logging.getLogger("agentkeel.control")
+MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
+
+
+async def handle(session: Session, req: ControlRequest) -> None:
+    try:
+        body = await _dispatch(session, req)
+    except control.ControlError as e:
+        session.channel.write(control.error(req.request_id, str(e)))
+    except Exception as e:  # a bug here must not end the session; the client gets the error
+        log.exception("control request %s failed", req.subtype)
+        session.channel.write(control.error(req.request_id, f"{req.subtype} failed: {type(e).__name__}: {e}"))
+    else:
+        session.channel.write(control.success(req.request_id, body))
+
+
+async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
+    sub, body = req.subtype, req.body
+    if sub == "initialize":
+        if session.initialized:
+            raise control.ControlError("initialize: the session is already initialized")
+        session.initialized = True
+        try:
+            rt = await session.build(body)
+        except control.ControlError as e:  # the session cannot start: say so on stderr too, exit 2
+            print(f"keel: {e}", file=sys.stderr)
+            session.usage_error = True
+            raise
+        return {
+            "commands": commands_of(rt),
+            "agents": agents_of(rt),
+            "output_style": "default",
+            "available_output_styles": ["default"],
+            "models": [{"value": rt.model.qualified, "displayName": rt.model.qualified, "description": ""}],
+            "account": {"apiKeySource": "none"},
+            "pid": __import__("os").getpid(),
+            "keel_version": __version__,
+            "current_permission_mode": rt.permissions.mode,
+            "hook_on_failure_supported": False,
+            "session_state": "idle",
+        }
+    if sub == "interrupt":
+        if session.rt is not None:
+            session.rt.agent.interrupt()
+        return {}
+    if sub == "set_permission_mode":
+        mode = body.get("mode")
+        if mode not in MODES:
+            raise control.ControlError(f"set_permission_mode: unknown mode {mode!r} (one of {', '.join(MODES)})")
+        if session.rt is None:
+            session.mode_before_start = mode
+        else:
+            session.rt.permissions.mode = mode
+        return {}
+    if sub == "set_model":
+        return await _set_model(session, body.get("model"))
+    if sub == "mcp_status":
+        servers = [
+            {"name": name, "status": "connected", "tools": [{"name": t} for t in session.mcp_tools.get(name, [])]}
+            for name in session.sdk_servers
+        ]
+        for raw in session.opts.mcp_config:
+            with contextlib.suppress(ValueError, AttributeError):
+                servers += [{"name": n, "status": "pending"} for n in json.loads(raw)["mcpServers"]]
+        return {"mcpServers": servers}
+    if sub == "get_context_usage":
+        return _context_usage(session, session.rt or await session.build(None))
+    if sub == "rewind_files":  # session/history.py: files back to before a user message
+        from agentkeel.session.history import rewind_files
+
+        rt = session.rt or await session.build(None)
+        return await rewind_files(
+            rt, str(body.get("user_message_id", "")), dry_run=bool(body.get("dry_run")), force=body.get("force") is True
+        )
+    if sub == "stop_task":
+        return await _stop_task(session, str(body.get("task_id", "")))
+    raise control.ControlError(
+        f"unsupported control request {sub!r} (keel answers: {', '.join(control.CLIENT_REQUESTS)})"
+    )
+
+
+async def _set_model(session: Session, name: Any) -> dict[str, Any]:
+    from agentkeel.models.catalog import ModelConfigError, resolve_model
+    from agentkeel.models.factory import make_provider
+
+    if name is not None and not isinstance(name, str):
+        raise control.ControlError("set_model: 'model' must be a string or null")
+    rt = session.rt or await session.build(None)
+    env = {**rt.settings.settings.env, **session.opts.env}
+    try:
+        info = resolve_model(name or session.opts.model, env)
+        provider = make_provider(
+            info, env, transport=rt.settings.settings.provider.transport if rt.settings.settings.provider else None
+        )
+    except ModelConfigError as e:
+        raise control.ControlError(f"set_model: {e}") from None
+    session.old_providers.append(rt.agent.provider)  # a request in flight may still use it; closed at exit
+    rt.agent.provider = provider
+    rt.agent.config.model = info.model
+    rt.agent.config.cost = info.prices.cost
+    rt.model = info
+    return {}
+
+
+def _context_usage(session: Session, rt: Runtime) -> dict[str, Any]:
+    system = len(rt.agent.config.system) // 4
+    tools = sum(len(json.dumps(t.input_schema)) + len(t.description) for t in rt.agent.tools.visible()) // 4
+    messages = sum(len(json.dumps(control_data(m))) for m in rt.agent.messages) // 4
+    total = system + tools + messages
+    window = rt.model.context_window
+    return {
+        "categories": [
+            {"name": "System prompt", "tokens": system, "color": "promptBorder"},
+            {"name": "System tools", "tokens": tools, "color": "inactive"},
+            {"name": "Messages", "tokens": messages, "color": "purple"},
+        ],
+        "totalTokens": total,
+        "maxTokens": window,
+        "rawMaxTokens": window,
+        "percentage": round(100.0 * total / window, 2) if window else 0.0,
+        "model": rt.model.qualified,
+        "isAutoCompactEnabled": False,
+        "memoryFiles": [],
+        "mcpTools": [
+            {"name": t, "serverName": s, "tokens": 0, "isLoaded": True}
+            for s, ts in session.mcp_tools.items()
+            for t in ts
+        ],
+        "agents": [],
+        "estimated": True,  # keel counts about four characters a token here
+    }
+
+
+def control_data(message: Any) -> Any:
+    from agentkeel.core.types import to_data
+
+    return to_data(message)
+
+
+async def _stop_task(session: Session, task_id: str) -> dict[str, Any]:
+    from agentkeel.tools.shell import ShellState
+
+    state = session.rt.agent.services.find(ShellState) if session.rt is not None else None
+    shell = state.shells.get(task_id) if state is not None else None
+    if state is None or shell is None:
+        raise control.ControlError(f"stop_task: no task {task_id!r} (keel's tasks are background shells: bash_N)")
+    if shell.status == "running":
+        shell.killed = True
+        await state.kill(shell.run)
+    return {}
+
+
+# --- what the session offers (initialize's answer and the init message) ------------------
+
+
+def commands_of(rt: Runtime) -> list[dict[str, str]]:
+    """The slash commands, as the SDK's ``SlashCommand`` (name, description, argumentHint)."""
+    from agentkeel.commands.registry import CommandRegistry
+
+    registry = rt.agent.services.find(CommandRegistry)
+    if registry is None:
+        return []
+    return [{"name": c.name, "description": c.description, "argumentHint": c.argument_hint or ""} for c in registry]
+
+
+def agents_of(rt: Runtime) -> list[dict[str, str]]:
+    """The subagent types (the built-ins, files, plugins and the SDK's own)."""
+    from agentkeel.agents.spawner import SubagentSpawner
+
+    spawner = rt.agent.services.find(SubagentSpawner)
+    if spawner is None:
+        return []
+    out = []
+    for agent in spawner.catalog:
+        entry = {"name": agent.name, "description": agent.description}
+        if agent.model:
+            entry["model"] = agent.model
+        out.append(entry)
+    return out
+
+
+def skills_of(rt: Runtime) -> list[str]:
+    from agentkeel.skills.loader import SkillCatalog
+
+    catalog = rt.agent.services.find(SkillCatalog)
+    return [s.name for s in catalog] if catalog is not None else []

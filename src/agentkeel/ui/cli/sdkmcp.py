@@ -1,0 +1,87 @@
+"""Tools of SDK-hosted MCP servers (``{"type": "sdk"}`` in ``--mcp-config``): the server lives in
+the client's process and speaks JSON-RPC inside ``mcp_message`` control requests. Each of its
+tools becomes ``mcp__<server>__<tool>`` with the server's own JSON Schema; a call is a
+``tools/call`` over the control channel."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentkeel import Runtime
+from agentkeel._version import __version__
+from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.protocol import control
+
+Request = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+_ids = itertools.count(1)
+PROTOCOL_VERSION = "2025-06-18"
+
+
+async def rpc(request: Request, server: str, method: str, params: dict[str, Any] | None = None) -> Any:
+    """One JSON-RPC request to an SDK server; a JSON-RPC error raises ToolError with its message."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": next(_ids), "method": method}
+    if params is not None:
+        message["params"] = params
+    body = await request(control.mcp_message(server, message))
+    reply = body.get("mcp_response")
+    if not isinstance(reply, dict):
+        raise ToolError(f"MCP server {server}: no mcp_response in the answer to {method}")
+    if "error" in reply:
+        err = reply["error"]
+        raise ToolError(f"MCP server {server}: {err.get('message', err) if isinstance(err, dict) else err}")
+    return reply.get("result", {})
+
+
+async def register_sdk_servers(rt: Runtime, servers: list[str], request: Request) -> dict[str, list[str]]:
+    """Initialize each server, list its tools and register them; returns server -> tool names.
+    A server that fails is reported as a warning notice and left out (fail open: it only adds tools)."""
+    found: dict[str, list[str]] = {}
+    for server in servers:
+        try:
+            await rpc(
+                request,
+                server,
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "keel", "version": __version__},
+                },
+            )
+            await request(control.mcp_message(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            listed = await rpc(request, server, "tools/list", {})
+        except (ToolError, control.ControlError) as e:
+            rt.settings.warnings.append(f"SDK MCP server {server} could not be started: {e}")
+            continue
+        names = []
+        for spec in listed.get("tools", []) if isinstance(listed, dict) else []:
+            tool = sdk_tool(server, spec, request)
+            rt.agent.tools.register(tool)
+            names.append(tool.name)
+        found[server] = names
+    return found
+
+
+def sdk_tool(server: str, spec: dict[str, Any], request: Request) -> Tool:
+    from agentkeel.ui.sdk.tools import FreeInput, mcp_output
+
+    name = str(spec.get("name", ""))
+    schema = spec.get("inputSchema") if isinstance(spec.get("inputSchema"), dict) else {"type": "object"}
+    annotations = spec.get("annotations") or {}
+
+    async def run(args: Any, ctx: ToolContext) -> ToolOutput:
+        result = await rpc(request, server, "tools/call", {"name": name, "arguments": args.model_dump()})
+        return mcp_output(result)
+
+    return Tool(
+        name=f"mcp__{server}__{name}",
+        description=str(spec.get("description") or name),
+        input_model=FreeInput,
+        run=run,
+        read_only=bool(annotations.get("readOnlyHint", False)),
+        is_external=True,
+        source="mcp",
+        raw_schema=schema,
+    )
