@@ -209,3 +209,18 @@ def test_a_first_keel_run_beside_a_store_being_created_reports_no_damage(
     assert run.returncode == 0, run.stderr
     assert "damaged" not in run.stderr + run.stdout
     assert check_store(home / "memory" / "memory.db") == []
+
+
+def test_what_a_killed_creator_left_is_removed_and_a_live_ones_is_not(tmp_path: Path) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    left = folder / f"memory.db.creating-{dead}-1"
+    left.write_bytes(b"half a store")
+    live = folder / f"memory.db.creating-{os.getppid()}-1"
+    live.write_bytes(b"another process's store in the making")
+    SQLiteStore(folder / "memory.db").close()
+    assert not left.exists()
+    assert live.exists()
+    assert check_store(folder / "memory.db") == []

@@ -153,7 +153,7 @@ def create(path: Path) -> None:
         except OSError:  # a file system without hard links: rename, unless the store appeared
             if path.exists():
                 return
-            os.replace(tmp, path)
+            tmp.replace(path)
         _fsync(path.parent)
     finally:
         _remove_db(tmp)
@@ -225,7 +225,13 @@ class SQLiteStore(SQLBackend, StoreBase):
         if unfinished_repair(path):
             raise MemoryDamaged(path, UNFINISHED, FINISH)
         if not path.exists():
-            create(path)  # whole or not at all: a store being created is never seen half made
+            try:
+                create(path)  # whole or not at all: a store being created is never seen half made
+            except (OSError, sqlite3.Error) as exc:
+                raise RuntimeError(
+                    f"{path} cannot be created ({exc}): make its folder writable,"
+                    " or set memory.store to a file elsewhere"
+                ) from None
         refuse_empty(path)
         self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
