@@ -220,7 +220,12 @@ def test_what_a_killed_creator_left_is_removed_and_a_live_ones_is_not(tmp_path: 
     left.write_bytes(b"half a store")
     live = folder / f"memory.db.creating-{os.getppid()}-1"
     live.write_bytes(b"another process's store in the making")
+    young = folder / f"memory.db.creating-{dead}-2"  # a creator on another machine sharing the folder
+    young.write_bytes(b"just begun")
+    for file in (left, live):
+        os.utime(file, (0, 0))
     SQLiteStore(folder / "memory.db").close()
     assert not left.exists()
     assert live.exists()
+    assert young.exists()
     assert check_store(folder / "memory.db") == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -118,6 +119,7 @@ def open_file(location: str, embedder: Embedder | None, masker: Masker) -> SQLit
 
 
 CREATING = ".creating-"  # memory.db.creating-<pid>-<thread>: a new store until it is linked in place
+STALE_S = 60.0  # a creation takes milliseconds; a dead creator's file older than this is a leftover
 
 
 def create(path: Path) -> None:
@@ -178,7 +180,8 @@ def _remove_db(path: Path) -> None:
 
 
 def _sweep(path: Path) -> None:
-    """Remove what a creator killed mid-creation left beside ``path`` (its process is gone)."""
+    """Remove what a creator killed mid-creation left beside ``path``: its process is gone and the
+    file is over a minute old (a pid of another machine sharing the folder may be alive there)."""
     try:
         left = list(path.parent.glob(f"{path.name}{CREATING}*"))
     except OSError:
@@ -186,7 +189,11 @@ def _sweep(path: Path) -> None:
     for file in left:
         pid = file.name[len(path.name) + len(CREATING) :].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            file.unlink(missing_ok=True)
+            try:
+                if time.time() - file.stat().st_mtime > STALE_S:
+                    file.unlink()
+            except OSError:
+                pass
 
 
 def _alive(pid: int) -> bool:
