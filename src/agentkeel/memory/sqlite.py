@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -117,6 +118,94 @@ def open_file(location: str, embedder: Embedder | None, masker: Masker) -> SQLit
     return SQLiteStore(path / "memory.db" if path.is_dir() else path, embedder=embedder, masker=masker)
 
 
+CREATING = ".creating-"  # memory.db.creating-<pid>-<thread>: a new store until it is linked in place
+STALE_S = 60.0  # a creation takes milliseconds; a dead creator's file older than this is a leftover
+
+
+def create(path: Path) -> None:
+    """Create the store file ``path`` atomically, schema and all (nothing if it exists meanwhile).
+
+    SQLite creates a database file when it opens it and writes its first page only later, and a
+    schema of several statements in several transactions. A file seen in between (by the session
+    start check, another store of the same process, another keel process) looked empty (0 bytes)
+    or without its word index: damaged. So the schema is written to a private file beside it,
+    which is then hard-linked into place: a link never replaces a file, so when another process
+    or thread created the store first, its file stays and this one is dropped. Only a file keel
+    did not finish creating is ever empty now: one a crash or a full disk emptied, reported as
+    damaged as before."""
+    _sweep(path)
+    tmp = path.with_name(f"{path.name}{CREATING}{os.getpid()}-{threading.get_native_id()}")
+    _remove_db(tmp)
+    try:
+        db = sqlite3.connect(str(tmp), timeout=30.0, isolation_level=None)
+        try:
+            private_file(tmp)  # before the first write; the link keeps the mode (0600)
+            db.execute("PRAGMA journal_mode=DELETE")
+            db.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
+            db.execute("PRAGMA journal_mode=WAL")  # persistent: stored in the header
+        finally:
+            db.close()  # the last connection: the -wal is checkpointed and removed
+        if Path(f"{tmp}-wal").exists():  # not everything is in the file itself: never link half
+            raise RuntimeError(f"{tmp}: SQLite kept a -wal after closing the new store")
+        _fsync(tmp)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return  # another creator won: its store is the store
+        except OSError:  # a file system without hard links: rename, unless the store appeared
+            if path.exists():
+                return
+            tmp.replace(path)
+        _fsync(path.parent)
+    finally:
+        _remove_db(tmp)
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _sweep(path: Path) -> None:
+    """Remove what a creator killed mid-creation left beside ``path``: its process is gone and the
+    file is over a minute old (a pid of another machine sharing the folder may be alive there)."""
+    try:
+        left = list(path.parent.glob(f"{path.name}{CREATING}*"))
+    except OSError:
+        return
+    for file in left:
+        pid = file.name[len(path.name) + len(CREATING) :].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            try:
+                if time.time() - file.stat().st_mtime > STALE_S:
+                    file.unlink()
+            except OSError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
+
+
 class SQLiteStore(SQLBackend, StoreBase):
     dialect = SQLITE
 
@@ -142,11 +231,16 @@ class SQLiteStore(SQLBackend, StoreBase):
         # replaced by a new one without a word; that takes the user's say (`keel mem repair`)
         if unfinished_repair(path):
             raise MemoryDamaged(path, UNFINISHED, FINISH)
+        if not path.exists():
+            try:
+                create(path)  # whole or not at all: a store being created is never seen half made
+            except (OSError, sqlite3.Error) as exc:
+                raise RuntimeError(
+                    f"{path} cannot be created ({exc}): make its folder writable,"
+                    " or set memory.store to a file elsewhere"
+                ) from None
         refuse_empty(path)
-        new = not path.exists()
         self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
-        if new:
-            private_file(path)  # before the first write: its -wal and -shm files take its mode
         self._lock = threading.RLock()
         self._in_tx = False
         self._cache = VectorCache()
