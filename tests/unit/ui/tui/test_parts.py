@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentkeel.cli.tui import wants_tui
-from agentkeel.fakellm.server import FakeLLMServer
-from agentkeel.tui.diffs import diff_for_call, diff_stats
-from agentkeel.tui.files import History, fuzzy_rank, mention_at, project_files
-from agentkeel.tui.side import next_mode, todo_text
 
+from agentkeel.models.fake.server import FakeLLMServer
+from agentkeel.ui.cli.tui import wants_tui
+from agentkeel.ui.tui.diffs import diff_for_call, diff_stats
+from agentkeel.ui.tui.files import History, fuzzy_rank, mention_at, project_files
+from agentkeel.ui.tui.side import next_mode, todo_text
 from kit import KEEL, wire_env
 
 
@@ -39,7 +39,7 @@ def test_edit_diff_reads_the_file_and_never_writes_it(tmp_path: Path) -> None:
 
 
 def test_fuzzy_mentions_prefer_file_names_and_word_starts(tmp_path: Path) -> None:
-    paths = ["src/agentkeel/tui/app.py", "src/agentkeel/runtime.py", "docs/apple.md", "tests/unit/ui/tui/test_parts.py"]
+    paths = ["src/agentkeel/tui/app.py", "src/agentkeel/runtime.py", "docs/apple.md", "tests/test_tui_units.py"]
     assert fuzzy_rank("app", paths)[0] == "src/agentkeel/tui/app.py"
     assert fuzzy_rank("rt", paths)[0] == "src/agentkeel/runtime.py"
     assert fuzzy_rank("zzz", paths) == []

@@ -26,7 +26,7 @@ import pytest
 from agentkeel.memory.health import EMPTY, MemoryDamaged, check_store
 from agentkeel.memory.sqlite import SQLiteStore
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 STORE_CODE = os.path.join("agentkeel", "memory", "sqlite.py")
 
 
