@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkeel.config.settings import LoadedSettings, Settings
+from agentkeel.internal.env import KeelEnv
 from agentkeel.models.catalog import ModelConfigError, ModelInfo, resolve_model, untrusted_model_allowed
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def sandbox_for(
 def model_name(requested: str | None, loaded: LoadedSettings, env: Mapping[str, str], trust: TrustState) -> str | None:
     """The model to use. An untrusted project may only pick a catalog model of a provider the
     user already configured: never a provider, a path (``scripted:...``) or a base URL."""
-    chosen = requested or env.get("KEEL_MODEL")
+    chosen = requested or KeelEnv.of(env).model
     if chosen:
         return chosen
     name = loaded.settings.model

@@ -44,6 +44,7 @@ from agentkeel.core.retry import RetryPolicy
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.hooks.config import plugin_roots
 from agentkeel.internal import lazy as _lazy
+from agentkeel.internal.env import KeelEnv
 from agentkeel.mcp import McpSetup, mcp_extension
 from agentkeel.models.catalog import ModelConfigError, ModelInfo, resolve_model
 from agentkeel.policy.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
@@ -151,7 +152,7 @@ def read_settings(
     """``sources``: which settings files to read (``--setting-sources``); --settings files and
     managed settings are always read."""
     include: frozenset[Any] = frozenset({"cli", "managed", *(sources if sources is not None else SOURCES)})
-    managed = Path(env.get("KEEL_MANAGED_SETTINGS", "/etc/keel/managed-settings.json"))
+    managed = KeelEnv.of(env).managed_settings
     try:
         return load_settings(
             cwd,
@@ -508,7 +509,7 @@ def build(opts: RuntimeOptions) -> Built:
         max_turns=opts.max_turns,
         max_budget_usd=opts.max_budget_usd,
         cost=info.prices.cost,
-        retry=RetryPolicy(max_retries=_int_env(place.env, "KEEL_MAX_RETRIES", 4)),
+        retry=RetryPolicy(max_retries=KeelEnv.of(place.env).max_retries),
     )
     if opts.system_prompt is None:  # --system-prompt replaces keel's prompt for the whole session
         context_mgr.loop_config = config  # the context manager keeps its system prompt current

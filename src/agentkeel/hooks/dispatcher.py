@@ -30,6 +30,7 @@ from agentkeel.hooks.matchers import condition_holds, matches
 from agentkeel.hooks.output import Combined, Outcome, interpret
 from agentkeel.hooks.runners import Raw, Spawned, payload_bytes, run_command, run_http, run_python
 from agentkeel.hooks.watch import Watcher
+from agentkeel.internal.env import KeelEnv
 from agentkeel.protocol.hook_events import SPECS
 from agentkeel.protocol.hook_events import spec as event_spec
 
@@ -80,7 +81,7 @@ class HookDispatcher:
         self._ran_once: set[tuple[object, ...]] = set()
         self._background: set[asyncio.Future[Any]] = set()
         self._noticing = False  # a notice of ours must not fire Notification hooks about itself
-        self.effort = ctx.env.get("KEEL_EFFORT") or "medium"
+        self.effort = KeelEnv.of(ctx.env).effort
         self.watcher = Watcher()  # watchPaths hooks returned: FileChanged
         self.rewake: list[str] = []  # asyncRewake handlers' blocks, waiting for the model
         self._rewaking: set[asyncio.Future[Any]] = set()

@@ -23,7 +23,6 @@ VARIABLES: dict[str, str] = {
     "KEEL_EFFORT": "the reasoning effort hooks are told (default medium)",
     "KEEL_PROVIDER_TRANSPORT": "wire (default) or sdk: how the provider is reached",
     "KEEL_SCRIPT": "the scripted model's script file (the offline fake model)",
-    "KEEL_HTTP_CLIENT": "lean: the lean HTTP client path for the wire clients",
     "KEEL_MANAGED_SETTINGS": "the managed settings file; default /etc/keel/managed-settings.json",
     "KEEL_MANAGED_INSTRUCTIONS": "the managed instruction file; default /etc/keel/KEEL.md",
     "KEEL_MAX_RETRIES": "retries of a failed model request (default 4)",

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from agentkeel.core.provider import Provider
+from agentkeel.internal.env import KeelEnv
 from agentkeel.models import WIRES
 from agentkeel.models.catalog import ModelConfigError, ModelInfo
 
@@ -22,7 +23,7 @@ TRANSPORTS: tuple[Transport, ...] = ("wire", "sdk")
 
 
 def pick_transport(transport: str | None, env: Mapping[str, str]) -> Transport:
-    chosen = transport or env.get("KEEL_PROVIDER_TRANSPORT") or "wire"
+    chosen = transport or KeelEnv.of(env).provider_transport or "wire"
     for known in TRANSPORTS:
         if chosen == known:
             return known

@@ -18,6 +18,7 @@ from agentkeel.core.types import (
     Usage,
     to_data,
 )
+from agentkeel.internal.env import KeelEnv
 from agentkeel.models._errors import from_status, from_stream_error
 from agentkeel.models.catalog import ModelConfigError, ModelInfo
 from agentkeel.models.fake.script import Script, ScriptCursor, ScriptError, usage_for
@@ -26,7 +27,7 @@ from agentkeel.models.fake.script import Script, ScriptCursor, ScriptError, usag
 def make(info: ModelInfo, env: Mapping[str, str], transport: str | None) -> ScriptedProvider:
     """``scripted:<path>`` (or ``KEEL_SCRIPT``): the script runs in-process; no transport to choose."""
     try:
-        return ScriptedProvider(env.get("KEEL_SCRIPT") or info.model)
+        return ScriptedProvider(KeelEnv.of(env).text("KEEL_SCRIPT") or info.model)
     except ScriptError as e:
         raise ModelConfigError(str(e)) from None
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentkeel.core.events import Event, UserMessage, event_data
 from agentkeel.core.types import TextBlock
+from agentkeel.internal.env import KeelEnv
 from agentkeel.ui.serve.stream import EventStream
 
 if TYPE_CHECKING:
@@ -273,7 +274,7 @@ class SessionManager:
         """A client names a catalog model of a configured provider, or the server's own model."""
         from agentkeel.models.catalog import untrusted_model_allowed
 
-        if name == self.env.get("KEEL_MODEL") or untrusted_model_allowed(name, self.env):
+        if name == KeelEnv.of(self.env).model or untrusted_model_allowed(name, self.env):
             return
         raise ServeError(
             f"model {name!r} cannot be chosen from a client: name a catalog model of a provider this server "
