@@ -1,6 +1,6 @@
 """An agent definition's own ``hooks``, live only while that agent runs (as in Claude Code).
 
-The frontmatter holds settings-shaped hooks (``{"PreToolUse": [{"matcher": "Bash", "hooks":
+The frontmatter holds settings-shaped hooks (``{"PreToolUse": [{"matcher": "<tool>", "hooks":
 [...]}]}``). A ``Stop`` there becomes ``SubagentStop`` (the agent stopping is its subagent
 stop). They are built by the session's ``hooks`` built-in (``DefinitionHooks``, a service the
 composition root provides: this module imports neither the hooks package nor the app), bound to the child:

@@ -191,7 +191,7 @@ class RuntimeOptions(msgspec.Struct):
     extensions: list[Extension] = msgspec.field(default_factory=list)
     services: dict[type[Any], Any] = msgspec.field(default_factory=dict)  # provided per-session services (Services.put)
     start_timeout_s: float = 30.0  # each extension's start() (MCP connects, SessionStart work)
-    # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "Bash", "hooks": [...]}]}) added to the
+    # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "<tool>", "hooks": [...]}]}) added to the
     # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
     hooks: dict[str, Any] = msgspec.field(default_factory=dict)
     fallback_model: str | None = None  # the model-fallback built-in's model (else settings.fallbackModel)

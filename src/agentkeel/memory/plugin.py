@@ -12,7 +12,7 @@ Configured by the ``memory`` settings key (validated as ``agentkeel.config.setti
 
     "memory": {"enabled": true, "store": "~/.keel/memory/memory.db" | "postgresql://...",
                "embedder": "auto" | "none" | "minilm" | "openai:<model>", "project": "<override>",
-               "excludeTools": ["Bash"], "maskPatterns": ["ACME-[0-9]+"], "inject": true, "tools": true,
+               "excludeTools": ["<tool>"], "maskPatterns": ["ACME-[0-9]+"], "inject": true, "tools": true,
                "lessons": true, "summary": "extractive" | "model", "summaryMaxTokens": 400}
 
 At session end the plugin writes an extractive summary and, when the session ran tools, a

@@ -134,7 +134,7 @@ class HookRegistration(msgspec.Struct, frozen=True):
 
 
 def hook_registrations(init: dict[str, Any]) -> list[HookRegistration]:
-    """``initialize.hooks``: ``{"PreToolUse": [{"matcher": "Bash", "hookCallbackIds": [...]}]}``."""
+    """``initialize.hooks``: ``{"PreToolUse": [{"matcher": "<tool>", "hookCallbackIds": [...]}]}``."""
     raw = init.get("hooks")
     if raw is None:
         return []

@@ -8,7 +8,7 @@ before injected ``<context>``; ``""`` matches any), and answers with its step nu
 so any number of sessions can run concurrently and each gets its own script::
 
     {"conversations": [
-      {"match": "TASK-1", "steps": [{"tool_calls": [{"name": "Bash", "input": {"command": "true"}}]}, "done"]},
+      {"match": "TASK-1", "steps": [{"tool_calls": [{"name": "<tool>", "input": {"command": "true"}}]}, "done"]},
       {"match": "", "steps": ["the default answer"]}
     ],
      "rate_limit": {"per_minute": 60, "retry_after": 0.5}}

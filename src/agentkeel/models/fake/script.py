@@ -8,7 +8,7 @@ Script file (JSON)::
 
     {"steps": [
       "plain text reply",
-      {"text": "Reading it.", "tool_calls": [{"name": "Read", "input": {"file_path": "a.txt"}}]},
+      {"text": "Reading it.", "tool_calls": [{"name": "<tool>", "input": {"file_path": "a.txt"}}]},
       {"thinking": "hmm", "signature": "sig-1", "text": "answer", "usage": {"input_tokens": 10, "output_tokens": 3}},
       {"redacted_thinking": ["opaque-blob"], "text": "answer"},
       {"error": {"status": 429, "retry_after": 0.05}},

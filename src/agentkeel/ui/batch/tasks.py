@@ -3,7 +3,7 @@
     {"id": "fix-12", "prompt": "Fix issue 12", "repo": "path/or/dir",
      "git": "https://... or file://...", "ref": "main",
      "model": "sonnet", "permission_mode": "acceptEdits", "max_turns": 20, "max_budget_usd": 0.5,
-     "allowed_tools": ["Bash(pytest *)", "Edit"], "settings": {...}, "timeout_s": 600, "worktree": false}
+     "allowed_tools": ["<Tool>(pytest *)", "<Tool>"], "settings": {...}, "timeout_s": 600, "worktree": false}
 
 Only ``id`` and ``prompt`` are required. ``repo`` is relative to the TASKS file; without it the
 task runs in the directory ``keel batch`` was started in. ``git`` clones a repository (at ``ref``)

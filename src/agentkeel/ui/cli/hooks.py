@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentkeel.tools import SHELL
 from agentkeel.ui.cli._common import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ def add_parser(sub: Any) -> None:
     events = hsub.add_parser("events", help="every hook event keel fires: matcher, payload fields, what a block does")
     events.add_argument("--json", action="store_true")
     test.add_argument("event", help="the event, e.g. PreToolUse, Stop, SessionStart")
-    test.add_argument("--input", default="{}", help='payload fields as JSON, e.g. \'{"tool_name": "Bash", ...}\'')
+    test.add_argument("--input", default="{}", help=f'payload fields as JSON, e.g. \'{{"tool_name": "{SHELL}", ...}}\'')
     for p in (ls, test):
         p.add_argument("--settings", action="append", default=[], metavar="FILE", help="an extra settings file")
         p.add_argument("--cwd", default=None, help="the project directory (default: the current one)")
@@ -112,7 +113,7 @@ def _test(args: argparse.Namespace, cwd: Path, config: HookConfig, notes: list[s
         print(f"keel: --input is not valid JSON ({e.msg} at column {e.colno})", file=sys.stderr)
         return EXIT_USAGE
     if not isinstance(fields, dict):
-        print('keel: --input must be a JSON object, e.g. \'{"tool_name": "Bash"}\'', file=sys.stderr)
+        print(f'keel: --input must be a JSON object, e.g. \'{{"tool_name": "{SHELL}"}}\'', file=sys.stderr)
         return EXIT_USAGE
     matcher = SPECS[args.event].matcher
     if matcher is not None and matcher not in fields and any(h.event == args.event and h.matcher for h in config.hooks):
