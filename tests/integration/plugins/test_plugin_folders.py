@@ -1,0 +1,93 @@
+"""Plugin discovery as Claude Code 2.1.328 does it, on real-world-shaped plugins: ``--plugin-dir``
+on a folder of plugins, skills named by their folder (the display name accepted too), a plugin's
+root ``SKILL.md``.
+
+The fixtures are faithful minimal equivalents of anthropics/claude-code's ``plugins/`` folder (its
+licence does not allow copying): plugins with ``.claude-plugin/plugin.json`` beside one without a
+manifest (``plugin-dev`` has none), and ``plugin-dev``'s skills whose ``name:`` is a display name
+(``name: Agent Development`` in ``skills/agent-development/SKILL.md``).
+
+Claude Code was run against a recording copy of /work/shared/tools/fakellm.py (the request bodies
+written to a file)::
+
+    ANTHROPIC_BASE_URL=http://127.0.0.1:PORT ANTHROPIC_API_KEY=sk-ant-fake-0000 HOME=$(mktemp -d) \\
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude -p hello --plugin-dir <claude-code>/plugins
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentkeel.models.fake.server import FakeLLMServer
+from kit import KeelRun, wire_env
+
+Start = Callable[[Any], FakeLLMServer]
+Keel = Callable[..., KeelRun]
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _manifest(root: Path, name: str) -> None:
+    _write(root / ".claude-plugin" / "plugin.json", json.dumps({"name": name, "version": "1.0.0"}))
+
+
+def plugins_folder(root: Path) -> Path:
+    """A checkout of a marketplace's ``plugins/``: two plugins with a manifest, one without."""
+    review = root / "pr-review-toolkit"
+    _manifest(review, "pr-review-toolkit")
+    _write(
+        review / "agents" / "silent-failure-hunter.md",
+        "---\nname: silent-failure-hunter\ndescription: Use this agent when reviewing code changes in a pull "
+        "request to identify silent failures. Examples: <example>Context: a PR adds a catch block\\nuser: "
+        '"review it"\\nassistant: "I will use the silent-failure-hunter agent"</example>\nmodel: inherit\n'
+        "color: yellow\n---\n\nYou hunt silent failures.\n",
+    )
+    _write(
+        review / "commands" / "review-pr.md",
+        '---\ndescription: "Comprehensive PR review using specialized agents"\nargument-hint: "[review-aspects]"\n'
+        'allowed-tools: ["Bash", "Glob", "Grep", "Read", "Task"]\n---\n\nReview the PR: $ARGUMENTS\n',
+    )
+    design = root / "frontend-design"
+    _manifest(design, "frontend-design")
+    _write(
+        design / "skills" / "frontend-design" / "SKILL.md",
+        "---\nname: frontend-design\ndescription: Create distinctive, production-grade frontend interfaces\n"
+        "---\n\nDESIGN-SKILL-BODY\n",
+    )
+    loose = root / "plugin-dev"  # no .claude-plugin/plugin.json, as in anthropics/claude-code
+    _write(
+        loose / "skills" / "hook-development" / "SKILL.md",
+        "---\nname: Hook Development\ndescription: This skill should be used when the user asks to create a hook\n"
+        "version: 0.1.0\n---\n\nHOOK-SKILL-BODY\n",
+    )
+    _write(root / "README.md", "# Plugins\n")
+    return root
+
+
+def test_plugin_dir_on_a_folder_of_plugins_loads_each_child_plugin(
+    project: Path, tmp_path: Path, fake_llm: Start, keel: Keel
+) -> None:
+    """Claude Code, run as in the module docstring on anthropics/claude-code's ``plugins/``, listed
+    the agents (``pr-review-toolkit:silent-failure-hunter``, ``hookify:conversation-analyzer``...)
+    and skills and commands (``pr-review-toolkit:review-pr``, ``frontend-design:frontend-design``) of
+    every child that has a ``.claude-plugin/plugin.json``, and nothing of ``plugin-dev``, which has
+    none. keel loaded nothing: it took the folder itself for one empty plugin."""
+    folder = plugins_folder(tmp_path / "plugins")
+    server = fake_llm(["ok"])
+    run = keel("-p", "hello", "--plugin-dir", str(folder), env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    body = json.dumps(server.cursor.requests[0]["body"])
+    assert "pr-review-toolkit:silent-failure-hunter" in body
+    assert "frontend-design:frontend-design" in body
+    assert "Hook Development" not in body and "hook-development" not in body
+    assert "plugins:" not in body  # the folder itself is no plugin
+    server = fake_llm(["ok"])
+    run = keel("-p", "/pr-review-toolkit:review-pr tests", "--plugin-dir", str(folder), env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    assert "Review the PR: tests" in json.dumps(server.cursor.requests[0]["body"]["messages"])
