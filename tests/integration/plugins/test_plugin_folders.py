@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.models.fake.server import FakeLLMServer
+from agents_fixtures import result_text, tool_results
 from kit import KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
@@ -88,6 +89,67 @@ def test_plugin_dir_on_a_folder_of_plugins_loads_each_child_plugin(
     assert "Hook Development" not in body and "hook-development" not in body
     assert "plugins:" not in body  # the folder itself is no plugin
     server = fake_llm(["ok"])
-    run = keel("-p", "/pr-review-toolkit:review-pr tests", "--plugin-dir", str(folder), env=wire_env(server, "anthropic"))
+    run = keel(
+        "-p", "/pr-review-toolkit:review-pr tests", "--plugin-dir", str(folder), env=wire_env(server, "anthropic")
+    )
     assert run.code == 0, run.stderr
     assert "Review the PR: tests" in json.dumps(server.cursor.requests[0]["body"]["messages"])
+
+
+def _skill_calls(*names: str) -> list[Any]:
+    return [{"tool_calls": [{"name": "Skill", "input": {"skill": name}}]} for name in names] + ["done"]
+
+
+def _skill_results(server: FakeLLMServer) -> list[str]:
+    return [result_text(b) for b in tool_results(server.cursor.requests[-1]["body"])]
+
+
+def test_plugin_skills_are_named_by_folder_and_the_display_name_is_accepted(
+    project: Path, tmp_path: Path, fake_llm: Start, keel: Keel
+) -> None:
+    """plugin-dev's ``skills/hook-development/SKILL.md`` says ``name: Hook Development``. Claude
+    Code (``claude -p hello --plugin-dir <claude-code>/plugins/plugin-dev --allowedTools Skill``,
+    the model calling ``Skill`` with ``plugin-dev:Agent Development``, then ``Display Name`` and
+    ``my-folder`` for a project skill ``.claude/skills/my-folder`` with ``name: Display Name``)
+    listed ``plugin-dev:agent-development`` and ``my-folder``, and ran all three calls ("Launching
+    skill: ..." and the body). keel listed ``plugin-dev:Hook Development`` and knew no folder name."""
+    folder = plugins_folder(tmp_path / "plugins") / "plugin-dev"
+    _write(
+        project / ".claude" / "skills" / "my-folder" / "SKILL.md",
+        "---\nname: Display Name\ndescription: A project skill named apart from its folder\n---\n\nPROJECT-BODY\n",
+    )
+    server = fake_llm(_skill_calls("plugin-dev:hook-development", "plugin-dev:Hook Development", "Display Name"))
+    run = keel("-p", "hello", "--plugin-dir", str(folder), "--allowedTools", "Skill", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    listing = json.dumps(server.cursor.requests[0]["body"])
+    assert "plugin-dev:hook-development" in listing and "plugin-dev:Hook Development" not in listing
+    assert "my-folder" in listing and "Display Name" not in listing
+    results = _skill_results(server)
+    assert len(results) == 3
+    assert "HOOK-SKILL-BODY" in results[0] and "HOOK-SKILL-BODY" in results[1], results
+    assert "PROJECT-BODY" in results[2], results
+
+
+def test_a_plugins_root_skill_md_is_a_skill(project: Path, tmp_path: Path, fake_llm: Start, keel: Keel) -> None:
+    """A plugin that is one skill keeps its ``SKILL.md`` at the root. Claude Code (``claude -p hello
+    --plugin-dir solo --plugin-dir solo2 --allowedTools Skill``; ``solo`` has a manifest naming it
+    ``solo-kit`` and a root SKILL.md with ``name: solo-display``, ``solo2`` no manifest and ``name:
+    other-display``) listed ``solo-kit:solo-display`` and ``solo2:other-display``; without a
+    ``name:`` it listed ``solo-kit:solo`` (the folder). ``Skill`` with ``solo-kit:solo-display`` and
+    with ``solo-display`` ran it; ``solo-kit`` alone was "Unknown skill". keel ignored the file."""
+    solo = tmp_path / "solo"
+    _manifest(solo, "solo-kit")
+    _write(
+        solo / "SKILL.md",
+        "---\nname: solo-display\ndescription: ROOTSKILL a skill at the plugin root\n---\nROOT-BODY\n",
+    )
+    bare = tmp_path / "solo2"
+    _write(bare / "SKILL.md", "---\ndescription: ROOTSKILL2 a root skill without a name\n---\nROOT2-BODY\n")
+    server = fake_llm(_skill_calls("solo-kit:solo-display", "solo-display", "solo2:solo2"))
+    args = ("--plugin-dir", str(solo), "--plugin-dir", str(bare), "--allowedTools", "Skill")
+    run = keel("-p", "hello", *args, env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    listing = json.dumps(server.cursor.requests[0]["body"])
+    assert "solo-kit:solo-display" in listing and "solo2:solo2" in listing
+    results = _skill_results(server)
+    assert "ROOT-BODY" in results[0] and "ROOT-BODY" in results[1] and "ROOT2-BODY" in results[2], results
