@@ -153,3 +153,36 @@ def test_a_plugins_root_skill_md_is_a_skill(project: Path, tmp_path: Path, fake_
     assert "solo-kit:solo-display" in listing and "solo2:solo2" in listing
     results = _skill_results(server)
     assert "ROOT-BODY" in results[0] and "ROOT-BODY" in results[1] and "ROOT2-BODY" in results[2], results
+
+
+def test_agent_files_claude_code_loads_and_the_ones_it_does_not(
+    project: Path, tmp_path: Path, fake_llm: Start, keel: Keel
+) -> None:
+    """Claude Code (``claude -p hello --plugin-dir solo3``, the project's ``.claude/agents`` holding
+    ``file-name.md`` with ``name: other-name``, ``noname.md`` and ``nodesc.md`` each lacking one of
+    ``name``/``description``, a ``README.md`` without frontmatter and ``sub/nested.md``; the plugin's
+    ``agents/`` one file without ``name`` and a ``README.md`` with a description) listed
+    ``other-name``, ``nested-agent``, ``pk:plug-noname`` and ``pk:README`` only. keel also made
+    agents of ``noname``, ``nodesc`` and ``README``, and of its own per-agent memory
+    ``.keel/agents/main/MEMORY.md`` (an agent type ``MEMORY``, with a warning every session)."""
+    agents = project / ".claude" / "agents"
+    _write(agents / "file-name.md", "---\nname: other-name\ndescription: AGENTX named apart from its file\n---\nb\n")
+    _write(agents / "noname.md", "---\ndescription: AGENTY without a name\n---\nb\n")
+    _write(agents / "nodesc.md", "---\nname: nodesc-agent\n---\nAGENTV\n")
+    _write(agents / "README.md", "# The team's agents\n")
+    _write(agents / "sub" / "nested.md", "---\nname: nested-agent\ndescription: AGENTN in a subfolder\n---\nb\n")
+    _write(project / ".keel" / "agents" / "main" / "MEMORY.md", "# Notes\n- the tests need a database\n")
+    plugin = tmp_path / "solo3"
+    _manifest(plugin, "pk")
+    _write(plugin / "agents" / "plug-noname.md", "---\ndescription: AGENTW a plugin agent without a name\n---\nb\n")
+    _write(plugin / "agents" / "README.md", "---\ndescription: AGENTP a plugin README with a description\n---\n")
+    server = fake_llm(["ok"])
+    run = keel("-p", "hello", "--plugin-dir", str(plugin), env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    body = json.dumps(server.cursor.requests[0]["body"])
+    for shown in ("other-name", "nested-agent", "pk:plug-noname", "pk:README", "AGENTW", "AGENTN"):
+        assert shown in body, shown
+    for hidden in ("AGENTY", "nodesc-agent", "- MEMORY:", "- README:", "- noname:"):
+        assert hidden not in body, hidden
+    assert "noname.md: not an agent without both 'name' and 'description'" in run.stderr
+    assert "MEMORY.md" not in run.stderr and "README.md" not in run.stderr
