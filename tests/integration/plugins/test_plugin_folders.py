@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.models.fake.server import FakeLLMServer
+from agentkeel.plugins import find_plugins
 from agents_fixtures import result_text, tool_results
 from kit import KeelRun, wire_env
 
@@ -186,3 +187,23 @@ def test_agent_files_claude_code_loads_and_the_ones_it_does_not(
         assert hidden not in body, hidden
     assert "noname.md: not an agent without both 'name' and 'description'" in run.stderr
     assert "MEMORY.md" not in run.stderr and "README.md" not in run.stderr
+
+
+def test_a_plugin_with_plugins_inside_is_one_plugin(tmp_path: Path) -> None:
+    """Claude Code (``claude -p hello --plugin-dir nest``, ``nest`` with a manifest naming it
+    ``outer`` and an agent, ``nest/kid`` a plugin of its own) listed ``outer:oa`` only. A folder
+    of plugins without any plugin child stays one plugin named after the folder (Claude Code loaded
+    anthropics/skills' root so: ``anthropics+skills:pdf`` ...)."""
+    nest = tmp_path / "nest"
+    _manifest(nest, "outer")
+    _manifest(nest / "kid", "kid")
+    plugins, warnings = find_plugins([nest])
+    assert [p.name for p in plugins] == ["outer"] and warnings == []
+    loose = tmp_path / "skills-repo"
+    _write(loose / "skills" / "pdf" / "SKILL.md", "---\nname: pdf\ndescription: PDFs\n---\nb\n")
+    _write(loose / "template" / "SKILL.md", "---\nname: template-skill\ndescription: t\n---\nb\n")
+    plugins, _ = find_plugins([loose])
+    assert [p.name for p in plugins] == ["skills-repo"]
+    children = plugins_folder(tmp_path / "plugins")
+    plugins, _ = find_plugins([children, nest])
+    assert [p.name for p in plugins] == ["frontend-design", "pr-review-toolkit", "outer"]
