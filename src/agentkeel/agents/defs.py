@@ -4,6 +4,11 @@ Sources, lowest precedence first (a later one with the same name wins): built-in
 (namespaced ``plugin:name``), ``~/.claude/agents``, ``~/.keel/agents``, ``.claude/agents``,
 ``.keel/agents``. Frontmatter keys are Claude Code's: name, description, tools,
 disallowedTools, model, permissionMode, maxTurns, skills, hooks, isolation.
+
+As in Claude Code 2.1.328, a user or project file is an agent only with both ``name`` and
+``description`` (a README, or keel's own per-agent ``.keel/agents/<type>/MEMORY.md``, is not; one
+with frontmatter that lacks either gets a warning); a plugin's agent may leave out ``name`` (its
+file name is used).
 """
 
 from __future__ import annotations
@@ -108,13 +113,24 @@ def _int(value: Any, path: Path, key: str, warnings: list[str]) -> int | None:
     return value
 
 
-def agent_from_file(path: Path, source: str, namespace: str = "") -> tuple[AgentDef | None, list[str]]:
+MEMORY_FILES = ("MEMORY.md", "MEMORY.local.md")  # per-agent memory kept beside the definitions
+
+
+def agent_from_file(
+    path: Path, source: str, namespace: str = "", *, needs_name: bool = False
+) -> tuple[AgentDef | None, list[str]]:
+    """``needs_name``: a user or project file, which Claude Code loads only with a ``name`` and a
+    ``description``."""
     warnings: list[str] = []
     try:
         doc = read(path)
     except FrontmatterError as e:
         return None, [str(e)]
     meta = doc.meta
+    if needs_name and not (text(meta.get("name")).strip() and text(meta.get("description")).strip()):
+        if not meta:  # no frontmatter: a README or a memory file, not meant as an agent
+            return None, []
+        return None, [f"{path}: not an agent without both 'name' and 'description' in its frontmatter; add them"]
     name = text(meta.get("name")) or path.stem
     if namespace:
         name = f"{namespace}:{name}"
@@ -204,7 +220,9 @@ def load_agents(
         if not directory.is_dir():
             continue
         for path in sorted(directory.rglob("*.md")):
-            found, warnings = agent_from_file(path, source, namespace)
+            if not namespace and path.name in MEMORY_FILES:
+                continue
+            found, warnings = agent_from_file(path, source, namespace, needs_name=not namespace)
             catalog.warnings += warnings
             if found is not None:
                 catalog.add(found)

@@ -93,10 +93,23 @@ def _quoted(head: str) -> str:
             line = "  " * (len(line) - len(stripped)) + stripped
         m = _KEY.match(line)
         value = (m.group(2) or "") if m else ""
-        if m and value and value[0] not in "[{|>\"'" and (": " in value or " #" in value or value[0] in _YAML_START):
+        plain = value[:1] not in "[{|>\"'" and (": " in value or " #" in value or value[:1] in _YAML_START)
+        if m and value and (plain or (value[0] in "[{" and _text_after_flow(value))):
             line = f"{m.group(1)}: '" + value.replace("'", "''") + "'"
         out.append(line)
     return "\n".join(out)
+
+
+def _text_after_flow(value: str) -> bool:
+    """Whether the list or mapping ``value`` opens closes before the value ends: ``[user prompt]
+    [orchestration prompt]`` (an ``argument-hint`` as people write it) does, ``[a, b]`` and
+    ``[src/*.{ts,tsx}, b]`` do not, nor does an unclosed ``[a`` (a mistake to report)."""
+    depth = 0
+    for i, c in enumerate(value):
+        depth += (c in "[{") - (c in "]}")
+        if depth == 0:
+            return i < len(value) - 1
+    return False
 
 
 def _lines(head: str) -> dict[str, Any]:

@@ -10,6 +10,11 @@ A plugin folder (Claude Code's layout)::
       hooks/hooks.json             hooks (loaded by the hooks extension from the same folders)
       .mcp.json                    MCP servers (loaded by the MCP client)
 
+``--plugin-dir`` may also name a folder of plugins (a marketplace checkout such as
+anthropics/claude-code's ``plugins/``): a folder without ``.claude-plugin/plugin.json`` whose
+children have one loads each such child, as Claude Code does; children without a manifest are
+skipped there (Claude Code skips them too). A folder with neither is one plugin named after it.
+
 ``enabledPlugins`` in settings (``{"name@marketplace": true}``) names plugins of a marketplace
 the settings declare in ``extraKnownMarketplaces`` with a local directory source; the
 marketplace's ``.claude-plugin/marketplace.json`` lists its plugins and where they are.
@@ -99,7 +104,7 @@ def load_plugin(root: Path, source: str = "plugin-dir") -> tuple[Plugin | None, 
     root = root.expanduser()
     if not root.is_dir():
         return None, f"plugin folder {root} does not exist; check --plugin-dir"
-    manifest_path = root / ".claude-plugin" / "plugin.json"
+    manifest_path = _manifest(root)
     manifest: dict[str, Any] = {}
     if manifest_path.is_file():
         data, error = read_json(manifest_path)
@@ -161,13 +166,31 @@ def _from_marketplace(ref: str, markets: dict[str, Path]) -> tuple[Plugin | None
     return load_plugin((root / source).resolve(), f"marketplace:{market}")
 
 
+def _manifest(root: Path) -> Path:
+    return root / ".claude-plugin" / "plugin.json"
+
+
+def plugin_roots_of(root: Path) -> list[Path]:
+    """The plugin folders a ``--plugin-dir`` names: itself when it has a manifest (or when no child
+    has one), else each child folder with a ``.claude-plugin/plugin.json``, by name."""
+    root = root.expanduser()
+    if os.path.lexists(_manifest(root)) or not root.is_dir():
+        return [root]
+    try:
+        children = sorted(c for c in root.iterdir() if not c.name.startswith(".") and c.is_dir())
+    except OSError:
+        return [root]
+    plugins = [c for c in children if _manifest(c).is_file()]
+    return plugins or [root]
+
+
 def find_plugins(plugin_dirs: Sequence[Path], layers: Iterable[SettingsLayer] = ()) -> tuple[list[Plugin], list[str]]:
     """The session's plugins and a warning for each one that could not be loaded."""
     layers = list(layers)
     plugins: list[Plugin] = []
     warnings: list[str] = []
-    for root in plugin_dirs:
-        plugin, warning = load_plugin(Path(root))
+    for root in (p for d in plugin_dirs for p in plugin_roots_of(Path(d))):
+        plugin, warning = load_plugin(root)
         warnings += [warning] if warning else []
         if plugin is not None:
             plugins.append(plugin)

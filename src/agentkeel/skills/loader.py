@@ -2,9 +2,12 @@
 
 A skill is a folder with a ``SKILL.md`` (YAML frontmatter of SPEC section 9, then the
 instructions). Sources, lowest precedence first: plugins (``plugin:name``), ``~/.claude/skills``,
-``~/.keel/skills``, ``.claude/skills``, ``.keel/skills``. A skill in a subfolder is namespaced by
-it: ``db/migrate/SKILL.md`` is ``db:migrate``. Only the name and description reach the model
-until the skill is used (progressive disclosure).
+``~/.keel/skills``, ``.claude/skills``, ``.keel/skills``. A skill is named by its folder, as in
+Claude Code 2.1.328 (``plugin-dev/skills/agent-development`` is ``plugin-dev:agent-development``
+even with ``name: Agent Development``); the frontmatter ``name`` is a display name the Skill tool
+accepts too. A skill in a subfolder is namespaced by it: ``db/migrate/SKILL.md`` is
+``db:migrate``. A plugin whose root holds a ``SKILL.md`` is a skill named after the plugin. Only
+the name and description reach the model until the skill is used (progressive disclosure).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Skill(msgspec.Struct, frozen=True):
     model_invocable: bool = True
     version: str = ""
     plugin_root: Path | None = None
+    display_name: str = ""  # the frontmatter ``name`` when it differs from the folder's
 
     @property
     def path(self) -> Path:
@@ -59,11 +63,16 @@ class SkillCatalog(msgspec.Struct):
         self.skills[skill.name] = skill
 
     def get(self, name: str) -> Skill | None:
+        """By name (``plugin:folder``), by display name (``plugin:Display Name``), or by the last
+        part of either when only one skill has it (``pdf`` for ``plugin:pdf``)."""
         name = name.strip().lstrip("/")
         found = self.skills.get(name)
         if found is not None:
             return found
-        tails = [s for n, s in self.skills.items() if n.split(":")[-1] == name]  # plugin:pdf as pdf
+        shown = [s for s in self.skills.values() if s.display_name and _displayed(s) == name]
+        if len(shown) == 1:
+            return shown[0]
+        tails = [s for n, s in self.skills.items() if name in (n.split(":")[-1], s.display_name)]
         return tails[0] if len(tails) == 1 else None
 
     def __iter__(self) -> Iterator[Skill]:
@@ -76,19 +85,24 @@ class SkillCatalog(msgspec.Struct):
         return [s for s in self.skills.values() if s.model_invocable]
 
 
+def _displayed(skill: Skill) -> str:
+    namespace = skill.name.rpartition(":")[0]
+    return f"{namespace}:{skill.display_name}" if namespace else skill.display_name
+
+
 def skill_from_dir(
-    directory: Path, name: str, source: str, plugin_root: Path | None = None
+    directory: Path, name: str, source: str, plugin_root: Path | None = None, *, named: bool = False
 ) -> tuple[Skill | None, str]:
+    """``named``: the frontmatter ``name`` replaces the last part of ``name`` (a plugin's root
+    ``SKILL.md``, which has no folder of its own: ``plugin:<name>``, else ``plugin:<root folder>``)."""
     try:
         doc = read(directory / "SKILL.md")
     except FrontmatterError as e:
         return None, str(e)
     meta = doc.meta
     own = text(meta.get("name")).strip()
-    if own and ":" not in name:
-        name = own
-    elif own:
-        name = name.rsplit(":", 1)[0] + ":" + own
+    if named and own:
+        name = f"{name.rpartition(':')[0]}:{own}"
     description = text(meta.get("description")).strip()
     if not description:  # Claude Code falls back to the first paragraph
         description = doc.body.strip().split("\n\n", 1)[0].strip().lstrip("# ")[:200]
@@ -113,6 +127,7 @@ def skill_from_dir(
         model_invocable=not flag(meta.get("disable-model-invocation"), False),
         version=text(meta.get("version")).strip(),
         plugin_root=plugin_root,
+        display_name=own if own != name.rpartition(":")[2] else "",
     )
     return skill, ""
 
@@ -149,17 +164,23 @@ def load_skills(cwd: Path, home: Path, *, plugins: Sequence[tuple[str, Path, Pat
     catalog = SkillCatalog()
     sources: list[tuple[Path, str, str, Path | None]] = [(d, f"plugin:{n}", n, r) for n, d, r in plugins]
     sources += [(d, s, "", None) for d, s in skill_dirs(cwd, home)]
+
+    def add(found: tuple[Skill | None, str]) -> None:
+        skill, warning = found
+        if warning:
+            catalog.warnings.append(warning)
+        if skill is not None:
+            catalog.add(skill)
+
+    for name, _, top in plugins:  # a plugin's root SKILL.md
+        if (top / "SKILL.md").is_file():
+            add(skill_from_dir(top, f"{name}:{top.name}", f"plugin:{name}", top, named=True))
     for root, source, namespace, plugin_root in sources:
         if not root.is_dir():
             continue
         for directory in _walk(root):
             parts = directory.relative_to(root).parts
-            name = ":".join([namespace, *parts] if namespace else parts)
-            skill, warning = skill_from_dir(directory, name, source, plugin_root)
-            if warning:
-                catalog.warnings.append(warning)
-            if skill is not None:
-                catalog.add(skill)
+            add(skill_from_dir(directory, ":".join([namespace, *parts] if namespace else parts), source, plugin_root))
     return catalog
 
 

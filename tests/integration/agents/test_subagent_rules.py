@@ -180,7 +180,7 @@ def test_bad_definitions_are_warnings_naming_the_file(tmp_path: Path) -> None:
     agents.mkdir(parents=True)
     (agents / "broken.md").write_text("---\nname: [unclosed\n---\nbody\n")
     (agents / "odd.md").write_text(
-        "---\nname: odd\npermissionMode: yolo\nmaxTurns: -1\ntools: Bash(git:*), Read\n---\nx\n"
+        "---\nname: odd\ndescription: odd\npermissionMode: yolo\nmaxTurns: -1\ntools: Bash(git:*), Read\n---\nx\n"
     )
     catalog = load_agents(project, tmp_path / "home")
     assert any(str(agents / "broken.md") in w and "not valid" in w for w in catalog.warnings)
