@@ -19,7 +19,7 @@ import os
 import platform
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,7 @@ def tool_name(spec: str) -> str:
     return spec.split("(", 1)[0].strip()
 
 
-def tool_names(specs: list[str]) -> set[str]:
+def tool_names(specs: Iterable[str]) -> set[str]:
     """The tools a definition's list names: ``Agent`` and ``Task`` are one tool (either grants or
     takes both)."""
     names = {tool_name(t) for t in specs}

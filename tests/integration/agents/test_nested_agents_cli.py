@@ -21,17 +21,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agents_fixtures import metas, result_text, tool_names, tool_results
 from agentkeel.models.fake.server import FakeLLMServer
 from agentkeel.tools import AGENT_TOOLS, effects_of
+from agents_fixtures import metas, result_text, tool_names, tool_results
 from kit import KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
 
-TEAM_LEAD = """---
+LEAD_DESCRIPTION = (
+    "Coordinates a build. Use when a feature needs several workers. Examples: <example>Context: the user"
+    ' wants a feature built. user: "build the greeting" assistant: "I\'ll use the team-lead agent"</example>'
+)
+BUILDER_DESCRIPTION = (
+    "Generic engineering agent that executes ONE task at a time. Use when work needs to be done - writing"
+    " code, creating files, implementing features."
+)
+VALIDATOR_DESCRIPTION = (
+    "Read-only validation agent that checks if a task was completed successfully. Use after a builder"
+    " finishes to verify work meets acceptance criteria."
+)
+
+TEAM_LEAD = f"""---
 name: team-lead
-description: Coordinates a build. Use when a feature needs several workers. Examples: <example>Context: the user wants a feature built. user: "build the greeting" assistant: "I'll use the team-lead agent"</example>
+description: {LEAD_DESCRIPTION}
 model: opus
 tools: Agent, Read, Bash
 color: blue
@@ -44,9 +57,9 @@ color: blue
 You plan the work and hand each task to ONE `builder` agent with the Agent tool. You do not write code.
 """
 
-BUILDER = """---
+BUILDER = f"""---
 name: builder
-description: Generic engineering agent that executes ONE task at a time. Use when work needs to be done - writing code, creating files, implementing features.
+description: {BUILDER_DESCRIPTION}
 model: opus
 tools: Read, Write, Bash
 color: cyan
@@ -57,9 +70,9 @@ color: cyan
 You execute ONE task. Do NOT spawn other agents or coordinate work. You are a worker, not a manager.
 """
 
-VALIDATOR = """---
+VALIDATOR = f"""---
 name: validator
-description: Read-only validation agent that checks if a task was completed successfully. Use after a builder finishes to verify work meets acceptance criteria.
+description: {VALIDATOR_DESCRIPTION}
 model: opus
 disallowedTools: Write, Edit
 color: yellow
@@ -189,7 +202,10 @@ def test_a_read_only_validator_has_no_tool_that_writes_files(project: Path, fake
         {"name": "MultiEdit", "input": {"file_path": str(app), "edits": edits}},
         {"name": "NotebookEdit", "input": {"notebook_path": str(notebook), "cell_id": "c1", "new_source": "x=9"}},
     ]
-    reads = [{"name": "Read", "input": {"file_path": str(app)}}, {"name": "Read", "input": {"file_path": str(notebook)}}]
+    reads = [
+        {"name": "Read", "input": {"file_path": str(app)}},
+        {"name": "Read", "input": {"file_path": str(notebook)}},
+    ]
     server = fake_llm(
         [
             {"tool_calls": [_agent("validator", "VALIDATE the change to app.py")]},

@@ -39,7 +39,10 @@ def _project(project: Path) -> dict[str, Any]:
         {"name": "Write", "input": {"file_path": "src/w.txt", "content": "written\n"}},
         {"name": "Edit", "input": {"file_path": "src/e.txt", "old_string": "alpha", "new_string": "EDITED"}},
         {"name": "MultiEdit", "input": {"file_path": "src/m.txt", "edits": edits}},
-        {"name": "NotebookEdit", "input": {"notebook_path": str(src / "n.ipynb"), "cell_id": "c1", "new_source": "x=2"}},
+        {
+            "name": "NotebookEdit",
+            "input": {"notebook_path": str(src / "n.ipynb"), "cell_id": "c1", "new_source": "x=2"},
+        },
     ]
     script = project.parent / "script.json"
     script.write_text(json.dumps({"steps": [{"tool_calls": reads}, {"tool_calls": writes}, "done"]}))
@@ -81,6 +84,8 @@ def test_a_bare_edit_deny_still_stops_every_tool_that_writes(project: Path, keel
     """Claude Code, ``--allowedTools Write,Edit,NotebookEdit --disallowedTools Edit``: Write and
     NotebookEdit still ran. keel denies every tool of the Edit family (a deny is never narrowed)."""
     script = _project(project)
-    run = keel("-p", "edit", "--model", script["model"], "--permission-mode", "acceptEdits", "--disallowedTools", "Edit")
+    run = keel(
+        "-p", "edit", "--model", script["model"], "--permission-mode", "acceptEdits", "--disallowedTools", "Edit"
+    )
     assert run.code == 0, run.stderr
     assert _changed(project) == set()
