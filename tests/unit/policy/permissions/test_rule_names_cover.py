@@ -96,6 +96,12 @@ def test_an_allow_rule_covers_the_writing_tools_claude_code_lets_it(tmp_path: Pa
     assert all(verdicts[name] == "allow" for name in ("Read", "Grep", "Glob", "LS")), verdicts
 
 
+def test_a_bash_deny_rule_takes_no_file_tool(tmp_path: Path) -> None:
+    """Claude Code, ``--disallowedTools Bash``: Write, Edit and NotebookEdit ran, Read too."""
+    verdicts = _verdicts(tmp_path, allow=list(WRITERS), deny=["Bash"])
+    assert all(verdict == "allow" for verdict in verdicts.values()), verdicts
+
+
 @pytest.mark.parametrize("rule", ["Edit", "Edit(*)", "Edit(src/**)"])
 def test_an_edit_deny_rule_still_covers_every_tool_that_writes_files(tmp_path: Path, rule: str) -> None:
     """Claude Code lets Write run past a bare ``Edit`` deny; keel does not (a deny is never narrowed)."""
