@@ -19,7 +19,7 @@ import os
 import platform
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.internal.env import KeelEnv
 from agentkeel.internal.git import find_root
-from agentkeel.tools import effects_for
+from agentkeel.tools import AGENT_TOOLS, effects_for
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,13 @@ def tool_name(spec: str) -> str:
     return spec.split("(", 1)[0].strip()
 
 
+def tool_names(specs: Iterable[str]) -> set[str]:
+    """The tools a definition's list names: ``Agent`` and ``Task`` are one tool (either grants or
+    takes both)."""
+    names = {tool_name(t) for t in specs}
+    return names | set(AGENT_TOOLS) if names & set(AGENT_TOOLS) else names
+
+
 class SubagentSpawner:
     """Builds and runs child agents for one parent agent (a session, or a child one level up)."""
 
@@ -85,10 +92,18 @@ class SubagentSpawner:
         env: dict[str, str] | None = None,
         not_shared: frozenset[str] = frozenset(),
         child_extension: Callable[[Agent], Extension] | None = None,
+        pool: ToolRegistry | None = None,
+        withheld: frozenset[str] = frozenset(),
     ) -> None:
         """``not_shared``: the parent's built-ins a child does not share (the registry's subagent
         profile leaves them out: per-conversation state, each child has its own); ``child_extension``
-        builds a child's own copy of a per-agent extension (the agents built-in)."""
+        builds a child's own copy of a per-agent extension (the agents built-in).
+
+        ``pool``: the session's tools, which every definition picks its ``tools:`` from, however deep
+        (Claude Code: a team lead with ``tools: Agent, Read`` runs a builder that writes); None for
+        the session's own spawner (its parent's tools are the pool). ``withheld``: what the
+        ``disallowedTools`` of the agents above took away, which no agent below them gets back (a
+        read-only validator cannot write through a builder it starts; Claude Code lets it)."""
         self.parent = parent
         self.catalog = catalog
         self.session_id = session_id
@@ -104,6 +119,8 @@ class SubagentSpawner:
         self.running: dict[str, Agent] = {}
         self.not_shared = not_shared
         self.child_extension = child_extension
+        self._pool = pool
+        self.withheld = withheld
         self.active = 0  # children running now (the concurrency figure tests and benchmarks read)
         self.peak = 0
 
@@ -111,26 +128,29 @@ class SubagentSpawner:
     def subagent_dir(self) -> Path:
         return self.session_dir / "subagents"
 
+    @property
+    def pool(self) -> ToolRegistry:
+        return self._pool if self._pool is not None else self.parent.tools
+
     def can_nest(self) -> bool:
         return self.depth + 1 < self.max_depth
 
     # --- assembling a child ----------------------------------------------------------------
 
     def child_tools(self, agent: AgentDef, allowed: list[str] | None = None) -> ToolRegistry:
-        parent_tools = self.parent.tools
-        wanted = None if agent.tools is None else {tool_name(t) for t in agent.tools}
+        wanted = None if agent.tools is None else tool_names(agent.tools)
         if allowed is not None:
-            narrowed = {tool_name(t) for t in allowed}
+            narrowed = tool_names(allowed)
             wanted = narrowed if wanted is None else wanted & narrowed
-        denied = {tool_name(t) for t in agent.disallowed_tools}
+        denied = tool_names(agent.disallowed_tools) | self.withheld
         tools = ToolRegistry()
-        for tool in parent_tools.list():
+        for tool in self.pool.list():
             if wanted is not None and tool.name not in wanted:
                 continue
             if tool.name in denied or effects_for(tool, tool.name).rule in denied:
                 continue  # a family's name (Edit) takes every tool its rules govern (Write, MultiEdit...)
             if effects_for(tool, tool.name).delegates and not self.can_nest():
-                continue
+                continue  # Claude Code 2.1.328: agents at depth 3 get no Agent tool (KEEL_SUBAGENT_MAX_DEPTH)
             tools.register(tool)
         return tools
 
@@ -283,6 +303,8 @@ class SubagentSpawner:
                     env=self.env,
                     not_shared=self.not_shared,
                     child_extension=self.child_extension,
+                    pool=self.pool,
+                    withheld=self.withheld | tool_names(agent.disallowed_tools),
                 ),
             )
         notes = [note] if note else []

@@ -26,7 +26,7 @@ VARIABLES: dict[str, str] = {
     "KEEL_MANAGED_SETTINGS": "the managed settings file; default /etc/keel/managed-settings.json",
     "KEEL_MANAGED_INSTRUCTIONS": "the managed instruction file; default /etc/keel/KEEL.md",
     "KEEL_MAX_RETRIES": "retries of a failed model request (default 4)",
-    "KEEL_SUBAGENT_MAX_DEPTH": "how deep subagents may nest (default 1)",
+    "KEEL_SUBAGENT_MAX_DEPTH": "how deep subagents may nest (default 3, as Claude Code)",
     "KEEL_SUBAGENT_CONCURRENCY": "subagents running at once (default 4)",
     "KEEL_SUBAGENT_MAX_TURNS": "a subagent's turns when its definition gives none (default 100)",
     "KEEL_BACKGROUND_WAIT_S": "how long a print-mode run waits for background agents (default 600)",
@@ -116,7 +116,7 @@ class KeelEnv:
 
     @property
     def subagent_max_depth(self) -> int:
-        return self.number("KEEL_SUBAGENT_MAX_DEPTH", 1, minimum=1)
+        return self.number("KEEL_SUBAGENT_MAX_DEPTH", 3, minimum=1)
 
     @property
     def subagent_concurrency(self) -> int:

@@ -35,9 +35,10 @@ def _task(prompt: str, agent: str = "general-purpose", **extra: Any) -> dict[str
 def test_children_cannot_nest_past_the_limit(project: Path, fake_llm: Start, keel: Keel) -> None:
     claude_project(project)
     server = fake_llm([{"tool_calls": [_task("one")]}, "child", "parent"])
-    assert keel("-p", "go", env=wire_env(server, "anthropic")).code == 0
+    env = {**wire_env(server, "anthropic"), "KEEL_SUBAGENT_MAX_DEPTH": "1"}
+    assert keel("-p", "go", env=env).code == 0
     child = server.cursor.requests[1]["body"]
-    assert "Task" not in tool_names(child) and "Agent" not in tool_names(child)  # default depth 1, as Claude Code
+    assert "Task" not in tool_names(child) and "Agent" not in tool_names(child)  # (default 3: test_nested_agents_cli)
 
     server = fake_llm([{"tool_calls": [_task("one")]}, {"tool_calls": [_task("two")]}, "grandchild", "child", "ok"])
     env = {**wire_env(server, "anthropic"), "KEEL_SUBAGENT_MAX_DEPTH": "2"}

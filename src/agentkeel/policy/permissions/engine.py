@@ -389,12 +389,21 @@ class PermissionEngine(ShellChecks):
 
     def _match(self, call: Call, rules: list[Rule], *, broad: bool) -> tuple[Rule, str] | None:
         """The first rule that matches the call, with what it matched. ``broad`` is for deny and
-        ask: either path of a symlink, case folded, every shell form; allow needs all of them."""
+        ask: either path of a symlink, case folded, every shell form; allow needs all of them.
+
+        A bare allow rule names one tool: it covers no other tool that writes files, as in Claude
+        Code 2.1.328 (``--allowedTools Edit`` runs Edit and asks for Write and NotebookEdit). A
+        rule with a path (``Edit(src/**)``) covers the whole family, and deny and ask rules, bare
+        or not, cover every tool of their family (keel never lets a Write past ``Edit`` denied).
+        A ``Read(path)`` deny rule also stops the tools that write there (Claude Code: "File is
+        covered by a Read deny rule in your permission settings and cannot be written")."""
+        bare_family = call.effects.rule if broad or not call.is_edit else None
         for rule in rules:
-            if rule.bare and rule.covers_tool(call.name, call.effects.rule):
+            if rule.bare and rule.covers_tool(call.name, bare_family):
                 return rule, call.name
         for rule in rules:
-            if rule.bare or not rule.covers_tool(call.name, call.effects.rule):
+            unreadable = rule.kind == "deny" and rule.tool == READ and call.is_edit
+            if rule.bare or not (rule.covers_tool(call.name, call.effects.rule) or unreadable):
                 continue
             detail = self._specifier_matches(call, rule, broad=broad)
             if detail is not None:

@@ -50,7 +50,9 @@ class Rule(msgspec.Struct, frozen=True):
 
     def covers_tool(self, name: str, family: str | None = None) -> bool:
         """Does this rule talk about tool ``name`` at all (ignoring the specifier)? A rule naming a
-        family (``Edit``) covers every tool whose effects put it there (``family``: its ``effects.rule``)."""
+        family (``Edit``) covers every tool whose effects put it there (``family``: its ``effects.rule``;
+        the engine passes None where only the tool's own name counts: a bare allow rule and a tool
+        that writes files)."""
         if self.tool == name or (family is not None and self.tool == family):
             return True
         if self.tool.startswith("mcp__") and name.startswith("mcp__"):
