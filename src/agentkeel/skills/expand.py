@@ -31,6 +31,7 @@ _AT = re.compile(r"(?:(?<=\s)|^)@([A-Za-z0-9_./~-]*[A-Za-z0-9_/-])", re.MULTILIN
 _WORD = r"(?![\[A-Za-z0-9_])"
 MAX_OUTPUT = 20_000
 BANG_TIMEOUT_S = 30.0
+MAX_FILE_BYTES = 256 * 1024  # Claude Code attaches an @file whole up to its Read limit, and none of a larger one
 MAX_NAMED = 64  # Claude Code reads at most 64 named arguments of at most 64 characters
 
 
@@ -172,7 +173,8 @@ async def _expand_text(
 
 
 async def include_files(body: str, bases: Sequence[Path], check: Check | None) -> str:
-    """``@path`` replaced by the whole file (Claude Code attaches it whole, as a Read)."""
+    """``@path`` replaced by the whole file (Claude Code attaches it whole, as a Read); a file over
+    Claude Code's Read limit is not attached, the model is told to read it in portions."""
     found: dict[str, str] = {}
     for m in _AT.finditer(body):
         ref = m.group(1)
@@ -189,6 +191,13 @@ async def include_files(body: str, bases: Sequence[Path], check: Check | None) -
             found[ref] = f"@{ref} [not included: {why}]"
             continue
         try:
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                found[ref] = (
+                    f"@{ref} [not attached: {path} ({size // 1024} KB) is too large to read all at once; Read it in "
+                    "portions with offset and limit, or search it with Grep]"
+                )
+                continue
             content = path.read_text(encoding="utf-8", errors="replace")
         except OSError as e:
             found[ref] = f"@{ref} [not included: {e.strerror or e}]"
