@@ -142,7 +142,9 @@ async def _run_all(commands: list[str], cwd: Path, check: Check | None, env: dic
     if first is not None:
         blocker = commands[first]
         return [
-            f"[!`{cmd}` was not run: {why}]" if why else f"[!`{cmd}` was not run: !`{blocker}` in the same text was refused]"
+            f"[!`{cmd}` was not run: {why}]"
+            if why
+            else f"[!`{cmd}` was not run: !`{blocker}` in the same text was refused]"
             for cmd, why in zip(commands, refusals, strict=True)
         ]
     return [await run_bang(cmd, cwd, env) for cmd in commands]

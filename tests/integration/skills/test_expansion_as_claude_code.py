@@ -40,9 +40,7 @@ def _texts(body: dict[str, Any]) -> str:
                 out.append(block["text"])
             elif block.get("type") == "tool_result":
                 inner = block.get("content")
-                out.append(
-                    inner if isinstance(inner, str) else "".join(b.get("text", "") for b in inner or [] if b)
-                )
+                out.append(inner if isinstance(inner, str) else "".join(b.get("text", "") for b in inner or [] if b))
     return "\n".join(out)
 
 
@@ -278,7 +276,10 @@ def test_at_file_is_attached_whole(project: Path, fake_llm: Start, keel: Keel) -
     _git(project)
     (project / "big.txt").write_text("".join(f"line {i:05d} of the big file\n" for i in range(3000)))
     (project / "huge.txt").write_text("".join(f"line {i:06d} of the huge file padding padding\n" for i in range(12000)))
-    _write(project / ".claude" / "commands" / "rev.md", "---\ndescription: review\n---\nReview @big.txt and @huge.txt now.\n")
+    _write(
+        project / ".claude" / "commands" / "rev.md",
+        "---\ndescription: review\n---\nReview @big.txt and @huge.txt now.\n",
+    )
     server = fake_llm(["ok"])
     run = keel("-p", "/rev", env=wire_env(server, "anthropic"))
     assert run.code == 0, run.stderr
@@ -287,3 +288,29 @@ def test_at_file_is_attached_whole(project: Path, fake_llm: Start, keel: Keel) -
     assert "file truncated" not in text
     assert "line 000000 of the huge file" not in text
     assert "@huge.txt [not attached:" in text and "too large to read all at once" in text
+
+
+def test_arguments_in_a_fenced_block_are_words_never_shell(
+    project: Path, tmp_path: Path, fake_llm: Start, keel: Keel
+) -> None:
+    """A deliberate difference. Claude Code puts `$ARGUMENTS` into a ```` ```! ```` block as typed
+    (its own Gemini importer notes that "Claude Code's `$ARGUMENTS` substitution doesn't" shell-escape,
+    so typed arguments can inject shell commands). keel splits the arguments as Claude Code does
+    (shell words) and puts each into the command shell-quoted: the script gets them as words and
+    nothing an argument says runs."""
+    _git(project)
+    plugin = tmp_path / "looper"
+    _write(plugin / ".claude-plugin" / "plugin.json", json.dumps({"name": "looper", "version": "1.0.0"}))
+    _write(plugin / "commands" / "loop.md", LOOP_COMMAND)
+    script = _write(plugin / "scripts" / "setup-loop.sh", SETUP_LOOP)
+    script.chmod(0o755)
+    settings = _write(tmp_path / "allow.json", json.dumps({"permissions": {"allow": [f"Bash({script}:*)"]}}))
+    server = fake_llm(["ok"])
+    prompt = "fix it; touch pwned-1 $(touch pwned-2) && touch pwned-3"
+    run = keel(
+        "-p", f"/loop {prompt}", "--plugin-dir", str(plugin), "--settings", str(settings),
+        env=wire_env(server, "anthropic"),
+    )  # fmt: skip
+    assert run.code == 0, run.stderr
+    assert not any((project / f"pwned-{i}").exists() for i in (1, 2, 3))
+    assert (project / ".claude" / "ralph-loop.local.md").read_text().endswith(f"\n{prompt}\n")
