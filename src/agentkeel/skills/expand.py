@@ -6,7 +6,8 @@ not inside an inline code span), so that an argument never becomes a command; ar
 substituted (``$ARGUMENTS``, ``$ARGUMENTS[N]``, ``$N`` counted from 0, and ``$name`` for the
 frontmatter's ``arguments``; a ``$N`` or ``$ARGUMENTS[N]`` with no argument N stays as written, as do
 ``$1.00`` and ``awk '{print $1}'`` then; ``\\$1`` is a literal ``$1``; with no placeholder, the
-arguments are appended as ``ARGUMENTS: ...``), inside a command each value shell-quoted; every command
+arguments are appended as ``ARGUMENTS: ...``), inside a command each value quoted for where it stands
+(the literal text the user typed, split into shell words where it stands bare); every command
 is checked by the session's permission checks and, when one is refused, none runs (Claude Code then
 refuses the whole invocation; keel shows each command's note instead); each command is replaced by its
 output; ``@path`` is replaced by the whole file's contents, read through the same checks.
@@ -61,6 +62,20 @@ class _Arguments:
         self.used = False
 
     def sub(self, text: str, quote: bool = False) -> str:
+        """``text`` with its placeholders filled; ``quote``: ``text`` is a shell command, and each value
+        goes in as the literal text of shell words, quoted for where it stands (bare, in ``"..."``,
+        in ``'...'``), so that nothing an argument says runs."""
+
+        def fill(m: re.Match[str], value: str, words: list[str]) -> str:
+            if not quote:
+                return value
+            where = _quoting(text, m.start())
+            if where == '"':
+                return re.sub(r'([\\"$`])', r"\\\1", value)
+            if where == "'":
+                return value.replace("'", "'\\''")
+            return " ".join(shlex.quote(w) for w in words)
+
         def value(m: re.Match[str]) -> str:
             if m.group("escaped"):
                 return "$"
@@ -69,16 +84,16 @@ class _Arguments:
                 index = self.index[name]
                 self.used = True
                 word = self.words[index] if index < len(self.words) else ""
-                return shlex.quote(word) if quote else word
+                return fill(m, word, [word] if word else [])
             number = m.group("item") or m.group("n")
             if number is not None:
                 index = int(number)
                 if index >= len(self.words):
                     return m.group(0)  # no such argument: left as written ($1.00, awk '{print $1}', SQL $1)
                 self.used = True
-                return shlex.quote(self.words[index]) if quote else self.words[index]
+                return fill(m, self.words[index], [self.words[index]])
             self.used = True
-            return " ".join(shlex.quote(w) for w in self.words) if quote else self.args
+            return fill(m, self.args, self.words)
 
         return self.pattern.sub(value, text)
 
@@ -86,6 +101,23 @@ class _Arguments:
         if not self.used and self.args.strip():
             return text.rstrip("\n") + f"\n\nARGUMENTS: {self.args}"
         return text
+
+
+def _quoting(command: str, at: int) -> str:
+    """The shell quoting in force at ``command[at]``: ``'`` or ``"`` inside such quotes, else ``""``."""
+    state, i = "", 0
+    while i < at:
+        c = command[i]
+        if state == "'":
+            state = "" if c == "'" else state
+        elif c == "\\":
+            i += 1  # the next character is escaped
+        elif c == '"':
+            state = "" if state == '"' else '"'
+        elif c == "'" and not state:
+            state = "'"
+        i += 1
+    return state
 
 
 def substitute_arguments(body: str, args: str, named: Sequence[str] = ()) -> str:

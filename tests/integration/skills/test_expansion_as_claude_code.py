@@ -314,3 +314,32 @@ def test_arguments_in_a_fenced_block_are_words_never_shell(
     assert run.code == 0, run.stderr
     assert not any((project / f"pwned-{i}").exists() for i in (1, 2, 3))
     assert (project / ".claude" / "ralph-loop.local.md").read_text().endswith(f"\n{prompt}\n")
+
+
+async def _allow(tool: str, tool_input: dict[str, object]) -> str | None:
+    return None
+
+
+def test_an_argument_goes_into_a_command_as_the_literal_text_typed(tmp_path: Path) -> None:
+    """Each placeholder inside a command is filled with the typed text quoted for where it stands:
+    bare, it is the shell words Claude Code splits the arguments into; in "..." or '...', the text
+    as typed. Nothing in an argument runs ($(...), backquotes, ;)."""
+    import asyncio
+
+    from agentkeel.skills.expand import expand
+
+    body = (
+        "bare: !`printf '<%s>' $ARGUMENTS`\n"
+        'double: !`printf "<%s>" "$ARGUMENTS"`\n'
+        "single: !`printf '<%s>' '$0'`\n"
+        'named: !`printf "<%s>" "x-$who" $1`\n'
+    )
+    args = """Build a "todo API" ';' $(touch pwned) `touch pwned`"""
+    out = asyncio.run(expand(body, args, cwd=tmp_path, check=_allow, named=["who"]))
+    assert out.splitlines() == [
+        "bare: <Build><a><todo API><;><$(touch><pwned)><`touch><pwned`>",
+        f"double: <{args}>",
+        "single: <Build>",
+        "named: <x-Build><a>",
+    ]
+    assert not (tmp_path / "pwned").exists()
