@@ -27,6 +27,14 @@ Keel = Callable[..., KeelRun]
 DATA = Path(__file__).resolve().parents[2] / "data" / "expand"
 
 
+def _claude_api_skill(project: Path) -> None:
+    """anthropics/skills `claude-api`, unchanged (stored as SKILL.md.txt: the formatter leaves it alone)."""
+    folder = project / ".claude" / "skills" / "claude-api"
+    folder.mkdir(parents=True)
+    shutil.copy(DATA / "claude-api" / "SKILL.md.txt", folder / "SKILL.md")
+    shutil.copy(DATA / "claude-api" / "LICENSE.txt", folder / "LICENSE.txt")
+
+
 def _texts(body: dict[str, Any]) -> str:
     """Every text the request's messages hold (text blocks and tool results), joined."""
     out: list[str] = []
@@ -98,7 +106,7 @@ def test_official_skill_price_table_survives_a_typed_argument(project: Path, fak
     $5.00 | $25.00 |` and `| Claude Haiku 4.5 | ... | $1.00 | $5.00 |` unchanged and, the body having
     no placeholder, `ARGUMENTS: python` at its end. keel sent `|  | $25.00 |`."""
     _git(project)
-    shutil.copytree(DATA / "claude-api", project / ".claude" / "skills" / "claude-api")
+    _claude_api_skill(project)
     server = fake_llm(["ok"])
     run = keel("-p", "/claude-api python", env=wire_env(server, "anthropic"))
     assert run.code == 0, run.stderr
@@ -115,8 +123,8 @@ def test_a_73k_official_skill_reaches_the_model_whole(project: Path, fake_llm: S
     after the frontmatter) in the next request, its last paragraph included. keel's output budget
     cut it at 30,000 characters (a spill file and the middle omitted)."""
     _git(project)
-    shutil.copytree(DATA / "claude-api", project / ".claude" / "skills" / "claude-api")
-    body = (DATA / "claude-api" / "SKILL.md").read_text().split("\n---\n", 1)[1]
+    _claude_api_skill(project)
+    body = (DATA / "claude-api" / "SKILL.md.txt").read_text().split("\n---\n", 1)[1]
     middle = body[len(body) // 2 : len(body) // 2 + 200]
     last = body.rstrip()[-300:]
     server = fake_llm([{"tool_calls": [{"name": "Skill", "input": {"skill": "claude-api"}}]}, "done"])
