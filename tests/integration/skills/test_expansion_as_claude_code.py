@@ -351,3 +351,19 @@ def test_an_argument_goes_into_a_command_as_the_literal_text_typed(tmp_path: Pat
         "named: <x-Build><a>",
     ]
     assert not (tmp_path / "pwned").exists()
+
+
+def test_a_popular_skills_awk_example_reaches_the_model_as_written(project: Path, fake_llm: Start, keel: Keel) -> None:
+    """Root cause 1 on obra/superpowers `requesting-code-review` (MIT), whose example reads
+    `BASE_SHA=$(git log --oneline | grep "Task 1" | head -1 | awk '{print $1}')`. The model calls
+    `Skill {"skill": "requesting-code-review"}` with no arguments; Claude Code (`claude -p 'review my
+    work'`, the scripted model calling that Skill) sent that line unchanged. keel sent `awk '{print }'`."""
+    _git(project)
+    folder = project / ".claude" / "skills" / "requesting-code-review"
+    folder.mkdir(parents=True)
+    shutil.copy(DATA / "requesting-code-review" / "SKILL.md.txt", folder / "SKILL.md")
+    server = fake_llm([{"tool_calls": [{"name": "Skill", "input": {"skill": "requesting-code-review"}}]}, "done"])
+    run = keel("-p", "review my work", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    text = _texts(server.cursor.requests[1]["body"])
+    assert """BASE_SHA=$(git log --oneline | grep "Task 1" | head -1 | awk '{print $1}')""" in text
