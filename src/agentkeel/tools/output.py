@@ -1,4 +1,7 @@
-"""Output budget: a tool result over budget spills to a file; the model gets head, tail and the path."""
+"""Output budget: a tool result over budget spills to a file; the model gets head, tail and the path.
+
+A tool whose result is kept whole (``Effects.protected``: a skill's text, a subagent's report, a
+plan, the todo list) is never spilled: Claude Code gives the model a 73k-character skill whole."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ class OutputBudget(msgspec.Struct):
     per_tool: dict[str, int] = msgspec.field(default_factory=lambda: {"Read": 120_000})
 
     async def __call__(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
-        if not isinstance(output.content, str):
+        if not isinstance(output.content, str) or (call.tool is not None and call.tool.effects.protected):
             return output
         budget = self.per_tool.get(call.name, self.default)
         text = output.content

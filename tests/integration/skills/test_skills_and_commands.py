@@ -36,7 +36,7 @@ def test_argument_substitution() -> None:
     assert substitute_arguments("$issues stays", "42", ["issue"]) == "$issues stays\n\nARGUMENTS: 42"
     assert substitute_arguments("no placeholder", "a b") == "no placeholder\n\nARGUMENTS: a b"
     assert substitute_arguments("no placeholder", "") == "no placeholder"
-    assert substitute_arguments("missing $3", "a") == "missing "
+    assert substitute_arguments("missing $3", "a") == "missing $3\n\nARGUMENTS: a"  # no argument 3: as written
 
 
 def test_bang_commands_go_through_permissions_and_arguments_never_run(
