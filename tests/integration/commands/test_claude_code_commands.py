@@ -36,7 +36,10 @@ from kit import KeelRun, session, wire_env
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
 
-GREET = "---\ndescription: Greet someone by name\nargument-hint: [name]\n---\nSay hello to $ARGUMENTS.\nToday: !`echo GREET-BANG-RAN`\n"
+GREET = (
+    "---\ndescription: Greet someone by name\nargument-hint: [name]\n---\n"
+    "Say hello to $ARGUMENTS.\nToday: !`echo GREET-BANG-RAN`\n"
+)
 COMMIT = """---
 allowed-tools: Bash(git add:*), Bash(git status:*), Bash(git commit:*)
 description: Create a git commit
@@ -242,7 +245,10 @@ def test_fork_command_runs_in_its_agent(project: Path, fake_llm: Start, keel: Ke
     _commands(
         project,
         {
-            "forkcmd.md": "---\ndescription: Look around\ncontext: fork\nagent: Explore\n---\nFORKCMD-BODY look around $ARGUMENTS\n"
+            "forkcmd.md": (
+                "---\ndescription: Look around\ncontext: fork\nagent: Explore\n---\n"
+                "FORKCMD-BODY look around $ARGUMENTS\n"
+            )
         },
     )
     server = fake_llm(["fork-report-XYZ", "main conversation answer"])
