@@ -91,6 +91,47 @@ async def invoke_command(agent: Agent, skill: Skill, args: str) -> SkillRun:
     return SkillRun(text)
 
 
+async def approve_grant(agent: Agent, skill: Skill) -> str | None:
+    """The model may not grant itself tools: a command with ``allowed-tools`` called through the
+    Skill tool runs only under an allow rule ``Skill(name)`` (or bypassPermissions mode), or when
+    the user approves; otherwise it is refused with Claude Code 2.1.328's words (``-p`` has
+    nobody to ask). None when it may run."""
+    import uuid
+
+    from agentkeel.core.extensions import ToolCall, Verdict
+    from agentkeel.policy.permissions import PermissionEngine
+
+    refusal = (
+        f"Execute skill: {skill.name}. The user can add the allow rule Skill({skill.name}) to "
+        ".claude/settings.local.json to let it run without asking."
+    )
+    engine = agent.services.find(PermissionEngine)
+    if engine is None:
+        return refusal
+    decision = engine.decide(SKILL_TOOL, {"skill": skill.name}, agent.tools.get(SKILL_TOOL))
+    if decision.decision == "deny":
+        return decision.reason or refusal
+    if decision.decision == "allow" and (decision.rule is not None or decision.stage == "mode"):
+        return None
+    resolve = agent.ext.resolver()
+    if resolve is None:
+        return refusal
+    call = ToolCall(
+        id="skill_" + uuid.uuid4().hex[:12],
+        name=SKILL_TOOL,
+        input={"skill": skill.name},
+        tool=agent.tools.get(SKILL_TOOL),
+        cwd=agent.context.cwd,
+        mode=agent.mode(),
+    )
+    reason = f"/{skill.name} pre-approves {', '.join(skill.allowed_tools or ())} while it runs"
+    try:
+        answer = await resolve(call, Verdict("ask", reason))
+    except Exception:  # fail closed
+        return refusal
+    return None if answer.decision == "allow" else (answer.reason or refusal)
+
+
 async def fork_skill(agent: Agent, skill: Skill, text: str) -> SkillRun:
     from agentkeel.agents.spawner import SubagentSpawner
 
@@ -180,6 +221,10 @@ def _runner(commands: Sequence[ModelCommand]) -> Callable[[Any, ToolContext], Aw
                 loaded = found.load()  # read again: an edit between uses takes effect
             except FrontmatterError as e:
                 raise ToolError(str(e)) from None
+            if loaded.allowed_tools and not loaded.fork:
+                refused = await approve_grant(host.agent, loaded)
+                if refused is not None:
+                    return ToolOutput(refused, is_error=True)
             ran = await invoke_command(host.agent, loaded, args.args)
             if ran.is_error:
                 return ToolOutput(ran.text, is_error=True)

@@ -278,3 +278,39 @@ def test_a_skill_users_may_not_invoke_is_refused(line: str, project: Path, fake_
         'This skill can only be invoked by Claude, not directly by users. Ask Claude to use the "hidden" skill for you.'
     )
     assert server.cursor.requests == []
+
+
+@pytest.mark.parametrize("allowed", ["Read", "Read,Skill(commit)"])
+def test_the_model_cannot_grant_itself_a_commands_tools(
+    allowed: str, project: Path, fake_llm: Start, keel: Keel
+) -> None:
+    """Claude Code, `claude -p "commit it" --allowedTools Read` (script: Skill {"skill": "commit"},
+    Bash "git add b.txt", text): the Skill call was refused ("Execute skill: commit. The user can
+    add the allow rule Skill(commit) to .claude/settings.local.json to let it run without asking.",
+    is_error) and the git add then needed approval ("This command requires approval"). With
+    `--allowedTools "Read,Skill(commit)"` the result was "Launching skill: commit" with the body,
+    and the git add ran (b.txt staged)."""
+    _repo(project)
+    _commands(project, {"commit.md": COMMIT})
+    (project / "b.txt").write_text("b\n")
+    server = fake_llm(
+        [
+            {"tool_calls": [{"id": "toolu_skill", "name": "Skill", "input": {"skill": "commit"}}]},
+            _bash("git add b.txt", "toolu_add"),
+            "done",
+        ]
+    )
+    run = keel("-p", "commit it", "--allowedTools", allowed, env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    skill = _result(server, 1, "toolu_skill")
+    staged = _git(project, "diff", "--cached", "--name-only").split()
+    if allowed == "Read":
+        # keel's headless refusal says the same in its own words (how to allow it)
+        assert skill.get("is_error") and "Permission to use Skill was not granted" in result_text(skill)
+        assert "/commit pre-approves Bash(git add:*)" in result_text(skill)
+        assert "PROJECT-COMMIT-BODY" not in json.dumps(server.cursor.requests[1]["body"])
+        assert _result(server, 2, "toolu_add").get("is_error") and staged == []
+    else:
+        assert not skill.get("is_error") and result_text(skill).startswith("Launching skill: commit")
+        assert "PROJECT-COMMIT-BODY" in result_text(skill)
+        assert not _result(server, 2, "toolu_add").get("is_error") and staged == ["b.txt"]
