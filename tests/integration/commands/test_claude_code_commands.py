@@ -49,8 +49,8 @@ description: Create a git commit
 
 PROJECT-COMMIT-BODY: stage the changes and commit them in one message.
 """
-BUILTIN_NAMES = ("plan", "review", "commit", "init", "status", "config", "context", "export", "memory", "model")
-BUILTIN_NAMES += ("help", "clear", "compact", "cost")
+BUILTIN_NAMES: tuple[str, ...] = ("plan", "review", "commit", "init", "status", "config", "context", "export")
+BUILTIN_NAMES += ("memory", "model", "help", "clear", "compact", "cost")
 
 
 def _commands(project: Path, files: dict[str, str]) -> None:
@@ -80,8 +80,11 @@ def _bash(command: str, tid: str) -> dict[str, Any]:
 
 
 def _result(server: FakeLLMServer, request: int, tid: str) -> dict[str, Any]:
-    [found] = [b for b in tool_results(server.cursor.requests[request]["body"]) if b["tool_use_id"] == tid]
-    return found
+    found: list[dict[str, Any]] = [
+        b for b in tool_results(server.cursor.requests[request]["body"]) if b["tool_use_id"] == tid
+    ]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def test_commands_are_listed_and_run_through_the_skill_tool(project: Path, fake_llm: Start, keel: Keel) -> None:
