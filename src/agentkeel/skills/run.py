@@ -1,9 +1,12 @@
 """Running a skill: the ``Skill`` tool (model) and ``/name`` (user) both come here.
 
 PreSkillExecute and PostSkillExecute fire through the session's LifecyclePoint (a blocked
-PreSkillExecute stops the skill). An inline skill's text goes into the conversation and its
-``allowed-tools`` narrow the tools until the next prompt; a ``context: fork`` skill runs in a
-subagent (its ``agent`` type, general-purpose by default) and its report is the result.
+PreSkillExecute stops the skill). An inline skill's text goes into the conversation; its
+``allowed-tools`` are granted and its ``model`` used until the turn ends, as Claude Code 2.1.328
+does (called by the model, a skill or command with ``allowed-tools`` needs a ``Skill(name)``
+allow rule or the user's approval first: the model cannot grant itself tools). A ``context:
+fork`` skill runs in a subagent (its ``agent`` type, general-purpose by default) and its report
+is the result. Command files run here too (:func:`invoke_command`; the Skill tool lists them).
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ async def invoke_skill(agent: Agent, skill: Skill, args: str) -> SkillRun:
         from agentkeel.skills.session import SkillHost
 
         host = agent.services.find(SkillHost)
-        if host is not None and skill.allowed_tools is not None:
-            host.active_tools = (*skill.allowed_tools, SKILL_TOOL)
+        if host is not None:  # a grant for the turn, as in Claude Code 2.1.328 (not a narrowing)
+            host.scope_turn(allow=skill.allowed_tools or (), model=skill.model, source=f"/{skill.name}")
     post = await life.fire("PostSkillExecute", {**fields, "is_error": run.is_error}, match=skill.name)
     if post.context:
         run = replace(run, text=run.text + "\n\n" + "\n\n".join(post.context))
@@ -232,6 +235,10 @@ def _runner(commands: Sequence[ModelCommand]) -> Callable[[Any, ToolContext], Aw
             if loaded.fork:
                 return ToolOutput(ran.text, metadata={**meta, "agent_id": ran.forked_agent})
             return ToolOutput(f"Launching skill: {loaded.name}\n\n{ran.text}", metadata=meta)
+        if skill.allowed_tools and not skill.fork:
+            refused = await approve_grant(host.agent, skill)
+            if refused is not None:
+                return ToolOutput(refused, is_error=True)
         run = await invoke_skill(host.agent, skill, args.args)
         if run.is_error:
             return ToolOutput(run.text, is_error=True)

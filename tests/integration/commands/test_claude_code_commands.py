@@ -317,3 +317,27 @@ def test_the_model_cannot_grant_itself_a_commands_tools(
         assert not skill.get("is_error") and result_text(skill).startswith("Launching skill: commit")
         assert "PROJECT-COMMIT-BODY" in result_text(skill)
         assert not _result(server, 2, "toolu_add").get("is_error") and staged == ["b.txt"]
+
+
+def test_the_model_cannot_grant_itself_a_skills_tools(project: Path, fake_llm: Start, keel: Keel) -> None:
+    """Claude Code, `claude -p "look" --allowedTools Write` with .claude/skills/look/SKILL.md
+    (`allowed-tools: Bash(git status:*), Read`; script: Skill {"skill": "look"}, ...): the Skill call
+    was refused ("Execute skill: look. The user can add the allow rule Skill(look) ...", is_error)
+    and the skill's body never reached the model."""
+    skill = project / ".claude" / "skills" / "look"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: look\ndescription: Look\nallowed-tools: Bash(touch:*)\n---\nLOOK-BODY\n"
+    )
+    server = fake_llm(
+        [
+            {"tool_calls": [{"id": "toolu_skill", "name": "Skill", "input": {"skill": "look"}}]},
+            _bash("touch not-granted", "toolu_touch"),
+            "done",
+        ]
+    )
+    run = keel("-p", "look", "--allowedTools", "Write", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    assert _result(server, 1, "toolu_skill").get("is_error")
+    assert "LOOK-BODY" not in json.dumps(server.cursor.requests[1]["body"])
+    assert _result(server, 2, "toolu_touch").get("is_error") and not (project / "not-granted").exists()
