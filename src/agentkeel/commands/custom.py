@@ -24,7 +24,9 @@ def command_dirs(cwd: Path, home: Path) -> list[tuple[Path, str]]:
 def frame(name: str, args: str, body: str) -> str:
     """A command's prompt as Claude Code sends it (its header block, then the expanded body)."""
     head = f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>"
-    return f"{head}\n<command-args>{args}</command-args>\n\n{body}"
+    if args:  # Claude Code 2.1.328 leaves the line out when there are none
+        head += f"\n<command-args>{args}</command-args>"
+    return f"{head}\n\n{body}"
 
 
 def command_skill(path: Path, name: str, source: str, plugin_root: Path | None) -> Skill:
@@ -86,10 +88,10 @@ def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: P
 
 
 def model_commands(registry: CommandRegistry) -> list[ModelCommand]:
-    """The custom and plugin commands the Skill tool lists and runs (Claude Code 2.1.328 lists
-    every one the model may invoke, by name), in name order."""
-    found = [c.for_model for c in registry.commands.values() if c.kind in ("custom", "plugin")]
-    return sorted((c for c in found if c is not None), key=lambda c: c.name)
+    """The custom and plugin commands the Skill tool lists and runs, in Claude Code 2.1.328's order:
+    user and project commands by name, then plugin commands by name."""
+    found = sorted(registry.commands.values(), key=lambda c: (c.kind == "plugin", c.name))
+    return [c.for_model for c in found if c.kind in ("custom", "plugin") and c.for_model is not None]
 
 
 def load_commands(

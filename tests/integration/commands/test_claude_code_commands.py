@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -186,7 +187,9 @@ def test_allowed_tools_of_a_command_grant_its_calls_for_its_turn(project: Path, 
             await rt.aclose()
 
     asyncio.run(go())
-    assert "PROJECT-COMMIT-BODY" in first_user_text(server.cursor.requests[0]["body"])
+    typed = first_user_text(server.cursor.requests[0]["body"])
+    assert typed.startswith("<command-message>commit</command-message>\n<command-name>/commit</command-name>\n\n")
+    assert "<command-args>" not in typed and "PROJECT-COMMIT-BODY" in typed  # no args: no args line
     assert "?? b.txt" in first_user_text(server.cursor.requests[0]["body"])  # the !`git status` line ran
     assert not _result(server, 1, "toolu_add").get("is_error")
     assert not _result(server, 2, "toolu_commit").get("is_error")
@@ -341,3 +344,28 @@ def test_the_model_cannot_grant_itself_a_skills_tools(project: Path, fake_llm: S
     assert _result(server, 1, "toolu_skill").get("is_error")
     assert "LOOK-BODY" not in json.dumps(server.cursor.requests[1]["body"])
     assert _result(server, 2, "toolu_touch").get("is_error") and not (project / "not-granted").exists()
+
+
+def test_user_and_plugin_commands_are_listed_too(project: Path, tmp_path: Path, fake_llm: Start, keel: Keel) -> None:
+    """Claude Code, `claude -p "say hi" --plugin-dir PLUG` with PLUG/commands/hello.md (plugin
+    "shipit") and ~/.claude/commands/mine.md: the listing held "- mine: A user command" among the
+    project's commands (one name order) and then "- shipit:hello: Say hello from the plugin"."""
+    _commands(project, {"greet.md": GREET, "zeta.md": "---\ndescription: Last by name\n---\nZ\n"})
+    mine = Path(os.environ["HOME"]) / ".claude" / "commands" / "mine.md"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("---\ndescription: A user command\n---\nUSER-CMD\n")
+    plug = tmp_path / "plug"
+    (plug / ".claude-plugin").mkdir(parents=True)
+    (plug / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "shipit", "version": "1.0.0"}))
+    (plug / "commands").mkdir()
+    (plug / "commands" / "hello.md").write_text("---\ndescription: Say hello from the plugin\n---\nPLUGIN-HELLO\n")
+    server = fake_llm(["ok"])
+    run = keel("-p", "say hi", "--plugin-dir", str(plug), env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    [skill] = [t for t in server.cursor.requests[0]["body"]["tools"] if t["name"] == "Skill"]
+    assert skill["description"].split("Skill tool:\n\n", 1)[1].splitlines() == [
+        "- greet: Greet someone by name",
+        "- mine: A user command",
+        "- zeta: Last by name",
+        "- shipit:hello: Say hello from the plugin",
+    ]
