@@ -42,18 +42,12 @@ async def invoke_skill(agent: Agent, skill: Skill, args: str) -> SkillRun:
     if pre.blocked:
         return SkillRun(f"Skill {skill.name} was blocked: {pre.reason or 'by a PreSkillExecute hook'}", True)
 
-    text = await expand_skill(agent, skill, args)
+    text = await _expand_granted(agent, skill, args)
     if pre.context:
         text += "\n\n" + "\n\n".join(pre.context)
     run = SkillRun(text)
     if skill.fork:
         run = await fork_skill(agent, skill, text)
-    else:
-        from agentkeel.skills.session import SkillHost
-
-        host = agent.services.find(SkillHost)
-        if host is not None:  # a grant for the turn, as in Claude Code 2.1.328 (not a narrowing)
-            host.scope_turn(allow=skill.allowed_tools or (), model=skill.model, source=f"/{skill.name}")
     post = await life.fire("PostSkillExecute", {**fields, "is_error": run.is_error}, match=skill.name)
     if post.context:
         run = replace(run, text=run.text + "\n\n" + "\n\n".join(post.context))
@@ -83,15 +77,27 @@ async def invoke_command(agent: Agent, skill: Skill, args: str) -> SkillRun:
     """A command file run as Claude Code runs it (typed or through the Skill tool): ``context:
     fork`` runs it in a subagent (its ``agent`` type) whose report is the result; inline, its
     ``allowed-tools`` are granted and its ``model:`` used until the turn ends."""
-    text = await expand_skill(agent, skill, args)
+    text = await _expand_granted(agent, skill, args)
     if skill.fork:
         return await fork_skill(agent, skill, text)
+    return SkillRun(text)
+
+
+async def _expand_granted(agent: Agent, skill: Skill, args: str) -> str:
+    """Inline, the grant (``allowed-tools``, a grant for the turn in Claude Code 2.1.328, not a
+    narrowing) and ``model`` start before the expansion: the body's own !`cmd` lines run under
+    it, as Claude Code runs them. An expansion that fails ends the grant at once."""
     from agentkeel.skills.session import SkillHost
 
-    host = agent.services.find(SkillHost)
+    host = None if skill.fork else agent.services.find(SkillHost)
     if host is not None:
         host.scope_turn(allow=skill.allowed_tools or (), model=skill.model, source=f"/{skill.name}")
-    return SkillRun(text)
+    try:
+        return await expand_skill(agent, skill, args)
+    except BaseException:
+        if host is not None:
+            host.end_turn()
+        raise
 
 
 async def approve_grant(agent: Agent, skill: Skill) -> str | None:

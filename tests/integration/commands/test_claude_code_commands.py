@@ -369,3 +369,24 @@ def test_user_and_plugin_commands_are_listed_too(project: Path, tmp_path: Path, 
         "- zeta: Last by name",
         "- shipit:hello: Say hello from the plugin",
     ]
+
+
+def test_a_commands_grant_covers_its_own_bang_lines(project: Path, fake_llm: Start, keel: Keel) -> None:
+    """Claude Code, `claude -p "/banggrant" --allowedTools Read` with `allowed-tools: Bash(touch:*)` and
+    the body "Result: !`touch bang-granted && echo TOUCHED`": the file was made and the model got
+    "Result: TOUCHED". (Without the allowed-tools line Claude Code refused the whole command:
+    "Shell command permission check failed for pattern ...", no model request.)"""
+    _commands(
+        project,
+        {
+            "banggrant.md": (
+                "---\ndescription: bang\nallowed-tools: Bash(touch:*)\n---\n"
+                "Result: !`touch bang-granted && echo TOUCHED`\n"
+            )
+        },
+    )
+    server = fake_llm(["ok"])
+    run = keel("-p", "/banggrant", "--allowedTools", "Read", env=wire_env(server, "anthropic"))
+    assert run.code == 0, run.stderr
+    assert "Result: TOUCHED" in first_user_text(server.cursor.requests[0]["body"])
+    assert (project / "bang-granted").exists()
