@@ -24,7 +24,7 @@ from agentkeel.agents.defs import AgentCatalog, agent_from_mapping, load_agents
 from agentkeel.agents.spawner import SubagentSpawner, tool_name
 from agentkeel.agents.tool import task_tools
 from agentkeel.commands.builtins import register_builtins
-from agentkeel.commands.custom import load_commands, skill_command
+from agentkeel.commands.custom import load_commands, model_commands, skill_command
 from agentkeel.commands.registry import CommandRegistry
 from agentkeel.core.events import Event, SessionEnded
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict, StopInfo, ToolCall, Verdict
@@ -103,10 +103,11 @@ def definitions(
             registry.register(skill_command(skill))
     warnings += catalog.warnings + skills.warnings + registry.warnings
     tools = task_tools(catalog)
-    if skills.for_model():
+    commands = model_commands(registry)  # Claude Code offers command files through the Skill tool too
+    if skills.for_model() or commands:
         from agentkeel.skills.run import skill_tool  # the Skill tool (and skill expansion): only with skills
 
-        tools.append(skill_tool(skills))
+        tools.append(skill_tool(skills, commands))
     return Definitions(plugins, catalog, skills, registry, tools, warnings)
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry, Kind
 from agentkeel.core.handle import SessionHandle
-from agentkeel.internal.frontmatter import FrontmatterError, names, read, text
+from agentkeel.internal.frontmatter import FrontmatterError, flag, names, read, text
 from agentkeel.skills.loader import Skill
+from agentkeel.skills.session import ModelCommand
 
 
 def command_dirs(cwd: Path, home: Path) -> list[tuple[Path, str]]:
@@ -23,51 +24,74 @@ def command_dirs(cwd: Path, home: Path) -> list[tuple[Path, str]]:
 def frame(name: str, args: str, body: str) -> str:
     """A command's prompt as Claude Code sends it (its header block, then the expanded body)."""
     head = f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>"
-    return f"{head}\n<command-args>{args}</command-args>\n\n{body}"
+    if args:  # Claude Code 2.1.328 leaves the line out when there are none
+        head += f"\n<command-args>{args}</command-args>"
+    return f"{head}\n\n{body}"
+
+
+def command_skill(path: Path, name: str, source: str, plugin_root: Path | None) -> Skill:
+    """A command file as Claude Code treats it: a skill whose body is the file (``model``,
+    ``context: fork``, ``agent``, ``allowed-tools``, ``disable-model-invocation`` as in a SKILL.md)."""
+    doc = read(path)
+    meta = doc.meta
+    allowed = names(meta.get("allowed-tools"))
+    return Skill(
+        name=name,
+        description=text(meta.get("description")).strip() or doc.body.strip().split("\n", 1)[0][:100],
+        body=doc.body,
+        directory=path.parent,
+        source=source,
+        argument_hint=text(meta.get("argument-hint")).strip(),
+        arguments=tuple(names(meta.get("arguments")) or ()),
+        allowed_tools=tuple(allowed) if allowed is not None else None,
+        disallowed_tools=tuple(names(meta.get("disallowed-tools")) or ()),
+        model=text(meta.get("model")).strip() or None,
+        fork=text(meta.get("context")).strip().lower() == "fork",
+        agent=text(meta.get("agent")).strip(),
+        model_invocable=not flag(meta.get("disable-model-invocation"), False),
+        plugin_root=plugin_root,
+    )
 
 
 def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: Path | None) -> Command:
-    doc = read(path)
-    meta = doc.meta
-    description = text(meta.get("description")).strip() or doc.body.strip().split("\n", 1)[0][:100]
-    allowed = names(meta.get("allowed-tools"))
+    first = command_skill(path, name, source, plugin_root)
+
+    def load() -> Skill:
+        return command_skill(path, name, source, plugin_root)  # read again: an edit between uses takes effect
 
     async def expand(session: SessionHandle, args: str) -> str:
-        from agentkeel.agents.gatecheck import check_call
-        from agentkeel.skills.expand import expand as expand_body
+        from agentkeel.skills.run import invoke_command
 
-        agent = session.agent
+        run = await invoke_command(session.agent, load(), args)
+        return frame(name, args, run.text)
 
-        async def check(tool: str, tool_input: dict[str, object]) -> str | None:
-            return await check_call(agent, tool, dict(tool_input))
+    async def forked(session: SessionHandle, args: str) -> str:
+        """``context: fork``: the subagent's report is the command's output (Claude Code -p prints it)."""
+        from agentkeel.skills.run import invoke_command
 
-        body = await expand_body(
-            read(path).body,  # read again: an edit between uses takes effect
-            args,
-            cwd=agent.context.workdir,  # where the checks judged its commands
-            check=check,
-            named=tuple(names(meta.get("arguments")) or ()),
-            skill_dir=path.parent,
-            plugin_root=plugin_root,
-            env=agent.context.env,
-        )
-        if allowed is not None:
-            from agentkeel.skills.session import SkillHost
-
-            host = agent.services.find(SkillHost)
-            if host is not None:
-                host.active_tools = tuple(allowed)
-        return frame(name, args, body)
+        run = await invoke_command(session.agent, load(), args)
+        if run.is_error:
+            raise CommandFailed(run.text)
+        return run.text
 
     return Command(
         name,
-        description,
+        first.description,
         kind,
-        argument_hint=text(meta.get("argument-hint")).strip(),
-        expand=expand,
+        argument_hint=first.argument_hint,
+        handler=forked if first.fork else None,
+        expand=None if first.fork else expand,
         source=source,
         path=path,
+        for_model=ModelCommand(name, first.description, load) if first.model_invocable else None,
     )
+
+
+def model_commands(registry: CommandRegistry) -> list[ModelCommand]:
+    """The custom and plugin commands the Skill tool lists and runs, in Claude Code 2.1.328's order:
+    user and project commands by name, then plugin commands by name."""
+    found = sorted(registry.commands.values(), key=lambda c: (c.kind == "plugin", c.name))
+    return [c.for_model for c in found if c.kind in ("custom", "plugin") and c.for_model is not None]
 
 
 def load_commands(

@@ -7,8 +7,9 @@ namespace: ``frontend/build.md`` is ``/frontend:build``), ``skill`` (a user-invo
 ``plugin`` (``/plugin:name``) and ``mcp`` (an MCP server's prompt, registered by the MCP client
 through :meth:`CommandRegistry.register_prompt`).
 
-Routing of a line typed by the user (or given to ``keel -p``): a built-in, then a custom
-command, skill or plugin command, then a plain message (``/usr/bin is odd`` is a message).
+Routing of a line typed by the user (or given to ``keel -p``): a custom command, skill or plugin
+command (these take a built-in's name, as in Claude Code), a built-in, then a plain message
+(``/usr/bin is odd`` is a message).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Literal, TypeVar, cast
 import msgspec
 
 from agentkeel.core.handle import SessionHandle
+from agentkeel.skills.session import ModelCommand
 
 Kind = Literal["builtin", "custom", "skill", "plugin", "mcp"]
 Handler = Callable[[SessionHandle, str], Awaitable[str]]  # (session, args) -> text to show
@@ -43,6 +45,7 @@ class Command(msgspec.Struct):
     source: str = "built-in"
     path: Path | None = None
     interactive_only: bool = False
+    for_model: ModelCommand | None = None  # a command file the Skill tool lists and runs
 
     def resolve_handler(self) -> Handler | None:
         """The handler, importing a ``"module:function"`` one; None when it cannot be imported."""
@@ -122,8 +125,13 @@ class CommandRegistry(msgspec.Struct):
     warnings: list[str] = msgspec.field(default_factory=list)
 
     def register(self, command: Command, *, replace: bool = False) -> bool:
-        """Add a command. A name already taken keeps its owner (built-ins first), unless ``replace``."""
+        """Add a command. A name already taken keeps its owner, unless ``replace``; a project's,
+        user's or plugin's command (or skill) takes a built-in's name, as in Claude Code 2.1.328
+        (a project's ``.claude/commands/plan.md`` is ``/plan``)."""
         current = self.commands.get(command.name)
+        if current is not None and current.kind == "builtin" and command.kind in ("custom", "skill", "plugin"):
+            self.unregister(current.name)  # its aliases go with it
+            current = None
         if (
             current is not None
             and not replace

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentkeel.commands.registry import CommandRegistry, Routed, route
+from agentkeel.commands.registry import CommandRegistry, Routed, parse_line, route
 from agentkeel.core.events import SinkFailed
 from agentkeel.core.loop import RunResult
 from agentkeel.core.types import Usage
@@ -23,7 +23,27 @@ async def route_line(rt: Runtime, line: str, *, interactive: bool = False) -> Ro
         return Routed("prompt", line)
     if line.lstrip().startswith("/mcp__"):
         sync_mcp_prompts(rt, registry)
+    parsed = parse_line(line)
+    if parsed is not None and registry.get(parsed[0]) is None:
+        refused = _model_only_skill(rt, parsed[0])
+        if refused is not None:
+            return Routed("output", refused, parsed[0])
     return await route(registry, rt, line, interactive=interactive)
+
+
+def _model_only_skill(rt: Runtime, name: str) -> str | None:
+    """A ``user-invocable: false`` skill typed by the user: Claude Code 2.1.328 refuses it with
+    this message (exit 0, no model request) rather than sending the line to the model."""
+    from agentkeel.skills.loader import SkillCatalog
+
+    catalog = rt.agent.services.find(SkillCatalog)
+    skill = catalog.get(name) if catalog is not None else None
+    if skill is None or skill.user_invocable:
+        return None
+    return (
+        "This skill can only be invoked by Claude, not directly by users. "
+        f'Ask Claude to use the "{skill.name}" skill for you.'
+    )
 
 
 def sync_mcp_prompts(rt: Runtime, registry: CommandRegistry) -> None:

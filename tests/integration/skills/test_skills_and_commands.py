@@ -71,27 +71,26 @@ def test_file_inclusion_respects_read_denials(project: Path, tmp_path: Path, fak
     assert "mail @someone" in text
 
 
-def test_allowed_tools_narrow_an_inline_skill(project: Path, fake_llm: Start, keel: Keel) -> None:
+def test_allowed_tools_of_an_inline_skill_grant_and_do_not_narrow(project: Path, fake_llm: Start, keel: Keel) -> None:
+    """Claude Code 2.1.328, `claude -p "/look" --allowedTools Write` with `allowed-tools: Bash(touch:*), Read`
+    (script: Bash "touch granted-by-skill", Write w.txt, text): both ran; the skill granted the touch
+    and did not take Write away. The model calling Skill("look") is refused under -p (the model may
+    not grant itself tools): tests/integration/commands/test_claude_code_commands.py."""
     claude_project(project)
-    _skill(project, "look", "---\ndescription: look only\nallowed-tools: Read, Grep\n---\nOnly look.\n")
+    _skill(project, "look", "---\ndescription: look only\nallowed-tools: Bash(touch:*), Read\n---\nOnly look.\n")
     server = fake_llm(
         [
-            {"tool_calls": [{"name": "Skill", "input": {"skill": "look"}}]},
-            {"tool_calls": [{"id": "toolu_ls", "name": "LS", "input": {"path": str(project)}}]},
+            {"tool_calls": [{"id": "toolu_touch", "name": "Bash", "input": {"command": "touch granted-by-skill"}}]},
+            {"tool_calls": [{"id": "toolu_w", "name": "Write", "input": {"file_path": "w.txt", "content": "x"}}]},
             "done",
-            {"tool_calls": [{"id": "toolu_ls2", "name": "LS", "input": {"path": str(project)}}]},
-            "done again",
         ]
     )
-    env = wire_env(server, "anthropic")
-    run = keel("-p", "look around", env=env)
+    run = keel("-p", "/look", "--allowedTools", "Write", env=wire_env(server, "anthropic"))
     assert run.code == 0, run.stderr
-    [denied] = [b for b in tool_results(server.cursor.requests[2]["body"]) if b["tool_use_id"] == "toolu_ls"]
-    assert denied["is_error"] and "not in the running skill's allowed-tools (Read, Grep" in result_text(denied)
-    run = keel("-p", "again", "-c", env=env)  # a new prompt ends the narrowing
-    assert run.code == 0, run.stderr
-    [allowed] = [b for b in tool_results(server.cursor.requests[4]["body"]) if b["tool_use_id"] == "toolu_ls2"]
-    assert not allowed.get("is_error")
+    touched = [b for b in tool_results(server.cursor.requests[1]["body"]) if b["tool_use_id"] == "toolu_touch"]
+    written = [b for b in tool_results(server.cursor.requests[2]["body"]) if b["tool_use_id"] == "toolu_w"]
+    assert not touched[0].get("is_error") and (project / "granted-by-skill").exists()
+    assert not written[0].get("is_error") and (project / "w.txt").read_text() == "x"
 
 
 def test_fork_skill_runs_in_a_subagent(project: Path, fake_llm: Start, keel: Keel) -> None:
@@ -144,8 +143,8 @@ def test_registry_namespaces_aliases_precedence_and_completion(tmp_path: Path) -
         registry.register(command)
     load_commands(registry, project, tmp_path / "home")
     assert registry.get("frontend:build") is not None and registry.get("build") is registry.get("frontend:build")
-    assert registry.get("help") is not None and registry.get("help").kind == "builtin"  # type: ignore[union-attr]
-    assert any("/help from project is hidden" in w for w in registry.warnings)
+    # Claude Code 2.1.328 runs a project's help.md as /help (tests/integration/commands/test_claude_code_commands.py)
+    assert registry.get("help") is not None and registry.get("help").kind == "custom"  # type: ignore[union-attr]
     assert any("bad.md: the YAML frontmatter is not valid" in w for w in registry.warnings)
     assert registry.get("reset") is registry.get("clear")
     names = [c["name"] for c in registry.completions("/fr")]
