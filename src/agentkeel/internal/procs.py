@@ -328,9 +328,10 @@ def popen(
     )
 
 
-def _stop_sync(proc: subprocess.Popen[bytes], steps: Steps) -> tuple[bytes, bytes]:
-    """Signal the group in ``steps``, reading its output while waiting after each; the group is
-    killed at the end (what the leader left in it too). Returns what was read."""
+def _stop_sync(proc: subprocess.Popen[bytes], steps: Steps, *, collect: bool = True) -> tuple[bytes, bytes]:
+    """Signal the group in ``steps``, reading its output while waiting after each (a child blocked on
+    a full pipe could not exit); the group is killed at the end (what the leader left in it too).
+    Returns what was read (``collect`` False: no further wait for output once the group is killed)."""
     for sig, wait_s in steps:
         kill_group(proc.pid, sig)
         try:
@@ -340,6 +341,8 @@ def _stop_sync(proc: subprocess.Popen[bytes], steps: Steps) -> tuple[bytes, byte
         kill_group(proc.pid)
         return out or b"", err or b""
     kill_group(proc.pid)
+    if not collect:
+        return b"", b""
     try:
         out, err = proc.communicate(timeout=5)
     except subprocess.TimeoutExpired:  # a child that left the group holds the pipes
@@ -357,12 +360,13 @@ def run_sync(
     die_with: int | None = None,
     on_start: Callable[[int], None] | None = None,
     stop_steps: Steps = ((signal.SIGKILL, 5.0),),
-    interrupt_steps: Steps = ((signal.SIGKILL, 5.0),),
+    interrupt_steps: Steps = (),
 ) -> Ran:
     """:func:`run` for code without an event loop: own process group, the group stopped on the
     timeout (None: no limit, for a clone a batch task waits on) with ``stop_steps`` and, when the
-    wait is interrupted (KeyboardInterrupt, re-raised), with ``interrupt_steps``; output kept whole.
-    Whatever the steps, the group is killed at the end of them."""
+    wait is interrupted (KeyboardInterrupt, re-raised), with ``interrupt_steps`` (none: killed at
+    once); output kept whole. Whatever the steps, the group is killed at the end of them.
+    ``die_with``: the signal it gets when keel dies. ``on_start`` gets the process group id."""
     try:
         proc = popen(
             argv,
@@ -380,8 +384,10 @@ def run_sync(
             out, err = proc.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             out, err = _stop_sync(proc, stop_steps)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)  # its leader is killed: its status, even when a stray holds the pipes
             return Ran(None, out, err, f"timed out after {timeout:g}s; stopped", True, proc.returncode)
         except BaseException:  # interrupted: nothing it started outlives the wait
-            _stop_sync(proc, interrupt_steps)
+            _stop_sync(proc, interrupt_steps, collect=False)
             raise
     return Ran(proc.returncode, out, err, status=proc.returncode)

@@ -130,3 +130,36 @@ def test_a_child_started_with_die_with_gets_the_signal_when_its_parent_dies(tmp_
 async def test_a_program_that_cannot_be_found_is_one_line_also_with_a_death_signal(tmp_path: Path) -> None:
     ran = await procs.run([str(tmp_path / "missing")], cwd=tmp_path, env=None, timeout=5, die_with=signal.SIGKILL)
     assert ran.exit_code is None and ran.error.startswith("cannot run ")
+
+
+def test_run_sync_interrupted_gives_the_group_its_interrupt_steps_then_kills_it(tmp_path: Path) -> None:
+    """A batch task cancelled by Ray: keel gets SIGINT and time to close; what is left is killed."""
+    n = _sleep_arg()
+    seen = tmp_path / "seen"
+    leader: list[int] = []
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        try:
+            procs.run_sync(
+                ["/bin/sh", "-c", f"trap 'touch {seen}; exit 5' INT; sleep {n} & wait"],
+                cwd=tmp_path,
+                env=None,
+                timeout=60,
+                on_start=leader.append,
+                interrupt_steps=((signal.SIGINT, 5.0),),
+            )
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError("the interrupt was not re-raised")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert seen.exists(), "the command got SIGINT first"
+    assert _gone(f"sleep\0{n}"), "what it left in its group is killed"
+    assert len(leader) == 1 and not Path(f"/proc/{leader[0]}").exists(), "the leader ended and was reaped"
