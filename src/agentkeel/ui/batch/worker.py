@@ -138,10 +138,11 @@ def run_task(task: Task, spec: RunSpec, on_start: Callable[[int], None] | None =
         interrupt_steps=_INTERRUPT,  # a Ray cancel: keel gets its SIGINT and ends its session cleanly
     )
     took = time.monotonic() - started
-    if ran.status is None:  # it did not start
+    if ran.status is None and not ran.timed_out:  # it did not start
         return Result(task.id, "error", error=ran.error, duration_s=round(took, 3), cwd=str(cwd))
+    code = ran.status if ran.status is not None else -signal.SIGKILL
     out, err = (b.decode("utf-8", "replace") for b in (ran.stdout, ran.stderr))
-    return interpret(task, ran.status, out, err, took, str(cwd), timed_out=limit if ran.timed_out else None)
+    return interpret(task, code, out, err, took, str(cwd), timed_out=limit if ran.timed_out else None)
 
 
 def interpret(
