@@ -114,6 +114,8 @@ async def _edit(mgr: ContextManager, words: list[str]) -> str:
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if not editor:
         return f"set $EDITOR to edit {path}"
+    # the one spawn outside keel's runner (internal/procs.py): an interactive editor stays in keel's
+    # process group, the terminal's foreground one, to read the keyboard and get Ctrl-C and resizes
     proc = await asyncio.create_subprocess_exec(*shlex.split(editor), str(path))
     code = await proc.wait()
     mgr.builder.invalidate()

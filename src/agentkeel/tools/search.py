@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import os
 import re
 import shutil
+import signal
 import stat
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from msgspec import Meta, Struct, field
 
 from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.internal import procs
 from agentkeel.internal.env import KeelEnv
 from agentkeel.internal.git import find_root
 from agentkeel.tools import READ
@@ -407,19 +408,14 @@ async def ripgrep(args: GrepInput, root: Path, rg: str) -> list[str]:
         for e in exts:
             cmd += ["--glob", e]
     cmd += ["-e", args.pattern, "--", str(root)]
-    proc = await asyncio.create_subprocess_exec(
-        *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
-    )
-    try:
-        out, err = await proc.communicate()
-    finally:
-        if proc.returncode is None:  # cancelled (interrupt, timeout): ripgrep must not outlive the call
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-    if proc.returncode == 2 and not out:
-        raise ToolError(f"grep failed: {err.decode(errors='replace').strip()}")
-    lines = out.decode("utf-8", "replace").splitlines()
+    # no limit of its own: the tool's timeout or an interrupt cancels the call, which kills the group;
+    # killed by the kernel if keel dies mid-search
+    ran = await procs.run(cmd, cwd=None, env=None, timeout=None, cap=None, die_with=signal.SIGKILL)
+    if ran.error:
+        raise ToolError(f"grep failed: {ran.error}")
+    if ran.exit_code == 2 and not ran.stdout:
+        raise ToolError(f"grep failed: {ran.stderr.decode(errors='replace').strip()}")
+    lines = ran.stdout.decode("utf-8", "replace").splitlines()
     if per_file:  # in walk order (a directory's entries by name), as --sort=path gives them
         lines.sort(key=_walk_order if args.output_mode == "files_with_matches" else _walk_order_of_count)
     if args.output_mode == "files_with_matches":

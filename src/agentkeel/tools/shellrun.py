@@ -4,8 +4,8 @@ The shell writes to a pipe keel made itself, read with ``add_reader``: asyncio's
 subprocess pipes make ``Process.wait()`` wait until every writer closed the pipe, so a
 ``sleep 777 &`` would hold the call to its timeout. Here the call ends when the shell exits;
 what the shell left running (in its process group, or holding the pipe) is then known and
-killable: the group is the shell's (``start_new_session``), and every process carries the
-call's tag (see ``procs.py``).
+killable: the group is the shell's (started by keel's one runner, ``internal/procs.py``), and every
+process carries the call's tag (see ``tools/procs.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
+from agentkeel.internal import procs as runner
 from agentkeel.tools import procs
 
 log = logging.getLogger(__name__)
@@ -81,14 +82,13 @@ class ShellRun:
     ) -> ShellRun:
         r, w = os.pipe()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
+            # no parent-death signal: the session's watchdog ends the group and everything tagged
+            proc = await runner.spawn(
+                argv,
                 cwd=cwd,
                 env={**env, procs.TAG_VAR: f"{env.get(procs.TAG_VAR, '')} {tag}".strip()},
-                stdin=asyncio.subprocess.DEVNULL,
                 stdout=w,
                 stderr=w,
-                start_new_session=True,
             )
         except BaseException:
             os.close(r)
@@ -197,13 +197,13 @@ class Watchdog:
         self._tried = True
         r, w = os.pipe()
         try:
-            self._proc = subprocess.Popen(
+            self._proc = runner.popen(  # a group of its own: a Ctrl-C at the terminal must not reach it
                 [sys.executable, "-I", "-S", procs.__file__, self.session],
+                cwd="/",
+                env=None,
                 stdin=r,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                cwd="/",
-                process_group=0,  # a Ctrl-C at the terminal must not reach it
             )
         except OSError as e:
             os.close(w)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
+
+from agentkeel.internal import procs
 
 BWRAP_ENV = "KEEL_BWRAP"  # another bwrap binary (tests point it at a missing path to see the fallback)
 # the namespaces every sandboxed call needs (the network one is dropped only for a proxy-less run
@@ -62,16 +63,11 @@ def probe(bwrap: str | None = None) -> Probe:
     if not os.path.isdir("/proc/self"):
         return Probe(binary, False, "/proc is not mounted (bubblewrap needs it)", socat=socat)
     true = shutil.which("true") or "/bin/true"
-    try:
-        done = subprocess.run(
-            [binary, *PROBE_ARGS, "--", true], capture_output=True, timeout=10, stdin=subprocess.DEVNULL, check=False
-        )
-        version = subprocess.run(
-            [binary, "--version"], capture_output=True, timeout=5, stdin=subprocess.DEVNULL, check=False
-        ).stdout.decode(errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return Probe(binary, False, f"bubblewrap could not be run: {e}", socat=socat)
-    if done.returncode != 0:
+    done = procs.run_sync([binary, *PROBE_ARGS, "--", true], cwd=None, env=None, timeout=10)
+    if done.error:
+        return Probe(binary, False, f"bubblewrap could not be run: {done.error}", socat=socat)
+    version = procs.run_sync([binary, "--version"], cwd=None, env=None, timeout=5).stdout.decode(errors="replace")
+    if done.exit_code != 0:
         first = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
         return Probe(binary, False, f"bubblewrap cannot create the sandbox here: {first}", socat=socat)
     return Probe(binary, True, "", version.strip(), socat)

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -109,14 +108,9 @@ def command(task: Task, spec: RunSpec) -> list[str]:
     return cmd
 
 
-def _kill_group(proc: subprocess.Popen[str], grace_s: float = 5.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        procs.kill_group(proc.pid, sig)
-        try:
-            proc.wait(grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+# a task past its time: SIGTERM (keel closes its session), SIGKILL after 5 s; on an interrupt, SIGINT first
+_STOP = ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
+_INTERRUPT = ((signal.SIGINT, 15.0), *_STOP)
 
 
 def _last_line(text: str) -> str:
@@ -132,29 +126,23 @@ def run_task(task: Task, spec: RunSpec, on_start: Callable[[int], None] | None =
     except (TaskSetupError, OSError) as e:
         return Result(task.id, "error", error=f"setup: {e}", duration_s=round(time.monotonic() - started, 3))
     env = {**os.environ, **spec.env}
-    proc = subprocess.Popen(
-        command(task, spec), cwd=cwd, env=env, text=True, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=procs.die_with_parent,
-    )  # fmt: skip
-    if on_start is not None:
-        on_start(proc.pid)
     limit = task.timeout_s or spec.timeout_s
-    timed_out = False
-    try:
-        out, err = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        out, err = proc.communicate()
-    except KeyboardInterrupt:  # a Ray cancel: keel gets its SIGINT and ends its session cleanly
-        procs.kill_group(proc.pid, signal.SIGINT)
-        try:
-            proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-        raise
+    ran = procs.run_sync(
+        command(task, spec),
+        cwd=cwd,
+        env=env,
+        timeout=limit,
+        die_with=signal.SIGKILL,
+        on_start=on_start,
+        stop_steps=_STOP,
+        interrupt_steps=_INTERRUPT,  # a Ray cancel: keel gets its SIGINT and ends its session cleanly
+    )
     took = time.monotonic() - started
-    return interpret(task, proc.returncode, out, err, took, str(cwd), timed_out=limit if timed_out else None)
+    if ran.status is None and not ran.timed_out:  # it did not start
+        return Result(task.id, "error", error=ran.error, duration_s=round(took, 3), cwd=str(cwd))
+    code = ran.status if ran.status is not None else -signal.SIGKILL
+    out, err = (b.decode("utf-8", "replace") for b in (ran.stdout, ran.stderr))
+    return interpret(task, code, out, err, took, str(cwd), timed_out=limit if ran.timed_out else None)
 
 
 def interpret(

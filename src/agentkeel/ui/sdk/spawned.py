@@ -9,11 +9,13 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from agentkeel.core.types import Message, to_data
+from agentkeel.internal import procs
 from agentkeel.protocol import control
 from agentkeel.ui.sdk.types import (
     KeelAgentOptions,
@@ -22,6 +24,8 @@ from agentkeel.ui.sdk.types import (
     ToolPermissionContext,
     hook_output,
 )
+
+STOP_GRACE_S = 10.0  # after SIGTERM, how long keel has to close its session before its group is killed
 
 
 def command(options: KeelAgentOptions) -> list[str]:
@@ -81,13 +85,17 @@ class SubprocessTransport:
     async def connect(self) -> None:
         cwd = Path(self.options.cwd or Path.cwd())
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *command(self.options),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
+            # its own process group (stopped whole), sent SIGTERM when this process dies: keel then
+            # closes its session as on a stop, and its Bash watchdog ends what the session started
+            self.proc = await procs.spawn(
+                command(self.options),
                 cwd=cwd,
                 env={**os.environ, **self.options.env},
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=None,
                 limit=64 << 20,
+                die_with=signal.SIGTERM,
             )
         except OSError as e:
             raise KeelSDKError(f"cannot start keel: {e.strerror or e}") from None
@@ -208,10 +216,10 @@ class SubprocessTransport:
         if proc.stdin is not None and not proc.stdin.is_closing():
             proc.stdin.close()
         try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except TimeoutError:  # a run still going: keel stops it on SIGTERM and closes the session
-            proc.terminate()
-            await proc.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 10)
+        finally:  # a run still going: keel stops it on SIGTERM and closes the session; then its group goes
+            await procs.stop(proc, first=signal.SIGTERM, grace=STOP_GRACE_S)
         if self.reader is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.reader
