@@ -1,24 +1,54 @@
-"""The ``paths:`` globs of rules and skills, matched one way: gitignore's (``pathspec``), as Claude
-Code matches them, plus ``{a,b}`` alternatives.
+"""Every glob keel matches is turned into a matcher here, one named function per dialect keel
+models. Paths are posix; ``pathspec`` is imported on the first match, not when a rule is loaded.
 
-A glob without a slash matches a name at any depth (``*.md`` is ``docs/a.md`` too); one with a
-slash is anchored at the base (``src/*.py`` is not ``src/a/b.py``); ``**`` spans folders;
-``dir/`` is everything under it; ``!glob`` takes back what an earlier glob matched; a leading
-``./`` is the base. Paths are posix and relative to the base the caller matches against.
+Gitignore's semantics, on ``pathspec`` (the one implementation where the semantics are gitignore's):
+a glob without a slash matches a name at any depth (``*.md`` is ``docs/a.md`` too); one with a
+slash is anchored at the base (``src/*.py`` is not ``src/a/b.py``); ``**`` spans folders; ``dir/``
+is everything under it; ``!glob`` takes back what an earlier glob matched.
 
-The permission rules' path patterns (``permissions/paths.py``) are gitignore patterns too, with
-a base of their own (``//``, ``~/``, ``/``) and case folding; they keep their own matcher.
-``pathspec`` is imported on the first match, not when a rule is loaded.
+- :class:`Globs` / :func:`matches`: the ``paths:`` frontmatter of rules and skills, as Claude Code
+  matches it: gitignore's, plus ``{a,b}`` alternatives; a leading ``./`` is the base.
+- :func:`rule_spec` / :func:`rule_regex`: the pattern of a ``Read(...)``/``Edit(...)`` permission
+  rule, one gitignore line. Its base (``//``, ``~/``, ``/``, ``./``), case folding and fail-closed
+  reading stay with the rules (``policy/permissions/paths.py``); no braces (Claude Code expands none).
+- :func:`gitignore` / :func:`gitignore_below`: the ``.gitignore`` files the search tools honour.
+
+Two dialects are not gitignore's, and keep a primitive of their own:
+
+- :func:`tool_regex`: the ``pattern`` of the Glob tool and the ``glob`` of the Grep tool, a
+  translation to one regular expression. Anchored at the search root (``*.py`` is the top folder
+  only), ``**`` spans folders even inside a name, no comments, negation or backslash escapes: not
+  gitignore's, so pathspec would change what the tools find.
+- :func:`name_matches` / :func:`program_name_matches`: ``fnmatch(3)`` over one name, on the
+  standard library's ``fnmatch``: grep's ``--include``/``--exclude``/``--exclude-dir`` and
+  ``find -name`` (what the shell analyser models), MCP rules' server and tool wildcards, the LS
+  tool's ``ignore``, a credential store's name against a glob in a command. No folders (``*``
+  meets no ``/`` to stop at) and no braces: gitignore's anchoring means nothing for one name.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pathspec
+
+
+# --- gitignore (pathspec) ----------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _compile(lines: tuple[str, ...]) -> pathspec.GitIgnoreSpec | None:
+    import pathspec  # ~15 ms; not needed before the first match, so not on the startup path
+
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except Exception:  # pathspec raises assorted errors on malformed patterns
+        return None
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -63,13 +93,8 @@ def _lines(patterns: Iterable[str]) -> list[str]:
 
 
 @lru_cache(maxsize=1024)
-def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec | None:
-    import pathspec
-
-    try:
-        return pathspec.GitIgnoreSpec.from_lines(_lines(patterns))
-    except Exception:  # pathspec raises assorted errors on malformed patterns: they match nothing
-        return None
+def _paths_spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec | None:
+    return _compile(tuple(_lines(patterns)))  # a malformed glob: the list matches nothing
 
 
 class Globs:
@@ -90,10 +115,118 @@ class Globs:
         rel = rel.removeprefix("./")
         if not self.patterns or not rel or rel == "." or rel.startswith("../"):
             return False
-        spec = _spec(self.patterns)
+        spec = _paths_spec(self.patterns)
         return spec is not None and spec.match_file(rel)
 
 
 def matches(patterns: Sequence[str], rel: str) -> bool:
     """Whether ``rel`` (posix, relative to the globs' base) is matched by any of ``patterns``."""
     return Globs(patterns).matches(rel)
+
+
+def rule_spec(pattern: str) -> pathspec.GitIgnoreSpec | None:
+    """A permission rule's pattern (relative to the rule's base) as one gitignore line; None when
+    it does not compile (the rule decides what that means: a deny rule then matches everything)."""
+    return _compile((pattern,))
+
+
+@lru_cache(maxsize=4096)
+def rule_regex(pattern: str) -> re.Pattern[str] | None:
+    """The one regular expression a rule's pattern compiles to, if it is one including line (for
+    walks that test many names against one pattern)."""
+    spec = rule_spec(pattern)
+    if spec is None or len(spec.patterns) != 1:
+        return None
+    line = spec.patterns[0]
+    regex = getattr(line, "regex", None)
+    return regex if line.include is True and isinstance(regex, re.Pattern) else None
+
+
+def gitignore(lines: Iterable[str]) -> pathspec.GitIgnoreSpec:
+    """The rules of one ``.gitignore`` file."""
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def gitignore_below(spec: pathspec.GitIgnoreSpec, root: str) -> pathspec.GitIgnoreSpec:
+    """An enclosing directory's rules as they apply below ``root`` (relative to that directory).
+
+    A search started inside an ignored directory (``Glob`` in ``node_modules/pkg``) searches it,
+    as ripgrep does: the rules that ignore the start itself are dropped, the others (``*.log``)
+    still apply to what is found below it.
+    """
+    if root == ".":
+        return spec
+    import pathspec
+
+    kept = [p for p in spec.patterns if not (p.include and p.match_file(root + "/"))]
+    return spec if len(kept) == len(spec.patterns) else pathspec.GitIgnoreSpec(kept)
+
+
+# --- the Glob and Grep tools ---------------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def tool_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a glob with ``**``, ``*``, ``?``, ``[..]`` and ``{a,b}`` to a regex over posix paths."""
+    out, i, depth = [], 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = pattern.find("]", i + 1)
+            if j == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = j
+        elif c == "{":
+            out.append("(?:")
+            depth += 1
+        elif c == "}" and depth:
+            out.append(")")
+            depth -= 1
+        elif c == "," and depth:
+            out.append("|")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + ")" * depth + r"\Z")
+
+
+# --- one name: fnmatch(3) ----------------------------------------------------------------------
+
+# what glibc's fnmatch reads and the standard library's does not: a backslash escape (``\*``),
+# ``[^...]`` as a negation (Python reads ``^`` as a member) and classes (``[[:alpha:]]``)
+_UNMODELLED = ("\\", "[^", "[:", "[.", "[=")
+
+
+def name_matches(name: str, glob: str) -> bool:
+    """Whether one name (no folders) matches ``glob``: ``*``, ``?``, ``[...]``/``[!...]``, case
+    sensitive (callers fold case where they mean to)."""
+    return fnmatch.fnmatchcase(name, glob)
+
+
+def program_name_matches(name: str, glob: str) -> bool | None:
+    """Whether a program that matches names with ``fnmatch(3)`` (grep's ``--include``, ``--exclude``
+    and ``--exclude-dir``, ``find -name``) matches ``name`` with ``glob``; None when keel cannot
+    tell (a glob using what :func:`name_matches` does not read as glibc does). The caller fails
+    closed on None: a file the program may read counts as read."""
+    if any(u in glob for u in _UNMODELLED):
+        return None
+    return name_matches(name, glob)
