@@ -24,6 +24,9 @@ Two dialects are not gitignore's, and keep a primitive of their own:
   ``find -name`` (what the shell analyser models), MCP rules' server and tool wildcards, the LS
   tool's ``ignore``, a credential store's name against a glob in a command. No folders (``*``
   meets no ``/`` to stop at) and no braces: gitignore's anchoring means nothing for one name.
+- :func:`shell_expand`: what a glob in a command names on disk now, as the shell expands it, on
+  the standard library's ``glob`` (an expansion on disk, not a matcher; hidden names included,
+  which the shell leaves out by default: more names to check, never fewer).
 """
 
 from __future__ import annotations
@@ -230,3 +233,18 @@ def program_name_matches(name: str, glob: str) -> bool | None:
     if any(u in glob for u in _UNMODELLED):
         return None
     return name_matches(name, glob)
+
+
+# --- the shell --------------------------------------------------------------------------------
+
+
+def shell_expand(pattern: str, limit: int) -> list[str] | None:
+    """The paths an absolute glob names on disk now; None when there are more than ``limit``."""
+    import glob
+
+    out: list[str] = []
+    for i, p in enumerate(glob.iglob(pattern, include_hidden=True)):  # noqa: PTH207 (an absolute str glob, as the shell has it)
+        if i >= limit:
+            return None
+        out.append(p)
+    return out
