@@ -15,8 +15,9 @@ is everything under it; ``!glob`` takes back what an earlier glob matched.
 
 Two dialects are not gitignore's, and keep a primitive of their own:
 
-- :func:`tool_regex`: the ``pattern`` of the Glob tool and the ``glob`` of the Grep tool, a
-  translation to one regular expression. Anchored at the search root (``*.py`` is the top folder
+- :func:`tool_regex` / :func:`search_glob`: the ``pattern`` of the Glob tool and the ``glob`` of
+  the Grep tool (ripgrep's ``--glob`` where ripgrep is missing), a translation to one regular
+  expression. Anchored at the search root (``*.py`` is the top folder
   only), ``**`` spans folders even inside a name, no comments, negation or backslash escapes: not
   gitignore's, so pathspec would change what the tools find.
 - :func:`name_matches` / :func:`program_name_matches`: ``fnmatch(3)`` over one name, on the
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -210,6 +211,15 @@ def tool_regex(pattern: str) -> re.Pattern[str]:
             out.append(re.escape(c))
         i += 1
     return re.compile("".join(out) + ")" * depth + r"\Z")
+
+
+def search_glob(pattern: str) -> Callable[[str], bool]:
+    """The Grep tool's ``glob`` over a posix path relative to the search root, as ripgrep's
+    ``--glob``: without a slash, the name at any depth; with one, the whole path."""
+    rx = tool_regex(pattern)
+    if "/" in pattern:
+        return lambda rel: rx.match(rel) is not None
+    return lambda rel: rx.match(rel.rpartition("/")[2]) is not None
 
 
 # --- one name: fnmatch(3) ----------------------------------------------------------------------

@@ -215,7 +215,7 @@ def _compile(args: GrepInput) -> re.Pattern[str]:
         raise ToolError(f"invalid regex {args.pattern!r}: {e}") from None
 
 
-def _file_filter(args: GrepInput) -> list[tuple[str, re.Pattern[str]]]:
+def _file_filter(args: GrepInput) -> list[Callable[[str], bool]]:
     patterns = []
     if args.glob:
         patterns.append(args.glob)
@@ -224,16 +224,14 @@ def _file_filter(args: GrepInput) -> list[tuple[str, re.Pattern[str]]]:
         if exts is None:
             raise ToolError(f"unknown file type {args.type!r}; known: {', '.join(sorted(FILE_TYPES))}")
         patterns.append("{" + ",".join(exts) + "}")
-    return [(g, globs.tool_regex(g)) for g in patterns]
+    return [globs.search_glob(g) for g in patterns]
 
 
-def _wanted(path: Path, root: Path, filters: list[tuple[str, re.Pattern[str]]]) -> bool:
-    """A glob without a slash matches the file name at any depth (ripgrep's --glob)."""
-    for pattern, rx in filters:
-        target = path.name if "/" not in pattern else path.relative_to(root).as_posix()
-        if not rx.match(target):
-            return False
-    return True
+def _wanted(path: Path, root: Path, filters: list[Callable[[str], bool]]) -> bool:
+    if not filters:
+        return True
+    rel = path.relative_to(root).as_posix()
+    return all(wanted(rel) for wanted in filters)
 
 
 def python_grep(args: GrepInput, root: Path, hidden: Callable[[Path], bool] | None = None) -> list[str]:

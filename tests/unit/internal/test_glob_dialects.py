@@ -104,6 +104,23 @@ def test_the_grep_tools_glob_picks_the_files_a_paths_glob_does(tree: Path, patte
     }
 
 
+GREP_GLOBS = [
+    *("*.py", "*.{ts,tsx}", "*.md", "[xy].*", "?.ts", "[!x].py", "a.py", "src/*.py", "src/**/*.py"),
+    *("web/**/*.ts", "**/*.md", "src/**", "src/", "src", "*/src/*.py", "**/deep/*", "s*/*.py", "src/deep"),
+]
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="needs ripgrep")
+@pytest.mark.parametrize("pattern", GREP_GLOBS)
+def test_the_grep_tools_glob_without_ripgrep_is_ripgreps(tree: Path, pattern: str) -> None:
+    """The fallback search picks the files ``rg --glob`` does (the real program)."""
+    out = subprocess.run(
+        ["rg", "-l", "--no-ignore", "--glob", pattern, "NEEDLE", "."], cwd=tree, capture_output=True, text=True
+    ).stdout
+    found = python_grep(GrepInput(pattern="NEEDLE", glob=pattern), tree)
+    assert {Path(p).relative_to(tree).as_posix() for p in found} == {p.removeprefix("./") for p in out.split()}
+
+
 # --- one name, fnmatch(3): grep --include/--exclude, find -name ---------------------------------
 
 TOOLS = {t.name: t for t in builtin_tools()}
