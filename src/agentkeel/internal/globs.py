@@ -20,11 +20,13 @@ Two dialects are not gitignore's, and keep a primitive of their own:
   expression. Anchored at the search root (``*.py`` is the top folder
   only), ``**`` spans folders even inside a name, no comments, negation or backslash escapes: not
   gitignore's, so pathspec would change what the tools find.
-- :func:`name_matches` / :func:`program_name_matches`: ``fnmatch(3)`` over one name, on the
-  standard library's ``fnmatch``: grep's ``--include``/``--exclude``/``--exclude-dir`` and
-  ``find -name`` (what the shell analyser models), MCP rules' server and tool wildcards, the LS
-  tool's ``ignore``, a credential store's name against a glob in a command. No folders (``*``
-  meets no ``/`` to stop at) and no braces: gitignore's anchoring means nothing for one name.
+- :func:`name_matches` / :func:`name_may_match` / :func:`program_name_matches`: ``fnmatch(3)``
+  over one name, on the standard library's ``fnmatch`` (glibc's and bash's ``[^...]``, classes
+  and escapes rewritten to what it reads, wider where it cannot be exact): grep's ``--include``,
+  ``--exclude`` and ``--exclude-dir`` and ``find -name`` (what the shell analyser models), MCP
+  rules' server and tool wildcards, the LS tool's ``ignore``, a credential store's name against
+  a glob in a command. No folders (``*`` meets no ``/`` to stop at) and no braces: gitignore's
+  anchoring means nothing for one name.
 - :func:`shell_expand`: what a glob in a command names on disk now, as the shell expands it, on
   the standard library's ``glob`` (an expansion on disk, not a matcher; hidden names included,
   which the shell leaves out by default: more names to check, never fewer).
@@ -224,9 +226,55 @@ def search_glob(pattern: str) -> Callable[[str], bool]:
 
 # --- one name: fnmatch(3) ----------------------------------------------------------------------
 
-# what glibc's fnmatch reads and the standard library's does not: a backslash escape (``\*``),
-# ``[^...]`` as a negation (Python reads ``^`` as a member) and classes (``[[:alpha:]]``)
-_UNMODELLED = ("\\", "[^", "[:", "[.", "[=")
+
+def _fnmatch_form(glob: str) -> tuple[str, bool]:
+    """``glob`` as the standard library's ``fnmatch`` reads globs, matching at least what glibc's
+    ``fnmatch`` and bash match with it, and whether exactly that. ``[^...]`` is ``[!...]`` and an
+    escaped glob character is a bracket of one (``\\*`` is ``[*]``), exactly; a bracket with a
+    class, an equivalence class, a collating symbol (``[[:alpha:]]``) or a backslash is any one
+    character: wider, not exact."""
+    if "[" not in glob and "\\" not in glob:
+        return glob, True
+    out: list[str] = []
+    exact, i, n = True, 0, len(glob)
+    while i < n:
+        c = glob[i]
+        if c == "\\" and i + 1 < n:
+            out.append(f"[{glob[i + 1]}]" if glob[i + 1] in "*?[" else glob[i + 1])
+            i += 2
+            continue
+        if c != "[":
+            out.append(c)
+            i += 1
+            continue
+        j = i + 1
+        if j < n and glob[j] in "!^":
+            j += 1
+        if j < n and glob[j] == "]":
+            j += 1
+        wide = False
+        while j < n and glob[j] != "]":
+            if glob[j] == "\\":
+                wide, j = True, j + 2
+                continue
+            if glob[j] == "[" and j + 1 < n and glob[j + 1] in ":.=":
+                end = glob.find(glob[j + 1] + "]", j + 2)
+                if end != -1:
+                    wide, j = True, end + 2
+                    continue
+            j += 1
+        if j >= n:  # no closing bracket: a literal [
+            out.append(c)
+            i += 1
+            continue
+        body = glob[i + 1 : j]
+        if wide:
+            exact = False
+            out.append("?")
+        else:
+            out.append("[" + ("!" + body[1:] if body.startswith("^") else body) + "]")
+        i = j + 1
+    return "".join(out), exact
 
 
 def name_matches(name: str, glob: str) -> bool:
@@ -235,25 +283,31 @@ def name_matches(name: str, glob: str) -> bool:
     return fnmatch.fnmatchcase(name, glob)
 
 
+def name_may_match(name: str, glob: str) -> bool:
+    """Whether bash or glibc's ``fnmatch`` may match ``name`` with ``glob`` (``[^x]``, ``\\*`` and
+    ``[[:alpha:]]`` too): for a check that fails closed on a match."""
+    return fnmatch.fnmatchcase(name, _fnmatch_form(glob)[0])
+
+
 def program_name_matches(name: str, glob: str) -> bool | None:
-    """Whether a program that matches names with ``fnmatch(3)`` (grep's ``--include``, ``--exclude``
-    and ``--exclude-dir``, ``find -name``) matches ``name`` with ``glob``; None when keel cannot
-    tell (a glob using what :func:`name_matches` does not read as glibc does). The caller fails
+    """Whether a program that matches names with glibc's ``fnmatch`` (grep's ``--include``,
+    ``--exclude`` and ``--exclude-dir``, ``find -name``) matches ``name`` with ``glob``; None when
+    keel cannot tell (a class such as ``[[:alpha:]]``, a backslash escape). The caller fails
     closed on None: a file the program may read counts as read."""
-    if any(u in glob for u in _UNMODELLED):
-        return None
-    return name_matches(name, glob)
+    form, exact = _fnmatch_form(glob)
+    return fnmatch.fnmatchcase(name, form) if exact else None
 
 
 # --- the shell --------------------------------------------------------------------------------
 
 
 def shell_expand(pattern: str, limit: int) -> list[str] | None:
-    """The paths an absolute glob names on disk now; None when there are more than ``limit``."""
+    """The paths an absolute glob names on disk now, at least those bash would (``[^x]`` and
+    ``[[:alpha:]]`` too, and hidden names); None when there are more than ``limit``."""
     import glob
 
     out: list[str] = []
-    for i, p in enumerate(glob.iglob(pattern, include_hidden=True)):  # noqa: PTH207 (an absolute str glob, as the shell has it)
+    for i, p in enumerate(glob.iglob(_fnmatch_form(pattern)[0], include_hidden=True)):  # noqa: PTH207 (an absolute str glob, as the shell has it)
         if i >= limit:
             return None
         out.append(p)

@@ -200,4 +200,59 @@ def test_name_matching_is_fnmatch_case_sensitive_and_program_matching_says_when_
     assert globs.name_matches("github", "git*") and not globs.name_matches("GitHub", "git*")
     assert globs.program_name_matches("a.py", "*.py") is True
     assert globs.program_name_matches("a.py", "*.md") is False
-    assert globs.program_name_matches("a.py", "[^x]*") is None
+    assert globs.program_name_matches("a.py", "[^x]*") is True  # glibc's negation, read exactly
+    assert globs.program_name_matches("x.py", "[^x]*") is False
+    assert globs.program_name_matches("*x", "\\*x") is True and globs.program_name_matches("ax", "\\*x") is False
+    assert globs.program_name_matches("a.py", "[[:alpha:]]*") is None  # a class: keel cannot tell
+
+
+# --- the shell: bash's bracket expressions ---------------------------------------------------------
+
+
+@pytest.fixture
+def home_project(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".npmrc").write_text("//registry.example/:_authToken=obviously-fake\n")
+    return home
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat ~/.np[^x]rc",  # bash reads [^x] as "not x"; Python's glob and fnmatch as "^ or x"
+        "cat .np[^x]rc",
+        "cat .np[[:alpha:]]rc",  # a character class
+        "cat .[^a]pmrc",
+        "cat .np[!x]rc",  # worked before too
+    ],
+)
+def test_a_shell_glob_naming_a_credential_store_asks(home_project: Path, command: str) -> None:
+    """Before: in a working directory that holds the home, ``cat .np[^x]rc`` (bash: .npmrc) ran
+    unasked: keel read the glob as Python does and found no credential store in it."""
+    e = PermissionEngine(
+        cwd=str(home_project), mode="default", home=str(home_project), keel_home=str(home_project / ".keel")
+    )
+    d = e.decide("Bash", {"command": command}, TOOLS["Bash"])
+    assert d.decision == "ask" and "credential store" in d.reason, (command, d.reason)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_does_expand_those_globs_to_the_store(home_project: Path) -> None:
+    out = subprocess.run(
+        ["bash", "-c", "echo .np[^x]rc .np[[:alpha:]]rc .[^a]pmrc"],
+        cwd=home_project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.split() == [".npmrc", ".npmrc", ".npmrc"]
+    assert globs.shell_expand(f"{home_project}/.np[^x]rc", 10) == [f"{home_project}/.npmrc"]
+    assert globs.shell_expand(f"{home_project}/.np[[:alpha:]]rc", 10) == [f"{home_project}/.npmrc"]
+
+
+def test_a_path_naming_a_user_with_a_nul_gets_a_decision(tmp_path: Path) -> None:
+    """Found by the matcher fuzzer: ``~\\x00`` crashed the check (expanduser raises on a NUL)."""
+    e = PermissionEngine(cwd=str(tmp_path), home=str(tmp_path))
+    d = e.decide("Edit", {"file_path": "~\x00", "old_string": "a", "new_string": "b"}, TOOLS["Edit"])
+    assert d.stage != "error", d.reason

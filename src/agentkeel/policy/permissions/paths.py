@@ -115,7 +115,7 @@ def credential_store(path: str, home: str, keel_home: str | None = None, *, hold
         n = min(len(parts), len(sparts))
         if len(parts) < len(sparts) and not (holding and os.path.lexists(store)):
             continue  # a directory holding a store that does not exist reads none
-        if all(a == b or globs.name_matches(b, a) for a, b in zip(parts[:n], sparts[:n], strict=True)):
+        if all(a == b or globs.name_may_match(b, a) for a, b in zip(parts[:n], sparts[:n], strict=True)):
             if keel_home and store.startswith(keel_home.rstrip("/") + "/"):
                 return "$KEEL_HOME" + store[len(keel_home.rstrip("/")) :]
             return "~" + store[len(home.rstrip("/")) :]
@@ -244,7 +244,10 @@ def candidates(path: str, cwd: str, home: str) -> tuple[str, str]:
         path = home + path[1:]
     elif path.startswith("~"):  # ~user/...: the tools expand it (Path.expanduser), so the gate does too
         head, sep, rest = path.partition("/")
-        expanded = os.path.expanduser(head)
+        try:
+            expanded = os.path.expanduser(head)
+        except ValueError:  # a NUL in the name: no such user, as below for the path itself
+            expanded = head
         if expanded != head:
             path = expanded + sep + rest
     joined = posixpath.join(cwd, path)
