@@ -1,5 +1,7 @@
-"""Every glob keel matches is turned into a matcher here, one named function per dialect keel
-models. Paths are posix; ``pathspec`` is imported on the first match, not when a rule is loaded.
+"""Every glob over paths or names that keel matches becomes a matcher here, one named function
+per dialect keel models. (Bash(...) rules' ``*`` over a command line and WebFetch's ``*.`` domains
+are not path globs: they stay with the rules.) Paths are posix; ``pathspec`` is imported on the
+first match, not when a rule is loaded.
 
 Gitignore's semantics, on ``pathspec`` (the one implementation where the semantics are gitignore's):
 a glob without a slash matches a name at any depth (``*.md`` is ``docs/a.md`` too); one with a
@@ -13,13 +15,14 @@ is everything under it; ``!glob`` takes back what an earlier glob matched.
   reading stay with the rules (``policy/permissions/paths.py``); no braces (Claude Code expands none).
 - :func:`gitignore` / :func:`gitignore_below`: the ``.gitignore`` files the search tools honour.
 
-Two dialects are not gitignore's, and keep a primitive of their own:
+The other dialects are not gitignore's, and keep a primitive of their own:
 
 - :func:`tool_regex` / :func:`search_glob`: the ``pattern`` of the Glob tool and the ``glob`` of
   the Grep tool (ripgrep's ``--glob`` where ripgrep is missing), a translation to one regular
-  expression. Anchored at the search root (``*.py`` is the top folder
-  only), ``**`` spans folders even inside a name, no comments, negation or backslash escapes: not
-  gitignore's, so pathspec would change what the tools find.
+  expression. The Glob tool anchors every pattern at the search root (``*.py`` is the top folder
+  only), ``**`` spans folders even inside a name, and there are no comments, negation or
+  backslash escapes: not gitignore's, so pathspec would change what the tool finds. The Grep tool
+  matches a glob without a slash against the name at any depth, as ripgrep (and ``paths:``) do.
 - :func:`name_matches` / :func:`name_may_match` / :func:`program_name_matches`: ``fnmatch(3)``
   over one name, on the standard library's ``fnmatch`` (glibc's and bash's ``[^...]``, classes
   and escapes rewritten to what it reads, wider where it cannot be exact): grep's ``--include``,
