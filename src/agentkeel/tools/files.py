@@ -13,6 +13,7 @@ from msgspec import Meta, Struct
 
 from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput, default_response
 from agentkeel.core.types import ImageBlock
+from agentkeel.internal import globs
 from agentkeel.tools import EDIT, READ
 from agentkeel.tools.reading import MAX_LINE_CHARS, human_size, read_capped, read_window
 from agentkeel.tools.textfile import UTF8, TextFormat, decode_file, encode_text, to_crlf
@@ -360,8 +361,6 @@ class LSInput(_Input):
 
 
 async def _ls(args: LSInput, ctx: ToolContext) -> ToolOutput:
-    from fnmatch import fnmatch
-
     root = resolve(ctx, args.path)
     if not root.is_dir():
         raise ToolError(f"{root} is not a directory" if root.exists() else f"Directory does not exist: {root}")
@@ -376,7 +375,7 @@ async def _ls(args: LSInput, ctx: ToolContext) -> ToolOutput:
         except OSError:
             return True
         for e in entries:
-            if e.name.startswith(".") or e.name in LS_SKIP or any(fnmatch(e.name, g) for g in ignore):
+            if e.name.startswith(".") or e.name in LS_SKIP or any(globs.name_matches(e.name, g) for g in ignore):
                 continue
             count += 1
             if count > LS_LIMIT:

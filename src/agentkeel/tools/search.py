@@ -15,14 +15,13 @@ import shutil
 import signal
 import stat
 from collections.abc import Callable, Iterator
-from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from msgspec import Meta, Struct, field
 
 from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput
-from agentkeel.internal import procs
+from agentkeel.internal import globs, procs
 from agentkeel.internal.env import KeelEnv
 from agentkeel.internal.git import find_root
 from agentkeel.tools import READ
@@ -60,61 +59,19 @@ FILE_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 
-# --- glob matching ---------------------------------------------------------------------
-
-
-@lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Translate a glob with ``**``, ``*``, ``?``, ``[..]`` and ``{a,b}`` to a regex over posix paths."""
-    out, i, depth = [], 0, 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = pattern.find("]", i + 1)
-            if j == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = j
-        elif c == "{":
-            out.append("(?:")
-            depth += 1
-        elif c == "}" and depth:
-            out.append(")")
-            depth -= 1
-        elif c == "," and depth:
-            out.append("|")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + ")" * depth + r"\Z")
+# --- walking ---------------------------------------------------------------------------------
 
 
 def walk_files(root: Path, *, hidden: bool = False) -> Iterator[Path]:
     """Files under root, skipping .git, hidden entries (unless hidden) and gitignored paths."""
     git_root = find_root(root)
-    specs: list[tuple[Path, pathspec.PathSpec[Any]]] = []
+    specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
     if git_root is not None:
         for d in (root, *root.parents):
             _load_ignore(d, specs)
             if d == git_root:
                 break
-        specs = [(base, _below(spec, root.relative_to(base).as_posix())) for base, spec in specs]
+        specs = [(base, globs.gitignore_below(spec, root.relative_to(base).as_posix())) for base, spec in specs]
 
     def ignored(path: Path, is_dir: bool) -> bool:
         for base, spec in specs:
@@ -149,22 +106,7 @@ def walk_files(root: Path, *, hidden: bool = False) -> Iterator[Path]:
     yield from walk(root)
 
 
-def _below(spec: pathspec.PathSpec[Any], root: str) -> pathspec.PathSpec[Any]:
-    """An enclosing directory's rules as they apply below ``root`` (relative to that directory).
-
-    A search started inside an ignored directory (``Glob`` in ``node_modules/pkg``) searches it,
-    as ripgrep does: the rules that ignore the start itself are dropped, the others (``*.log``)
-    still apply to what is found below it.
-    """
-    if root == ".":
-        return spec
-    import pathspec
-
-    kept = [p for p in spec.patterns if not (p.include and p.match_file(root + "/"))]
-    return spec if len(kept) == len(spec.patterns) else pathspec.GitIgnoreSpec(kept)
-
-
-def _load_ignore(d: Path, specs: list[tuple[Path, pathspec.PathSpec[Any]]]) -> bool:
+def _load_ignore(d: Path, specs: list[tuple[Path, pathspec.GitIgnoreSpec]]) -> bool:
     f = d / ".gitignore"
     if not f.is_file():
         return False
@@ -172,9 +114,7 @@ def _load_ignore(d: Path, specs: list[tuple[Path, pathspec.PathSpec[Any]]]) -> b
         lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return False
-    import pathspec  # lazily: the first walk pays for it, not keel's startup
-
-    specs.append((d, pathspec.GitIgnoreSpec.from_lines(lines)))
+    specs.append((d, globs.gitignore(lines)))  # pathspec lazily: the first walk pays for it
     return True
 
 
@@ -205,7 +145,7 @@ async def _glob(args: GlobInput, ctx: ToolContext) -> ToolOutput:
         root, pattern = base, Path(*parts[len(fixed) :]).as_posix()
     if not root.is_dir():
         raise ToolError(f"Directory does not exist: {root}")
-    rx = glob_regex(pattern)
+    rx = globs.tool_regex(pattern)
     hidden = any(seg.startswith(".") for seg in pattern.split("/"))
 
     skip = ctx.hidden_path
@@ -275,25 +215,23 @@ def _compile(args: GrepInput) -> re.Pattern[str]:
         raise ToolError(f"invalid regex {args.pattern!r}: {e}") from None
 
 
-def _file_filter(args: GrepInput) -> list[tuple[str, re.Pattern[str]]]:
-    globs = []
+def _file_filter(args: GrepInput) -> list[Callable[[str], bool]]:
+    patterns = []
     if args.glob:
-        globs.append(args.glob)
+        patterns.append(args.glob)
     if args.type:
         exts = FILE_TYPES.get(args.type)
         if exts is None:
             raise ToolError(f"unknown file type {args.type!r}; known: {', '.join(sorted(FILE_TYPES))}")
-        globs.append("{" + ",".join(exts) + "}")
-    return [(g, glob_regex(g)) for g in globs]
+        patterns.append("{" + ",".join(exts) + "}")
+    return [globs.search_glob(g) for g in patterns]
 
 
-def _wanted(path: Path, root: Path, filters: list[tuple[str, re.Pattern[str]]]) -> bool:
-    """A glob without a slash matches the file name at any depth (ripgrep's --glob)."""
-    for pattern, rx in filters:
-        target = path.name if "/" not in pattern else path.relative_to(root).as_posix()
-        if not rx.match(target):
-            return False
-    return True
+def _wanted(path: Path, root: Path, filters: list[Callable[[str], bool]]) -> bool:
+    if not filters:
+        return True
+    rel = path.relative_to(root).as_posix()
+    return all(wanted(rel) for wanted in filters)
 
 
 def python_grep(args: GrepInput, root: Path, hidden: Callable[[Path], bool] | None = None) -> list[str]:

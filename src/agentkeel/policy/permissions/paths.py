@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from functools import cached_property
 
 import msgspec
 
-if TYPE_CHECKING:
-    import pathspec
+from agentkeel.internal import globs
 
 # always ask before writing here, whatever the mode or rules (SPEC section 3). Beyond the SPEC's
 # list: places whose contents run without anyone choosing to run them. .husky/ holds git hooks
@@ -111,15 +109,13 @@ def credential_store(path: str, home: str, keel_home: str | None = None, *, hold
     ``holding``, a directory that holds one that exists counts too (a recursive read of it reads
     the store).
     ``path`` may be a glob (``~/.np*rc``): it counts when it may match a store, case folded."""
-    import fnmatch
-
     parts = [p for p in path.lower().split("/") if p]
     for store in credential_paths(home, keel_home):
         sparts = [p for p in store.lower().split("/") if p]
         n = min(len(parts), len(sparts))
         if len(parts) < len(sparts) and not (holding and os.path.lexists(store)):
             continue  # a directory holding a store that does not exist reads none
-        if all(a == b or fnmatch.fnmatchcase(b, a) for a, b in zip(parts[:n], sparts[:n], strict=True)):
+        if all(a == b or globs.name_may_match(b, a) for a, b in zip(parts[:n], sparts[:n], strict=True)):
             if keel_home and store.startswith(keel_home.rstrip("/") + "/"):
                 return "$KEEL_HOME" + store[len(keel_home.rstrip("/")) :]
             return "~" + store[len(home.rstrip("/")) :]
@@ -127,7 +123,8 @@ def credential_store(path: str, home: str, keel_home: str | None = None, *, hold
 
 
 class PathPattern(msgspec.Struct, frozen=True, dict=True):
-    """A compiled ``Read(...)``/``Edit(...)`` specifier: a gitignore pattern anchored at ``base``."""
+    """A compiled ``Read(...)``/``Edit(...)`` specifier: a gitignore pattern anchored at ``base``
+    (matched by :func:`agentkeel.internal.globs.rule_spec`; the base and case folding are here)."""
 
     base: str
     pattern: str
@@ -152,7 +149,7 @@ class PathPattern(msgspec.Struct, frozen=True, dict=True):
             return False
         if rel == ".":
             rel = ""
-        spec = _spec(self.pattern.lower() if fold_case else self.pattern)
+        spec = globs.rule_spec(self.pattern.lower() if fold_case else self.pattern)
         if spec is None:
             return broad
         probe = rel.lower() if fold_case else rel
@@ -176,7 +173,7 @@ class PathPattern(msgspec.Struct, frozen=True, dict=True):
     @cached_property
     def entry_regex(self) -> re.Pattern[str] | None:
         """The case-folded pattern as one regular expression, when it compiles to one."""
-        return _entry_regex(self.pattern.lower())
+        return globs.rule_regex(self.pattern.lower())
 
     def matches_entry(self, prefix: str, name: str, is_dir: bool) -> bool:
         """``matches(dir/name, broad=True)`` for an entry whose kind is known (``prefix`` from
@@ -185,7 +182,7 @@ class PathPattern(msgspec.Struct, frozen=True, dict=True):
         regex = self.entry_regex
         if regex is not None:
             return regex.match(probe) is not None or (is_dir and regex.match(probe + "/") is not None)
-        spec = _spec(self.pattern.lower())
+        spec = globs.rule_spec(self.pattern.lower())
         if spec is None:
             return True
         return spec.match_file(probe) or (is_dir and spec.match_file(probe + "/"))
@@ -208,27 +205,6 @@ class PathPattern(msgspec.Struct, frozen=True, dict=True):
         """Could this pattern match ``directory``, something inside it, or a directory holding it?"""
         d, r = directory.lower().rstrip("/") or "/", self.reach
         return d == r or r == "/" or d == "/" or d.startswith(r + "/") or r.startswith(d + "/")
-
-
-@lru_cache(maxsize=4096)
-def _spec(pattern: str) -> pathspec.GitIgnoreSpec | None:
-    import pathspec  # ~15 ms; not needed before the first path check, so not on the startup path
-
-    try:
-        return pathspec.GitIgnoreSpec.from_lines([pattern])
-    except Exception:  # pathspec raises assorted errors on malformed patterns
-        return None
-
-
-@lru_cache(maxsize=4096)
-def _entry_regex(pattern: str) -> re.Pattern[str] | None:
-    """The one regular expression a single including gitignore line compiles to, if it does."""
-    spec = _spec(pattern)
-    if spec is None or len(spec.patterns) != 1:
-        return None
-    line = spec.patterns[0]
-    regex = getattr(line, "regex", None)
-    return regex if line.include is True and isinstance(regex, re.Pattern) else None
 
 
 def _relative(path: str, base: str) -> str | None:
@@ -268,7 +244,10 @@ def candidates(path: str, cwd: str, home: str) -> tuple[str, str]:
         path = home + path[1:]
     elif path.startswith("~"):  # ~user/...: the tools expand it (Path.expanduser), so the gate does too
         head, sep, rest = path.partition("/")
-        expanded = os.path.expanduser(head)
+        try:
+            expanded = os.path.expanduser(head)
+        except ValueError:  # a NUL in the name: no such user, as below for the path itself
+            expanded = head
         if expanded != head:
             path = expanded + sep + rest
     joined = posixpath.join(cwd, path)

@@ -7,7 +7,6 @@ are named ``mcp__server`` / ``mcp__server__tool`` / ``mcp__server__*``.
 
 from __future__ import annotations
 
-import fnmatch
 import ipaddress
 import re
 import socket
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from agentkeel.internal import globs
 from agentkeel.policy.permissions.paths import PathPattern, compile_path_pattern
 from agentkeel.tools import AGENT, AGENT_ALIAS, EDIT, READ, effects_of
 
@@ -114,7 +114,7 @@ def _mcp_match(rule: str, server: str, tool: str, broad: bool = False) -> bool:
         body = _MCP_RULE_UNSAFE.sub("_", body).lower()
         server, tool = server.lower(), tool.lower()
     for s, t in _mcp_parts(body):
-        if fnmatch.fnmatchcase(server, s) and (t is None or fnmatch.fnmatchcase(tool, t)):
+        if globs.name_matches(server, s) and (t is None or globs.name_matches(tool, t)):
             return True
     return False
 

@@ -8,7 +8,6 @@ own inside the working directories.
 
 from __future__ import annotations
 
-import glob
 import itertools
 import os
 import posixpath
@@ -16,6 +15,7 @@ import re
 
 import msgspec
 
+from agentkeel.internal.globs import shell_expand
 from agentkeel.policy.permissions import actions, options, sed, targets, trees
 from agentkeel.policy.permissions.bash import DYNAMIC, SimpleCommand
 from agentkeel.policy.permissions.rules import Rule, bash_matches, literal_words
@@ -600,13 +600,7 @@ def path_words(cmd: SimpleCommand) -> list[str]:
 
 def expand_glob(arg: str, cwd: str, limit: int = 2000) -> list[str] | None:
     """What a glob names on disk now; None when there are too many to check."""
-    pattern = arg if arg.startswith("/") else os.path.join(cwd, arg)
-    out: list[str] = []
-    for i, p in enumerate(glob.iglob(pattern, include_hidden=True)):
-        if i >= limit:
-            return None
-        out.append(p)
-    return out
+    return shell_expand(arg if arg.startswith("/") else os.path.join(cwd, arg), limit)
 
 
 _SUBCOMMAND_TOOLS = frozenset(

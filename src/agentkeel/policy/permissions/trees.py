@@ -9,13 +9,13 @@ read is judged by what it reaches, not by the one directory it names.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import posixpath
 from collections.abc import Iterable
 
 import msgspec
 
+from agentkeel.internal import globs
 from agentkeel.policy.permissions import options, targets
 from agentkeel.policy.permissions.bash import SimpleCommand
 from agentkeel.policy.permissions.paths import PathPattern, inside
@@ -392,10 +392,11 @@ def _tests(
 
 def _skipped(read: TreeRead, name: str, is_dir: bool) -> bool:
     """Left out by grep's own filters. A file both included and excluded counts as read (grep
-    lets the last matching option win; keel does not order them)."""
+    lets the last matching option win; keel does not order them), and so does one that a glob
+    keel cannot read as grep does may include (or fail to exclude)."""
     if is_dir:
-        return any(fnmatch.fnmatchcase(name, g) for g in read.skip_dirs)
-    included = any(fnmatch.fnmatchcase(name, g) for g in read.only_files)
+        return any(globs.program_name_matches(name, g) is True for g in read.skip_dirs)
+    included = any(globs.program_name_matches(name, g) is not False for g in read.only_files)
     if read.only_files and not included:
         return True
-    return not included and any(fnmatch.fnmatchcase(name, g) for g in read.skip_files)
+    return not included and any(globs.program_name_matches(name, g) is True for g in read.skip_files)
