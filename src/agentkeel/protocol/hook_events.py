@@ -157,8 +157,18 @@ SPECS: dict[str, EventSpec] = {
         EventSpec(
             "SubagentStop",
             "a subagent would stop; a block continues it",
-            ("agent_id", "agent_type", "agent_transcript_path", "stop_hook_active", "last_assistant_message"),
+            (
+                "agent_id",
+                "agent_type",
+                "agent_transcript_path",
+                "stop_hook_active",
+                "last_assistant_message",
+                "background_tasks",
+                "session_crons",
+            ),
             matcher="agent_type",
+            mode=True,
+            effort=True,
             block="continue",
         ),
         EventSpec(
