@@ -109,7 +109,8 @@ def interpret(event: str, hook: HookSpec, raw: Raw, duration_ms: int = 0) -> Out
         out.reason = raw.stderr.strip() or f"blocked by {name}"
         if what.block == "continue":  # Claude Code: the JSON reason on stdout, else stderr, else a note
             said = _json_reason(stdout)
-            out.reason = said or raw.stderr.strip() or f"[{hook.handler.label}]: No stderr output"
+            command = hook.handler.command if isinstance(hook.handler.command, str) else hook.handler.label
+            out.reason = said or raw.stderr.strip() or f"[{command}]: No stderr output"
         if what.block == "deny":
             out.permission = "deny"
         return out

@@ -78,7 +78,7 @@ def test_each_tool_gives_claude_codes_tool_response_shape() -> None:
     assert tools["Bash"].response({"command": "true"}, ToolOutput("(no output)"))["stdout"] == ""
     read = tools["Read"].response({"file_path": "/p/a.txt"}, ToolOutput("     1\tx"))
     assert read == {"type": "text", "file": {"filePath": "/p/a.txt", "content": "     1\tx"}}
-    # Write/Edit/MultiEdit: compared with Claude Code's field by field in tests/integration/hooks/test_cc_hook_payloads.py
+    # Write/Edit/MultiEdit: compared with Claude Code's in tests/integration/hooks/test_cc_hook_payloads.py
     write = tools["Write"].response(
         {"file_path": "/p/a.txt", "content": "x"}, ToolOutput("ok", metadata={"created": True})
     )
