@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry, Kind
+from agentkeel.core.events import Notice
 from agentkeel.core.handle import SessionHandle
 from agentkeel.internal.frontmatter import FrontmatterError, names, read, text
 from agentkeel.skills.loader import Skill
@@ -24,6 +26,16 @@ def frame(name: str, args: str, body: str) -> str:
     """A command's prompt as Claude Code sends it (its header block, then the expanded body)."""
     head = f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>"
     return f"{head}\n<command-args>{args}</command-args>\n\n{body}"
+
+
+def _hook_parts(session: SessionHandle) -> dict[str, Any]:
+    """What a command's frontmatter hooks are built with: the session's builder and environment."""
+    from agentkeel.agents.agenthooks import DefinitionHooks
+    from agentkeel.agents.spawner import SubagentSpawner
+
+    make = session.agent.services.find(DefinitionHooks)
+    spawner = session.agent.services.find(SubagentSpawner)
+    return {"build": make.build if make else None, "env": spawner.env if spawner else None}
 
 
 def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: Path | None) -> Command:
@@ -57,6 +69,10 @@ def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: P
             host = agent.services.find(SkillHost)
             if host is not None:
                 host.active_tools = tuple(allowed)
+        from agentkeel.hooks.commandhooks import command_hooks
+
+        for note in command_hooks(session, meta.get("hooks"), source=path, **_hook_parts(session)):
+            agent.bus.emit(Notice(level="warning", message=note))  # its hooks live while its prompt runs
         return frame(name, args, body)
 
     return Command(

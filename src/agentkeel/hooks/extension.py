@@ -11,6 +11,7 @@ loop at most ``MAX_STOP_CONTINUES`` times; asyncRewake handlers still running ar
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -118,6 +119,23 @@ def _with_notes(output: ToolOutput, event: str, notes: list[str]) -> ToolOutput:
     else:
         content = [*output.content, TextBlock(text=text)]
     return ToolOutput(content, is_error=output.is_error, metadata=output.metadata)
+
+
+_COMMAND_FRAME = re.compile(
+    r"(?:<command-message>[^<]*</command-message>\n)?<command-name>(/[^<\n]+)</command-name>"
+    r"(?:\n<command-args>(.*?)</command-args>)?",
+    re.DOTALL,
+)
+
+
+def typed_prompt(text: str) -> str:
+    """What the user typed, as UserPromptSubmit hooks get it in Claude Code: a slash command's line
+    (``/name args``), not the command's expanded text (its body, its ``!`` output, a skill's text)."""
+    m = _COMMAND_FRAME.match(text)
+    if m is None:
+        return text
+    args = (m.group(2) or "").strip()
+    return f"{m.group(1)} {args}" if args else m.group(1)
 
 
 def _rule(rule: str) -> dict[str, str]:
@@ -311,7 +329,7 @@ class HooksExtension:
             context, self.session_context = self.session_context, []
         if self.stopped is not None:
             return PromptVerdict(block=self.stopped)
-        result = await self.d.fire("UserPromptSubmit", {"prompt": info.text})
+        result = await self.d.fire("UserPromptSubmit", {"prompt": typed_prompt(info.text)})
         stop = result.stop
         if stop is not None:  # the prompt is not sent; the session goes on to the next one
             return PromptVerdict(block=stop.stop_reason or "a UserPromptSubmit hook stopped this prompt")

@@ -23,6 +23,7 @@ from typing import Any
 
 from agentkeel.models.fake.server import FakeLLMServer
 from conftest import KeelRun, wire_env
+from kit import session
 
 # a real command hook, as a Claude Code user writes one: it appends the JSON on its stdin to a file
 LOGGER = "import os, sys; open(os.environ['HOOK_LOG'], 'a').write(sys.stdin.read().replace(chr(10), ' ') + chr(10))"
@@ -370,3 +371,74 @@ def test_subagent_stop_carries_claude_codes_fields(
     assert stop["stop_hook_active"] is False and stop["permission_mode"] == "default"
     assert stop["background_tasks"] == [] and stop["session_crons"] == []
     assert stop["effort"] == {"level": "medium"}
+
+
+COMMAND = """---
+description: A command with its own hooks
+argument-hint: [what]
+hooks:
+  PreToolUse:
+    - matcher: "Read"
+      hooks:
+        - type: command
+          command: "HOOK_TAG=cmdhook LOGGER"
+---
+EXPANDEDBODY-MARK run with $ARGUMENTS
+"""
+
+
+def _command_project(project: Path, keel: Keel) -> None:
+    tagged = "import os, sys, json; d = json.load(sys.stdin); d['_tag'] = os.environ.get('HOOK_TAG', 'settings'); "
+    tagged += "open(os.environ['HOOK_LOG'], 'a').write(json.dumps(d) + chr(10))"
+    logger = f"{sys.executable} -c {json.dumps(tagged)}"
+    (project / ".claude" / "commands").mkdir(parents=True)
+    (project / ".claude" / "commands" / "mycmd.md").write_text(COMMAND.replace("LOGGER", logger.replace('"', '\\"')))
+    (project / "f.txt").write_text("some content\n")
+    hook = {"type": "command", "command": logger}
+    _settings(project, {"UserPromptSubmit": [{"hooks": [hook]}]}, keel)
+
+
+def test_user_prompt_submit_gets_the_typed_command_and_command_hooks_run(
+    project: Path, tmp_path: Path, fake_llm: FakeLLM, keel: Keel
+) -> None:
+    """Claude Code 2.1.328, ``claude -p "/mycmd ARGX" --allowedTools Read`` with this command
+    (``hooks:`` in its frontmatter: a PreToolUse logger for Read) and a UserPromptSubmit logger in
+    settings: the UserPromptSubmit hook got ``"prompt": "/mycmd ARGX"`` (what was typed; the model
+    got the expanded body), and the command's PreToolUse hook ran for both Read calls of the turn.
+    keel sent the expanded command text to UserPromptSubmit and never read the command's hooks."""
+    _command_project(project, keel)
+    read = _call("Read", file_path=str(project / "f.txt"))
+    server = fake_llm({"steps": [read, read, "final text"]})
+    log = tmp_path / "hooks.log"
+    run = keel("-p", "/mycmd ARGX", env={**wire_env(server, "anthropic"), "HOOK_LOG": str(log)})
+    assert run.code == 0, run.stderr
+    seen = [(p["_tag"], p["hook_event_name"], p.get("prompt") or p.get("tool_name")) for p in _payloads(log)]
+    assert seen == [
+        ("settings", "UserPromptSubmit", "/mycmd ARGX"),
+        ("cmdhook", "PreToolUse", "Read"),
+        ("cmdhook", "PreToolUse", "Read"),
+    ]
+    first = _texts(server.cursor.requests[0]["body"]["messages"][0])
+    assert "EXPANDEDBODY-MARK run with ARGX" in first
+
+
+async def test_a_commands_hooks_end_with_its_prompt(project: Path, tmp_path: Path, keel: Keel) -> None:
+    """The command's hooks belong to the prompt it started (Claude Code: "while that command
+    runs"): the next prompt of the same session, typed without the command, runs no cmdhook."""
+    from agentkeel.commands.run import run_prompt
+
+    _command_project(project, keel)
+    read = _call("Read", file_path=str(project / "f.txt"))
+    log = tmp_path / "hooks.log"
+    rt = session(project, [read, "final one", read, "final two"], env={"HOOK_LOG": str(log)})
+    try:
+        assert (await run_prompt(rt, "/mycmd ARGX")).result == "final one"
+        assert (await run_prompt(rt, "plain again")).result == "final two"
+    finally:
+        await rt.aclose()
+    seen = [(p["_tag"], p["hook_event_name"], p.get("prompt") or p.get("tool_name")) for p in _payloads(log)]
+    assert seen == [
+        ("settings", "UserPromptSubmit", "/mycmd ARGX"),
+        ("cmdhook", "PreToolUse", "Read"),
+        ("settings", "UserPromptSubmit", "plain again"),
+    ]
