@@ -337,6 +337,8 @@ class HooksExtension:
             return PromptVerdict(block=result.block_reason or "a UserPromptSubmit hook blocked the prompt")
         context += result.context
         context += self._take_rewake()
+        late, self.d.late_context = self.d.late_context, []  # async-protocol handlers that have ended since
+        context += late
         return PromptVerdict(context=tuple(context)) if context else None
 
     def _take_rewake(self) -> list[str]:
@@ -454,6 +456,9 @@ class HooksExtension:
             output = _with_notes(output, event, notes)
         if pre_context:
             output = _with_notes(output, "", pre_context)
+        if self.d.late_context and CHILD.get() is None:  # async-protocol handlers that ended since
+            late, self.d.late_context = self.d.late_context, []
+            output = _with_notes(output, "", late)
         if CHILD.get() is not None:
             return output  # the child's cwd and batches are its own
         if effects_for(call.tool, call.name).shell:  # a shell can move the session's working directory

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import msgspec
 
 from agentkeel.hooks.config import HookSpec
-from agentkeel.hooks.runners import Raw
+from agentkeel.hooks.runners import Raw, async_line
 from agentkeel.protocol.hook_events import EventSpec, spec
 
 Permission = Literal["allow", "ask", "deny"]
@@ -65,21 +65,11 @@ def _first_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _async_line(line: str) -> bool:
-    if not line.startswith("{"):
-        return False
-    try:
-        data = json.loads(line)
-    except (json.JSONDecodeError, RecursionError):
-        return False
-    return isinstance(data, dict) and data.get("async") is True
-
-
 def _after_async(stdout: str) -> str:
     """A handler that opens with Claude Code's ``{"async": true, "asyncTimeout": ...}`` line has
     its answer (if any) in the lines after it."""
     first, _, rest = stdout.lstrip().partition("\n")
-    return rest if _async_line(first.strip()) else stdout
+    return rest if async_line(first) else stdout
 
 
 def _json_reason(stdout: str) -> str:

@@ -75,11 +75,15 @@ class _Sink:
         return b"".join(self.parts)
 
 
-async def _pump(stream: asyncio.StreamReader | None, sink: _Sink, full: asyncio.Event) -> None:
+async def _pump(
+    stream: asyncio.StreamReader | None, sink: _Sink, full: asyncio.Event, seen: Callable[[bytes], None] | None = None
+) -> None:
     if stream is None:
         return
     while chunk := await stream.read(65536):
         sink.add(chunk)
+        if seen is not None:
+            seen(chunk)
         if sink.over:
             full.set()
             return
@@ -117,11 +121,13 @@ async def run(
     merge_stderr: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_end: Callable[[int], None] | None = None,
+    on_stdout: Callable[[bytes], None] | None = None,
 ) -> Ran:
     """Run ``argv`` to its end or its timeout; never raises for the command's own failures.
 
     ``stdin``: bytes fed then closed (None: ``/dev/null``). ``merge_stderr``: stderr goes to
-    stdout. ``on_start``/``on_end`` get the process group id (to register it with a watchdog)."""
+    stdout. ``on_start``/``on_end`` get the process group id (to register it with a watchdog);
+    ``on_stdout`` sees each chunk of stdout as it arrives (a hook's async line)."""
     loop = asyncio.get_running_loop()
     try:
         transport, protocol = await loop.subprocess_exec(
@@ -141,7 +147,7 @@ async def run(
         on_start(proc.pid)
     out, err, full = _Sink(cap), _Sink(cap), asyncio.Event()
     tasks = [
-        asyncio.ensure_future(_pump(proc.stdout, out, full)),
+        asyncio.ensure_future(_pump(proc.stdout, out, full, on_stdout)),
         asyncio.ensure_future(_pump(proc.stderr, err, full)),
     ]
     if stdin is not None:

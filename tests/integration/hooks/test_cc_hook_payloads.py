@@ -280,24 +280,43 @@ def test_an_exit_2_stop_hooks_json_reason_reaches_the_model(
     ]
 
 
-def test_the_async_hook_protocol_line_is_not_an_error(
+ASYNC_HOOK = """#!/bin/sh
+cat > /dev/null
+echo '{"async": true, "asyncTimeout": 15000}'
+i=0; while [ ! -e go ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done
+[ -e go ] || exit 1
+echo '{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"ASYNCCTX-MARK"}}'
+"""
+
+
+def test_an_async_hook_runs_on_without_holding_the_session(
     project: Path, tmp_path: Path, fake_llm: FakeLLM, keel: Keel
 ) -> None:
-    """A PostToolUse hook that opens with ``{"async": true, "asyncTimeout": 5000}`` (Claude Code's
-    async protocol): Claude Code 2.1.328 ran the session without a word about it (exit 0, answer
-    ``final text``, no hook error in its output). keel said the output "is not valid JSON"."""
+    """A PostToolUse hook that opens with ``{"async": true, "asyncTimeout": 15000}`` (Claude Code's
+    async protocol), then waits for a file the *next* tool call creates. Claude Code 2.1.328 ran
+    the session on without waiting and without a word about it (exit 0, answer ``final text``, no
+    hook error). keel waited for the hook (so the next call never came: the hook gave up) and then
+    said its output "is not valid JSON". What the hook says when it ends reaches the model with
+    a later result."""
     (project / "f.txt").write_text("x\n")
-    hook = {
-        "type": "command",
-        "command": """cat >/dev/null; echo '{"async": true, "asyncTimeout": 5000}'; """
-        """echo '{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"ASYNCCTX"}}'""",
-    }
-    _settings(project, {"PostToolUse": [{"matcher": "Read", "hooks": [hook]}]}, keel)
-    server = fake_llm({"steps": [_call("Read", file_path=str(project / "f.txt")), "final text"]})
-    run = keel("-p", "read it", "--output-format", "json", env=wire_env(server, "anthropic"))
+    script = tmp_path / "async.sh"
+    script.write_text(ASYNC_HOOK)
+    script.chmod(0o755)
+    _settings(
+        project, {"PostToolUse": [{"matcher": "Read", "hooks": [{"type": "command", "command": str(script)}]}]}, keel
+    )
+    read = _call("Read", file_path=str(project / "f.txt"))
+    wait = "touch go; i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done"  # time for the hook to end
+    server = fake_llm({"steps": [read, _call("Bash", command=wait), read, "final text"]})
+    run = keel(
+        "-p", "read it", "--output-format", "json", "--allowedTools", "Read", "Bash", env=wire_env(server, "anthropic")
+    )
     assert run.code == 0, run.stderr
     assert run.json()["result"] == "final text"
+    assert (project / "go").exists()
     assert "not valid JSON" not in run.stderr and "PostToolUse hook" not in run.stderr, run.stderr
+    later = "".join(_texts(r["body"]["messages"][-1]) for r in server.cursor.requests[2:])
+    assert "PostToolUse hook additional context: ASYNCCTX-MARK" in later
 
 
 def test_permission_suggestions_have_claude_codes_shape(
