@@ -126,9 +126,11 @@ SPECS: dict[str, EventSpec] = {
         EventSpec(
             "PermissionRequest",
             "a call the permission rules would ask about, before the user is asked",
-            (*_TOOL, "permission_suggestions"),
+            ("tool_name", "tool_input", "permission_suggestions"),
+            ("tool_use_id",),
             matcher="tool_name",
             mode=True,
+            effort=True,
             permission="request",
             block="deny",
         ),

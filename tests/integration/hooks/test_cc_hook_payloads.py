@@ -341,7 +341,11 @@ def test_permission_suggestions_have_claude_codes_shape(
     log = tmp_path / "hooks.log"
     run = keel("-p", "go", "--allowedTools", "Read", env={**wire_env(server, "anthropic"), "HOOK_LOG": str(log)})
     assert run.code == 0, run.stderr
-    by_tool = {p["tool_name"]: p["permission_suggestions"] for p in _payloads(log)}
+    payloads = _payloads(log)
+    # Claude Code's PermissionRequest fields (keel adds tool_use_id)
+    cc_fields = {"session_id", "transcript_path", "cwd", "prompt_id", "permission_mode", "effort", "hook_event_name"}
+    assert all(set(p) >= cc_fields | {"tool_name", "tool_input", "permission_suggestions"} for p in payloads)
+    by_tool = {p["tool_name"]: p["permission_suggestions"] for p in payloads}
     assert by_tool["Write"] == [{"type": "setMode", "mode": "acceptEdits", "destination": "session"}]
     [bash] = by_tool["Bash"]
     assert {k: bash[k] for k in ("type", "behavior", "destination")} == {
