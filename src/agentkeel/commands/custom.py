@@ -49,6 +49,10 @@ def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: P
         from agentkeel.skills.expand import expand as expand_body
 
         agent = session.agent
+        from agentkeel.hooks.commandhooks import prompt_allowed
+
+        if (refused := await prompt_allowed(session, f"/{name} {args}".strip())) is not None:
+            raise CommandFailed(f"prompt blocked by hooks: {refused}")  # before any of its ! lines run
 
         async def check(tool: str, tool_input: dict[str, object]) -> str | None:
             return await check_call(agent, tool, dict(tool_input))
@@ -114,8 +118,11 @@ def load_commands(
 
 def skill_command(skill: Skill) -> Command:
     async def expand(session: SessionHandle, args: str) -> str:
+        from agentkeel.hooks.commandhooks import prompt_allowed
         from agentkeel.skills.run import invoke_skill, skill_message
 
+        if (refused := await prompt_allowed(session, f"/{skill.name} {args}".strip())) is not None:
+            raise CommandFailed(f"prompt blocked by hooks: {refused}")  # before any of its ! lines run
         run = await invoke_skill(session.agent, skill, args)
         if run.is_error:
             raise CommandFailed(run.text)

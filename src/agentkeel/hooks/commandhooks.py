@@ -14,9 +14,10 @@ folder is trusted (``keel trust``), as the project's own settings hooks are.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
+import msgspec
 from msgspec.structs import replace
 
 from agentkeel.config.trust import TrustState
@@ -25,6 +26,20 @@ from agentkeel.core.handle import SessionHandle
 from agentkeel.core.tools import Services
 
 NAME = "command-hooks"
+
+
+class PromptGate(msgspec.Struct, frozen=True):
+    """The session's UserPromptSubmit for a typed slash command, asked before the command expands
+    (Claude Code fires it first: a block means none of the command's ``!`` lines run). ``check(line)``
+    returns the block's reason, or None. Provided by the ``hooks`` built-in when the session has hooks."""
+
+    check: Callable[[str], Awaitable[str | None]]
+
+
+async def prompt_allowed(session: SessionHandle, line: str) -> str | None:
+    """The block's reason when the session's UserPromptSubmit hooks refuse ``line``, else None."""
+    gate = session.agent.services.find(PromptGate)
+    return None if gate is None else await gate.check(line)
 
 
 def _trusted(session: SessionHandle, source: Path) -> bool:
@@ -102,4 +117,4 @@ def _for_one_prompt(session: SessionHandle, built: Extension) -> Extension:
     return replace(built, name=NAME, on_prompt=on_prompt, subscribers=[], start=None, close=None)
 
 
-__all__ = ["NAME", "command_hooks"]
+__all__ = ["NAME", "PromptGate", "command_hooks", "prompt_allowed"]

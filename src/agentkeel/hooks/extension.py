@@ -39,6 +39,7 @@ from agentkeel.core.extensions import (
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError
 from agentkeel.core.tools import Services, Tool, ToolOutput, Workdir, default_response
 from agentkeel.core.types import TextBlock
+from agentkeel.hooks.commandhooks import PromptGate
 from agentkeel.hooks.dispatcher import CHILD, ChildAgent, HookDispatcher
 from agentkeel.hooks.output import Combined
 from agentkeel.internal import procs
@@ -215,10 +216,12 @@ class HooksExtension:
         self._calls: dict[str, ToolCall] = {}
         self._originals: dict[str, tuple[str, str | None]] = {}  # a writing call's file before it ran
         self._pre_context: dict[str, list[str]] = {}  # PreToolUse additionalContext, sent with the result
+        self._prefired: tuple[str, Combined] | None = None  # a typed command's UserPromptSubmit
         self._batch: list[str] = []
         self._batch_done: list[dict[str, Any]] = []
         if services is not None:
             services.put(LifecyclePoint, HookLifecycle(dispatcher))
+            services.put(PromptGate, PromptGate(self.before_expansion))
 
     def extension(self) -> Extension:
         return Extension(
@@ -322,19 +325,43 @@ class HooksExtension:
 
     # --- prompts and stops --------------------------------------------------------------------
 
-    async def on_prompt(self, info: PromptInfo) -> PromptVerdict | None:
+    async def before_expansion(self, typed: str) -> str | None:
+        """UserPromptSubmit for a typed slash command, fired before the command expands (and runs
+        its ``!`` lines), as Claude Code fires it: the block's reason, or None. The prompt the
+        command then submits does not fire the event again."""
+        if self.stopped is not None:
+            return self.stopped
         self.d.prompt_id = str(uuid.uuid4())
+        result = await self.d.fire("UserPromptSubmit", {"prompt": typed})
+        blocked = self._prompt_block(result)
+        self._prefired = None if blocked is not None else (typed, result)
+        return blocked
+
+    @staticmethod
+    def _prompt_block(result: Combined) -> str | None:
+        stop = result.stop
+        if stop is not None:  # the prompt is not sent; the session goes on to the next one
+            return stop.stop_reason or "a UserPromptSubmit hook stopped this prompt"
+        if result.blocked:
+            return result.block_reason or "a UserPromptSubmit hook blocked the prompt"
+        return None
+
+    async def on_prompt(self, info: PromptInfo) -> PromptVerdict | None:
         context: list[str] = []
         if info.first:
             context, self.session_context = self.session_context, []
         if self.stopped is not None:
             return PromptVerdict(block=self.stopped)
-        result = await self.d.fire("UserPromptSubmit", {"prompt": typed_prompt(info.text)})
-        stop = result.stop
-        if stop is not None:  # the prompt is not sent; the session goes on to the next one
-            return PromptVerdict(block=stop.stop_reason or "a UserPromptSubmit hook stopped this prompt")
-        if result.blocked:
-            return PromptVerdict(block=result.block_reason or "a UserPromptSubmit hook blocked the prompt")
+        typed = typed_prompt(info.text)
+        pre, self._prefired = self._prefired, None
+        if pre is not None and pre[0].split(" ", 1)[0] == typed.split(" ", 1)[0]:  # fired before it expanded
+            result = pre[1]
+        else:
+            self.d.prompt_id = str(uuid.uuid4())
+            result = await self.d.fire("UserPromptSubmit", {"prompt": typed})
+        blocked = self._prompt_block(result)
+        if blocked is not None:
+            return PromptVerdict(block=blocked)
         context += result.context
         context += self._take_rewake()
         late, self.d.late_context = self.d.late_context, []  # async-protocol handlers that have ended since

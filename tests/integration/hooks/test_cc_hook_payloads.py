@@ -465,3 +465,33 @@ async def test_a_commands_hooks_end_with_its_prompt(project: Path, tmp_path: Pat
         ("cmdhook", "PreToolUse", "Read"),
         ("settings", "UserPromptSubmit", "plain again"),
     ]
+
+
+def test_a_blocking_user_prompt_submit_hook_stops_a_commands_bang_lines(
+    project: Path, fake_llm: FakeLLM, keel: Keel
+) -> None:
+    """Claude Code 2.1.328, ``claude -p "/bang" --allowedTools Bash`` with a UserPromptSubmit hook
+    that exits 2 and a command whose body has ``!`touch bang-ran```: it printed "UserPromptSubmit
+    operation blocked by hook" and bang-ran was never created (without the hook it is). keel ran
+    the command's ``!`` line while expanding it, before the hook could refuse the prompt."""
+    commands = project / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "bang.md").write_text(
+        "---\ndescription: x\nallowed-tools: Bash(touch:*)\n---\nMarker: !`touch bang-ran`\n"
+    )
+    hook = {"type": "command", "command": "cat >/dev/null; echo blocked-by-ups >&2; exit 2"}
+    _settings(project, {"UserPromptSubmit": [{"hooks": [hook]}]}, keel)
+    server = fake_llm({"steps": ["answered"]})
+    run = keel("-p", "/bang", "--allowedTools", "Bash(touch:*)", env=wire_env(server, "anthropic"))
+    assert run.code != 0 and "blocked-by-ups" in run.stderr, run.stderr
+    assert not (project / "bang-ran").exists()
+    assert server.cursor.requests == []
+    # the same command without the hook runs its line (and UserPromptSubmit fires once, not twice)
+    log = project.parent / "ups.log"
+    _settings(project, {"UserPromptSubmit": [{"hooks": [LOG_HOOK]}]}, keel)
+    run = keel(
+        "-p", "/bang", "--allowedTools", "Bash(touch:*)", env={**wire_env(server, "anthropic"), "HOOK_LOG": str(log)}
+    )
+    assert run.code == 0, run.stderr
+    assert (project / "bang-ran").exists()
+    assert [p["prompt"] for p in _payloads(log)] == ["/bang"]
