@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry, Kind
+from agentkeel.core.events import Notice
 from agentkeel.core.handle import SessionHandle
 from agentkeel.internal.frontmatter import FrontmatterError, flag, names, read, text
 from agentkeel.skills.loader import Skill
@@ -53,6 +55,16 @@ def command_skill(path: Path, name: str, source: str, plugin_root: Path | None) 
     )
 
 
+def _hook_parts(session: SessionHandle) -> dict[str, Any]:
+    """What a command's frontmatter hooks are built with: the session's builder and environment."""
+    from agentkeel.agents.agenthooks import DefinitionHooks
+    from agentkeel.agents.spawner import SubagentSpawner
+
+    make = session.agent.services.find(DefinitionHooks)
+    spawner = session.agent.services.find(SubagentSpawner)
+    return {"build": make.build if make else None, "env": spawner.env if spawner else None}
+
+
 def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: Path | None) -> Command:
     first = command_skill(path, name, source, plugin_root)
 
@@ -60,15 +72,23 @@ def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: P
         return command_skill(path, name, source, plugin_root)  # read again: an edit between uses takes effect
 
     async def expand(session: SessionHandle, args: str) -> str:
+        from agentkeel.hooks.commandhooks import command_hooks, prompt_allowed
         from agentkeel.skills.run import invoke_command
 
+        if (refused := await prompt_allowed(session, f"/{name} {args}".strip())) is not None:
+            raise CommandFailed(f"prompt blocked by hooks: {refused}")  # before any of its ! lines run
+        for note in command_hooks(session, read(path).meta.get("hooks"), source=path, **_hook_parts(session)):
+            session.agent.bus.emit(Notice(level="warning", message=note))  # its hooks live while its prompt runs
         run = await invoke_command(session.agent, load(), args)
         return frame(name, args, run.text)
 
     async def forked(session: SessionHandle, args: str) -> str:
         """``context: fork``: the subagent's report is the command's output (Claude Code -p prints it)."""
+        from agentkeel.hooks.commandhooks import prompt_allowed
         from agentkeel.skills.run import invoke_command
 
+        if (refused := await prompt_allowed(session, f"/{name} {args}".strip())) is not None:
+            raise CommandFailed(f"prompt blocked by hooks: {refused}")  # before any of its ! lines run
         run = await invoke_command(session.agent, load(), args)
         if run.is_error:
             raise CommandFailed(run.text)
@@ -122,8 +142,11 @@ def load_commands(
 
 def skill_command(skill: Skill) -> Command:
     async def expand(session: SessionHandle, args: str) -> str:
+        from agentkeel.hooks.commandhooks import prompt_allowed
         from agentkeel.skills.run import invoke_skill, skill_message
 
+        if (refused := await prompt_allowed(session, f"/{skill.name} {args}".strip())) is not None:
+            raise CommandFailed(f"prompt blocked by hooks: {refused}")  # before any of its ! lines run
         run = await invoke_skill(session.agent, skill, args)
         if run.is_error:
             raise CommandFailed(run.text)

@@ -84,6 +84,7 @@ class HookDispatcher:
         self.effort = KeelEnv.of(ctx.env).effort
         self.watcher = Watcher()  # watchPaths hooks returned: FileChanged
         self.rewake: list[str] = []  # asyncRewake handlers' blocks, waiting for the model
+        self.late_context: list[str] = []  # async-protocol handlers' context, for the next result or prompt
         self._rewaking: set[asyncio.Future[Any]] = set()
         self._spills = 0
 
@@ -226,6 +227,8 @@ class HookDispatcher:
         except Exception as e:  # a bug of ours, not the handler's: still one line, never a wedge
             log.exception("hook %s failed", handler.label)
             raw = Raw(None, error=f"could not run: {type(e).__name__}: {e}")
+        if raw.detached is not None:  # Claude Code's async line: the rest is answered later
+            self._later(event, spec, raw.detached, started)
         duration = int((time.monotonic() - started) * 1000)
         outcome = interpret(event, spec, raw, duration)
         if any(len(c) > CONTEXT_CAP for c in outcome.context):
@@ -237,6 +240,33 @@ class HookDispatcher:
         if outcome.system_message:
             self.notice(outcome.system_message)
         return outcome
+
+    def _later(self, event: str, spec: HookSpec, detached: asyncio.Future[Raw], started: float) -> None:
+        """A handler that went async: its answer is read when it ends; what it says for the model
+        goes with the next prompt, its messages and failures to the user, as its own log entry."""
+
+        async def finish() -> None:
+            try:
+                raw = await detached
+            except asyncio.CancelledError:
+                detached.cancel()
+                raise
+            except Exception as e:
+                raw = Raw(None, error=f"could not run: {type(e).__name__}: {e}")
+            outcome = interpret(event, spec, raw, int((time.monotonic() - started) * 1000))
+            if outcome.error:
+                self.notice(outcome.error)
+            if outcome.system_message:
+                self.notice(outcome.system_message)
+            self.late_context += [
+                f"{event} hook additional context: {c if len(c) <= CONTEXT_CAP else self._spilled(event, spec, c)}"
+                for c in outcome.context
+            ]
+            self._log(event, [outcome])
+
+        task = asyncio.ensure_future(finish())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _raw(self, event: str, spec: HookSpec, payload: dict[str, Any]) -> Raw:
         handler = spec.handler

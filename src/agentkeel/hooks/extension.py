@@ -11,6 +11,7 @@ loop at most ``MAX_STOP_CONTINUES`` times; asyncRewake handlers still running ar
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -38,11 +39,13 @@ from agentkeel.core.extensions import (
 from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError
 from agentkeel.core.tools import Services, Tool, ToolOutput, Workdir, default_response
 from agentkeel.core.types import TextBlock
+from agentkeel.hooks.commandhooks import PromptGate
 from agentkeel.hooks.dispatcher import CHILD, ChildAgent, HookDispatcher
 from agentkeel.hooks.output import Combined
 from agentkeel.internal import procs
 from agentkeel.policy.permissions.engine import Decision
 from agentkeel.tools import effects_for
+from agentkeel.tools.files import ORIGINAL_FILE
 
 MAX_STOP_CONTINUES = 8  # a Stop hook that always blocks cannot keep the loop going for ever
 _END_REASONS = frozenset({"clear", "logout", "prompt_input_exit", "other", "bypass_permissions_disabled"})
@@ -74,10 +77,33 @@ def hook_input(tool: Tool | None, tool_input: dict[str, Any], cwd: Path) -> dict
     return out
 
 
-def tool_response(tool: Tool | None, tool_input: dict[str, Any], output: ToolOutput) -> Any:
+def tool_response(
+    tool: Tool | None, tool_input: dict[str, Any], output: ToolOutput, original: str | None = None
+) -> Any:
     """The ``tool_response`` Claude Code sends: the tool's own shape (``Tool.respond``), else the
-    text with the tool's plain facts."""
-    return tool.response(tool_input, output) if tool is not None else default_response(output)
+    text with the tool's plain facts. ``original``: the text of the file a writing tool changed,
+    read before it ran (Write's and Edit's ``originalFile`` and ``structuredPatch``)."""
+    if tool is None:
+        return default_response(output)
+    if original is not None:
+        output = ToolOutput(
+            output.content, is_error=output.is_error, metadata={**output.metadata, ORIGINAL_FILE: original}
+        )
+    return tool.response(tool_input, output)
+
+
+ORIGINAL_CAP = 10 * 1024 * 1024  # a file larger than this is not read for a hook's originalFile
+
+
+def read_original(path: str) -> str | None:
+    """A file's text before a writing tool runs (None: it does not exist, or is too large to send)."""
+    try:
+        p = Path(path)
+        if not p.is_file() or p.stat().st_size > ORIGINAL_CAP:
+            return None
+        return p.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def tool_metadata(output: ToolOutput) -> dict[str, Any]:
@@ -86,7 +112,7 @@ def tool_metadata(output: ToolOutput) -> dict[str, Any]:
 
 
 def _with_notes(output: ToolOutput, event: str, notes: list[str]) -> ToolOutput:
-    text = "\n".join(f"[{event} hook] {n}" for n in notes if n)
+    text = "\n".join((f"[{event} hook] {n}" if event else n) for n in notes if n)
     if not text:
         return output
     if isinstance(output.content, str):
@@ -94,6 +120,44 @@ def _with_notes(output: ToolOutput, event: str, notes: list[str]) -> ToolOutput:
     else:
         content = [*output.content, TextBlock(text=text)]
     return ToolOutput(content, is_error=output.is_error, metadata=output.metadata)
+
+
+_COMMAND_FRAME = re.compile(
+    r"(?:<command-message>[^<]*</command-message>\n)?<command-name>(/[^<\n]+)</command-name>"
+    r"(?:\n<command-args>(.*?)</command-args>)?",
+    re.DOTALL,
+)
+
+
+def typed_prompt(text: str) -> str:
+    """What the user typed, as UserPromptSubmit hooks get it in Claude Code: a slash command's line
+    (``/name args``), not the command's expanded text (its body, its ``!`` output, a skill's text)."""
+    m = _COMMAND_FRAME.match(text)
+    if m is None:
+        return text
+    args = (m.group(2) or "").strip()
+    return f"{m.group(1)} {args}" if args else m.group(1)
+
+
+def _rule(rule: str) -> dict[str, str]:
+    name, sep, content = rule.partition("(")
+    if sep and content.endswith(")"):
+        return {"toolName": name, "ruleContent": content[:-1]}
+    return {"toolName": rule}
+
+
+def permission_suggestions(call: ToolCall, rules: tuple[str, ...]) -> list[dict[str, Any]]:
+    """PermissionRequest's ``permission_suggestions`` as Claude Code 2.1.328 sends them: for a file
+    edit, the acceptEdits mode for the session; for the rest, one ``addRules`` entry with every
+    rule that would allow the call, for the local settings."""
+    effects = effects_for(call.tool, call.name)
+    if effects.writes and effects.path_fields and not effects.shell:
+        return [{"type": "setMode", "mode": "acceptEdits", "destination": "session"}]
+    if not rules:
+        return []
+    return [
+        {"type": "addRules", "rules": [_rule(r) for r in rules], "behavior": "allow", "destination": "localSettings"}
+    ]
 
 
 def _always_asks(decision: Decision) -> bool:
@@ -121,6 +185,8 @@ class HookLifecycle(LifecyclePoint):
             CHILD.set(ChildAgent(agent_id, str(fields.get("agent_type") or ""), str(transcript)))
         if not self.d.has(event):
             return LifecycleResult()
+        if event == "SubagentStop":  # Claude Code's fields the spawner does not know of
+            fields = {"background_tasks": [], "session_crons": [], **fields}
         result = await self.d.fire(event, fields, match=match)
         return LifecycleResult(blocked=result.blocked, reason=result.block_reason, context=tuple(result.context))
 
@@ -148,10 +214,14 @@ class HooksExtension:
         self.iteration = 0  # AgentIterationStart/End: model requests of this session
         self._iteration_open = False
         self._calls: dict[str, ToolCall] = {}
+        self._originals: dict[str, tuple[str, str | None]] = {}  # a writing call's file before it ran
+        self._pre_context: dict[str, list[str]] = {}  # PreToolUse additionalContext, sent with the result
+        self._prefired: tuple[str, Combined] | None = None  # a typed command's UserPromptSubmit
         self._batch: list[str] = []
         self._batch_done: list[dict[str, Any]] = []
         if services is not None:
             services.put(LifecyclePoint, HookLifecycle(dispatcher))
+            services.put(PromptGate, PromptGate(self.before_expansion))
 
     def extension(self) -> Extension:
         return Extension(
@@ -255,21 +325,47 @@ class HooksExtension:
 
     # --- prompts and stops --------------------------------------------------------------------
 
-    async def on_prompt(self, info: PromptInfo) -> PromptVerdict | None:
+    async def before_expansion(self, typed: str) -> str | None:
+        """UserPromptSubmit for a typed slash command, fired before the command expands (and runs
+        its ``!`` lines), as Claude Code fires it: the block's reason, or None. The prompt the
+        command then submits does not fire the event again."""
+        if self.stopped is not None:
+            return self.stopped
         self.d.prompt_id = str(uuid.uuid4())
+        result = await self.d.fire("UserPromptSubmit", {"prompt": typed})
+        blocked = self._prompt_block(result)
+        self._prefired = None if blocked is not None else (typed, result)
+        return blocked
+
+    @staticmethod
+    def _prompt_block(result: Combined) -> str | None:
+        stop = result.stop
+        if stop is not None:  # the prompt is not sent; the session goes on to the next one
+            return stop.stop_reason or "a UserPromptSubmit hook stopped this prompt"
+        if result.blocked:
+            return result.block_reason or "a UserPromptSubmit hook blocked the prompt"
+        return None
+
+    async def on_prompt(self, info: PromptInfo) -> PromptVerdict | None:
         context: list[str] = []
         if info.first:
             context, self.session_context = self.session_context, []
         if self.stopped is not None:
             return PromptVerdict(block=self.stopped)
-        result = await self.d.fire("UserPromptSubmit", {"prompt": info.text})
-        stop = result.stop
-        if stop is not None:  # the prompt is not sent; the session goes on to the next one
-            return PromptVerdict(block=stop.stop_reason or "a UserPromptSubmit hook stopped this prompt")
-        if result.blocked:
-            return PromptVerdict(block=result.block_reason or "a UserPromptSubmit hook blocked the prompt")
+        typed = typed_prompt(info.text)
+        pre, self._prefired = self._prefired, None
+        if pre is not None and pre[0].split(" ", 1)[0] == typed.split(" ", 1)[0]:  # fired before it expanded
+            result = pre[1]
+        else:
+            self.d.prompt_id = str(uuid.uuid4())
+            result = await self.d.fire("UserPromptSubmit", {"prompt": typed})
+        blocked = self._prompt_block(result)
+        if blocked is not None:
+            return PromptVerdict(block=blocked)
         context += result.context
         context += self._take_rewake()
+        late, self.d.late_context = self.d.late_context, []  # async-protocol handlers that have ended since
+        context += late
         return PromptVerdict(context=tuple(context)) if context else None
 
     def _take_rewake(self) -> list[str]:
@@ -297,7 +393,7 @@ class HooksExtension:
             self.d.notice(f"Stop hooks kept the session going {MAX_STOP_CONTINUES} times in a row; stopping here")
             return None
         self.stop_count += 1
-        return result.block_reason or "A Stop hook asked you to continue."
+        return f"Stop hook feedback:\n{result.block_reason or 'A Stop hook asked you to continue.'}"
 
     async def on_error(self, err: ProviderError) -> None:
         kind = _STOP_FAILURE.get(err.kind, "unknown")
@@ -312,15 +408,21 @@ class HooksExtension:
         self._calls[call.id] = call  # the loop updates its input; PermissionDenied reads it
         fields = {"tool_name": call.name, "tool_input": self._input(call), "tool_use_id": call.id}
         result = await self.d.fire("PreToolUse", fields, match=call.name, call=call, cwd=call.cwd)
+        update = result.updated_input
+        self._snapshot(call, update if update is not None else call.input)
         if not result.outcomes:
             return None
+        if result.context:  # Claude Code sends it after the call's result, naming event and tool
+            self._pre_context[call.id] = [
+                f"PreToolUse:{call.name} hook additional context: {c}" for c in result.context
+            ]
         failed = result.failed_closed()
         if failed:
             return Verdict("deny", f"{failed[0].error}; denied because the hook is marked failClosed", "hooks")
         self._note_stop(result)
         if self.stopped is not None:
             return Verdict("deny", f"A hook stopped the session: {self.stopped}", "hooks")
-        permission, update = result.permission, result.updated_input
+        permission = result.permission
         if permission == "deny":
             reason = result.reason_for("deny") or f"{call.name} was blocked by a PreToolUse hook"
             return Verdict("deny", f"PreToolUse hook blocked this call: {reason}", "hooks")
@@ -331,12 +433,21 @@ class HooksExtension:
             return Verdict("allow", result.reason_for("allow"), "hooks", updated_input=update)
         return Verdict("allow", "", "hooks", updated_input=update) if update is not None else None
 
+    def _snapshot(self, call: ToolCall, tool_input: dict[str, Any]) -> None:
+        """Keep the text of the file a writing tool is about to change, when a PostToolUse hook
+        will want it (Claude Code's ``originalFile``)."""
+        if not self.d.has("PostToolUse") or not effects_for(call.tool, call.name).writes:
+            return
+        path = hook_input(call.tool, tool_input, call.cwd or self.d.cwd).get("file_path")
+        if isinstance(path, str):
+            self._originals[call.id] = (path, read_original(path))
+
     async def permission_request(self, call: ToolCall, decision: Decision) -> Literal["allow", "deny"] | None:
         fields = {
             "tool_name": call.name,
             "tool_input": self._input(call),
             "tool_use_id": call.id,
-            "permission_suggestions": [{"type": "addRules", "rules": [r]} for r in decision.suggestions],
+            "permission_suggestions": permission_suggestions(call, decision.suggestions),
         }
         result = await self.d.fire("PermissionRequest", fields, match=call.name, call=call, cwd=call.cwd)
         if result.failed_closed():
@@ -349,6 +460,8 @@ class HooksExtension:
     async def after_tool(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         started = self._started.pop(call.id, None)
         self._calls.pop(call.id, None)
+        snapshot = self._originals.pop(call.id, None)
+        pre_context = self._pre_context.pop(call.id, [])
         child = self._allowed.pop(call.id, None)  # a child agent's call: its ToolStarted is on its own bus
         if started is None and child is not None and CHILD.get() is not None:
             started = child
@@ -360,12 +473,19 @@ class HooksExtension:
             if output.is_error:
                 fields.update(error=output.text(), is_interrupt=False, duration_ms=duration)
             else:
-                fields.update(tool_response=tool_response(call.tool, tool_input, output), duration_ms=duration)
+                original = snapshot[1] if snapshot is not None and snapshot[0] == tool_input.get("file_path") else None
+                response = tool_response(call.tool, tool_input, output, original)
+                fields.update(tool_response=response, duration_ms=duration)
             fields["tool_metadata"] = tool_metadata(output)  # keel's addition: the tool's own facts
             result = await self.d.fire(event, fields, match=call.name, call=call, cwd=call.cwd)
             self._note_stop(result)
             notes = ([result.block_reason] if result.blocked else []) + result.context
             output = _with_notes(output, event, notes)
+        if pre_context:
+            output = _with_notes(output, "", pre_context)
+        if self.d.late_context and CHILD.get() is None:  # async-protocol handlers that ended since
+            late, self.d.late_context = self.d.late_context, []
+            output = _with_notes(output, "", late)
         if CHILD.get() is not None:
             return output  # the child's cwd and batches are its own
         if effects_for(call.tool, call.name).shell:  # a shell can move the session's working directory

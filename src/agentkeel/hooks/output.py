@@ -1,7 +1,10 @@
 """What a handler's result means (SPEC 4, Claude Code's semantics), as data.
 
 exit 0: success; stdout is parsed as JSON when it starts with ``{``, and plain stdout is
-context for UserPromptSubmit and SessionStart. exit 2: block, with stderr as the reason.
+context for UserPromptSubmit and SessionStart. exit 2: block, with stderr as the reason (for
+Stop and SubagentStop, a JSON ``reason`` on stdout first, as Claude Code 2.1.328 reads it). A
+first stdout line ``{"async": true, ...}`` is Claude Code's async protocol: the lines after it
+are the handler's answer.
 Any other exit: a non-blocking error shown to the user. JSON fields: ``continue``,
 ``stopReason``, ``suppressOutput``, ``systemMessage``, ``decision: "block"`` + ``reason``,
 and ``hookSpecificOutput`` (``permissionDecision``, ``permissionDecisionReason``,
@@ -17,7 +20,7 @@ from typing import Any, Literal
 import msgspec
 
 from agentkeel.hooks.config import HookSpec
-from agentkeel.hooks.runners import Raw
+from agentkeel.hooks.runners import Raw, async_line
 from agentkeel.protocol.hook_events import EventSpec, spec
 
 Permission = Literal["allow", "ask", "deny"]
@@ -62,6 +65,25 @@ def _first_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def _after_async(stdout: str) -> str:
+    """A handler that opens with Claude Code's ``{"async": true, "asyncTimeout": ...}`` line has
+    its answer (if any) in the lines after it."""
+    first, _, rest = stdout.lstrip().partition("\n")
+    return rest if async_line(first) else stdout
+
+
+def _json_reason(stdout: str) -> str:
+    text = stdout.strip()
+    if not text.startswith("{"):
+        return ""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return ""
+    reason = data.get("reason") if isinstance(data, dict) else None
+    return reason.strip() if isinstance(reason, str) else ""
+
+
 def interpret(event: str, hook: HookSpec, raw: Raw, duration_ms: int = 0) -> Outcome:
     """One handler's answer, read as the event's spec says (what a block means, whether a
     permission or plain stdout counts)."""
@@ -71,9 +93,14 @@ def interpret(event: str, hook: HookSpec, raw: Raw, duration_ms: int = 0) -> Out
     if raw.error:
         out.error = f"{name} {raw.error}"
         return out
+    stdout = _after_async(raw.stdout)
     if raw.exit_code == 2:
         out.blocked = True
         out.reason = raw.stderr.strip() or f"blocked by {name}"
+        if what.block == "continue":  # Claude Code: the JSON reason on stdout, else stderr, else a note
+            said = _json_reason(stdout)
+            command = hook.handler.command if isinstance(hook.handler.command, str) else hook.handler.label
+            out.reason = said or raw.stderr.strip() or f"[{command}]: No stderr output"
         if what.block == "deny":
             out.permission = "deny"
         return out
@@ -82,7 +109,7 @@ def interpret(event: str, hook: HookSpec, raw: Raw, duration_ms: int = 0) -> Out
         out.error = f"{name} failed (exit {raw.exit_code})" + (f": {detail}" if detail else "")
         return out
     data: Any = raw.parsed
-    text = raw.stdout.strip()
+    text = stdout.strip()
     if data is None and text.startswith("{"):
         try:
             data = json.loads(text)

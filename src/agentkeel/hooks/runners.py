@@ -33,6 +33,21 @@ class Raw(msgspec.Struct, frozen=True):
     stderr: str = ""
     error: str = ""  # why the handler failed to run or finish: spawn, timeout, cap, crash
     parsed: Any = None  # a python handler's return value, or a prompt handler's answer
+    # a command that opened with Claude Code's ``{"async": true}`` line and runs on: its whole answer, later
+    detached: asyncio.Future[Raw] | None = None
+
+
+def async_line(line: str) -> bool:
+    """Claude Code's async protocol: a handler whose first stdout line is ``{"async": true, ...}``
+    goes on in the background; keel does not wait for it."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return False
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("async") is True
 
 
 def _shell() -> str:
@@ -66,18 +81,46 @@ async def run_command(
     tag = spawned.tag if spawned is not None else ""
     if tag:
         child_env[TAG_VAR] = f"{child_env.get(TAG_VAR, '')} {tag}".strip()
-    ran = await procs.run(
-        argv,
-        cwd=cwd,
-        env=child_env,
-        timeout=timeout,
-        stdin=payload,
-        cap=cap,
-        on_start=spawned.started if spawned is not None and tag else None,
-        on_end=spawned.ended if spawned is not None and tag else None,
-    )
-    out, err = (b.decode("utf-8", errors="replace") for b in (ran.stdout, ran.stderr))
-    return Raw(ran.exit_code, out, err, ran.error)
+    head = bytearray()
+    went_async: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def watch(chunk: bytes) -> None:  # the first line decides: Claude Code's async protocol or not
+        if went_async.done() or len(head) > 4096:
+            return
+        head.extend(chunk)
+        if b"\n" in head:
+            first = head.split(b"\n", 1)[0].decode("utf-8", errors="replace")
+            if async_line(first):
+                went_async.set_result(first)
+            else:
+                head.extend(b" " * 4097)  # decided: not async
+
+    async def whole() -> Raw:
+        ran = await procs.run(
+            argv,
+            cwd=cwd,
+            env=child_env,
+            timeout=timeout,
+            stdin=payload,
+            cap=cap,
+            on_start=spawned.started if spawned is not None and tag else None,
+            on_end=spawned.ended if spawned is not None and tag else None,
+            on_stdout=watch,
+        )
+        out, err = (b.decode("utf-8", errors="replace") for b in (ran.stdout, ran.stderr))
+        return Raw(ran.exit_code, out, err, ran.error)
+
+    task = asyncio.ensure_future(whole())
+    either: set[asyncio.Future[Any]] = {task, went_async}
+    try:
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task.done():
+        went_async.cancel()
+        return task.result()
+    return Raw(0, went_async.result() + "\n", detached=task)
 
 
 def expand_headers(handler: Handler, env: Mapping[str, str]) -> dict[str, str]:

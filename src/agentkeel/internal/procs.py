@@ -134,11 +134,15 @@ class _Sink:
         return b"".join(self.parts)
 
 
-async def _pump(stream: asyncio.StreamReader | None, sink: _Sink, full: asyncio.Event) -> None:
+async def _pump(
+    stream: asyncio.StreamReader | None, sink: _Sink, full: asyncio.Event, seen: Callable[[bytes], None] | None = None
+) -> None:
     if stream is None:
         return
     while chunk := await stream.read(65536):
         sink.add(chunk)
+        if seen is not None:
+            seen(chunk)
         if sink.over:
             full.set()
             return
@@ -241,13 +245,15 @@ async def run(
     die_with: int | None = None,
     on_start: Callable[[int], None] | None = None,
     on_end: Callable[[int], None] | None = None,
+    on_stdout: Callable[[bytes], None] | None = None,
 ) -> Ran:
     """Run ``argv`` to its end or its timeout; never raises for the command's own failures.
 
     ``timeout`` None: no limit of its own (the caller's cancel still kills the group). ``stdin``:
     bytes fed then closed (None: ``/dev/null``). ``cap`` None: all output is kept. ``merge_stderr``:
     stderr goes to stdout. ``die_with``: the signal the command gets when keel dies.
-    ``on_start``/``on_end`` get the process group id (to register it with a watchdog)."""
+    ``on_start``/``on_end`` get the process group id (to register it with a watchdog);
+    ``on_stdout`` sees each chunk of stdout as it arrives (a hook's async line)."""
     loop = asyncio.get_running_loop()
     try:
         transport, protocol = await _start(
@@ -267,7 +273,7 @@ async def run(
         on_start(proc.pid)
     out, err, full = _Sink(cap), _Sink(cap), asyncio.Event()
     tasks = [
-        asyncio.ensure_future(_pump(proc.stdout, out, full)),
+        asyncio.ensure_future(_pump(proc.stdout, out, full, on_stdout)),
         asyncio.ensure_future(_pump(proc.stderr, err, full)),
     ]
     if stdin is not None:

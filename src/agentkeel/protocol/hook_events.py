@@ -126,9 +126,11 @@ SPECS: dict[str, EventSpec] = {
         EventSpec(
             "PermissionRequest",
             "a call the permission rules would ask about, before the user is asked",
-            (*_TOOL, "permission_suggestions"),
+            ("tool_name", "tool_input", "permission_suggestions"),
+            ("tool_use_id",),
             matcher="tool_name",
             mode=True,
+            effort=True,
             permission="request",
             block="deny",
         ),
@@ -157,8 +159,18 @@ SPECS: dict[str, EventSpec] = {
         EventSpec(
             "SubagentStop",
             "a subagent would stop; a block continues it",
-            ("agent_id", "agent_type", "agent_transcript_path", "stop_hook_active", "last_assistant_message"),
+            (
+                "agent_id",
+                "agent_type",
+                "agent_transcript_path",
+                "stop_hook_active",
+                "last_assistant_message",
+                "background_tasks",
+                "session_crons",
+            ),
             matcher="agent_type",
+            mode=True,
+            effort=True,
             block="continue",
         ),
         EventSpec(

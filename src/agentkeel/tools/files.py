@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import difflib
 import json
 import os
 from dataclasses import dataclass, field
@@ -403,12 +404,90 @@ def _read_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
     return {"type": "text", "file": {"filePath": path, "content": output.text()}}
 
 
+ORIGINAL_FILE = "original_file"
+"""The metadata key under which a caller that read the file before the call (the hooks, for
+PostToolUse) hands its text to the ``respond`` functions below; it is never in the session log."""
+
+
+def _structured_patch(old: str, new: str) -> list[dict[str, Any]]:
+    """The hunks of a line diff, three lines of context, as Claude Code's ``structuredPatch``."""
+    a, b = old.splitlines(), new.splitlines()
+    hunks: list[dict[str, Any]] = []
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(3):
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        lines: list[str] = []
+        for tag, x1, x2, y1, y2 in group:
+            if tag == "equal":
+                lines += [f" {line}" for line in a[x1:x2]]
+                continue
+            lines += [f"-{line}" for line in a[x1:x2]]
+            lines += [f"+{line}" for line in b[y1:y2]]
+        hunks.append({"oldStart": i1 + 1, "oldLines": i2 - i1, "newStart": j1 + 1, "newLines": j2 - j1, "lines": lines})
+    return hunks
+
+
+def _original(output: ToolOutput) -> str | None:
+    original = output.metadata.get(ORIGINAL_FILE)
+    return original if isinstance(original, str) else None
+
+
+def _current(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def _write_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
-    """Claude Code's ``tool_response`` for Write, Edit and MultiEdit: the input, the path, success."""
+    """Claude Code's ``tool_response`` for Write: created or updated, the content, the diff
+    against the file it replaced."""
+    path, content = tool_input.get("file_path"), tool_input.get("content")
+    if not isinstance(path, str) or not isinstance(content, str):
+        return default_response(output)
+    original = None if output.metadata.get("created") else _original(output)
+    return {
+        "type": "create" if original is None else "update",
+        "filePath": path,
+        "content": content,
+        "structuredPatch": [] if original is None else _structured_patch(original, content),
+        "originalFile": original,
+        "userModified": False,
+    }
+
+
+def _edit_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
+    """Claude Code's ``tool_response`` for Edit: the strings, the file before, the diff."""
     path = tool_input.get("file_path")
     if not isinstance(path, str):
         return default_response(output)
-    return {**tool_input, "filePath": path, "success": True}
+    updated = _current(path)
+    original = _original(output)
+    return {
+        "filePath": path,
+        "oldString": tool_input.get("old_string", ""),
+        "newString": tool_input.get("new_string", ""),
+        "originalFile": original if original is not None else updated,
+        "structuredPatch": _structured_patch(original or "", updated) if original is not None else [],
+        "userModified": False,
+        "replaceAll": bool(tool_input.get("replace_all", False)),
+    }
+
+
+def _multi_edit_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
+    """Claude Code's ``tool_response`` for MultiEdit (the last Claude Code that had the tool): the
+    edits, the file before, the diff."""
+    path = tool_input.get("file_path")
+    if not isinstance(path, str):
+        return default_response(output)
+    updated = _current(path)
+    original = _original(output)
+    return {
+        "filePath": path,
+        "edits": tool_input.get("edits", []),
+        "originalFileContents": original if original is not None else updated,
+        "structuredPatch": _structured_patch(original or "", updated) if original is not None else [],
+        "userModified": False,
+    }
 
 
 def file_tools() -> list[Tool]:
@@ -448,7 +527,7 @@ def file_tools() -> list[Tool]:
             timeout_s=60,
             validate=_check_edit,
             effects=WRITES,
-            respond=_write_response,
+            respond=_edit_response,
         ),
         Tool(
             "MultiEdit",
@@ -460,7 +539,7 @@ def file_tools() -> list[Tool]:
             timeout_s=60,
             validate=_check_multi_edit,
             effects=WRITES,
-            respond=_write_response,
+            respond=_multi_edit_response,
         ),
         Tool(
             "LS",

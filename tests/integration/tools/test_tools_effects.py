@@ -78,10 +78,24 @@ def test_each_tool_gives_claude_codes_tool_response_shape() -> None:
     assert tools["Bash"].response({"command": "true"}, ToolOutput("(no output)"))["stdout"] == ""
     read = tools["Read"].response({"file_path": "/p/a.txt"}, ToolOutput("     1\tx"))
     assert read == {"type": "text", "file": {"filePath": "/p/a.txt", "content": "     1\tx"}}
+    # Write/Edit/MultiEdit: compared with Claude Code's in tests/integration/hooks/test_cc_hook_payloads.py
+    write = tools["Write"].response(
+        {"file_path": "/p/a.txt", "content": "x"}, ToolOutput("ok", metadata={"created": True})
+    )
+    assert write == {
+        "type": "create",
+        "filePath": "/p/a.txt",
+        "content": "x",
+        "structuredPatch": [],
+        "originalFile": None,
+        "userModified": False,
+    }
     edit_input = {"file_path": "/p/a.txt", "old_string": "a", "new_string": "b"}
-    for name in ("Write", "Edit", "MultiEdit"):
-        response = tools[name].response(edit_input, ToolOutput("ok"))
-        assert response == {**edit_input, "filePath": "/p/a.txt", "success": True}, name
+    assert {"filePath", "oldString", "newString", "originalFile", "structuredPatch"} <= tools["Edit"].response(
+        edit_input, ToolOutput("ok")
+    ).keys()
+    multi = tools["MultiEdit"].response({"file_path": "/p/a.txt", "edits": []}, ToolOutput("ok"))
+    assert {"filePath", "edits", "originalFileContents", "structuredPatch"} <= multi.keys()
     glob = tools["Glob"].response({"pattern": "*"}, ToolOutput("x.py", metadata={"match_count": 1, "x": [1]}))
     assert glob == {"output": "x.py", "match_count": 1}
 
