@@ -42,7 +42,11 @@ def main() -> None:
         }
         run = subprocess.run(
             [claude, "-p", PROMPT, "--allowedTools", "Skill,Write"],
-            cwd=project, env=env, capture_output=True, text=True, timeout=180,
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
         )
         requests = [r["body"] for r in server.cursor.requests]
         stop(server)

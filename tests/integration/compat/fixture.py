@@ -30,18 +30,20 @@ Save it to specs/<name>.md. Budget: $1.00 per step.
 
 # an agent shaped as the official plugins' agents (anthropics/claude-code plugins/*/agents):
 # a description with `: ` and <example> blocks inside, which is not strict YAML
-REVIEWER_AGENT = """---
-name: code-reviewer
-description: Use this agent when code needs review. Examples: <example>Context: The user wrote a function. user: "Review it" assistant: "I'll use the code-reviewer agent"</example>
-tools: Read, Grep, Glob
-model: inherit
----
-You are a code reviewer. Report issues with file:line references.
-"""
+REVIEWER_AGENT = (
+    "---\n"
+    "name: code-reviewer\n"
+    "description: Use this agent when code needs review. Examples: <example>Context: The user wrote a function."
+    ' user: "Review it" assistant: "I\'ll use the code-reviewer agent"</example>\n'
+    "tools: Read, Grep, Glob\n"
+    "model: inherit\n"
+    "---\n"
+    "You are a code reviewer. Report issues with file:line references.\n"
+)
 
 # hooks shaped as disler/claude-code-hooks-mastery: each event's hook appends its stdin payload
 HOOK = (
-    "python3 -c \"import json,sys,os; p=json.load(sys.stdin); "
+    'python3 -c "import json,sys,os; p=json.load(sys.stdin); '
     "open(os.environ['CLAUDE_PROJECT_DIR']+'/hooks.jsonl','a').write(json.dumps(p)+chr(10))\""
 )
 EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
@@ -73,7 +75,9 @@ def plan(project: Path) -> list[Any]:
         {"text": "Loading the skill.", "tool_calls": [{"name": "Skill", "input": {"skill": "requesting-code-review"}}]},
         {
             "text": "Writing the note.",
-            "tool_calls": [{"name": "Write", "input": {"file_path": str(project / "notes.txt"), "content": "reviewed\n"}}],
+            "tool_calls": [
+                {"name": "Write", "input": {"file_path": str(project / "notes.txt"), "content": "reviewed\n"}}
+            ],
         },
         "Done.",
     ]
