@@ -81,3 +81,77 @@ def plan(project: Path) -> list[Any]:
         },
         "Done.",
     ]
+
+
+# -- the plugin scenario -------------------------------------------------------------------------------
+
+PLUGIN_PROMPT = "/toolkit:commit"
+
+# shaped as github.com/anthropics/claude-code plugins/commit-commands/commands/commit.md (its
+# frontmatter and !`cmd` lines; the prose is our own)
+COMMIT_COMMAND = """---
+allowed-tools: Bash(git add:*), Bash(git status:*), Bash(git commit:*)
+description: Create a git commit
+---
+
+## Context
+
+- Current git status: !`git status`
+- Current branch: !`git branch --show-current`
+- Recent commits: !`git log --oneline -10`
+
+## Your task
+
+Stage the changes above and create one git commit. Use only tool calls.
+"""
+
+# a plugin agent with no name (plugins may leave it out), shaped as the official plugins' agents
+SIMPLIFIER_AGENT = """---
+description: Simplifies recently changed code without changing behaviour
+model: inherit
+---
+You simplify code.
+"""
+
+FIXED_DATE = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+
+
+def build_plugin(project: Path, plugins: Path, env: dict[str, str]) -> None:
+    """A git project with one commit and an untracked notes.txt; a folder of plugins holding
+    ``toolkit`` (a skill, a command, an agent, a PostToolUse hook on Bash)."""
+    import subprocess
+
+    git_env = {**env, **FIXED_DATE}
+    for args in (
+        ["init", "-q"],
+        ["config", "user.name", "Test User"],
+        ["config", "user.email", "test@example.invalid"],
+        ["config", "commit.gpgsign", "false"],
+    ):
+        subprocess.run(["git", *args], cwd=project, check=True, env=git_env)
+    (project / "README.md").write_text("demo\n")
+    subprocess.run(["git", "add", "README.md"], cwd=project, check=True, env=git_env)
+    subprocess.run(["git", "commit", "-q", "-m", "initial"], cwd=project, check=True, env=git_env)
+    (project / "notes.txt").write_text("reviewed\n")
+    plugin = plugins / "toolkit"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "toolkit", "version": "0.1.0"}\n')
+    skill = plugin / "skills" / "brainstorming"
+    skill.mkdir(parents=True)
+    shutil.copy(DATA / "compat" / "brainstorming" / "SKILL.md.txt", skill / "SKILL.md")
+    (plugin / "commands").mkdir()
+    (plugin / "commands" / "commit.md").write_text(COMMIT_COMMAND)
+    (plugin / "agents").mkdir()
+    (plugin / "agents" / "code-simplifier.md").write_text(SIMPLIFIER_AGENT)
+    (plugin / "hooks").mkdir()
+    hooks = {"hooks": {"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": HOOK}]}]}}
+    (plugin / "hooks" / "hooks.json").write_text(json.dumps(hooks, indent=2) + "\n")
+
+
+def plugin_plan() -> list[Any]:
+    """Stage, commit, answer: the calls the command's allowed-tools grant."""
+    return [
+        {"text": "", "tool_calls": [{"name": "Bash", "input": {"command": "git add notes.txt"}}]},
+        {"text": "", "tool_calls": [{"name": "Bash", "input": {"command": "git commit -m 'add notes'"}}]},
+        "Committed.",
+    ]
