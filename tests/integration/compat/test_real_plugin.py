@@ -104,7 +104,8 @@ def test_matches(keel_run: dict[str, Any]) -> None:
         assert _lines(k["requests"][0], entry) == _lines(cc["requests"][0], entry), entry
         assert len(_lines(cc["requests"][0], entry)) == 1
     # the nameless plugin agent is offered as toolkit:code-simplifier
-    assert _lines(k["requests"][0], "- toolkit:code-simplifier: ")
+    agent = "- toolkit:code-simplifier: "
+    assert [line.split('"')[0] for line in _lines(k["requests"][0], agent)] == _lines(cc["requests"][0], agent)
     # the !`git ...` lines ran and their output replaced them, the same text (the commit's hash is
     # the same too: the fixture's commit has fixed dates)
     assert _expanded(k["requests"][0]) == _expanded(cc["requests"][0])
@@ -115,5 +116,20 @@ def test_matches(keel_run: dict[str, Any]) -> None:
     assert [sorted(set(h) - {"tool_metadata"}) for h in k["hooks"]] == [sorted(h) for h in cc["hooks"]]
     for ours, theirs in zip(k["hooks"], cc["hooks"], strict=True):
         assert _sha_free(ours["tool_response"]["stdout"]) == _sha_free(theirs["tool_response"]["stdout"])
-        for field in ("stderr", "interrupted", "isImage"):
+        for field in ("stderr", "interrupted", "isImage", "noOutputExpected"):
             assert ours["tool_response"].get(field) == theirs["tool_response"][field], field
+
+
+def test_harmless_differences(keel_run: dict[str, Any]) -> None:
+    """PostToolUse carries keel's `tool_metadata` besides every Claude Code field (docs/hooks.md)."""
+    cc, k = _claude(), keel_run
+    for ours, theirs in zip(k["hooks"], cc["hooks"], strict=True):
+        assert set(ours) - set(theirs) == {"tool_metadata"}
+
+
+@pytest.mark.xfail(strict=True, reason="keel's Bash tool_response has no gitOperation")
+def test_bash_tool_response_reports_the_commit(keel_run: dict[str, Any]) -> None:
+    """After `git commit`, Claude Code 2.1.328's Bash `tool_response` adds `gitOperation: {"commit":
+    {"sha": "ab162ae", "kind": "committed", "branch": "master"}}`; keel's has no such field."""
+    ours = keel_run["hooks"][1]["tool_response"]
+    assert ours.get("gitOperation", {}).get("commit", {}).get("kind") == "committed"
