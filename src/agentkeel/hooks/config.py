@@ -99,12 +99,14 @@ def plugin_hooks(dirs: Iterable[Path], *, project: Path | None = None, trusted: 
 def plugin_roots(dirs: Iterable[Path], layers: Iterable[SettingsLayer]) -> list[Path]:
     """The plugin directories whose hooks a session runs: ``--plugin-dir`` ones, then the plugins
     settings enable (``enabledPlugins`` from a directory marketplace). The plugin loader reports
-    the ones it cannot load; here they are left out."""
-    dirs, layers = list(dirs), list(layers)
+    the ones it cannot load; here they are left out. A ``--plugin-dir`` on a folder of plugins
+    names each child plugin, as for its commands, agents and skills."""
+    from agentkeel.plugins.loader import find_plugins, plugin_roots_of
+
+    dirs = [root for d in dirs for root in plugin_roots_of(Path(d))]
+    layers = list(layers)
     if not any(la.plugins.enabled for la in layers):
         return dirs
-    from agentkeel.plugins.loader import find_plugins
-
     found, _ = find_plugins(dirs, layers)
     return list(dict.fromkeys([*dirs, *(p.root for p in found)]))
 
