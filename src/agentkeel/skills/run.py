@@ -255,6 +255,12 @@ def _runner(commands: Sequence[ModelCommand]) -> Callable[[Any, ToolContext], Aw
     return run_skill
 
 
+def _skill_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
+    """Claude Code 2.1.328's ``tool_response`` for Skill: whether it ran and the name it ran."""
+    name = output.metadata.get("skill") or tool_input.get("skill") or tool_input.get("command")
+    return {"success": not output.is_error, "commandName": name}
+
+
 def skill_tool(catalog: SkillCatalog, commands: Sequence[ModelCommand] = ()) -> Tool:
     """``commands``: the command files the model may run (``commands.custom.model_commands``)."""
     description = skill_tool_description(catalog, commands)
@@ -266,7 +272,16 @@ def skill_tool(catalog: SkillCatalog, commands: Sequence[ModelCommand] = ()) -> 
             from agentkeel.agents.inputs import SkillInput
 
             real.append(
-                Tool(SKILL_TOOL, description, SkillInput, run_skill, group="agents", read_only=True, effects=SKILL)
+                Tool(
+                    SKILL_TOOL,
+                    description,
+                    SkillInput,
+                    run_skill,
+                    group="agents",
+                    read_only=True,
+                    effects=SKILL,
+                    respond=_skill_response,
+                )
             )
         return real[0]
 
@@ -280,4 +295,5 @@ def skill_tool(catalog: SkillCatalog, commands: Sequence[ModelCommand] = ()) -> 
         raw_schema=SKILL_SCHEMA,
         load=load,
         effects=SKILL,
+        respond=_skill_response,
     )

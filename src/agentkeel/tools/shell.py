@@ -417,16 +417,27 @@ BASH_DESC = (
 )
 
 
+_COMMITTED = re.compile(r"^\[(?P<branch>[^\s\]]+)(?: \(root-commit\))? (?P<sha>[0-9a-f]{7,40})\] ", re.M)
+
+
 def _bash_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
-    """Claude Code's ``tool_response`` for Bash."""
+    """Claude Code's ``tool_response`` for Bash; after a ``git commit`` that printed its summary
+    line (``[main 1a2b3c4] message``), the ``gitOperation`` Claude Code 2.1.328 adds."""
     text = output.text()
-    return {
+    response: dict[str, Any] = {
         "stdout": "" if text == "(no output)" else text,
         "stderr": "",
         "interrupted": bool(output.metadata.get("timed_out", False)),
         "isImage": False,
         "noOutputExpected": False,
     }
+    command = tool_input.get("command")
+    if isinstance(command, str) and "git" in command and "commit" in command and not output.is_error:
+        found = _COMMITTED.search(text)
+        if found is not None:
+            commit = {"sha": found["sha"], "kind": "committed", "branch": found["branch"]}
+            response["gitOperation"] = {"commit": commit}
+    return response
 
 
 def shell_tools() -> list[Tool]:

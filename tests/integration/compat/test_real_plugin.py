@@ -127,7 +127,6 @@ def test_harmless_differences(keel_run: dict[str, Any]) -> None:
         assert set(ours) - set(theirs) == {"tool_metadata"}
 
 
-@pytest.mark.xfail(strict=True, reason="keel's Bash tool_response has no gitOperation")
 def test_bash_tool_response_reports_the_commit(keel_run: dict[str, Any]) -> None:
     """After `git commit`, Claude Code 2.1.328's Bash `tool_response` adds `gitOperation: {"commit":
     {"sha": "ab162ae", "kind": "committed", "branch": "master"}}`; keel's has no such field."""

@@ -208,7 +208,6 @@ def test_harmless_differences(keel_run: dict[str, Any]) -> None:
 # -- keel failures ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="keel's Skill tool_response is the expanded text, not Claude Code's shape")
 def test_skill_tool_response_in_post_tool_use(keel_run: dict[str, Any]) -> None:
     """PostToolUse for Skill: Claude Code 2.1.328 sends `tool_response: {"success": true,
     "commandName": "requesting-code-review"}`; keel sends `{"output": "<the expanded text>"}`."""
