@@ -9,6 +9,7 @@ against a capture of the real CLI in tests/data/claude_code_stream_json.jsonl).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,6 +152,21 @@ def result_line(
     if structured_output is not None:
         line["structured_output"] = structured_output
     return line
+
+
+def conversation_reset(session_id: str, user_message_uuid: str = "") -> dict[str, Any]:
+    """What Claude Code 2.1.328 writes when ``/clear`` arrives as stream-json input: the client
+    drops the conversation it shows (keel's transcript keeps the history, as ``/clear`` says)."""
+    new = new_id()
+    return {
+        "type": "conversation_reset",
+        "new_conversation_id": new,
+        "uuid": new,
+        "trigger": "clear",
+        "user_message_uuid": user_message_uuid or new_id(),
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "session_id": session_id,
+    }
 
 
 # who refuses a call for a reason that is not a permission (a malformed input, a repeat, a paused
