@@ -139,3 +139,22 @@ def test_an_interrupt_in_stream_json_input_carries_errors(fake_llm: Start, proje
     assert proc.stderr is not None
     proc.stderr.close()
     _assert_error_result(lines[-1], "error_during_execution")
+
+
+def test_every_non_success_result_line_carries_errors() -> None:
+    """The shared encoder (the in-process SDK and ``encode(RunFinished)`` use it without the CLI's
+    extra fields): an interrupt, a failure and a limit each get an ``errors`` array; a success none."""
+    from agentkeel.protocol.stream_json import result_line
+
+    base: dict[str, Any] = {
+        "duration_ms": 1, "num_turns": 1, "session_id": "s", "total_cost_usd": 0.0, "usage": {},
+    }  # fmt: skip
+    for subtype, text, wire in [
+        ("interrupted", "interrupted by user", "error_during_execution"),
+        ("error_during_execution", "", "error_during_execution"),
+        ("error_max_turns", "", "error_max_turns"),
+    ]:
+        line = result_line(subtype=subtype, is_error=True, result=text, **base)
+        _assert_error_result(line, wire)
+    ok = result_line(subtype="success", is_error=False, result="fine", **base)
+    assert "errors" not in ok and ok["terminal_reason"] == "completed"
