@@ -9,9 +9,9 @@ against a capture of the real CLI in tests/data/claude_code_stream_json.jsonl).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from agentkeel.core.events import AssistantMessage, Event, Notice, RunFinished, SessionStarted, ToolResults, new_id

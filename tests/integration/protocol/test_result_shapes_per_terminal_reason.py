@@ -81,7 +81,9 @@ def test_max_budget_carries_errors_and_terminal_reason(fake_llm: Start, keel: Ke
 
 
 def test_an_api_error_is_success_with_is_error_and_its_http_status(fake_llm: Start, keel: Keel) -> None:
-    server = fake_llm({"steps": [{"error": {"status": 400, "message": "messages.0: something is wrong"}}], "loop": True})
+    server = fake_llm(
+        {"steps": [{"error": {"status": 400, "message": "messages.0: something is wrong"}}], "loop": True}
+    )
     for fmt in ("stream-json", "json"):
         run = keel("-p", "hi", "--output-format", fmt, "--verbose", env=wire_env(server, "anthropic"))
         assert run.code == 1, run.stderr
