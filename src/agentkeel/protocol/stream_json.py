@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from agentkeel.core.events import AssistantMessage, Event, Notice, RunFinished, SessionStarted, ToolResults, new_id
@@ -18,6 +19,10 @@ from agentkeel.core.types import Message, from_data, to_data
 
 # keel's subtype -> the one Claude Code's clients know
 _RESULT_SUBTYPES = {"interrupted": "error_during_execution"}
+# keel's subtype -> Claude Code 2.1.328's ``terminal_reason`` (an interrupt's and a failure's are
+# not mapped: Claude Code's depend on where it stopped, e.g. ``aborted_tools`` in a tool call)
+_TERMINAL_REASONS = {"success": "completed", "error_max_turns": "max_turns", "error_max_budget_usd": "budget_exhausted"}
+_TOO_LONG = ("prompt is too long", "context_length_exceeded", "maximum context length")
 
 
 @dataclass
@@ -150,7 +155,47 @@ def result_line(
     }
     if structured_output is not None:
         line["structured_output"] = structured_output
+    reason = _TERMINAL_REASONS.get(subtype)
+    if reason is not None:
+        line["terminal_reason"] = reason
+    if line["subtype"] != "success":  # the TypeScript SDK throws on an error result without it
+        line["errors"] = [result or line["subtype"]]
     return line
+
+
+def end_of_run(line: dict[str, Any], *, error: str, api_error_status: int | None) -> dict[str, Any]:
+    """Finish a result line with why the run ended, as Claude Code 2.1.328 says it: a run that did
+    not succeed lists why in ``errors``; a run an API error ended is ``subtype: "success"`` with
+    ``is_error: true``, ``terminal_reason`` ``"api_error"`` (``"prompt_too_long"`` for a request
+    over the context window), the HTTP status in ``api_error_status`` and the message in
+    ``result`` (no ``errors``). Returns ``line``, changed in place."""
+    if api_error_status is not None and line["is_error"]:
+        too_long = any(marker in error.lower() for marker in _TOO_LONG)
+        line.update(
+            subtype="success",
+            terminal_reason="prompt_too_long" if too_long else "api_error",
+            api_error_status=api_error_status,
+            result=error or line["result"],
+        )
+        line.pop("errors", None)
+    elif line["subtype"] != "success":
+        line["errors"] = [error or line["result"] or line["subtype"]]
+    return line
+
+
+def conversation_reset(session_id: str, user_message_uuid: str = "") -> dict[str, Any]:
+    """What Claude Code 2.1.328 writes when ``/clear`` arrives as stream-json input: the client
+    drops the conversation it shows (keel's transcript keeps the history, as ``/clear`` says)."""
+    new = new_id()
+    return {
+        "type": "conversation_reset",
+        "new_conversation_id": new,
+        "uuid": new,
+        "trigger": "clear",
+        "user_message_uuid": user_message_uuid or new_id(),
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "session_id": session_id,
+    }
 
 
 # who refuses a call for a reason that is not a permission (a malformed input, a repeat, a paused

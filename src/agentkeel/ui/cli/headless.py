@@ -71,19 +71,17 @@ def options_from_args(args: argparse.Namespace) -> RuntimeOptions:
 
 def result_object(rt: Runtime, result: RunResult, structured: StructuredOutput | None = None) -> dict[str, Any]:
     """Claude Code's result message shape (with ``structured_output`` under --json-schema): the calls
-    the permission system denied (``permission_denials``), the HTTP status of the API error that
-    ended the run (``api_error_status``) and, for a run that did not succeed, why (``errors``, as
-    Claude Code: ``["Reached maximum number of turns (2)"]``); plus keel's ``context`` (window,
-    tokens by source, compactions, cache share)."""
+    the permission system denied (``permission_denials``), why the run ended (``terminal_reason``,
+    ``errors``, and an API error's shape: see :func:`agentkeel.protocol.stream_json.end_of_run`);
+    plus keel's ``context`` (window, tokens by source, compactions, cache share)."""
     from agentkeel.context.commands import result_fields as context_result_fields
-    from agentkeel.protocol.stream_json import permission_denials
+    from agentkeel.protocol.stream_json import end_of_run, permission_denials
     from agentkeel.ui.sdk.structured import result_object as sdk_result
 
     out = sdk_result(rt.session_id, result, structured)
     out["permission_denials"] = permission_denials(result.refused)
-    out["api_error_status"] = result.api_error_status
-    if out["is_error"] and result.error:
-        out["errors"] = [result.error]
+    error = result.error if result.is_error else out["result"]  # a schema retry failure: its why
+    end_of_run(out, error=error, api_error_status=result.api_error_status)
     out["context"] = context_result_fields(rt)
     return out
 

@@ -264,9 +264,18 @@ class Session:
         if self.structured is not None:
             self.structured.reset()
         source = "resume" if rt.resumed is not None else "startup"
+        command = _slash_line(message)
         try:
             await rt.start()
-            result = await rt.agent.run(message, source=source)
+            if command is None:
+                result = await rt.agent.run(message, source=source)
+            else:  # "/name args": that command, as Claude Code runs it (the SDKs' only input mode)
+                from agentkeel.commands.run import run_prompt
+
+                cleared = _is_clear(rt, command)
+                result = await run_prompt(rt, command)
+                if cleared and not result.is_error:
+                    self.channel.write(stream_json.conversation_reset(rt.session_id))
         except Exception as exc:  # a SinkFailed start: the run could not begin
             result = rt.agent.failed(str(exc))
         from agentkeel.ui.cli.headless import result_object
@@ -275,6 +284,27 @@ class Session:
         line = result_object(rt, result, self.structured)  # its permission_denials: every call denied
         self.last_error = bool(line["is_error"])
         self.channel.write(line)
+
+
+def _slash_line(message: Any) -> str | None:
+    """The text of a user message that is a slash command line (text blocks only), else None."""
+    from agentkeel.commands.registry import parse_line
+    from agentkeel.core.types import Message, TextBlock
+
+    if not isinstance(message, Message) or not all(isinstance(b, TextBlock) for b in message.content):
+        return None
+    text = message.text().strip()
+    return text if parse_line(text) is not None else None
+
+
+def _is_clear(rt: Runtime, line: str) -> bool:
+    """Whether ``line`` runs the built-in /clear (a project command of that name wins over it)."""
+    from agentkeel.commands.registry import CommandRegistry, parse_line
+
+    parsed = parse_line(line)
+    registry = rt.agent.services.find(CommandRegistry)
+    command = registry.get(parsed[0]) if parsed is not None and registry is not None else None
+    return command is not None and command.kind == "builtin" and command.name == "clear"
 
 
 def _merge_hooks(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
