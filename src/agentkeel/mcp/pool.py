@@ -120,7 +120,7 @@ class McpPool:
             raise ConnectionLost(f"no MCP server named '{server}' (configured: {known})")
         return conn
 
-    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+    async def call(self, server: str, tool: str, arguments: dict[str, Any], save_to: Path | None = None) -> ToolOutput:
         from mcp.shared.exceptions import MCPError
         from mcp_types import REQUEST_TIMEOUT
 
@@ -142,7 +142,7 @@ class McpPool:
             return ToolOutput(
                 f"MCP server '{server}': {tool} did not answer within {limit:g}s (MCP_TOOL_TIMEOUT)", is_error=True
             )
-        return convert(result, self.max_output_tokens)
+        return convert(result, self.max_output_tokens, save_to)
 
     def list_resources(self, server: str | None = None) -> list[dict[str, Any]]:
         out = []
@@ -158,10 +158,10 @@ class McpPool:
                 out.append(item)
         return out
 
-    async def read_resource(self, server: str, uri: str) -> ToolOutput:
+    async def read_resource(self, server: str, uri: str, save_to: Path | None = None) -> ToolOutput:
         from mcp.shared.exceptions import MCPError
 
-        from agentkeel.mcp.tools import CHARS_PER_TOKEN, TRUNCATION_NOTE, _contents_text
+        from agentkeel.mcp.tools import CHARS_PER_TOKEN, TRUNCATION_NOTE, _contents_text, save_large
 
         try:
             session = await self.get(server).ready_session()
@@ -173,16 +173,19 @@ class McpPool:
         except Exception as e:
             return ToolOutput(f"MCP server '{server}': reading {uri} failed: {one_line(e)}", is_error=True)
         blocks: list[TextBlock | ImageBlock] = []
-        for contents in result.contents:
+        for index, contents in enumerate(result.contents):
             blob = getattr(contents, "blob", None)
             mime = contents.mime_type or ""
             if isinstance(blob, str) and mime.startswith("image/"):
                 blocks.append(ImageBlock(media_type=mime, data=blob))
             else:
-                blocks.append(TextBlock(text=_contents_text(contents)))
+                blocks.append(TextBlock(text=_contents_text(contents, save_to, index)))
         text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
         budget = self.max_output_tokens * CHARS_PER_TOKEN
         if len(text) > budget:
+            saved = save_large(save_to, text, self.max_output_tokens)
+            if saved is not None:
+                return ToolOutput(saved)
             return ToolOutput(text[:budget] + "\n\n" + TRUNCATION_NOTE.format(limit=self.max_output_tokens))
         images = [b for b in blocks if isinstance(b, ImageBlock)]
         return ToolOutput([*([TextBlock(text=text)] if text else []), *images] if images else text)
