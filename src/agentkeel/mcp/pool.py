@@ -4,6 +4,7 @@ session's tool list kept in step with what each server offers, calls, resources 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +12,10 @@ from typing import Any
 
 from agentkeel.core.tools import Tool, ToolOutput, ToolRegistry
 from agentkeel.core.types import ImageBlock, TextBlock
-from agentkeel.mcp.client import Connection, ConnectionLost, one_line
+from agentkeel.mcp.client import Connection, ConnectionLost, Elicit, one_line
 from agentkeel.mcp.config import ServerConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,14 @@ class McpPool:
             for name, config in servers.items()
         }
         self._base_tools: list[Tool] = []
+        # the last progress notification of each server's current or last call: (tool, progress, total, message)
+        self.progress: dict[str, tuple[str, float, float | None, str | None]] = {}
+
+    def set_elicitation(self, handler: Elicit | None) -> None:
+        """A front end that can ask the user answers servers' elicitations through ``handler``;
+        without one (headless) they are refused with a clear message."""
+        for conn in self.connections.values():
+            conn.elicit = handler
 
     # --- start and stop -----------------------------------------------------------------
 
@@ -127,7 +138,12 @@ class McpPool:
         from agentkeel.mcp.tools import convert
 
         try:
-            result = await self.get(server).call_tool(tool, arguments)
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                self.progress[server] = (tool, done, total, message)
+                log.debug("MCP server %s: %s progress %s/%s %s", server, tool, done, total, message or "")
+
+            result = await self.get(server).call_tool(tool, arguments, progress)
         except ConnectionLost as e:
             return ToolOutput(str(e), is_error=True)
         except MCPError as e:
