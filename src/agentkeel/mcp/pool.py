@@ -158,7 +158,7 @@ class McpPool:
             return ToolOutput(
                 f"MCP server '{server}': {tool} did not answer within {limit:g}s (MCP_TOOL_TIMEOUT)", is_error=True
             )
-        return convert(result, self.max_output_tokens, save_to)
+        return convert(result, self.max_output_tokens, save_to, server)
 
     def list_resources(self, server: str | None = None) -> list[dict[str, Any]]:
         out = []
@@ -195,7 +195,7 @@ class McpPool:
             if isinstance(blob, str) and mime.startswith("image/"):
                 blocks.append(ImageBlock(media_type=mime, data=blob))
             else:
-                blocks.append(TextBlock(text=_contents_text(contents, save_to, index)))
+                blocks.append(TextBlock(text=_contents_text(contents, save_to, index, server)))
         text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
         budget = self.max_output_tokens * CHARS_PER_TOKEN
         if len(text) > budget:

@@ -153,7 +153,11 @@ def _write(stem: Path, suffix: str, data: bytes) -> Path:
 
 
 def _size(n: int) -> str:
-    return f"{n} bytes" if n < 1024 else f"{n / 1024:.1f}KB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f}MB"
+    """Claude Code's byte sizes: ``512 bytes``, ``10KB``, ``1.5MB``."""
+    if n < 1024:
+        return f"{n} bytes"
+    value, unit = (n / 1024, "KB") if n < 1024 * 1024 else (n / 1024 / 1024, "MB")
+    return f"{value:.1f}".removesuffix(".0") + unit
 
 
 def save_binary(stem: Path | None, index: int, mime: str | None, data: str, what: str) -> str:
@@ -203,7 +207,7 @@ def save_large(stem: Path | None, text: str, max_tokens: int, is_json: bool = Fa
     )
 
 
-def convert(result: types.CallToolResult, max_tokens: int, save_to: Path | None = None) -> ToolOutput:
+def convert(result: types.CallToolResult, max_tokens: int, save_to: Path | None = None, server: str = "") -> ToolOutput:
     """An MCP tool result as a keel tool output. Over ``max_tokens``, the whole text is saved under
     ``save_to`` and the model told where (as Claude Code); without a place, it is cut with Claude Code's note.
     Binary content (audio, blob resources) is saved as its bytes, likewise."""
@@ -217,7 +221,7 @@ def convert(result: types.CallToolResult, max_tokens: int, save_to: Path | None 
         elif kind == "audio":
             blocks.append(TextBlock(text=save_binary(save_to, index, item.mime_type, item.data, "audio")))  # type: ignore[union-attr]
         elif kind == "resource":
-            blocks.append(TextBlock(text=_contents_text(item.resource, save_to, index)))  # type: ignore[union-attr]
+            blocks.append(TextBlock(text=_contents_text(item.resource, save_to, index, server)))  # type: ignore[union-attr]
         elif kind == "resource_link":
             blocks.append(TextBlock(text=f"[resource {item.uri}: {item.name}]"))  # type: ignore[union-attr]
     structured = False
@@ -241,12 +245,14 @@ def saved_path(message: str) -> str:
     return message.split("Output has been saved to ", 1)[1].split(".\n", 1)[0]
 
 
-def _contents_text(contents: Any, save_to: Path | None = None, index: int = 0) -> str:
+def _contents_text(contents: Any, save_to: Path | None = None, index: int = 0, server: str = "") -> str:
     text = getattr(contents, "text", None)
     if isinstance(text, str):
         return text
     blob = getattr(contents, "blob", "")
-    return save_binary(save_to, index, contents.mime_type, blob, f"binary resource {contents.uri}")
+    said = save_binary(save_to, index, contents.mime_type, blob, f"binary resource {contents.uri}")
+    # Claude Code 2.1.328: "[Resource from SERVER at URI] Binary content (MIME, SIZE) saved to PATH"
+    return f"[Resource from {server} at {contents.uri}] {said}" if server and save_to is not None else said
 
 
 def _truncate(blocks: list[TextBlock | ImageBlock], max_tokens: int) -> tuple[bool, list[TextBlock | ImageBlock]]:

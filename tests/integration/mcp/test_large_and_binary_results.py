@@ -111,7 +111,11 @@ def test_large_text_and_binary_content_are_saved_whole(
     # a blob in a tool result and a blob resource: the bytes, in files named in the result
     for step, tool_id in ((2, "toolu_001_0"), (3, "toolu_002_0")):
         said = _results(requests[step]["body"]["messages"])[tool_id]
-        match = re.search(r"Binary content \(application/octet-stream, 10\.0KB\) saved to (\S+)$", said)
+        match = re.search(
+            r"^\[Resource from big at bin://payload\] "
+            r"Binary content \(application/octet-stream, 10KB\) saved to (\S+)$",
+            said,
+        )
         assert match, said
         assert Path(match.group(1)).read_bytes() == PAYLOAD
     assert base64.b64encode(PAYLOAD).decode()[:40] not in json.dumps(requests[3]["body"])
