@@ -1,10 +1,13 @@
 """MCP client features (#34 item 10): roots, progress notifications, elicitation — against a real
-server written with the ``mcp`` package's MCPServer, started by the test over stdio.
+server written with the ``mcp`` package's MCPServer (mcp 2.3.0), started by the test over stdio.
 
-Claude Code 2.1.328 declares roots (the working directory) and elicitation; headless (``-p``) it
-cannot ask the user. Oracle command: ``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT ANTHROPIC_API_KEY=sk-ant-fake-0000
-HOME=$(mktemp -d) CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude -p go --mcp-config CONFIG
---allowedTools 'mcp__feat__*'`` with a scripted model calling the tools below."""
+Oracle run (2026-11-28), the same server and a scripted model calling roots then ask:
+``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT ANTHROPIC_API_KEY=sk-ant-fake-0000 HOME=$(mktemp -d)
+CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude -p go --mcp-config CONFIG
+--allowedTools mcp__feat__roots,mcp__feat__ask``
+Claude Code 2.1.328 answered neither with this server ("Cannot send 'roots/list': this transport context
+has no back-channel for server-initiated requests", the same for elicitation/create); keel answers
+roots/list with the working directory and refuses a headless elicitation with a message naming the server."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Large and binary MCP results are saved whole to a file the model can read (#34 item 11).
 
-Claude Code 2.1.328 (its bundle's MCP result handling; server-everything's large and binary tools):
-a text result over MAX_MCP_OUTPUT_TOKENS becomes "Error: result (N characters) exceeds maximum allowed
-tokens. Output has been saved to PATH." with the whole text in PATH under the session's tool-results;
-binary content becomes "Binary content (MIME, SIZE) saved to PATH" with the bytes in PATH.
-Checked with: ``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT ANTHROPIC_API_KEY=sk-ant-fake-0000 HOME=$(mktemp -d)
+Oracle run (2026-11-28) with the server below and a scripted model calling its tools:
+``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT ANTHROPIC_API_KEY=sk-ant-fake-0000 HOME=$(mktemp -d)
 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 MAX_MCP_OUTPUT_TOKENS=5000 claude -p go --mcp-config CONFIG
---allowedTools 'mcp__big__*'`` against a scripted model calling the tools below."""
+--allowedTools mcp__big__long_text,mcp__big__binary``. Claude Code 2.1.328 answered "Error: result (202,164
+characters) exceeds maximum allowed tokens. Output has been saved to <session>/tool-results/....txt." (it saved
+the structuredContent, "Format: JSON with schema: {result: string}"; keel saves the text content) and
+"[Resource from big at bin://payload] Binary content (application/octet-stream, 10KB) saved to ....bin"."""
 
 from __future__ import annotations
 
