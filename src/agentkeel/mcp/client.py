@@ -66,10 +66,12 @@ class Connection:
         on_change: Callable[[Connection], None] = lambda _c: None,
         roots: Callable[[], list[Path]] | None = None,
         elicit: Elicit | None = None,
+        notice: Callable[[str], None] = lambda _m: None,
     ) -> None:
         self.config = config
         self.roots = roots or (lambda: [cwd])  # the project's directories, offered as MCP roots
-        self.elicit = elicit  # None: headless, an elicitation is refused with a clear message
+        self.elicit = elicit  # None: headless, an elicitation is cancelled and the user told in one line
+        self.notice = notice
         self.name = config.name
         self.connect_timeout_s = connect_timeout_s
         self.tool_timeout_s = tool_timeout_s
@@ -217,22 +219,21 @@ class Connection:
             resolved = path.resolve()
             if resolved not in seen:
                 seen.append(resolved)
-        return ListRootsResult(roots=[Root(uri=p.as_uri(), name=p.name or str(p)) for p in seen])  # type: ignore[arg-type]
+        return ListRootsResult(roots=[Root(uri=p.as_uri()) for p in seen])  # type: ignore[arg-type]  # no name, as Claude Code
 
     async def _elicit(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
-        """``elicitation/create``: through the front end's ask path when it has one; else refused, saying why."""
-        from mcp_types import INVALID_REQUEST, ErrorData
+        """``elicitation/create``: through the front end's ask path when it has one. Headless, the answer
+        is Claude Code's (2.1.328 ``-p``: ``{"action": "cancel"}``) and the user is told why in one line."""
+        from mcp_types import ElicitResult
 
         if self.elicit is not None:
             return await self.elicit(self.name, params)
         asked = re.sub(r"\s+", " ", getattr(params, "message", "") or "")[:200]
-        return ErrorData(
-            code=INVALID_REQUEST,
-            message=(
-                f"keel cannot ask the user for MCP server '{self.name}' here (a non-interactive session): "
-                f"the request for input was declined ({asked!r}). Run keel interactively to answer it."
-            ),
+        self.notice(
+            f"MCP server '{self.name}' asked for input ({asked!r}); this session is not interactive, "
+            "so the request was cancelled (run keel interactively to answer it)"
         )
+        return ElicitResult(action="cancel")
 
     async def _handshake(self, session: ClientSession) -> None:
         result = await session.initialize()

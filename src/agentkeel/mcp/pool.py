@@ -56,6 +56,7 @@ class McpPool:
                 cwd=cwd,
                 log_dir=log_dir,
                 on_change=self._changed,
+                notice=lambda message: self.notify(message),
             )
             for name, config in servers.items()
         }
