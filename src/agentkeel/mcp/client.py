@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Status = Literal["pending", "connected", "failed", "disabled"]
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+# asks the user for what an MCP server elicits: (server, request) -> the answer; None means no one can ask
+Elicit = Callable[[str, "types.ElicitRequestParams"], Awaitable["types.ElicitResult | types.ErrorData"]]
 _STOP_GRACE_S = 8.0  # closing stdin, then SIGTERM, then SIGKILL of the group: the mcp package's bounded steps
 
 
@@ -61,8 +64,14 @@ class Connection:
         cwd: Path,
         log_dir: Path | None = None,
         on_change: Callable[[Connection], None] = lambda _c: None,
+        roots: Callable[[], list[Path]] | None = None,
+        elicit: Elicit | None = None,
+        notice: Callable[[str], None] = lambda _m: None,
     ) -> None:
         self.config = config
+        self.roots = roots or (lambda: [cwd])  # the project's directories, offered as MCP roots
+        self.elicit = elicit  # None: headless, an elicitation is cancelled and the user told in one line
+        self.notice = notice
         self.name = config.name
         self.connect_timeout_s = connect_timeout_s
         self.tool_timeout_s = tool_timeout_s
@@ -163,6 +172,8 @@ class Connection:
                     read,
                     write,
                     message_handler=self._on_message,
+                    list_roots_callback=self._list_roots,
+                    elicitation_callback=self._elicit,
                     client_info=Implementation(name="keel", version=__version__),
                 ) as session,
             ):
@@ -198,6 +209,31 @@ class Connection:
                 else:
                     self._fail("connection closed")
             self._ready.set()
+
+    async def _list_roots(self, context: Any) -> types.ListRootsResult:
+        """``roots/list``: the project's directories (the working directory and any added ones), as Claude Code."""
+        from mcp_types import ListRootsResult, Root
+
+        seen: list[Path] = []
+        for path in self.roots():
+            resolved = path.resolve()
+            if resolved not in seen:
+                seen.append(resolved)
+        return ListRootsResult(roots=[Root(uri=p.as_uri()) for p in seen])  # type: ignore[arg-type]  # no name, as Claude Code
+
+    async def _elicit(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+        """``elicitation/create``: through the front end's ask path when it has one. Headless, the answer
+        is Claude Code's (2.1.328 ``-p``: ``{"action": "cancel"}``) and the user is told why in one line."""
+        from mcp_types import ElicitResult
+
+        if self.elicit is not None:
+            return await self.elicit(self.name, params)
+        asked = re.sub(r"\s+", " ", getattr(params, "message", "") or "")[:200]
+        self.notice(
+            f"MCP server '{self.name}' asked for input ({asked!r}); this session is not interactive, "
+            "so the request was cancelled (run keel interactively to answer it)"
+        )
+        return ElicitResult(action="cancel")
 
     async def _handshake(self, session: ClientSession) -> None:
         result = await session.initialize()
@@ -293,13 +329,20 @@ class Connection:
             raise ConnectionLost(f"MCP server '{self.name}' is not connected: {self.error or self.status}")
         return self.session
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], progress: Progress | None = None
+    ) -> types.CallToolResult:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, CallToolResult
 
         session = await self.ready_session()
         try:
-            result = await session.call_tool(tool, arguments, read_timeout_seconds=self.tool_timeout_s)
+            result = await session.call_tool(
+                tool,
+                arguments,
+                read_timeout_seconds=self.tool_timeout_s,
+                progress_callback=progress,  # type: ignore[arg-type]  # a ProgressFnT, positionally
+            )
         except MCPError as e:
             if e.code == CONNECTION_CLOSED:
                 await self._lost(e.message)

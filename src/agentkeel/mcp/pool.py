@@ -4,6 +4,7 @@ session's tool list kept in step with what each server offers, calls, resources 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +12,10 @@ from typing import Any
 
 from agentkeel.core.tools import Tool, ToolOutput, ToolRegistry
 from agentkeel.core.types import ImageBlock, TextBlock
-from agentkeel.mcp.client import Connection, ConnectionLost, one_line
+from agentkeel.mcp.client import Connection, ConnectionLost, Elicit, one_line
 from agentkeel.mcp.config import ServerConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,19 @@ class McpPool:
                 cwd=cwd,
                 log_dir=log_dir,
                 on_change=self._changed,
+                notice=lambda message: self.notify(message),
             )
             for name, config in servers.items()
         }
         self._base_tools: list[Tool] = []
+        # the last progress notification of each server's current or last call: (tool, progress, total, message)
+        self.progress: dict[str, tuple[str, float, float | None, str | None]] = {}
+
+    def set_elicitation(self, handler: Elicit | None) -> None:
+        """A front end that can ask the user answers servers' elicitations through ``handler``;
+        without one (headless) they are refused with a clear message."""
+        for conn in self.connections.values():
+            conn.elicit = handler
 
     # --- start and stop -----------------------------------------------------------------
 
@@ -120,14 +132,19 @@ class McpPool:
             raise ConnectionLost(f"no MCP server named '{server}' (configured: {known})")
         return conn
 
-    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+    async def call(self, server: str, tool: str, arguments: dict[str, Any], save_to: Path | None = None) -> ToolOutput:
         from mcp.shared.exceptions import MCPError
         from mcp_types import REQUEST_TIMEOUT
 
         from agentkeel.mcp.tools import convert
 
         try:
-            result = await self.get(server).call_tool(tool, arguments)
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                self.progress[server] = (tool, done, total, message)
+                log.debug("MCP server %s: %s progress %s/%s %s", server, tool, done, total, message or "")
+
+            result = await self.get(server).call_tool(tool, arguments, progress)
         except ConnectionLost as e:
             return ToolOutput(str(e), is_error=True)
         except MCPError as e:
@@ -142,7 +159,7 @@ class McpPool:
             return ToolOutput(
                 f"MCP server '{server}': {tool} did not answer within {limit:g}s (MCP_TOOL_TIMEOUT)", is_error=True
             )
-        return convert(result, self.max_output_tokens)
+        return convert(result, self.max_output_tokens, save_to, server)
 
     def list_resources(self, server: str | None = None) -> list[dict[str, Any]]:
         out = []
@@ -158,10 +175,10 @@ class McpPool:
                 out.append(item)
         return out
 
-    async def read_resource(self, server: str, uri: str) -> ToolOutput:
+    async def read_resource(self, server: str, uri: str, save_to: Path | None = None) -> ToolOutput:
         from mcp.shared.exceptions import MCPError
 
-        from agentkeel.mcp.tools import CHARS_PER_TOKEN, TRUNCATION_NOTE, _contents_text
+        from agentkeel.mcp.tools import CHARS_PER_TOKEN, TRUNCATION_NOTE, _contents_text, save_large
 
         try:
             session = await self.get(server).ready_session()
@@ -173,16 +190,19 @@ class McpPool:
         except Exception as e:
             return ToolOutput(f"MCP server '{server}': reading {uri} failed: {one_line(e)}", is_error=True)
         blocks: list[TextBlock | ImageBlock] = []
-        for contents in result.contents:
+        for index, contents in enumerate(result.contents):
             blob = getattr(contents, "blob", None)
             mime = contents.mime_type or ""
             if isinstance(blob, str) and mime.startswith("image/"):
                 blocks.append(ImageBlock(media_type=mime, data=blob))
             else:
-                blocks.append(TextBlock(text=_contents_text(contents)))
+                blocks.append(TextBlock(text=_contents_text(contents, save_to, index, server)))
         text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
         budget = self.max_output_tokens * CHARS_PER_TOKEN
         if len(text) > budget:
+            saved = save_large(save_to, text, self.max_output_tokens)
+            if saved is not None:
+                return ToolOutput(saved)
             return ToolOutput(text[:budget] + "\n\n" + TRUNCATION_NOTE.format(limit=self.max_output_tokens))
         images = [b for b in blocks if isinstance(b, ImageBlock)]
         return ToolOutput([*([TextBlock(text=text)] if text else []), *images] if images else text)

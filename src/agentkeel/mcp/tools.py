@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import mimetypes
+import os
 import re
+import uuid
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
@@ -20,11 +26,13 @@ if TYPE_CHECKING:
 class McpCalls(Protocol):
     """What the tools need of the pool (kept apart so the two modules do not import each other)."""
 
-    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput: ...
+    async def call(
+        self, server: str, tool: str, arguments: dict[str, Any], save_to: Path | None = None
+    ) -> ToolOutput: ...
 
     def list_resources(self, server: str | None = None) -> list[dict[str, Any]]: ...
 
-    async def read_resource(self, server: str, uri: str) -> ToolOutput: ...
+    async def read_resource(self, server: str, uri: str, save_to: Path | None = None) -> ToolOutput: ...
 
 
 CHARS_PER_TOKEN = 4  # the estimate Claude Code uses for MCP output
@@ -104,7 +112,7 @@ def mcp_tool(pool: McpCalls, conn: Connection, spec: types.Tool) -> Tool:
         problem = check.error(arguments)
         if problem:
             raise ToolError(f"Invalid input for {name}: {problem}")
-        return await pool.call(server, remote, arguments)
+        return await pool.call(server, remote, arguments, save_to=save_stem(ctx))
 
     hints = spec.annotations
     read_only = bool(hints and hints.read_only_hint)
@@ -126,23 +134,106 @@ def mcp_tool(pool: McpCalls, conn: Connection, spec: types.Tool) -> Tool:
     )
 
 
-def convert(result: types.CallToolResult, max_tokens: int) -> ToolOutput:
-    """An MCP tool result as a keel tool output, cut at ``max_tokens`` with Claude Code's note."""
+def save_stem(ctx: ToolContext) -> Path | None:
+    """Where a call's large or binary MCP output is saved (``<session>/tool-results/<tool_use_id>``),
+    or None when the session has no such place (the output is then cut, as before)."""
+    if ctx.scratch_dir is None:
+        return None
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", ctx.tool_use_id) or f"mcp-{uuid.uuid4().hex[:12]}"
+    return ctx.scratch_dir / safe
+
+
+def _write(stem: Path, suffix: str, data: bytes) -> Path:
+    stem.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private, as the transcript it belongs to
+    path = stem.with_name(stem.name + suffix)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with open(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _size(n: int) -> str:
+    """Claude Code's byte sizes: ``512 bytes``, ``10KB``, ``1.5MB``."""
+    if n < 1024:
+        return f"{n} bytes"
+    value, unit = (n / 1024, "KB") if n < 1024 * 1024 else (n / 1024 / 1024, "MB")
+    return f"{value:.1f}".removesuffix(".0") + unit
+
+
+def save_binary(stem: Path | None, index: int, mime: str | None, data: str, what: str) -> str:
+    """Base64 content the model cannot see, as Claude Code has it: the bytes in a file, and a line naming it."""
+    if stem is None:
+        return f"[{what} ({mime or 'unknown type'}), {len(data)} base64 characters]"
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return f"[{what} ({mime or 'unknown type'}): the server sent invalid base64, not saved]"
+    ext = (mimetypes.guess_extension((mime or "").split(";")[0].strip()) or ".bin") if mime else ".bin"
+    try:
+        path = _write(stem, f"-{index}{ext}", raw)
+    except OSError as e:
+        kind = mime or "unknown type"
+        return f"Binary content ({kind}, {len(raw)} bytes) could not be saved to disk: {e.strerror or e}"
+    return f"Binary content ({mime or 'unknown type'}, {_size(len(raw))}) saved to {path}"
+
+
+def save_large(stem: Path | None, text: str, max_tokens: int, is_json: bool = False) -> str | None:
+    """Text over the budget saved whole, with Claude Code's wording (2.1.328: "Error: result (N characters)
+    exceeds maximum allowed tokens. Output has been saved to PATH."); None when it could not be saved."""
+    if stem is None:
+        return None
+    try:
+        path = _write(stem, ".json" if is_json else ".txt", text.encode("utf-8", "surrogatepass"))
+    except OSError:
+        return None
+    lines = text.splitlines() or [""]
+    longest = max(len(line) for line in lines)
+    size = f"{len(text):,} characters" + (f" across {len(lines):,} lines" if len(lines) > 1 else "")
+    if longest <= max_tokens * CHARS_PER_TOKEN // 2 and len(lines) > 1:
+        how = (
+            "Use offset and limit parameters to read specific portions of the file, search within it for "
+            "specific content, and jq to make structured queries."
+        )
+    else:
+        how = (
+            "Search within the file for specific content, and use jq if the content is JSON. Its lines are too long "
+            "for Read's offset/limit: slice it by character range instead (e.g. python read()[A:B])."
+        )
+    return (
+        f"Error: result ({size}) exceeds maximum allowed tokens. Output has been saved to {path}.\n"
+        f"Format: {'JSON' if is_json else 'Plain text'}\n{how}\n"
+        "REQUIREMENTS FOR SUMMARIZATION/ANALYSIS/REVIEW: read the whole file in portions before summarizing it, "
+        "and quote key findings verbatim."
+    )
+
+
+def convert(result: types.CallToolResult, max_tokens: int, save_to: Path | None = None, server: str = "") -> ToolOutput:
+    """An MCP tool result as a keel tool output. Over ``max_tokens``, the whole text is saved under
+    ``save_to`` and the model told where (as Claude Code); without a place, it is cut with Claude Code's note.
+    Binary content (audio, blob resources) is saved as its bytes, likewise."""
     blocks: list[TextBlock | ImageBlock] = []
-    for item in result.content:
+    for index, item in enumerate(result.content):
         kind = getattr(item, "type", "")
         if kind == "text":
             blocks.append(TextBlock(text=item.text))  # type: ignore[union-attr]
         elif kind == "image":
             blocks.append(ImageBlock(media_type=str(item.mime_type), data=str(item.data)))  # type: ignore[union-attr]
         elif kind == "audio":
-            blocks.append(TextBlock(text=f"[audio {item.mime_type}, {len(item.data)} base64 characters omitted]"))  # type: ignore[union-attr]
+            blocks.append(TextBlock(text=save_binary(save_to, index, item.mime_type, item.data, "audio")))  # type: ignore[union-attr]
         elif kind == "resource":
-            blocks.append(TextBlock(text=_contents_text(item.resource)))  # type: ignore[union-attr]
+            blocks.append(TextBlock(text=_contents_text(item.resource, save_to, index, server)))  # type: ignore[union-attr]
         elif kind == "resource_link":
             blocks.append(TextBlock(text=f"[resource {item.uri}: {item.name}]"))  # type: ignore[union-attr]
+    structured = False
     if not blocks and result.structured_content is not None:
         blocks.append(TextBlock(text=json.dumps(result.structured_content, ensure_ascii=False)))
+        structured = True
+    if all(isinstance(b, TextBlock) for b in blocks):
+        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+        if len(text) > max_tokens * CHARS_PER_TOKEN:
+            saved = save_large(save_to, text, max_tokens, is_json=structured)
+            if saved is not None:
+                return ToolOutput(saved, is_error=result.is_error, metadata={"saved_to": saved_path(saved)})
     truncated, kept = _truncate(blocks, max_tokens)
     meta: dict[str, Any] = {"truncated": True} if truncated else {}
     if len(kept) == 1 and isinstance(kept[0], TextBlock):
@@ -150,12 +241,18 @@ def convert(result: types.CallToolResult, max_tokens: int) -> ToolOutput:
     return ToolOutput(kept or "(no content)", is_error=result.is_error, metadata=meta)
 
 
-def _contents_text(contents: Any) -> str:
+def saved_path(message: str) -> str:
+    return message.split("Output has been saved to ", 1)[1].split(".\n", 1)[0]
+
+
+def _contents_text(contents: Any, save_to: Path | None = None, index: int = 0, server: str = "") -> str:
     text = getattr(contents, "text", None)
     if isinstance(text, str):
         return text
     blob = getattr(contents, "blob", "")
-    return f"[binary resource {contents.uri} ({contents.mime_type or 'unknown type'}), {len(blob)} base64 characters]"
+    said = save_binary(save_to, index, contents.mime_type, blob, f"binary resource {contents.uri}")
+    # Claude Code 2.1.328: "[Resource from SERVER at URI] Binary content (MIME, SIZE) saved to PATH"
+    return f"[Resource from {server} at {contents.uri}] {said}" if server and save_to is not None else said
 
 
 def _truncate(blocks: list[TextBlock | ImageBlock], max_tokens: int) -> tuple[bool, list[TextBlock | ImageBlock]]:
@@ -211,7 +308,7 @@ def resource_tools(pool: McpCalls) -> list[Tool]:
         problem = read_check.error(data)
         if problem:
             raise ToolError(f"Invalid input for ReadMcpResource: {problem}")
-        return await pool.read_resource(data["server"], data["uri"])
+        return await pool.read_resource(data["server"], data["uri"], save_to=save_stem(ctx))
 
     common: dict[str, Any] = {"input_model": passthrough_model(), "group": "custom", "source": "mcp"}
     return [

@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "get":
             return _get(cwd, args.name)
         if args.action == "add":
-            return _add(cwd, args.scope, args.name, _entry(args))
+            entry = _entry(args)  # first: options after the URL (Claude Code's order) may set the scope
+            return _add(cwd, args.scope, args.name, entry)
         if args.action == "add-json":
             return _add(cwd, args.scope, args.name, _json_entry(args.json))
         if args.action == "reset-project-choices":
@@ -152,6 +153,7 @@ def _entry(args: argparse.Namespace) -> dict[str, Any]:
         if args.header:
             raise _Usage("-H is for http and sse servers (add -t http or -t sse)")
         return {"type": "stdio", "command": args.command_or_url, "args": rest, "env": env}
+    rest = _trailing_options(args, rest)
     if rest:
         raise _Usage(f"an {args.transport} server takes a URL and no arguments (got {' '.join(rest)})")
     if args.env:
@@ -166,6 +168,41 @@ def _entry(args: argparse.Namespace) -> dict[str, Any]:
     if headers:
         entry["headers"] = headers
     return entry
+
+
+_TRAILING = {"-H": "header", "--header": "header", "-e": "env", "--env": "env", "-s": "scope", "--scope": "scope"}
+
+
+def _trailing_options(args: argparse.Namespace, rest: list[str]) -> list[str]:
+    """Options after an http/sse server's URL, as Claude Code's documented order has them
+    (``mcp add --transport http NAME URL --header 'Name: value'``): taken into ``args``; what is left is returned."""
+    left: list[str] = []
+    i = 0
+    while i < len(rest):
+        item = rest[i]
+        flag, eq, inline = item.partition("=") if item.startswith("--") else (item, "", "")
+        if flag not in _TRAILING and item[:2] in _TRAILING and len(item) > 2:
+            flag, eq, inline = item[:2], "=", item[2:]  # -H'Name: value'
+        dest = _TRAILING.get(flag)
+        if dest is None:
+            left.append(item)
+            i += 1
+            continue
+        if eq:
+            value = inline
+        elif i + 1 < len(rest):
+            value = rest[i + 1]
+            i += 1
+        else:
+            raise _Usage(f"{flag} needs a value")
+        i += 1
+        if dest == "scope":
+            if value not in SCOPES:
+                raise _Usage(f"{flag} {value!r}: use one of {', '.join(SCOPES)}")
+            args.scope = value
+        else:
+            getattr(args, dest).append(value)
+    return left
 
 
 def _json_entry(text: str) -> dict[str, Any]:
