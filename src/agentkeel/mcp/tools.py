@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.core.types import ImageBlock, TextBlock
+from agentkeel.tools import MCP_LIST, MCP_READ
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -287,7 +288,7 @@ READ_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "server": {"type": "string", "description": "the MCP server's name"},
-        "uri": {"type": "string", "description": "the resource URI, as ListMcpResources shows it"},
+        "uri": {"type": "string", "description": "the resource URI, as ListMcpResourcesTool shows it"},
     },
     "required": ["server", "uri"],
 }
@@ -300,20 +301,20 @@ def resource_tools(pool: McpCalls) -> list[Tool]:
         data = args.model_dump()
         problem = list_check.error(data)
         if problem:
-            raise ToolError(f"Invalid input for ListMcpResources: {problem}")
+            raise ToolError(f"Invalid input for {MCP_LIST}: {problem}")
         return ToolOutput(json.dumps(pool.list_resources(data.get("server")), ensure_ascii=False, indent=1))
 
     async def read_run(args: Any, ctx: ToolContext) -> ToolOutput:
         data = args.model_dump()
         problem = read_check.error(data)
         if problem:
-            raise ToolError(f"Invalid input for ReadMcpResource: {problem}")
+            raise ToolError(f"Invalid input for {MCP_READ}: {problem}")
         return await pool.read_resource(data["server"], data["uri"], save_to=save_stem(ctx))
 
     common: dict[str, Any] = {"input_model": passthrough_model(), "group": "custom", "source": "mcp"}
     return [
         Tool(
-            name="ListMcpResources",
+            name=MCP_LIST,
             description="List the resources (files, records, documents) the connected MCP servers offer.",
             run=list_run,
             read_only=True,
@@ -321,7 +322,7 @@ def resource_tools(pool: McpCalls) -> list[Tool]:
             **common,
         ),
         Tool(
-            name="ReadMcpResource",
+            name=MCP_READ,
             description="Read one resource of an MCP server by its URI.",
             run=read_run,
             read_only=True,

@@ -18,6 +18,10 @@ AGENT = "Task"
 AGENT_ALIAS = "Agent"  # Claude Code's newer name for Task: the same tool, the same rules
 AGENT_TOOLS = (AGENT, AGENT_ALIAS)
 SKILL = "Skill"
+MCP_LIST = "ListMcpResourcesTool"  # Claude Code's names for the MCP resource tools (mcp/ builds them)
+MCP_READ = "ReadMcpResourceTool"
+# keel's former names of tools, read in rules as the tool's name now (a settings file written for them)
+RENAMED = {"ListMcpResources": MCP_LIST, "ReadMcpResource": MCP_READ}
 
 # Tools keel builds outside ``tools/`` (agents, skills, plan mode), as Claude Code's grammar and
 # keel's pruning know them: for code that holds only a name (a rule check without the session's

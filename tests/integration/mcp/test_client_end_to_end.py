@@ -111,9 +111,9 @@ def test_stdio_http_sse_and_published_servers_through_keel(
                         {"name": "mcp__web__add", "input": {"a": 1, "b": 1}},
                         {"name": "mcp__old__add", "input": {"a": 3, "b": 4}},
                         {"name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}},
-                        {"name": "ReadMcpResource", "input": {"server": "web", "uri": "notes://today"}},
+                        {"name": "ReadMcpResourceTool", "input": {"server": "web", "uri": "notes://today"}},
                         {"name": "mcp__fx__add", "input": {"a": "not a number", "b": 1}},
-                        {"name": "ListMcpResources", "input": {}},
+                        {"name": "ListMcpResourcesTool", "input": {}},
                     ]
                 },
                 {"tool_calls": [{"name": "mcp__fx__grow", "input": {}}]},

@@ -225,7 +225,7 @@ def test_slash_mcp_and_prompt_commands_on_a_real_runtime(
             assert review.name == "mcp__fx__review" and review.arguments == ("topic",)
             assert await review.run("the parser") == "Please review the parser carefully."
             assert "disabled" in await mcp(rt, "disable fx")
-            assert "mcp__fx__add" not in tools and "ReadMcpResource" not in tools
+            assert "mcp__fx__add" not in tools and "ReadMcpResourceTool" not in tools
             assert (await mcp(rt, "enable fx")).startswith("MCP server fx connected: 4 tools")
             assert "mcp__fx__add" in tools
             assert (await mcp(rt, "bogus")).startswith("usage: /mcp")

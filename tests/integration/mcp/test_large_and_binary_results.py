@@ -85,7 +85,7 @@ def test_large_text_and_binary_content_are_saved_whole(
             "steps": [
                 {"tool_calls": [{"name": "mcp__big__long_text", "input": {}}]},
                 {"tool_calls": [{"name": "mcp__big__binary", "input": {}}]},
-                {"tool_calls": [{"name": "ReadMcpResource", "input": {"server": "big", "uri": "bin://payload"}}]},
+                {"tool_calls": [{"name": "ReadMcpResourceTool", "input": {"server": "big", "uri": "bin://payload"}}]},
                 "done",
             ]
         }

@@ -7,13 +7,14 @@ import ast
 from pathlib import Path
 
 import agentkeel
-from agentkeel.tools import ELSEWHERE, real_builtin_tools
+from agentkeel.tools import ELSEWHERE, MCP_LIST, MCP_READ, RENAMED, real_builtin_tools
 
 SRC = Path(agentkeel.__file__).parent
 
 
 def _names() -> set[str]:
-    return {t.name for t in real_builtin_tools()} | set(ELSEWHERE) | {"NotebookRead", "WebSearch", "KillBash"}
+    ghosts = {"NotebookRead", "WebSearch", "KillBash"}
+    return {t.name for t in real_builtin_tools()} | set(ELSEWHERE) | {MCP_LIST, MCP_READ, *RENAMED} | ghosts
 
 
 def test_no_module_outside_tools_writes_a_tool_name() -> None:

@@ -150,3 +150,16 @@ def test_a_command_never_runs_elsewhere_than_where_it_was_judged(project: Path, 
     assert "the-protected-text" not in run.stdout
     assert "no longer exists" in run.stdout
     assert "Read(/secret/**)" in run.stdout or "denied" in run.stdout  # the retry, from the root, is denied
+
+
+@pytest.mark.parametrize("name", ["ReadMcpResourceTool", "ReadMcpResource"])
+def test_claude_codes_mcp_resource_tool_names_work_in_rules(tmp_path: Path, name: str) -> None:
+    """Claude Code 2.1.328 calls it ReadMcpResourceTool; keel's tool has that name, and a rule
+    naming keel's former name still holds for it."""
+    from agentkeel.mcp.tools import resource_tools
+
+    read = next(t for t in resource_tools(None) if t.name == "ReadMcpResourceTool")  # type: ignore[arg-type]
+    engine = PermissionEngine(cwd=str(tmp_path), home=str(tmp_path))
+    engine.add([name], "deny", "--disallowedTools", "cli")
+    assert engine.hidden(read)
+    assert engine.decide(read.name, {"server": "s", "uri": "x://y"}, read).decision == "deny"
