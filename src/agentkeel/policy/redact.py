@@ -185,9 +185,23 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+# How card numbers are written: one run, or groups of four (the last may be shorter: a 13-, 17- or
+# 19-digit card), or American Express's and Diners Club's 4-6-5 and 4-6-4. Digits grouped any other
+# way are a list of numbers ("69 70 71 72 73 74 75 77", a byte dump, a table row): one in ten such
+# runs passes the Luhn check by chance, and masking them rewrote ordinary text.
+_CARD_GROUPS = re.compile(r"\d{13,19}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,4})?|\d{4}[ -]\d{6}[ -]\d{4,5}")
+
+
+def _card_layout(candidate: str) -> bool:
+    """Whether candidate (a match of _CARD, perhaps with one separator after) is laid out as a card
+    number is written, with one kind of separator throughout."""
+    body = candidate.rstrip(" -")
+    return _CARD_GROUPS.fullmatch(body) is not None and not ("-" in body and " " in body)
+
+
 def _card(match: re.Match[str]) -> str:
     digits = re.sub(r"\D", "", match.group(0))
-    if 13 <= len(digits) <= 19 and _luhn(digits) and len(set(digits)) >= 2:
+    if 13 <= len(digits) <= 19 and _luhn(digits) and len(set(digits)) >= 2 and _card_layout(match.group(0)):
         return "[REDACTED:card_number]"
     return match.group(0)
 

@@ -1,0 +1,83 @@
+"""#34 item 4: redaction must not rewrite the model's own words.
+
+Claude Code 2.1.328 does not redact at all: with a scripted model answering
+``69 70 71 72 73 74 75 77`` (``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT ANTHROPIC_API_KEY=sk-ant-fake-0000
+HOME=$(mktemp -d) CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude -p hi --output-format stream-json --verbose``)
+the assistant message, the result and the history resent carry the digits as the model wrote them.
+keel keeps masking secrets in tool results and on disk, but not the model's words the user reads.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agentkeel.core.events import AssistantMessage, RunFinished, ToolResults, UserMessage
+from agentkeel.core.types import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from agentkeel.policy.redact import scan
+from agentkeel.policy.redaction import redact_event, session_bus
+
+FAKE_CARD = "4111 1111 1111 1111"  # the test Visa number every processor documents
+FAKE_KEY = "sk-ant-fake0000fake0000fake0000"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "69 70 71 72 73 74 75 77",  # the issue's case: a list of numbers that passes Luhn by chance
+        "bytes: 12 34 56 78 90 12 34 56 78 91",
+        "1 2 3 4 5 6 7 8 9 10 11 12 13",
+        "version 20 24 11 28 13 45 00 17",
+    ],
+)
+def test_lists_of_numbers_are_not_card_numbers(text: str) -> None:
+    assert scan(text) == text
+
+
+@pytest.mark.parametrize(
+    "card", ["4111111111111111", "4111 1111 1111 1111", "4111-1111-1111-1111", "3782 822463 10005", "5555555555554444"]
+)
+def test_card_numbers_as_written_are_still_masked(card: str) -> None:
+    assert scan(f"card {card} ok") in ("card [REDACTED:card_number] ok", "card [REDACTED:card_number]ok")
+
+
+def _assistant(text: str) -> AssistantMessage:
+    return AssistantMessage(message=Message(role="assistant", content=[TextBlock(text=text)]), usage=Usage())
+
+
+def test_the_models_text_reaches_readers_unchanged_and_the_disk_masked() -> None:
+    """What the model said (and the result built from it) is what the user sees and what is resent;
+    a secret in it is still masked in the transcript."""
+    written: list[object] = []
+    bus = session_bus(written.append)
+    said = f"Your key {FAKE_KEY} is set."
+    seen = bus.publish(_assistant(said))
+    assert isinstance(seen, AssistantMessage) and seen.message.text() == said
+    result = bus.publish(
+        RunFinished(subtype="success", is_error=False, result=said, num_turns=1, duration_ms=1, usage=Usage(), total_cost_usd=0)
+    )
+    assert isinstance(result, RunFinished) and result.result == said
+    on_disk = written[0]
+    assert isinstance(on_disk, AssistantMessage) and FAKE_KEY not in on_disk.message.text()
+    assert isinstance(written[1], RunFinished) and FAKE_KEY not in written[1].result
+
+
+def test_tool_results_and_prompts_are_still_masked_for_everyone() -> None:
+    """A secret a tool read never reaches the model or any reader; the user's prompt (which carries
+    @-mentioned files and hook context) is masked as before."""
+    written: list[object] = []
+    bus = session_bus(written.append)
+    res = ToolResults(message=Message(role="user", content=[ToolResultBlock(tool_use_id="t1", content=f"key={FAKE_KEY}")]))
+    seen = bus.publish(res)
+    assert FAKE_KEY not in repr(seen) and FAKE_KEY not in repr(written[0])
+    prompt = bus.publish(UserMessage(message=Message.user(f"card {FAKE_CARD}")))
+    assert "[REDACTED:card_number]" in repr(prompt)
+
+
+def test_the_models_tool_call_is_kept_as_written() -> None:
+    command = "printf '%s\\n' 69 70 71 72 73 74 75 77"
+    event = AssistantMessage(
+        message=Message(role="assistant", content=[ToolUseBlock(id="t1", name="Bash", input={"command": command})]),
+    )
+    seen = session_bus(None).publish(event)
+    assert isinstance(seen, AssistantMessage) and seen.message.tool_uses()[0].input == {"command": command}
+    assert redact_event(event) is event
