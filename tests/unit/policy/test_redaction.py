@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agentkeel.models.fake.server import FakeLLMServer
 from agentkeel.policy import assignment as _assignment
-from agentkeel.policy.redact import _builtin, _card_layout, redact, redact_obj, scan
+from agentkeel.policy.redact import _builtin, _card_layout, _issued, redact, redact_obj, scan
 from kit import KeelRun, session_files, wire_env
 
 # obviously fake values, shaped like the real thing
@@ -152,6 +152,9 @@ _OBVIOUS_V = [
     (r"""(?i)\bcurl(?:[ \t]+(?!-u\b|--user\b)\S+){0,24}[ \t]+(?:-u|--user)(?:[ \t]+|=)["']?[^\s:'"]*:(?P<v>[^\s'"]+)""",
      "password"),
     (r"(?<=://)(?P<v>[^/\s:@]+:[^/\s@]+)(?=@)", "url_credentials"),
+    # a lone token as the user (https://TOKEN@host): 16+ characters with a digit and a letter
+    (r"(?<=://)(?=[A-Za-z0-9_\-.~%+]*[0-9])(?=[A-Za-z0-9_\-.~%+]*[A-Za-z])(?P<v>[A-Za-z0-9_\-.~%+]{16,})(?=@)",
+     "url_credentials"),
 ]  # fmt: skip
 _OBVIOUS_AWS_CONTEXT = r"\[redacted:aws_access_key\]|secret[ _\-]?access[ _\-]?key"
 _OBVIOUS_AWS_SECRET = r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
@@ -201,7 +204,7 @@ def _obvious_redact(text: str) -> str:
     def card(m: re.Match[str]) -> str:
         digits = re.sub(r"\D", "", m.group(0))
         luhn = sum(sum(divmod(2 * int(c), 10)) if i % 2 == len(digits) % 2 else int(c) for i, c in enumerate(digits))
-        card = luhn % 10 == 0 and len(set(digits)) >= 2 and _card_layout(m.group(0))
+        card = luhn % 10 == 0 and len(set(digits)) >= 2 and _card_layout(m.group(0)) and _issued(digits)
         return "[REDACTED:card_number]" if card else m.group(0)
 
     return re.sub(r"\b(?:\d[ -]?){13,19}\b", card, text)
