@@ -93,3 +93,29 @@ def test_the_models_tool_call_is_kept_as_written() -> None:
     seen = session_bus(None).publish(event)
     assert isinstance(seen, AssistantMessage) and seen.message.tool_uses()[0].input == {"command": command}
     assert redact_event(event) is event
+
+
+@pytest.mark.parametrize(
+    "line",
+    [  # found by bench/redact_bench.py --fp in CPython's shlex.py and anyio's sources
+        "            self.token = nextchar",
+        "    token: object,",
+        "def run_sync(native_token: object) -> None:",
+    ],
+)
+def test_a_name_or_a_type_after_a_token_is_code(line: str) -> None:
+    assert scan(line) == line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "password = hunter",
+        "secret=hunter",
+        "client_secret: sesame",
+        "API_KEY=FAKEfake0000",
+        "auth_token: Fakefake00000",
+    ],
+)
+def test_words_chosen_as_passwords_and_generated_tokens_are_still_masked(line: str) -> None:
+    assert "[REDACTED:secret]" in scan(line)
