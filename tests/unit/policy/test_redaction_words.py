@@ -119,3 +119,17 @@ def test_a_name_or_a_type_after_a_token_is_code(line: str) -> None:
 )
 def test_words_chosen_as_passwords_and_generated_tokens_are_still_masked(line: str) -> None:
     assert "[REDACTED:secret]" in scan(line)
+
+
+def test_a_compaction_keeps_the_models_messages_and_masks_the_rest() -> None:
+    """After a compaction the view starts from its messages: the model's are resent as written, a
+    tool result in them stays masked, and the transcript gets them all masked."""
+    from agentkeel.core.events import Compaction
+
+    said = Message(role="assistant", content=[TextBlock(text=f"I used {FAKE_KEY}.")])
+    read = Message(role="user", content=[ToolResultBlock(tool_use_id="t1", content=f"key={FAKE_KEY}")])
+    written: list[object] = []
+    seen = session_bus(written.append).publish(Compaction(messages=[read, said], summary="s"))
+    assert isinstance(seen, Compaction) and seen.messages[1] == said
+    assert FAKE_KEY not in repr(seen.messages[0])
+    assert FAKE_KEY not in repr(written[0])
