@@ -151,6 +151,11 @@ _OBVIOUS_V = [
     (r"""(?i:mariadb)[\w-]*(?:[ \t]+(?!-p)\S+){0,24}[ \t]+-p(?P<v>'[^'\n]*'|"[^"\n]*"|[^\s'"]+)""", "password"),
     (r"""(?i)\bcurl(?:[ \t]+(?!-u\b|--user\b)\S+){0,24}[ \t]+(?:-u|--user)(?:[ \t]+|=)["']?[^\s:'"]*:(?P<v>[^\s'"]+)""",
      "password"),
+    *[
+        (rf"""(?i)(?<![A-Za-z0-9_]){re.escape(option)}[ \t]+(?P<v>'[^'\n]+'|"[^"\n]+"|[^\s'"$\-][^\s'"]*)""", "secret")
+        for option in ("--token", "--auth-token", "--access-token", "--api-key", "--apikey", "--api-token", "--secret",
+                       "--client-secret")
+    ],
     (r"(?<=://)(?P<v>[^/\s:@]+:[^/\s@]+)(?=@)", "url_credentials"),
     # a lone token as the user (https://TOKEN@host): 16+ characters with a digit and a letter
     (r"(?<=://)(?=[A-Za-z0-9_\-.~%+]*[0-9])(?=[A-Za-z0-9_\-.~%+]*[A-Za-z])(?P<v>[A-Za-z0-9_\-.~%+]{16,})(?=@)",
@@ -166,7 +171,11 @@ def _obvious_redact(text: str) -> str:
 
     def keep_words(kind: str) -> Callable[[re.Match[str]], str]:
         def sub(m: re.Match[str]) -> str:
-            if re.fullmatch(r"[A-Z]?[a-z]+", m.group("v").rstrip(".")) and kind in ("bearer_token", "authorization"):
+            if re.fullmatch(r"[A-Z]?[a-z]+", m.group("v").rstrip(".")) and kind in (
+                "bearer_token",
+                "authorization",
+                "secret",
+            ):
                 return m.group(0)
             v0, v1 = m.start("v") - m.start(), m.end("v") - m.start()
             return f"{m.group(0)[:v0]}[REDACTED:{kind}]{m.group(0)[v1:]}"
