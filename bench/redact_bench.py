@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "agentkeel"
@@ -72,16 +73,31 @@ def best(fn: Callable[[str], str], text: str, runs: int) -> float:
     return min(times) * 1000
 
 
-def load_baseline(rev: str) -> Callable[[str], str]:
-    source = subprocess.run(
-        ["git", "show", f"{rev}:src/agentkeel/policy/redact.py"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "redact_baseline.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("redact_baseline", path)
+def _module_at(rev: str, rel: str, name: str) -> Any:
+    """The module src/agentkeel/policy/<rel> as it was at rev, loaded under name; None if absent there."""
+    shown = subprocess.run(
+        ["git", "show", f"{rev}:src/agentkeel/policy/{rel}"], cwd=ROOT, capture_output=True, text=True
+    )
+    if shown.returncode != 0:
+        return None
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
+    path.write_text(shown.stdout)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def load_baseline(rev: str) -> Callable[[str], str]:
+    """redact.py of rev, with the assignment rules of the same rev (redact.py reads them from its
+    package, which is the current one)."""
+    module = _module_at(rev, "redact.py", "redact_baseline")
+    if module is None:
+        raise SystemExit(f"{rev} has no src/agentkeel/policy/redact.py")
+    assignment = _module_at(rev, "assignment.py", "assignment_baseline")
+    if assignment is not None and hasattr(module, "_assignment"):
+        module._assignment = assignment
     fn: Callable[[str], str] = getattr(module, "scan", module.redact)  # scan: without the memo
     return fn
 
