@@ -2,11 +2,17 @@
 user and comes back to the model as it was written; a secret a tool read never reaches the model;
 a secret the model repeats is masked in the transcript on disk.
 
-Claude Code 2.1.328, the oracle, redacts nothing: with ``/work/shared/tools/fakellm.py`` answering
-``Counting: 69 70 71 72 73 74 75 76 77``, ``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT
-ANTHROPIC_API_KEY=sk-ant-fake-0000 HOME=$(mktemp -d) CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
-claude -p count --output-format stream-json --verbose`` prints the digits in the assistant message
-and the result, and resends them in the next request's history.
+Claude Code 2.1.328, the oracle, redacts none of it. Recorded with the same script as the first
+test (``{"steps": [{"text": "Counting: 69 70 71 72 73 74 75 76 77", "tool_calls": [{"name": "Bash",
+"input": {"command": "echo hi"}}]}, {"text": "Counting: 69 70 71 72 73 74 75 76 77. Done."}]}``)::
+
+    keel dev fake-llm --script script.json --port 48734 &
+    ANTHROPIC_BASE_URL=http://127.0.0.1:48734 ANTHROPIC_API_KEY=sk-ant-fake-0000 HOME=$(mktemp -d) \
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude -p count --output-format stream-json --verbose \
+    --allowedTools Bash
+
+Both assistant messages and the result carry the digits as written, and the second request's
+history (``GET /_keel/requests``) resends ``Counting: 69 70 71 72 73 74 75 76 77`` unchanged.
 """
 
 from __future__ import annotations
