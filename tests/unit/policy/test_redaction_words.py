@@ -1,9 +1,9 @@
 """#34 item 4: redaction must not rewrite the model's own words.
 
-Claude Code 2.1.328 does not redact at all: with a scripted model answering
-``69 70 71 72 73 74 75 77`` (``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT ANTHROPIC_API_KEY=sk-ant-fake-0000
-HOME=$(mktemp -d) CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude -p hi --output-format stream-json --verbose``)
-the assistant message, the result and the history resent carry the digits as the model wrote them.
+Claude Code 2.1.328 does not redact the model's words: with a scripted model answering
+``Counting: 69 70 71 72 73 74 75 76 77`` its assistant messages, result and resent history carry the
+digits as written (the command and the run are recorded in
+tests/integration/policy/test_redaction_keeps_the_models_words.py).
 keel keeps masking secrets in tool results and on disk, but not the model's words the user reads.
 """
 
