@@ -63,6 +63,10 @@ def names_secret(key: str) -> bool:
 
 
 _PASSWORD_KEY = re.compile(r"(?i)pass|pwd")
+# A secret a person chooses (a password, a secret) may be a word; a token or a key is generated and holds
+# a digit or a capital, so a bare lower-case word of at most 15 letters after one is code, not a secret.
+_CHOSEN_KEY = re.compile(r"(?i)pass|pwd|secret")
+_CODE_WORD = re.compile(r"[a-z]{1,15}+(?:_[a-z]{1,15}+){0,3}+")
 
 
 def value_is_secret(m: re.Match[str], text: str) -> bool:
@@ -84,6 +88,8 @@ def value_is_secret(m: re.Match[str], text: str) -> bool:
         a, b = m.group("key").lower().rsplit(".", 1)[-1].lstrip("_"), value.lower().lstrip("_")
         if a.endswith(b) or b.endswith(a):
             return False
+    if _CODE_WORD.fullmatch(value) and not _CHOSEN_KEY.search(m.group("key")):
+        return False  # an annotation or a variable (a type, a name): tokens and keys are generated
     if len(value) >= 6:
         return True
     # a short bare value only in KEY=value form (.env, --password=pw, ?pass=pw&...)

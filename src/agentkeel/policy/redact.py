@@ -185,9 +185,50 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+# How card numbers are written: one run, or groups of four (the last may be shorter: a 13-, 17- or
+# 19-digit card), or American Express's and Diners Club's 4-6-5 and 4-6-4. Digits grouped any other
+# way are a list of numbers ("69 70 71 72 73 74 75 77", a byte dump, a table row): one in ten such
+# runs passes the Luhn check by chance, and masking them rewrote ordinary text.
+_CARD_GROUPS = re.compile(r"\d{13,19}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,4})?|\d{4}[ -]\d{6}[ -]\d{4,5}")
+
+
+def _card_layout(candidate: str) -> bool:
+    """Whether candidate (a match of _CARD, perhaps with one separator after) is laid out as a card
+    number is written, with one kind of separator throughout."""
+    body = candidate.rstrip(" -")
+    return _CARD_GROUPS.fullmatch(body) is not None and not ("-" in body and " " in body)
+
+
+# The networks' number ranges (issuer prefix, lengths), as the card networks publish them: Visa,
+# Mastercard, American Express, Discover, Diners Club, JCB, UnionPay, Maestro. One long integer in
+# ten passes the Luhn check by chance (an id, a timestamp in nanoseconds, a counter); one that no
+# network issues is not a card number.
+_CARD_BRANDS = re.compile(
+    r"4\d{12}(?:\d{3}|\d{6})?"  # Visa: 13, 16, 19
+    r"|(?:5[1-5]\d{2}|222[1-9]|22[3-9]\d|2[3-6]\d{2}|27[01]\d|2720)\d{12}"  # Mastercard: 16
+    r"|3[47]\d{13}"  # American Express: 15
+    r"|(?:6011|64[4-9]\d|65\d{2})\d{12,15}"  # Discover: 16-19
+    r"|3(?:0[0-5]|[689]\d)\d{11,16}"  # Diners Club: 14-19
+    r"|35(?:2[89]|[3-8]\d)\d{12,15}"  # JCB: 16-19
+    r"|62\d{14,17}"  # UnionPay: 16-19
+    r"|(?:5[06-9]|6\d)\d{10,17}"  # Maestro: 12-19
+)
+
+
+def _issued(digits: str) -> bool:
+    """Whether digits (any script's, as ``\\d`` reads them) fall in a card network's range."""
+    return _CARD_BRANDS.fullmatch("".join(str(int(d)) for d in digits)) is not None
+
+
 def _card(match: re.Match[str]) -> str:
     digits = re.sub(r"\D", "", match.group(0))
-    if 13 <= len(digits) <= 19 and _luhn(digits) and len(set(digits)) >= 2:
+    if (
+        13 <= len(digits) <= 19
+        and _luhn(digits)
+        and len(set(digits)) >= 2
+        and _card_layout(match.group(0))
+        and _issued(digits)
+    ):
         return "[REDACTED:card_number]"
     return match.group(0)
 

@@ -1,9 +1,21 @@
-"""Redaction of persisted events: one policy, applied once, on the bus, before any reader.
+"""Redaction of persisted events: one policy, in two places.
 
-The session log, the model's view (live and after resume), stream-json, memory capture and
-the UIs all read the same, already-masked event. What a provider needs byte for byte is left
-alone: thinking text and its signature (the provider verifies them), redacted thinking, image
-data and tool ids.
+Redaction keeps secrets out of the model's context and off the disk; it must not rewrite what the
+model said (#34 item 4: a list of numbers in an answer became ``[REDACTED:card_number]``, in the
+answer the user read and in the history resent to the model). So:
+
+- On the bus, before any reader (the model's view, stream-json, the SDK, memory capture, the UIs):
+  every persisted event is masked except the model's own words, an assistant message (its text and
+  its tool calls, as the model wrote them), the assistant messages a compaction keeps, and the
+  run's result, which is the model's last text. A secret cannot enter those from a tool: tool
+  results are masked at the result guard and again here, before the model sees them. The user's
+  prompt is masked as before: it carries @-mentioned files, pasted output and hook context with it,
+  and keel cannot tell at this layer which part was typed.
+- On disk (the session's transcript): every event fully masked, the model's words included. A
+  session resumed from disk resends the masked form of an answer that held a real secret.
+
+What a provider needs byte for byte is left alone everywhere: thinking text and its signature (the
+provider verifies them), redacted thinking, image data and tool ids.
 """
 
 from __future__ import annotations
@@ -13,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from agentkeel.core.events import Event, EventBus, OpaqueEvent, event_data
+from agentkeel.core.events import AssistantMessage, Compaction, Event, EventBus, OpaqueEvent, RunFinished, event_data
 from agentkeel.core.types import Message, from_data
 from agentkeel.policy.redact import redact
 
@@ -159,11 +171,32 @@ def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
             break
 
 
+def redact_for_readers(event: Event) -> Event:
+    """The event as every reader gets it: masked as ``redact_event`` masks it, except the model's
+    own words (an assistant message, the assistant messages a compaction keeps, the run's result),
+    which travel as the model wrote them."""
+    if isinstance(event, AssistantMessage | RunFinished):
+        return event
+    masked = redact_event(event)
+    if masked is event or not isinstance(event, Compaction) or not isinstance(masked, Compaction):
+        return masked
+    if len(masked.messages) != len(event.messages):  # cannot pair them: keep the masked form
+        return masked
+    kept = [said if said.role == "assistant" else m for said, m in zip(event.messages, masked.messages, strict=True)]
+    return msgspec.structs.replace(masked, messages=kept)
+
+
 def session_bus(log: Callable[[Event], None] | None) -> EventBus:
-    """A session's bus, in every profile: one redaction policy before every reader, then its
-    transcript (``log``), which stops the run when it cannot be written."""
+    """A session's bus, in every profile: redaction before every reader (``redact_for_readers``),
+    then its transcript (``log``), which gets every event fully masked and stops the run when it
+    cannot be written."""
     bus = EventBus()
-    bus.transforms.append(redact_event)
+    bus.transforms.append(redact_for_readers)
     if log is not None:
-        bus.subscribe(log, critical=True)
+        write = log
+
+        def masked_log(event: Event) -> None:
+            write(redact_event(event))
+
+        bus.subscribe(masked_log, critical=True)
     return bus

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agentkeel.models.fake.server import FakeLLMServer
 from agentkeel.policy import assignment as _assignment
-from agentkeel.policy.redact import _builtin, redact, redact_obj, scan
+from agentkeel.policy.redact import _builtin, _card_layout, _issued, redact, redact_obj, scan
 from kit import KeelRun, session_files, wire_env
 
 # obviously fake values, shaped like the real thing
@@ -151,7 +151,15 @@ _OBVIOUS_V = [
     (r"""(?i:mariadb)[\w-]*(?:[ \t]+(?!-p)\S+){0,24}[ \t]+-p(?P<v>'[^'\n]*'|"[^"\n]*"|[^\s'"]+)""", "password"),
     (r"""(?i)\bcurl(?:[ \t]+(?!-u\b|--user\b)\S+){0,24}[ \t]+(?:-u|--user)(?:[ \t]+|=)["']?[^\s:'"]*:(?P<v>[^\s'"]+)""",
      "password"),
+    *[
+        (rf"""(?i)(?<![A-Za-z0-9_]){re.escape(option)}[ \t]+(?P<v>'[^'\n]+'|"[^"\n]+"|[^\s'"$\-][^\s'"]*)""", "secret")
+        for option in ("--token", "--auth-token", "--access-token", "--api-key", "--apikey", "--api-token", "--secret",
+                       "--client-secret")
+    ],
     (r"(?<=://)(?P<v>[^/\s:@]+:[^/\s@]+)(?=@)", "url_credentials"),
+    # a lone token as the user (https://TOKEN@host): 16+ characters with a digit and a letter
+    (r"(?<=://)(?=[A-Za-z0-9_\-.~%+]*[0-9])(?=[A-Za-z0-9_\-.~%+]*[A-Za-z])(?P<v>[A-Za-z0-9_\-.~%+]{16,})(?=@)",
+     "url_credentials"),
 ]  # fmt: skip
 _OBVIOUS_AWS_CONTEXT = r"\[redacted:aws_access_key\]|secret[ _\-]?access[ _\-]?key"
 _OBVIOUS_AWS_SECRET = r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
@@ -163,7 +171,11 @@ def _obvious_redact(text: str) -> str:
 
     def keep_words(kind: str) -> Callable[[re.Match[str]], str]:
         def sub(m: re.Match[str]) -> str:
-            if re.fullmatch(r"[A-Z]?[a-z]+", m.group("v").rstrip(".")) and kind in ("bearer_token", "authorization"):
+            if re.fullmatch(r"[A-Z]?[a-z]+", m.group("v").rstrip(".")) and kind in (
+                "bearer_token",
+                "authorization",
+                "secret",
+            ):
                 return m.group(0)
             v0, v1 = m.start("v") - m.start(), m.end("v") - m.start()
             return f"{m.group(0)[:v0]}[REDACTED:{kind}]{m.group(0)[v1:]}"
@@ -201,7 +213,8 @@ def _obvious_redact(text: str) -> str:
     def card(m: re.Match[str]) -> str:
         digits = re.sub(r"\D", "", m.group(0))
         luhn = sum(sum(divmod(2 * int(c), 10)) if i % 2 == len(digits) % 2 else int(c) for i, c in enumerate(digits))
-        return "[REDACTED:card_number]" if luhn % 10 == 0 and len(set(digits)) >= 2 else m.group(0)
+        card = luhn % 10 == 0 and len(set(digits)) >= 2 and _card_layout(m.group(0)) and _issued(digits)
+        return "[REDACTED:card_number]" if card else m.group(0)
 
     return re.sub(r"\b(?:\d[ -]?){13,19}\b", card, text)
 
@@ -270,7 +283,7 @@ def test_the_card_prefilter_skips_only_text_where_the_card_pattern_cannot_match(
 
 
 def test_cards_are_still_masked_in_every_layout_the_pattern_knows() -> None:
-    for card in ("4111111111111111", "4111 1111 1111 1111", "4111-1111-1111-1111", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"):
+    for card in ("4111111111111111", "4111 1111 1111 1111", "4111-1111-1111-1111", "3782 822463 10005"):
         assert scan(f"paid with {card} today") == "paid with [REDACTED:card_number]today", (
             card
         )  # the pattern takes one separator after
