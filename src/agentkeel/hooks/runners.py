@@ -120,7 +120,29 @@ async def run_command(
     if task.done():
         went_async.cancel()
         return task.result()
-    return Raw(0, went_async.result() + "\n", detached=task)
+    first = went_async.result()
+    limit = async_timeout(first)
+    detached = asyncio.ensure_future(_within(task, limit)) if limit is not None else task
+    return Raw(0, first + "\n", detached=detached)
+
+
+def async_timeout(line: str) -> float | None:
+    """The async line's ``asyncTimeout`` (milliseconds, as Claude Code reads it) in seconds, or None."""
+    try:
+        value = json.loads(line).get("asyncTimeout")
+    except (json.JSONDecodeError, RecursionError, AttributeError):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return float(value) / 1000
+
+
+async def _within(task: asyncio.Future[Raw], limit: float) -> Raw:
+    """The rest of an async handler, ended (its process group killed) after ``asyncTimeout``."""
+    try:
+        return await asyncio.wait_for(task, limit)  # a timeout cancels the run: procs kills the group
+    except TimeoutError:
+        return Raw(None, error=f"timed out after {limit:g}s (asyncTimeout)")
 
 
 def expand_headers(handler: Handler, env: Mapping[str, str]) -> dict[str, str]:
