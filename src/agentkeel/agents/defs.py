@@ -217,9 +217,13 @@ def load_agents(
     sources: list[tuple[Path, str, str]] = [(d, f"plugin:{n}", n) for n, d in plugins]
     sources += [(d, s, "") for d, s in agent_dirs(cwd, home)]
     for directory, source, namespace in sources:
-        if not directory.is_dir():
+        if directory.is_file() and directory.suffix == ".md":  # a plugin manifest may list one file
+            files = [directory]
+        elif directory.is_dir():
+            files = sorted(directory.rglob("*.md"))
+        else:
             continue
-        for path in sorted(directory.rglob("*.md")):
+        for path in files:
             if not namespace and path.name in MEMORY_FILES:
                 continue
             found, warnings = agent_from_file(path, source, namespace, needs_name=not namespace)

@@ -91,13 +91,15 @@ def definitions(
         found, problem = agent_from_mapping(str(name), spec)
         warnings += [problem] if problem else []
         extra += [found] if found is not None else []
-    catalog = load_agents(cwd, home, plugins=[(p.name, p.agents_dir) for p in plugins], extra=extra)
-    skills = load_skills(cwd, home, plugins=[(p.name, p.skills_dir, p.root) for p in plugins])
+    agent_paths = [(p.name, d) for p in plugins for d in p.paths("agents", "agents")]
+    catalog = load_agents(cwd, home, plugins=agent_paths, extra=extra)
+    skills = load_skills(cwd, home, plugins=[(p.name, d, p.root) for p in plugins for d in p.paths("skills", "skills")])
     if skills_allowed is not None:
         warnings += only_skills(skills, skills_allowed)
     registry = CommandRegistry()
     register_builtins(registry)
-    load_commands(registry, cwd, home, plugins=[(p.name, p.commands_dir, p.root) for p in plugins])
+    command_paths = [(p.name, d, p.root) for p in plugins for d in p.paths("commands", "commands")]
+    load_commands(registry, cwd, home, plugins=command_paths)
     for skill in skills:
         if skill.user_invocable:
             registry.register(skill_command(skill))

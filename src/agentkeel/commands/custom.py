@@ -127,10 +127,14 @@ def load_commands(
     ]
     sources += [(d, "", "custom", s, None) for d, s in command_dirs(cwd, home)]
     for root, namespace, kind, source, plugin_root in sources:
-        if not root.is_dir():
+        if root.is_file() and root.suffix == ".md":  # a plugin manifest may list one file
+            files, base = [root], root.parent
+        elif root.is_dir():
+            files, base = sorted(root.rglob("*.md")), root
+        else:
             continue
-        for path in sorted(root.rglob("*.md")):
-            parts = [*path.relative_to(root).parent.parts, path.stem]
+        for path in files:
+            parts = [*path.relative_to(base).parent.parts, path.stem]
             name = ":".join([namespace, *parts] if namespace else parts)
             try:
                 command = _file_command(path, name, kind, source, plugin_root)

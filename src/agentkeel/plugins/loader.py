@@ -49,6 +49,20 @@ class Plugin(msgspec.Struct, frozen=True):
             return (self.root / custom).resolve()
         return self.root / default
 
+    def paths(self, key: str, default: str) -> list[Path]:
+        """Where the plugin's ``key`` (commands, agents, skills) are: the default folder, then each
+        path the manifest lists (a string or a list; folders or single ``.md`` files), as Claude
+        Code reads them: custom paths supplement the default folder."""
+        custom = self.manifest.get(key)
+        listed = [custom] if isinstance(custom, str) else custom if isinstance(custom, list) else []
+        out = [self.root / default]
+        for entry in listed:
+            if isinstance(entry, str) and entry.strip():
+                path = (self.root / entry).resolve()
+                if path.is_relative_to(self.root.resolve()):  # a manifest names its own files only
+                    out.append(path)
+        return list(dict.fromkeys(out))
+
     @property
     def commands_dir(self) -> Path:
         return self.folder("commands", "commands")

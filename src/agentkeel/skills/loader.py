@@ -178,6 +178,9 @@ def load_skills(cwd: Path, home: Path, *, plugins: Sequence[tuple[str, Path, Pat
     for root, source, namespace, plugin_root in sources:
         if not root.is_dir():
             continue
+        if plugin_root is not None and root != plugin_root and (root / "SKILL.md").is_file():  # a listed skill folder
+            add(skill_from_dir(root, f"{namespace}:{root.name}", source, plugin_root))
+            continue
         for directory in _walk(root):
             parts = directory.relative_to(root).parts
             add(skill_from_dir(directory, ":".join([namespace, *parts] if namespace else parts), source, plugin_root))
