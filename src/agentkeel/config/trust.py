@@ -79,10 +79,29 @@ def plugin_hook_files(folder: Path) -> list[str]:
             continue
         candidates += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)][:PLUGIN_SEARCH_DIRS]
     for path in dict.fromkeys(candidates):
+        manifest = path / ".claude-plugin" / "plugin.json"
+        if not manifest.is_file():
+            continue
         hooks = path / "hooks" / "hooks.json"
-        if (path / ".claude-plugin" / "plugin.json").is_file() and hooks.is_file():
+        if hooks.is_file():
             out.append(hooks.relative_to(folder).as_posix())
-    return out
+        if '"hooks"' in _head(manifest):  # the manifest names hooks (a file or an inline table): it is code too
+            out.append(manifest.relative_to(folder).as_posix())
+            out += [p.relative_to(folder).as_posix() for p in _listed_hooks(path) if p.is_file()]
+    return list(dict.fromkeys(out))
+
+
+def _head(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[:65536]
+    except OSError:
+        return ""
+
+
+def _listed_hooks(root: Path) -> list[Path]:
+    from agentkeel.plugins.loader import manifest_hook_files
+
+    return [p for p in manifest_hook_files(root) if p.is_relative_to(root.resolve())]
 
 
 def _digest(path: Path) -> bytes:

@@ -17,7 +17,6 @@ from typing import Any
 
 import msgspec
 
-# the parser lives with the settings (each layer's ``hooks`` is parsed once, when it is read)
 from agentkeel.config.hooks import (
     AGENT_MAX_TURNS,
     DEFAULT_TIMEOUT,
@@ -31,6 +30,9 @@ from agentkeel.config.hooks import (
     parse_hooks,
 )
 from agentkeel.config.settings import SettingsLayer
+
+# the parser lives with the settings (each layer's ``hooks`` is parsed once, when it is read)
+from agentkeel.plugins.loader import manifest_hook_files, plugin_manifest
 
 __all__ = [
     "AGENT_MAX_TURNS",
@@ -74,25 +76,40 @@ def plugin_hooks(dirs: Iterable[Path], *, project: Path | None = None, trusted: 
     out = HookConfig()
     for raw_dir in dirs:
         root = Path(raw_dir).expanduser().resolve()
-        path = root / "hooks" / "hooks.json"
+        inert = not trusted and project is not None and root.is_relative_to(project.resolve())
+        for path, data in _plugin_hook_sources(root, out.warnings):
+            if inert:
+                out.warnings.append(f"{path}: hooks of a plugin inside this untrusted project are inert (`keel trust`)")
+                continue
+            part = parse_hooks(data, str(path), "plugin")
+            out.hooks += [_in_plugin(spec, str(root)) for spec in part.hooks]
+            out.warnings += part.warnings
+    return out
+
+
+def _plugin_hook_sources(root: Path, warnings: list[str]) -> list[tuple[Path, Any]]:
+    """(file, its hooks table) of a plugin: ``hooks/hooks.json``, then what its manifest's
+    ``"hooks"`` names: files inside the plugin, or an inline table (Claude Code reads all of them)."""
+    out: list[tuple[Path, Any]] = []
+    default = root / "hooks" / "hooks.json"
+    files = [default, *[p for p in manifest_hook_files(root) if p != default.resolve()]]
+    for path in files:
         if not path.is_file():
-            if os.path.lexists(path):  # a folder, a FIFO, a dangling or looping link: never opened
-                out.warnings.append(f"{path}: not a readable file; the plugin's hooks are ignored")
-            continue
-        if not trusted and project is not None and root.is_relative_to(project.resolve()):
-            out.warnings.append(f"{path}: hooks of a plugin inside this untrusted project are inert (`keel trust`)")
+            if os.path.lexists(path) or path != default:  # never opened: a folder, a FIFO, a dangling link
+                warnings.append(f"{path}: not a readable file; the plugin's hooks are ignored")
             continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-            out.warnings.append(f"{path}: cannot read plugin hooks ({type(e).__name__}: {e}); ignored")
+            warnings.append(f"{path}: cannot read plugin hooks ({type(e).__name__}: {e}); ignored")
             continue
         if not isinstance(data, Mapping):
-            out.warnings.append(f"{path}: the top level must be a JSON object; ignored")
+            warnings.append(f"{path}: the top level must be a JSON object; ignored")
             continue
-        part = parse_hooks(data.get("hooks", {}), str(path), "plugin")
-        out.hooks += [_in_plugin(spec, str(root)) for spec in part.hooks]
-        out.warnings += part.warnings
+        out.append((path, data.get("hooks", {})))
+    inline = plugin_manifest(root).get("hooks")
+    if isinstance(inline, Mapping):
+        out.append((root / ".claude-plugin" / "plugin.json", inline.get("hooks", inline)))
     return out
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -225,3 +225,24 @@ def find_plugins(plugin_dirs: Sequence[Path], layers: Iterable[SettingsLayer] = 
         seen.add(plugin.name)
         unique.append(plugin)
     return unique, warnings
+
+
+def manifest_hook_files(root: Path) -> list[Path]:
+    """The hooks files a plugin's manifest lists (``"hooks": "./x.json"`` or a list), inside the plugin."""
+    listed = plugin_manifest(root).get("hooks")
+    entries = [listed] if isinstance(listed, str) else listed if isinstance(listed, list) else []
+    out = []
+    for entry in entries:
+        if isinstance(entry, str) and entry.strip():
+            path = (root / entry).resolve()
+            if path.is_relative_to(root.resolve()):
+                out.append(path)
+    return out
+
+
+def plugin_manifest(root: Path) -> Mapping[str, Any]:
+    try:
+        data = json.loads((root / ".claude-plugin" / "plugin.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, Mapping) else {}
