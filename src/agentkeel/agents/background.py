@@ -39,7 +39,8 @@ class BackgroundAgents(msgspec.Struct):
         pending = [t for t in self.tasks.values() if not t.done()]
         if not pending:
             return
-        wait = 0.0 if self.hurry else KeelEnv.of().background_wait_s
+        env = self.spawner.env if self.spawner is not None else None  # the session's environment
+        wait = 0.0 if self.hurry else KeelEnv.of(env).background_wait_s
         _, still = await asyncio.wait(pending, timeout=wait) if wait > 0 else (set(), set(pending))
         for task in still:
             task.cancel()

@@ -109,12 +109,13 @@ class SubagentSpawner:
         self.session_id = session_id
         self.session_dir = session_dir
         self.depth = depth
-        self.max_depth = max_depth if max_depth is not None else KeelEnv.of().subagent_max_depth
-        self.concurrency = concurrency if concurrency is not None else KeelEnv.of().subagent_concurrency
+        self.env = env if env is not None else dict(os.environ)
+        known = KeelEnv.of(self.env)  # the session's environment, not this process's
+        self.max_depth = max_depth if max_depth is not None else known.subagent_max_depth
+        self.concurrency = concurrency if concurrency is not None else known.subagent_concurrency
         self.slots = asyncio.Semaphore(self.concurrency)
         self.max_result_chars = max_result_chars
         self.trusted = trusted
-        self.env = env if env is not None else dict(os.environ)
         self.providers: dict[str, Provider] = providers if providers is not None else {}
         self.running: dict[str, Agent] = {}
         self.not_shared = not_shared
@@ -239,7 +240,7 @@ class SubagentSpawner:
             model=model,
             system=child_system(agent, workdir, model, system_extra),
             max_tokens=parent.config.max_tokens,
-            max_turns=agent.max_turns or KeelEnv.of().subagent_max_turns,
+            max_turns=agent.max_turns or KeelEnv.of(self.env).subagent_max_turns,
             thinking_budget=parent.config.thinking_budget,
             default_tool_timeout_s=parent.config.default_tool_timeout_s,
             retry=parent.config.retry,

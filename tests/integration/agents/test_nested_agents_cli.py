@@ -251,3 +251,29 @@ def test_a_validator_cannot_write_through_an_agent_it_starts(project: Path, fake
     assert _can_delegate(bodies[1]), tool_names(bodies[1])  # the validator has no tools: line, so Agent
     assert set(tool_names(bodies[2])) == {"Read", "Bash"}, tool_names(bodies[2])
     assert not target.exists()
+
+
+def test_the_sessions_environment_sets_the_subagent_limits(tmp_path: Path) -> None:
+    """KEEL_SUBAGENT_MAX_DEPTH / _CONCURRENCY come from the environment the session is given
+    (RuntimeOptions.env), not from keel's own process environment."""
+    import asyncio
+
+    from agentkeel import Runtime, RuntimeOptions
+    from agentkeel.agents.spawner import SubagentSpawner
+
+    (tmp_path / "p").mkdir()
+    script = tmp_path / "s.json"
+    script.write_text('{"steps": ["done"]}')
+    env = {"HOME": str(tmp_path), "KEEL_HOME": str(tmp_path / "kh"), "PATH": "/usr/bin:/bin"}
+    env |= {"KEEL_SUBAGENT_MAX_DEPTH": "1", "KEEL_SUBAGENT_CONCURRENCY": "1"}
+
+    async def limits() -> tuple[int, int]:
+        rt = Runtime.create(RuntimeOptions(cwd=tmp_path / "p", model=f"scripted:{script}", env=env))
+        try:
+            spawner = rt.agent.services.find(SubagentSpawner)
+            assert spawner is not None
+            return spawner.max_depth, spawner.concurrency
+        finally:
+            await rt.aclose()
+
+    assert asyncio.run(limits()) == (1, 1)
