@@ -20,6 +20,7 @@ from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, ToolCall, Verdict
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, Tool
+from agentkeel.memory.toolnames import MEMORY_TOOLS
 from agentkeel.policy.permissions import PermissionEngine, PermissionGate
 from agentkeel.policy.redaction import session_bus
 from agentkeel.policy.safety import AskRepeat, CircuitBreaker, LoopDetector, ResultGuard
@@ -248,9 +249,6 @@ def _memory(parts: SessionParts) -> Extension | None:
     if memory is None:
         return None
     return memory.extension(parts.bus.emit, parts.provider, parts.model, _memory_tools(memory))
-
-
-MEMORY_TOOLS = ("MemorySearch", "MemoryTimeline", "MemoryGet")
 
 
 def _memory_tools(memory: MemoryPlugin) -> list[Tool]:

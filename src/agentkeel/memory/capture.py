@@ -37,6 +37,7 @@ from agentkeel.memory.model import Record, new_record_id, now_iso
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
 from agentkeel.memory.sqlite_lib import sqlite3
 from agentkeel.memory.store import MemoryStore
+from agentkeel.memory.toolnames import MEMORY_TOOLS
 from agentkeel.tools.views import UNCAPTURED
 from agentkeel.tools.views import not_run as not_run  # re-exported: memory's hook bridge records calls with them
 from agentkeel.tools.views import observe as observe
@@ -47,7 +48,7 @@ MAX_ATTEMPTS = 5
 BATCH = 64
 WINDOW_S = 0.05  # a batch gathers the records put this long after its first
 CONTEXT_TAG = "<memory-context"  # injected context is not captured back as a prompt
-DEFAULT_EXCLUDED = UNCAPTURED | {"MemorySearch", "MemoryTimeline", "MemoryGet"}
+DEFAULT_EXCLUDED = UNCAPTURED | set(MEMORY_TOOLS)
 OUTBOX_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL,"
     " attempts INTEGER NOT NULL DEFAULT 0, next_try REAL NOT NULL DEFAULT 0, last_error TEXT,"

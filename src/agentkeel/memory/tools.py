@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentkeel.core.tools import Tool, ToolContext, ToolOutput
 from agentkeel.memory.health import MemoryDamaged
 from agentkeel.memory.store import MemoryStore
+from agentkeel.memory.toolnames import GET, SEARCH, TIMELINE
 from agentkeel.tools.schemas import with_shipped_schemas
 
 
@@ -127,7 +128,7 @@ def memory_tools(
     common = {"group": "custom", "read_only": True, "timeout_s": 30.0}
     tools = [
         Tool(
-            "MemorySearch",
+            SEARCH,
             "Search keel's memory of earlier sessions in this project (prompts, answers, tool results, "
             "summaries, lessons, facts). Returns ids with one-line summaries.",
             SearchInput,
@@ -135,12 +136,12 @@ def memory_tools(
             **common,  # type: ignore[arg-type]
         ),
         Tool(
-            "MemoryTimeline",
+            TIMELINE,
             "Show what happened just before and after a memory id, in its session.",
             TimelineInput,
             guarded(timeline),
             **common,  # type: ignore[arg-type]
         ),
-        Tool("MemoryGet", "Read memories in full by id.", GetInput, guarded(get), **common),  # type: ignore[arg-type]
+        Tool(GET, "Read memories in full by id.", GetInput, guarded(get), **common),  # type: ignore[arg-type]
     ]
     return with_shipped_schemas(tools) if shipped else tools

@@ -30,7 +30,6 @@ ELSEWHERE: dict[str, Effects] = {
     AGENT: Effects(rule=AGENT, named_by=("subagent_type",), protected=True, delegates=True),
     "Agent": Effects(rule=AGENT, named_by=("subagent_type",), protected=True, delegates=True),
     SKILL: Effects(rule=SKILL, named_by=("skill", "command"), protected=True),
-    "ExitPlanMode": Effects(protected=True),
 }
 
 FACTORIES = (

@@ -16,8 +16,10 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-SHELL_TOOL = "Bash"  # what a command line keel runs for the user is checked as (skills' !`cmd`, merges)
-READ_TOOL = "Read"  # what a file keel reads for the user is checked as (a skill's @file)
+from agentkeel.tools import FETCH, READ, SHELL
+
+SHELL_TOOL = SHELL  # what a command line keel runs for the user is checked as (skills' !`cmd`, merges)
+READ_TOOL = READ  # what a file keel reads for the user is checked as (a skill's @file)
 UNCAPTURED = frozenset({"TodoWrite"})  # calls memory does not keep (the todo list is state, not work)
 
 
@@ -181,7 +183,7 @@ def observe(
         else:
             summary = f"{count} files"
         text = f"{name} {tool_input.get('pattern')!r}: {summary}\n" + "\n".join(found[:30])
-    elif name in ("WebFetch", "WebSearch"):
+    elif name == FETCH:
         meta["url"] = facts.get("url") or tool_input.get("url") or tool_input.get("query")
         if isinstance(facts.get("status"), int):
             meta["status"] = facts["status"]

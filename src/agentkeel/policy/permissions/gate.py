@@ -21,6 +21,7 @@ from agentkeel.core.events import Event, PermissionDecided
 from agentkeel.core.extensions import ToolCall, Verdict
 from agentkeel.policy.permissions.engine import PermissionEngine
 from agentkeel.policy.permissions.verdicts import Decision
+from agentkeel.tools import FETCH
 
 log = logging.getLogger("agentkeel.policy.permissions")
 
@@ -109,7 +110,7 @@ class PermissionGate(msgspec.Struct):
         of sandbox"), as a ``SandboxNetworkAccess`` call (Claude Code's name) through the same
         PermissionRequest point and host callback as every ask. "Always" saves ``WebFetch(domain:host)``."""
         call = ToolCall(f"net-{secrets.token_hex(6)}", NETWORK_TOOL, {"host": host}, None)
-        rule = f"WebFetch(domain:{host})"
+        rule = f"{FETCH}(domain:{host})"
         reason = f"A sandboxed command wants to connect to {host}, which no rule allows"
         decision = await self._ask(call, Decision("ask", reason, None, "sandbox", (), (rule,)))
         self._decided(call, decision)

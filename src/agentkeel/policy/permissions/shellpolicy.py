@@ -20,6 +20,7 @@ from agentkeel.policy.permissions import actions, options, sed, targets, trees
 from agentkeel.policy.permissions.bash import DYNAMIC, SimpleCommand
 from agentkeel.policy.permissions.rules import Rule, bash_matches, literal_words
 from agentkeel.policy.permissions.shellstate import names_file, safe_assignment
+from agentkeel.tools import SHELL
 
 # flags that turn a command an allow rule names into something else: they must appear in the
 # rule itself. Long options also match ``--opt=value``; single letters match inside clusters.
@@ -744,12 +745,12 @@ def uncovered_suggestion(cmd: SimpleCommand) -> str | None:
             and inner not in _INTERPRETERS
             and not _runs_anything([inner, *words[at + 1 : at + 2]])
         ):
-            return f"Bash({' '.join(words[: at + 1])} *)"
-        return f"Bash({' '.join(words)})"  # exactly this command
+            return f"{SHELL}({' '.join(words[: at + 1])} *)"
+        return f"{SHELL}({' '.join(words)})"  # exactly this command
     if tuple(words[:3]) in _REMOTE_RUNNERS:
-        return f"Bash({' '.join(words)})"
+        return f"{SHELL}({' '.join(words)})"
     if words[0] in _TWO_LEVELS and len(words) >= 3 and re.fullmatch(r"[a-z][a-z0-9-]*", words[2]):
-        return f"Bash({' '.join(words[:3])} *)"  # `gh pr list *`: approving a clone is not approving a delete
+        return f"{SHELL}({' '.join(words[:3])} *)"  # `gh pr list *`: approving a clone is not approving a delete
     if len(words) >= 2 and words[0] in _SUBCOMMAND_TOOLS and not words[1].startswith("-"):
-        return f"Bash({words[0]} {words[1]} *)"  # `npm test *`: that subcommand, any arguments
-    return f"Bash({' '.join(words)})"  # anything else: exactly this command, never a whole program
+        return f"{SHELL}({words[0]} {words[1]} *)"  # `npm test *`: that subcommand, any arguments
+    return f"{SHELL}({' '.join(words)})"  # anything else: exactly this command, never a whole program
