@@ -1,7 +1,7 @@
 """keel: an AI agent runtime. This module is the public surface an embedding program uses.
 
 Names are imported on first use (``import agentkeel`` stays free: ``keel --version`` loads
-nothing else). The list below is the documented surface; ``tests/test_public_api.py`` checks
+nothing else). The list below is the documented surface; ``tests/unit/app/test_public_api.py`` checks
 that it is exactly what ``__all__`` says and that every name resolves.
 
     from agentkeel import Runtime, RuntimeOptions, Extension

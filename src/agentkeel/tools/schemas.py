@@ -9,7 +9,7 @@ made) that loads the real tool at its first call. Building the real tools instea
 
 The file is derived data: ``tests/test_tools.py`` fails when it disagrees with the tools, and
 
-    python -m agentkeel.app.schemagen
+    .venv/bin/python scripts/schemagen.py
 
 rewrites it (the generator lives above ``tools`` and ``memory``, whose tools it covers).
 A tool missing from the file, or an unreadable file, is built the ordinary way.

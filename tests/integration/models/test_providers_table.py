@@ -76,7 +76,7 @@ def make(info: ModelInfo, env: Mapping[str, str], transport: str | None) -> Plai
     return PlainProvider(base.rstrip("/"), key)
 """
 
-# The one line that registers it (in keel itself: one entry of WIRES in providers/__init__.py).
+# The one line that registers it (in keel itself: one entry of WIRES in models/__init__.py).
 REGISTER = "import agentkeel.models as p; p.WIRES['plain'] = 'plainwire'\n"
 
 RUN = REGISTER + "import sys\nfrom agentkeel.ui.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from agentkeel import replace
-from agentkeel.app.schemagen import generate
 from agentkeel.core.events import Event, TodosUpdated
 from agentkeel.core.extensions import ToolCall
 from agentkeel.core.tools import (
@@ -37,6 +36,20 @@ from agentkeel.tools import builtin_tools
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.schemas import SCHEMA_FILE, with_shipped_schemas
 from kit import wait_until_async
+
+
+def generate() -> dict[str, Any]:
+    """``scripts/schemagen.py``'s ``generate`` (a development tool, outside the package)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "scripts" / "schemagen.py"
+    spec = importlib.util.spec_from_file_location("schemagen", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result: dict[str, Any] = module.generate()
+    return result
+
 
 REGISTRY = ToolRegistry(builtin_tools())
 
@@ -408,7 +421,7 @@ async def test_output_budget_spills_to_file(t: Harness, tmp_path: Path) -> None:
 
 
 def test_shipped_schemas_are_the_models_schemas() -> None:
-    """tools/schemas.json is derived data; when this fails, run `python -m agentkeel.app.schemagen`."""
+    """tools/schemas.json is derived data; when this fails, run `.venv/bin/python scripts/schemagen.py`."""
     assert json.loads(SCHEMA_FILE.read_text(encoding="utf-8")) == generate()
 
 

@@ -134,4 +134,4 @@ def test_front_ends_go_through_the_public_api() -> None:
     modules = _modules()
     for front in ("agentkeel.ui.cli.headless", "agentkeel.ui.cli.interactive"):
         for dep in _imports(modules[front], modules):
-            assert not re.match(r"agentkeel\.(core|permissions|session|runtime)\b", dep), f"{front} imports {dep}"
+            assert not re.match(r"agentkeel\.(core|policy|session|app)\b", dep), f"{front} imports {dep}"

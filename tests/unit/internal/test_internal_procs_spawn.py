@@ -39,7 +39,7 @@ def _running(marker: str) -> list[int]:
     return found
 
 
-def _gone(marker: str, within: float = 10.0) -> bool:
+def _gone(marker: str, within: float = 30.0) -> bool:  # a bound on a hang under load, not a speed
     deadline = time.monotonic() + within
     while _running(marker):
         if time.monotonic() > deadline:

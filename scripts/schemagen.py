@@ -1,7 +1,7 @@
-"""Regenerate ``tools/schemas.json`` from the tools themselves: ``python -m agentkeel.app.schemagen``.
+"""Regenerate ``tools/schemas.json`` from the tools themselves: ``.venv/bin/python scripts/schemagen.py``.
 
-An application-layer module: it sees the built-in tools and memory's tools, so it cannot
-live in ``tools`` (``memory.tools`` imports ``tools.schemas``).
+A development tool, outside the package: it sees the built-in tools and memory's tools
+(``tests/integration/tools/test_builtin_tools.py`` checks the shipped file is what it writes).
 """
 
 from __future__ import annotations
