@@ -140,29 +140,35 @@ def test_warming_imports_once_on_a_thread_and_a_missing_module_is_left_to_fail_w
     assert not [t for t in threading.enumerate() if t.name == "keel-warm-imports" and t.ident not in before]
 
 
-async def _calls_per_request(session: Any, target: Any, rounds: int = 6) -> float:
-    """Python function calls made by one request and its answer (after a first one that sets up)."""
+async def _client_calls_per_request(session: Any, target: Any, rounds: int = 3) -> int:
+    """Calls into httpx's client layer (``httpx/_client.py``) made by ``rounds`` requests and their
+    answers, after a first one that sets up. A count of where the work goes, not of how much: an
+    answer arriving in more TCP pieces on a loaded machine changes neither side."""
     body = b'{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
     headers = {"x-api-key": "sk-ant-test-not-a-real-key", "anthropic-version": "2023-06-01"}
     counted = [0]
 
     def count(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
+        if event == "call" and frame.f_code.co_filename.replace("\\", "/").endswith("httpx/_client.py"):
             counted[0] += 1
 
-    for i in range(rounds + 1):
-        if i == 1:
-            sys.setprofile(count)
-        async for _ in session.post_sse(target, headers, body):
-            pass
-    sys.setprofile(None)
-    return counted[0] / rounds
+    async for _ in session.post_sse(target, headers, body):  # the first sets up
+        pass
+    sys.setprofile(count)
+    try:
+        for _ in range(rounds):
+            async for _ in session.post_sse(target, headers, body):
+                pass
+    finally:
+        sys.setprofile(None)
+    return counted[0]
 
 
 async def test_a_request_skips_httpx_client_layer_unless_a_proxy_or_url_credentials_need_it(fake_llm: Any) -> None:
     """The default path hands the request to httpx's transport with headers, URL and timeouts built
     once; the bytes sent are what httpx's client sends (its default headers included). With
-    credentials in the URL the client is used (it adds the basic auth), and costs more per request."""
+    credentials in the URL the client is used (it adds the basic auth). Judged by where the calls
+    go (never into httpx/_client.py on the default path), not by a count of them."""
     from agentkeel.models._http import HttpSession, Target
 
     server = fake_llm({"steps": ["a"] * 20})
@@ -173,7 +179,7 @@ async def test_a_request_skips_httpx_client_layer_unless_a_proxy_or_url_credenti
         session = HttpSession(base)
         target = Target(url=f"{base}/v1/messages", endpoint=base, model="m", key_hint="ANTHROPIC_API_KEY", timeout_s=30)
         try:
-            costs.append(await _calls_per_request(session, target))
+            costs.append(await _client_calls_per_request(session, target))
         finally:
             await session.aclose()
         sent.append(dict(server.cursor.requests[-1]["headers"]))
@@ -181,4 +187,4 @@ async def test_a_request_skips_httpx_client_layer_unless_a_proxy_or_url_credenti
     assert {k.lower(): v for k, v in sent[0].items()} == {
         k.lower(): v for k, v in sent[1].items() if k.lower() != "authorization"
     }
-    assert costs[0] < 0.9 * costs[1], costs  # measured 0.86; with the client on both paths, 1.02
+    assert costs[0] == 0 and costs[1] > 0, costs  # the default path never enters httpx's client layer
