@@ -71,3 +71,18 @@ def private_file(path: Path) -> None:
 def open_private(path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT) -> int:
     """``os.open`` with 0600 for a file keel creates (a log)."""
     return os.open(path, flags | os.O_CLOEXEC, FILE_MODE)
+
+
+def sync_to_disk(path: Path) -> None:
+    """Best effort: ``fsync`` a file or a folder (its new entries), so a rename or a link survives a
+    crash where the file system allows it; a path that cannot be opened or synced is left as is."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

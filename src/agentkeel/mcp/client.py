@@ -388,37 +388,27 @@ def _guarded(command: str, args: list[str], env: Mapping[str, str]) -> tuple[str
     return setpriv, ["--pdeathsig", "KILL", "--", found, *args]
 
 
-async def _all_tools(session: ClientSession) -> list[types.Tool]:
+async def _every_page(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    """Every item of a paginated MCP list (tools, resources, prompts), page after page."""
     from mcp_types import PaginatedRequestParams
 
-    out, cursor = [], None
+    out: list[Any] = []
+    cursor = None
     while True:
-        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-        out += page.tools
+        page = await list_page(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        out += getattr(page, field)
         cursor = page.next_cursor
         if not cursor:
             return out
+
+
+async def _all_tools(session: ClientSession) -> list[types.Tool]:
+    return await _every_page(session.list_tools, "tools")
 
 
 async def _all_resources(session: ClientSession) -> list[types.Resource]:
-    from mcp_types import PaginatedRequestParams
-
-    out, cursor = [], None
-    while True:
-        page = await session.list_resources(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-        out += page.resources
-        cursor = page.next_cursor
-        if not cursor:
-            return out
+    return await _every_page(session.list_resources, "resources")
 
 
 async def _all_prompts(session: ClientSession) -> list[types.Prompt]:
-    from mcp_types import PaginatedRequestParams
-
-    out, cursor = [], None
-    while True:
-        page = await session.list_prompts(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-        out += page.prompts
-        cursor = page.next_cursor
-        if not cursor:
-            return out
+    return await _every_page(session.list_prompts, "prompts")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentkeel.internal.private import sync_to_disk
 from agentkeel.memory.health import is_corruption
 from agentkeel.memory.lock import Hold, hold
 from agentkeel.memory.model import EVENT_TYPES
@@ -146,19 +147,6 @@ def journal_file(path: Path) -> Path:
     return path.with_name(path.name + ".repair-journal")
 
 
-def _sync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _sync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -181,7 +169,7 @@ def finish_repair(path: Path) -> Path | None:
         kept = aside_name(path)
     move_aside(path, kept)
     ready.replace(path)
-    _sync_dir(path.parent)
+    sync_to_disk(path.parent)
     journal.unlink(missing_ok=True)
     return kept
 
@@ -322,7 +310,7 @@ def _swap(path: Path, tmp: Path) -> Path:
     _sync_file(scratch)
     scratch.replace(journal)
     tmp.replace(ready_file(path))  # the rebuilt file is complete: from here the repair is finished
-    _sync_dir(path.parent)
+    sync_to_disk(path.parent)
     kept = finish_repair(path)
     assert kept is not None
     return kept

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from agentkeel.internal.private import private_dir, private_file
+from agentkeel.internal.private import private_dir, private_file, sync_to_disk
 from agentkeel.memory.backends import refuse_other_embedder
 from agentkeel.memory.embed import Embedder
 from agentkeel.memory.health import (
@@ -147,7 +147,7 @@ def create(path: Path) -> None:
             db.close()  # the last connection: the -wal is checkpointed and removed
         if Path(f"{tmp}-wal").exists():  # not everything is in the file itself: never link half
             raise RuntimeError(f"{tmp}: SQLite kept a -wal after closing the new store")
-        _fsync(tmp)
+        sync_to_disk(tmp)
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -156,22 +156,9 @@ def create(path: Path) -> None:
             if path.exists():
                 return
             tmp.replace(path)
-        _fsync(path.parent)
+        sync_to_disk(path.parent)
     finally:
         _remove_db(tmp)
-
-
-def _fsync(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _remove_db(path: Path) -> None:
