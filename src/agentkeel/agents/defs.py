@@ -134,7 +134,7 @@ def agent_from_file(
     name = text(meta.get("name")) or path.stem
     if namespace:
         name = f"{namespace}:{name}"
-    description = text(meta.get("description"))
+    description = text(meta.get("description")).strip()  # a folded ``>`` value ends in a newline
     if not description:
         warnings.append(f"{path}: no description in the frontmatter; the model cannot tell when to use '{name}'")
     mode = meta.get("permissionMode")
@@ -146,8 +146,8 @@ def agent_from_file(
         warnings.append(f"{path}: isolation must be 'worktree'; ignored")
         isolation = None
     tools = names(meta.get("tools"))
-    if tools is not None and tools in (["*"], ["all"]):
-        tools = None
+    if tools is not None and tools in ([], ["*"], ["all"]):
+        tools = None  # ``tools: []`` is "not restricted" to Claude Code 2.1.328 ("Tools: All tools")
     model = text(meta.get("model")) or None
     raw_hooks = meta.get("hooks")
     hooks: dict[str, Any] = dict(raw_hooks) if isinstance(raw_hooks, dict) else {}

@@ -82,9 +82,11 @@ def definitions(
     layers: Iterable[Any] = (),
     agents: dict[str, Any] | None = None,
     skills_allowed: Sequence[str] | None = None,
+    listing: tuple[int, int] = (8000, 1536),
 ) -> Definitions:
     """Read the definitions (plugins first, then user and project folders); their warnings are for
-    the user (bad definition files, missing plugins)."""
+    the user (bad definition files, missing plugins). ``listing``: the skill listing's budget in
+    characters and the cut of one description (skills/listing.py)."""
     plugins, warnings = find_plugins(plugin_dirs, layers)
     extra = []
     for name, spec in (agents or {}).items():
@@ -109,7 +111,7 @@ def definitions(
     if skills.for_model() or commands:
         from agentkeel.skills.run import skill_tool  # the Skill tool (and skill expansion): only with skills
 
-        tools.append(skill_tool(skills, commands))
+        tools.append(skill_tool(skills, commands, chars=listing[0], limit=listing[1]))
     return Definitions(plugins, catalog, skills, registry, tools, warnings)
 
 

@@ -45,7 +45,8 @@ Available agent types and the tools they have access to:
 
 
 def task_description(catalog: AgentCatalog) -> str:
-    return TASK_INTRO + "\n".join(a.summary() for a in catalog)
+    """The agent types by name, ignoring case, built-in ones among them (Claude Code 2.1.328's order)."""
+    return TASK_INTRO + "\n".join(a.summary() for a in sorted(catalog, key=lambda a: a.name.lower()))
 
 
 async def _run_task(args: Any, ctx: ToolContext) -> ToolOutput:

@@ -523,7 +523,7 @@ def build(opts: RuntimeOptions) -> Built:
         scratch_dir=spill_dir,
         hidden_path=engine.read_denied if engine.has_read_denials() else None,
     )
-    found = read_definitions(opts, place)
+    found = read_definitions(opts, place, info.context_window)
     found.provide(services)
     agent = Agent(
         provider,
@@ -540,9 +540,14 @@ def build(opts: RuntimeOptions) -> Built:
     return Built(agent, log_, place, info, engine, memory)
 
 
-def read_definitions(opts: RuntimeOptions, place: Place) -> Definitions:
-    """Agents, skills, slash commands and plugins of the session's folders (agents/setup.py)."""
+def read_definitions(opts: RuntimeOptions, place: Place, context_window: int = 200_000) -> Definitions:
+    """Agents, skills, slash commands and plugins of the session's folders (agents/setup.py); the
+    skill listing's budget follows the model's context window, as Claude Code's does."""
     from agentkeel.agents.setup import definitions
+    from agentkeel.skills.listing import MAX_DESCRIPTION, budget
+
+    settings = place.settings
+    chars = budget(context_window, place.env, settings.skillListingBudgetFraction)
 
     return definitions(
         cwd=place.cwd,
@@ -551,6 +556,7 @@ def read_definitions(opts: RuntimeOptions, place: Place) -> Definitions:
         layers=place.loaded.layers,
         agents=opts.agents,
         skills_allowed=opts.skills,
+        listing=(chars, settings.skillListingMaxDescChars or MAX_DESCRIPTION),
     )
 
 

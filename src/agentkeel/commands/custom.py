@@ -9,7 +9,7 @@ from typing import Any
 from agentkeel.commands.registry import Command, CommandFailed, CommandRegistry, Kind
 from agentkeel.core.events import Notice
 from agentkeel.core.handle import SessionHandle
-from agentkeel.internal.frontmatter import FrontmatterError, flag, names, read, text
+from agentkeel.internal.frontmatter import Document, FrontmatterError, flag, names, read, text
 from agentkeel.skills.loader import Skill
 from agentkeel.skills.session import ModelCommand
 
@@ -31,15 +31,15 @@ def frame(name: str, args: str, body: str) -> str:
     return f"{head}\n\n{body}"
 
 
-def command_skill(path: Path, name: str, source: str, plugin_root: Path | None) -> Skill:
+def command_skill(path: Path, name: str, source: str, plugin_root: Path | None, doc: Document | None = None) -> Skill:
     """A command file as Claude Code treats it: a skill whose body is the file (``model``,
     ``context: fork``, ``agent``, ``allowed-tools``, ``disable-model-invocation`` as in a SKILL.md)."""
-    doc = read(path)
+    doc = doc if doc is not None else read(path)
     meta = doc.meta
     allowed = names(meta.get("allowed-tools"))
     return Skill(
         name=name,
-        description=text(meta.get("description")).strip() or doc.body.strip().split("\n", 1)[0][:100],
+        description=text(meta.get("description")).strip() or _first_line(doc.body),
         body=doc.body,
         directory=path.parent,
         source=source,
@@ -55,6 +55,16 @@ def command_skill(path: Path, name: str, source: str, plugin_root: Path | None) 
     )
 
 
+def _first_line(body: str) -> str:
+    """A command without a ``description``: its first line of text, a heading's ``#`` taken off
+    (Claude Code 2.1.328 lists ``# /supply-chain-audit`` as ``/supply-chain-audit``)."""
+    for line in body.splitlines():
+        if line.strip():
+            first = line.strip().lstrip("#").strip()
+            return first if len(first) <= 100 else first[:97] + "..."  # Claude Code's cut
+    return ""
+
+
 def _hook_parts(session: SessionHandle) -> dict[str, Any]:
     """What a command's frontmatter hooks are built with: the session's builder and environment."""
     from agentkeel.agents.agenthooks import DefinitionHooks
@@ -66,7 +76,8 @@ def _hook_parts(session: SessionHandle) -> dict[str, Any]:
 
 
 def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: Path | None) -> Command:
-    first = command_skill(path, name, source, plugin_root)
+    doc = read(path)
+    first = command_skill(path, name, source, plugin_root, doc)
 
     def load() -> Skill:
         return command_skill(path, name, source, plugin_root)  # read again: an edit between uses takes effect
@@ -103,14 +114,28 @@ def _file_command(path: Path, name: str, kind: Kind, source: str, plugin_root: P
         expand=None if first.fork else expand,
         source=source,
         path=path,
-        for_model=ModelCommand(name, first.description, load) if first.model_invocable else None,
+        for_model=ModelCommand(name, first.description, load) if _offered(doc, kind, first) else None,
     )
+
+
+def _offered(doc: Document, kind: Kind, command: Skill) -> bool:
+    """Does the Skill tool list this command? Not with ``disable-model-invocation``; a plugin's
+    command only with a ``description`` of its own (Claude Code 2.1.328 leaves out the plugin
+    commands that have none, and lists the user's and project's with their first line)."""
+    if not command.model_invocable:
+        return False
+    return kind != "plugin" or bool(text(doc.meta.get("description")).strip())
 
 
 def model_commands(registry: CommandRegistry) -> list[ModelCommand]:
     """The custom and plugin commands the Skill tool lists and runs, in Claude Code 2.1.328's order:
-    user and project commands by name, then plugin commands by name."""
-    found = sorted(registry.commands.values(), key=lambda c: (c.kind == "plugin", c.name))
+    user and project commands by name, then plugin commands plugin by plugin (in the order the
+    plugins were loaded), each plugin's by name."""
+    plugins: dict[str, int] = {}
+    for c in registry.commands.values():
+        if c.kind == "plugin":
+            plugins.setdefault(c.source, len(plugins))
+    found = sorted(registry.commands.values(), key=lambda c: (c.kind == "plugin", plugins.get(c.source, 0), c.name))
     return [c.for_model for c in found if c.kind in ("custom", "plugin") and c.for_model is not None]
 
 
@@ -141,7 +166,10 @@ def load_commands(
             except FrontmatterError as e:
                 registry.warnings.append(str(e))
                 continue
-            registry.register(command, replace=registry.commands.get(name, command).kind == kind)
+            held = registry.commands.get(name)
+            if held is not None and held.kind == "custom" == kind and held.source != source:
+                continue  # a user's command wins over a project's of that name (Claude Code 2.1.328)
+            registry.register(command, replace=held is None or held.kind == kind)
 
 
 def skill_command(skill: Skill) -> Command:

@@ -154,6 +154,9 @@ class Settings(msgspec.Struct, kw_only=True):
     # Claude Code's shape, read (and warned about key by key) by agentkeel.config.sandbox: the
     # merged value, parsed once as LoadedSettings.sandbox
     sandbox: dict[str, Any] | None = None
+    # the skill listing's share of the context window and the cut of one description (skills/listing.py)
+    skillListingBudgetFraction: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    skillListingMaxDescChars: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
 class SettingsError(ValueError):

@@ -69,7 +69,7 @@ class SkillCatalog(msgspec.Struct):
         found = self.skills.get(name)
         if found is not None:
             return found
-        shown = [s for s in self.skills.values() if s.display_name and _displayed(s) == name]
+        shown = [s for s in self.skills.values() if s.display_name and displayed(s) == name]
         if len(shown) == 1:
             return shown[0]
         tails = [s for n, s in self.skills.items() if name in (n.split(":")[-1], s.display_name)]
@@ -85,7 +85,8 @@ class SkillCatalog(msgspec.Struct):
         return [s for s in self.skills.values() if s.model_invocable]
 
 
-def _displayed(skill: Skill) -> str:
+def displayed(skill: Skill) -> str:
+    """The frontmatter name, in the skill's namespace (``plugin:Display Name``)."""
     namespace = skill.name.rpartition(":")[0]
     return f"{namespace}:{skill.display_name}" if namespace else skill.display_name
 
@@ -160,7 +161,8 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def load_skills(cwd: Path, home: Path, *, plugins: Sequence[tuple[str, Path, Path]] = ()) -> SkillCatalog:
-    """``plugins``: (plugin name, its skills folder, its root)."""
+    """``plugins``: (plugin name, its skills folder, its root). A user's skill and a project's of
+    one name: the user's is kept (Claude Code 2.1.328; in one scope ``.keel`` wins over ``.claude``)."""
     catalog = SkillCatalog()
     sources: list[tuple[Path, str, str, Path | None]] = [(d, f"plugin:{n}", n, r) for n, d, r in plugins]
     sources += [(d, s, "", None) for d, s in skill_dirs(cwd, home)]
@@ -170,7 +172,9 @@ def load_skills(cwd: Path, home: Path, *, plugins: Sequence[tuple[str, Path, Pat
         if warning:
             catalog.warnings.append(warning)
         if skill is not None:
-            catalog.add(skill)
+            held = catalog.skills.get(skill.name)
+            if held is None or held.source == skill.source:  # the user's skill wins over the project's
+                catalog.add(skill)
 
     for name, _, top in plugins:  # a plugin's root SKILL.md
         if (top / "SKILL.md").is_file():

@@ -23,7 +23,8 @@ from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.internal.frontmatter import FrontmatterError
 from agentkeel.skills.expand import expand
-from agentkeel.skills.loader import Skill, SkillCatalog
+from agentkeel.skills.listing import MAX_DESCRIPTION, Entry, lines
+from agentkeel.skills.loader import Skill, SkillCatalog, displayed
 from agentkeel.skills.session import ModelCommand
 from agentkeel.tools import ELSEWHERE
 from agentkeel.tools import SKILL as SKILL_TOOL
@@ -183,22 +184,34 @@ SKILL_SCHEMA: dict[str, Any] = {
 LISTING_HEAD = "The following skills are available for use with the Skill tool:"
 
 
-def listing_line(name: str, description: str) -> str:
-    """One entry of the listing, as Claude Code 2.1.328 writes it."""
-    return f"- {name}: {' '.join(description.split())}"
-
-
-def skill_tool_description(catalog: SkillCatalog, commands: Sequence[ModelCommand] = ()) -> str:
-    """The Skill tool's text: the skills, then the custom and plugin commands (Claude Code lists a
-    command file as a skill and runs it through this tool)."""
+def listing_entries(catalog: SkillCatalog, commands: Sequence[ModelCommand] = ()) -> list[Entry]:
+    """What the Skill tool lists, in Claude Code 2.1.328's order: user skills, project skills, the
+    user's and project's commands, plugin commands, plugin skills."""
     skills = catalog.for_model()
-    lines = [listing_line(s.name, s.description + (f" {s.when_to_use}" if s.when_to_use else "")) for s in skills]
-    lines += [listing_line(c.name, c.description) for c in commands]
+
+    def entry(s: Skill) -> Entry:
+        told = s.description + (f" - {s.when_to_use}" if s.when_to_use else "")
+        return Entry(s.name, told, displayed(s) if s.display_name else "")
+
+    def group(source: str) -> int:
+        return {"user": 0, "project": 1}.get(source, 2)
+
+    ordered = sorted(skills, key=lambda s: group(s.source))  # stable: each group keeps its load order
+    own = [entry(s) for s in ordered if group(s.source) < 2]
+    plugin_skills = [entry(s) for s in ordered if group(s.source) == 2]
+    return [*own, *(Entry(c.name, c.description) for c in commands), *plugin_skills]
+
+
+def skill_tool_description(
+    catalog: SkillCatalog, commands: Sequence[ModelCommand] = (), *, chars: int = 8000, limit: int = MAX_DESCRIPTION
+) -> str:
+    """The Skill tool's text: the listing (skills/listing.py) within ``chars`` characters."""
+    entries = listing_entries(catalog, commands)
     return (
         "Execute a skill within the main conversation. Skills give you specialised instructions and knowledge. "
         "When a skill below matches the task, invoke it (with its name and any arguments) before you do the work; "
         "its full instructions are loaded then. Do not invoke a skill that is already running.\n\n"
-        f"{LISTING_HEAD}\n\n" + "\n".join(lines)
+        f"{LISTING_HEAD}\n\n" + "\n".join(lines(entries, chars, limit))
     )
 
 
@@ -261,9 +274,12 @@ def _skill_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
     return {"success": not output.is_error, "commandName": name}
 
 
-def skill_tool(catalog: SkillCatalog, commands: Sequence[ModelCommand] = ()) -> Tool:
-    """``commands``: the command files the model may run (``commands.custom.model_commands``)."""
-    description = skill_tool_description(catalog, commands)
+def skill_tool(
+    catalog: SkillCatalog, commands: Sequence[ModelCommand] = (), *, chars: int = 8000, limit: int = MAX_DESCRIPTION
+) -> Tool:
+    """``commands``: the command files the model may run (``commands.custom.model_commands``);
+    ``chars``/``limit``: the listing's budget and the cut of one description (skills/listing.py)."""
+    description = skill_tool_description(catalog, commands, chars=chars, limit=limit)
     run_skill = _runner(commands)
     real: list[Tool] = []
 
