@@ -393,9 +393,9 @@ class Agent:
             gated.append((call, verdict))
 
         async def one(call: ToolCall, verdict: Verdict) -> None:
-            block = await self._execute(call, verdict)
+            block, notes = await self._execute(call, verdict)
             done.add(block.tool_use_id)
-            self.append(ToolResults(message=Message(role="user", content=[block])))
+            self.append(ToolResults(message=Message(role="user", content=[block, *notes])))
 
         calls = [asyncio.ensure_future(one(call, verdict)) for call, verdict in gated]
         try:
@@ -485,7 +485,7 @@ class Agent:
             return Verdict("deny", "asking for permission failed; denied for safety", "ask")
         return answer if answer.decision != "ask" else Verdict("deny", answer.reason or "not approved", "ask")
 
-    async def _execute(self, call: ToolCall, verdict: Verdict) -> ToolResultBlock:
+    async def _execute(self, call: ToolCall, verdict: Verdict) -> tuple[ToolResultBlock, list[TextBlock]]:
         started = time.monotonic()
         if verdict.decision != "allow":
             output = ToolOutput(verdict.reason or f"Permission to use {call.name} was denied.", is_error=True)
@@ -493,11 +493,14 @@ class Agent:
             assert call.tool is not None
             self.bus.emit(ToolStarted(tool_use_id=call.id, name=call.name, input=call.input))
             output = await self._invoke(call)
+        notes: list[str] = []  # taken as each extension adds them: a later one rebuilding the output keeps them
         for ext in self.ext:
             if ext.after_tool is None:
                 continue
             try:
                 output = await ext.after_tool(call, output)
+                notes += output.notes
+                output.notes = []
             except SinkFailed:  # an extension's event could not be logged: the run stops
                 raise
             except RunStopped as stop:
@@ -517,7 +520,8 @@ class Agent:
                 metadata=output.metadata,
             )
         )
-        return ToolResultBlock(tool_use_id=call.id, content=output.content or "", is_error=output.is_error)
+        block = ToolResultBlock(tool_use_id=call.id, content=output.content or "", is_error=output.is_error)
+        return block, [TextBlock(text=n) for n in notes]
 
     async def _invoke(self, call: ToolCall) -> ToolOutput:
         tool = call.tool

@@ -45,6 +45,9 @@ class ToolOutput(msgspec.Struct):
     content: str | list[TextBlock | ImageBlock]
     is_error: bool = False
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    # texts the model reads after the result, each a block of its own in the same message (a hook's
+    # additional context, where Claude Code puts it): not part of what the tool returned
+    notes: list[str] = msgspec.field(default_factory=list)
 
     def text(self) -> str:
         if isinstance(self.content, str):

@@ -152,8 +152,9 @@ class ViewBuilder:
                     continue
                 answered.add(b.tool_use_id)
             kept.append(b)
-        if any(not isinstance(b, ToolResultBlock) for b in kept):
-            # the user speaks: the assistant's turn is over, whatever is still unanswered
+        if not any(isinstance(b, ToolResultBlock) for b in kept) and kept:
+            # the user speaks: the assistant's turn is over, whatever is still unanswered (a text
+            # that comes with a tool result is about that result, as a hook's context is)
             kept = [*(self._missing_noted(u) for u in self._pending if u.id not in answered), *kept]
             self._pending = []
         if not kept:

@@ -111,6 +111,11 @@ def tool_metadata(output: ToolOutput) -> dict[str, Any]:
     return {k: v for k, v in output.metadata.items() if v is None or isinstance(v, str | int | float | bool)}
 
 
+def _reminder(event: str, tool: str, context: str) -> str:
+    """A hook's ``additionalContext`` for one call, worded and wrapped as Claude Code 2.1.328 sends it."""
+    return f"<system-reminder>\n{event}:{tool} hook additional context: {context}\n</system-reminder>"
+
+
 def _with_notes(output: ToolOutput, event: str, notes: list[str]) -> ToolOutput:
     text = "\n".join((f"[{event} hook] {n}" if event else n) for n in notes if n)
     if not text:
@@ -119,7 +124,7 @@ def _with_notes(output: ToolOutput, event: str, notes: list[str]) -> ToolOutput:
         content: Any = f"{output.content}\n\n{text}" if output.content else text
     else:
         content = [*output.content, TextBlock(text=text)]
-    return ToolOutput(content, is_error=output.is_error, metadata=output.metadata)
+    return ToolOutput(content, is_error=output.is_error, metadata=output.metadata, notes=output.notes)
 
 
 _COMMAND_FRAME = re.compile(
@@ -412,10 +417,8 @@ class HooksExtension:
         self._snapshot(call, update if update is not None else call.input)
         if not result.outcomes:
             return None
-        if result.context:  # Claude Code sends it after the call's result, naming event and tool
-            self._pre_context[call.id] = [
-                f"PreToolUse:{call.name} hook additional context: {c}" for c in result.context
-            ]
+        if result.context:  # Claude Code sends it after the call's result, a block of its own
+            self._pre_context[call.id] = [_reminder("PreToolUse", call.name, c) for c in result.context]
         failed = result.failed_closed()
         if failed:
             return Verdict("deny", f"{failed[0].error}; denied because the hook is marked failClosed", "hooks")
@@ -479,10 +482,9 @@ class HooksExtension:
             fields["tool_metadata"] = tool_metadata(output)  # keel's addition: the tool's own facts
             result = await self.d.fire(event, fields, match=call.name, call=call, cwd=call.cwd)
             self._note_stop(result)
-            notes = ([result.block_reason] if result.blocked else []) + result.context
-            output = _with_notes(output, event, notes)
-        if pre_context:
-            output = _with_notes(output, "", pre_context)
+            output = _with_notes(output, event, [result.block_reason] if result.blocked else [])
+            pre_context += [_reminder(event, call.name, c) for c in result.context]
+        output.notes += pre_context  # after the result, each its own block: PreToolUse's, then PostToolUse's
         if self.d.late_context and CHILD.get() is None:  # async-protocol handlers that ended since
             late, self.d.late_context = self.d.late_context, []
             output = _with_notes(output, "", late)
