@@ -153,16 +153,21 @@ def _rule(rule: str) -> dict[str, str]:
 
 def permission_suggestions(call: ToolCall, rules: tuple[str, ...]) -> list[dict[str, Any]]:
     """PermissionRequest's ``permission_suggestions`` as Claude Code 2.1.328 sends them: for a file
-    edit, the acceptEdits mode for the session; for the rest, one ``addRules`` entry with every
-    rule that would allow the call, for the local settings."""
+    edit, the acceptEdits mode for the session, and for one outside the working directories also
+    ``addDirectories`` with its folder; a read outside them, a rule for that folder for the session;
+    for the rest, one ``addRules`` entry with every rule that would allow the call, for the local
+    settings."""
     effects = effects_for(call.tool, call.name)
+    outside = [r.partition("(")[2][1:-1].removesuffix("/**") for r in rules if "(//" in r and r.endswith("/**)")]
     if effects.writes and effects.path_fields and not effects.shell:
-        return [{"type": "setMode", "mode": "acceptEdits", "destination": "session"}]
+        edit: list[dict[str, Any]] = [{"type": "setMode", "mode": "acceptEdits", "destination": "session"}]
+        if outside:
+            edit.append({"type": "addDirectories", "directories": outside, "destination": "session"})
+        return edit
     if not rules:
         return []
-    return [
-        {"type": "addRules", "rules": [_rule(r) for r in rules], "behavior": "allow", "destination": "localSettings"}
-    ]
+    where = "session" if outside and len(outside) == len(rules) else "localSettings"
+    return [{"type": "addRules", "rules": [_rule(r) for r in rules], "behavior": "allow", "destination": where}]
 
 
 def _always_asks(decision: Decision) -> bool:
