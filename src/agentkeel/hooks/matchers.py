@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.core.tools import Tool
+from agentkeel.tools import RENAMED
 
 _NAMES = re.compile(r"^[A-Za-z0-9_ ,|-]+$")
 
@@ -30,7 +31,8 @@ def compile_matcher(matcher: str) -> Callable[[str], bool]:
     if text in ("", "*"):
         return lambda _value: True
     if _NAMES.match(text):
-        names = frozenset(n.strip() for n in re.split(r"[|,]", text) if n.strip())
+        given = {n.strip() for n in re.split(r"[|,]", text) if n.strip()}
+        names = frozenset(given | {RENAMED[n] for n in given if n in RENAMED})  # Claude Code's names too
         return lambda value: value in names
     try:
         pattern = re.compile(text)

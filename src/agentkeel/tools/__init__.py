@@ -20,8 +20,17 @@ AGENT_TOOLS = (AGENT, AGENT_ALIAS)
 SKILL = "Skill"
 MCP_LIST = "ListMcpResourcesTool"  # Claude Code's names for the MCP resource tools (mcp/ builds them)
 MCP_READ = "ReadMcpResourceTool"
-# keel's former names of tools, read in rules as the tool's name now (a settings file written for them)
-RENAMED = {"ListMcpResources": MCP_LIST, "ReadMcpResource": MCP_READ}
+# other names of a tool, read in rules and hook matchers as the tool's name: keel's former names (a
+# settings file written for them) and Claude Code 2.1.328's names and aliases for keel's tools
+RENAMED = {
+    "ListMcpResources": MCP_LIST,
+    "ReadMcpResource": MCP_READ,
+    "TaskStop": "KillShell",  # Claude Code's name; KillShell and KillBash are its aliases
+    "KillBash": "KillShell",
+    "TaskOutput": "BashOutput",  # Claude Code's earlier names of the background output reader
+    "BashOutputTool": "BashOutput",
+    AGENT_ALIAS: AGENT,
+}
 
 # Tools keel builds outside ``tools/`` (agents, skills, plan mode), as Claude Code's grammar and
 # keel's pruning know them: for code that holds only a name (a rule check without the session's

@@ -18,7 +18,7 @@ import msgspec
 
 from agentkeel.internal import globs
 from agentkeel.policy.permissions.paths import PathPattern, compile_path_pattern
-from agentkeel.tools import AGENT, AGENT_ALIAS, EDIT, READ, RENAMED, effects_of
+from agentkeel.tools import EDIT, READ, RENAMED, effects_of
 
 RuleKind = Literal["allow", "ask", "deny"]
 
@@ -145,8 +145,7 @@ def parse_rule(text: str, kind: RuleKind, source: str, scope: str = "user", root
     if m is None or (("(" in text) != text.rstrip().endswith(")")):
         raise RuleError(f"{source}: permission rule {text!r} is not Tool or Tool(specifier)")
     spec = m.group("spec")
-    tool = AGENT if m.group("tool") == AGENT_ALIAS else m.group("tool")  # one tool, two names
-    tool = RENAMED.get(tool, tool)
+    tool = RENAMED.get(m.group("tool"), m.group("tool"))  # Agent is Task, TaskStop is KillShell...
     return Rule(text.strip(), tool, spec, kind, source, scope, root)
 
 
