@@ -56,6 +56,8 @@ class ContextManager:
     # the session's loop config: its system prompt is kept up to date before each request (a
     # before_request extension of the host that changes the prompt still has the last word)
     loop_config: LoopConfig | None = None
+    # the session's transcript file: the carry-over after a compaction points the model at it
+    transcript: Path | None = None
     # the task the memory context was last found for, and that context (see ``carry``)
     _memory_carried: tuple[str, str] | None = field(default=None, init=False)
 
@@ -206,10 +208,13 @@ class ContextManager:
         return await self.compact_messages(request, trigger)
 
     def _plan(self, request: ModelRequest) -> Plan:
+        """The conversation after a compaction fits what is left of half the window once the system
+        prompt and the tools are counted: the next request is at most half the window, so the next
+        compaction is many turns away (a floor of a quarter of the room when the prompt alone is big)."""
         fixed = self.estimator.tokens(len(request.system) + self.estimator.tools_chars(request.tools))
         room = max(200, self.window.usable - fixed)
         return Plan(
-            target=int(room * 0.5),
+            target=max(int(room * 0.25), self.window.size // 2 - fixed),
             keep=int(self.window.usable * self.settings.keepRecent),
             summary_max=max(200, min(8000, int(room * 0.15))),
             summariser_input=max(1000, self.window.usable - 4000 - self.estimator.tokens(len(SUMMARY_SYSTEM))),
@@ -266,9 +271,11 @@ class ContextManager:
             summarise=self._summarise,
             extra=extra,
             instructions=instructions,
+            source=str(self.transcript) if self.transcript is not None else "",
         )
         if outcome is None:
             return None
+        self.builder.invalidate()  # the environment block (and the instruction files) are read anew
         after_req = ModelRequest(request.model, request.system, outcome.messages, request.tools, request.max_tokens)
         after = self.estimator.tokens(self.estimator.request_chars(after_req))
         event = Compaction(
