@@ -113,7 +113,7 @@ class ContextSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     compactOnOverflow: bool = True
     # summarize: a model-written summary (clear-tool-results is its fallback when the summary fails)
     strategy: Literal["hybrid", "summarize", "truncate-oldest", "clear-tool-results"] = "summarize"
-    keepRecent: Annotated[float, msgspec.Meta(gt=0.0, lt=0.9)] = 0.25  # share of the window kept verbatim
+    keepRecent: Annotated[float, msgspec.Meta(gt=0.0, lt=0.9)] = 0.1  # share of the window kept verbatim
     summaryTimeoutS: Annotated[float, msgspec.Meta(gt=0)] = 120.0
     promptBudget: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] = 0.25  # share of the window for the system prompt
 
