@@ -8,6 +8,7 @@ import asyncio
 
 from agentkeel.config.settings import ReliabilitySettings
 from agentkeel.core.events import EventBus
+from agentkeel.core.extensions import Extension
 from agentkeel.core.provider import ModelRequest
 from agentkeel.core.types import Message, ToolResultBlock, ToolUseBlock
 from agentkeel.reliability.pruning import DUPLICATE, context_pruning, pays_off
@@ -35,6 +36,17 @@ def _turn(i: int, path: str, result: str) -> list[Message]:
     ]
 
 
+def _send(ext: Extension, messages: list[Message]) -> ModelRequest:
+    hook = ext.before_request
+    assert hook is not None
+    request = ModelRequest(model="m", system="", messages=messages, tools=[], max_tokens=100)
+
+    async def go() -> ModelRequest:
+        return await hook(request)
+
+    return asyncio.run(go())
+
+
 def _results(request: ModelRequest) -> dict[str, str]:
     return {b.tool_use_id: b.text() for m in request.messages for b in m.tool_results()}
 
@@ -44,11 +56,9 @@ def test_a_duplicate_far_back_waits_for_the_compaction_and_then_stays_pruned() -
         config=ReliabilitySettings(pruneProtectTurns=1), context_window=200_000, last_input_tokens=150_000
     )
     ext = context_pruning(EventBus(), state)
-    assert ext.before_request is not None
 
     def send(messages: list[Message]) -> ModelRequest:
-        request = ModelRequest(model="m", system="", messages=messages, tools=[], max_tokens=100)
-        return asyncio.run(ext.before_request(request))  # type: ignore[misc]
+        return _send(ext, messages)
 
     early = "small early result " * 5  # ~95 characters saved by pruning it
     history = [Message.user("go"), *_turn(0, "/p/a.py", early)]
@@ -84,10 +94,9 @@ def test_early_in_a_session_pruning_still_pays() -> None:
         last_input_tokens=5_000,
     )
     ext = context_pruning(EventBus(), state)
-    assert ext.before_request is not None
     big = "A" * 6_000
     history = [Message.user("go"), *_turn(0, "/p/a.py", big), *_turn(1, "/p/b.py", "b")]
-    asyncio.run(ext.before_request(ModelRequest("m", "", history, [], 100)))
+    _send(ext, history)
     grown = [*history, *_turn(2, "/p/a.py", big), *_turn(3, "/p/c.py", "c")]
-    out = asyncio.run(ext.before_request(ModelRequest("m", "", grown, [], 100)))
+    out = _send(ext, grown)
     assert _results(out)["t0"] == DUPLICATE
