@@ -108,7 +108,7 @@ class ContextSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     window: Annotated[int, msgspec.Meta(ge=1000)] | None = None  # overrides the model's context window
     autoCompact: bool = True
-    autoCompactThreshold: Annotated[float, msgspec.Meta(gt=0.1, le=1.0)] = 0.8
+    autoCompactThreshold: Annotated[float, msgspec.Meta(gt=0.1, le=1.0)] = 0.9
     # a provider's "prompt is too long" is compacted and re-sent; off: session recovery handles it
     compactOnOverflow: bool = True
     # summarize: a model-written summary (clear-tool-results is its fallback when the summary fails)
