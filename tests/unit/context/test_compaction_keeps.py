@@ -5,6 +5,7 @@ carry-over names the transcript; our own structured instruction covers what must
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from agentkeel.context.compaction import (
     CLEARED,
@@ -51,7 +52,7 @@ def test_clear_tool_results_drops_the_stubs_of_the_compaction_before() -> None:
     assert _stubs(second.messages) == 8  # t7..t14 cleared now, t15 kept whole
     assert est.messages_tokens(second.messages) <= est.messages_tokens(first.messages) + 8 * 120
     roles = [m.role for m in second.messages]
-    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))  # roles still alternate
+    assert all(a != b for a, b in itertools.pairwise(roles))  # roles still alternate
 
 
 def test_drop_cleared_keeps_pairs_whole_and_roles_alternating() -> None:
