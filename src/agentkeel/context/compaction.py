@@ -52,6 +52,14 @@ plain text under these headings, with no preamble:
 If the session already has an earlier note, it is part of what you summarise: keep what still matters in it."""
 
 
+# the instruction after the conversation when it is summarised as it is (see ``compact``'s ``whole``)
+WHOLE_REQUEST = f"""{COMPACT_MARK}
+The conversation above is about to be compacted. Write the hand-over note for all of it now, as the
+instructions below say; answer with the note as text only and call no tool.
+
+{SUMMARY_SYSTEM}"""
+
+
 class SummaryFailed(Exception):
     pass
 
@@ -256,6 +264,7 @@ async def summarise_head(
     summarise: Summariser,
     instructions: str = "",
     earlier: str = "",
+    whole: Summariser | None = None,
 ) -> tuple[str, str, list[str]]:
     """(summary, stage, notes): stage ``summary``, else ``chunked``, else ``failed`` with no summary."""
     notes: list[str] = []
@@ -264,7 +273,15 @@ async def summarise_head(
         text = f"(the earlier note)\n{earlier}\n(the conversation since)\n{text}"
     extra = f"\n\nFocus the summary on: {instructions}" if instructions else ""
     max_chars = int(plan.summariser_input * est.chars_per_token)
-    if len(text) <= max_chars:
+    if whole is not None:
+        # the conversation as the model last saw it, and the instruction after it: the provider's
+        # prompt cache holds all but the instruction, so this request costs a fraction of one that
+        # sends the conversation again as text
+        try:
+            return await _one(whole, WHOLE_REQUEST + extra, plan.summary_max, est, plan.timeout_s), "summary", notes
+        except SummaryFailed as e:
+            notes.append(f"full summary failed: {e}")
+    elif len(text) <= max_chars:
         try:
             return await _one(summarise, text + extra, plan.summary_max, est, plan.timeout_s), "summary", notes
         except SummaryFailed as e:
@@ -319,9 +336,12 @@ async def compact(
     extra: list[str],
     instructions: str = "",
     source: str = "",
+    whole: Summariser | None = None,
 ) -> Outcome | None:
     """Compact ``messages`` to fit ``plan.target``; None when there is nothing to compact.
-    ``source``: the session's transcript file, named in the carry-over."""
+    ``source``: the session's transcript file, named in the carry-over. ``whole``: sends the
+    conversation as it is with an instruction after it, (instruction, max tokens) -> summary; the
+    first summary is asked that way when given (the caller knows the request fits)."""
     earlier = earlier_summary(messages)
     stripped = strip_carryover(messages)
     view = drop_cleared(stripped)
@@ -352,7 +372,7 @@ async def compact(
         size //= 2
     summary, stage, notes = "", "truncate", ["truncate-oldest: no model call"]
     if strategy != "truncate-oldest" and summarise is not None:
-        summary, stage, notes = await summarise_head(head, plan, est, summarise, instructions, earlier)
+        summary, stage, notes = await summarise_head(head, plan, est, summarise, instructions, earlier, whole)
     if stage == "failed":
         # no summary could be written: the older turns stay with their results cleared when that
         # fits, else they go (truncate-oldest); the earlier summary, if any, is carried as it was

@@ -19,7 +19,7 @@ import msgspec
 
 from agentkeel.config.settings import ContextSettings
 from agentkeel.context.builder import PromptBuilder
-from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, Plan, compact
+from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, WHOLE_REQUEST, Plan, Summariser, compact
 from agentkeel.context.instructions import ImportPolicy, InstructionFile, Instructions, render
 from agentkeel.context.state import WorkingState, named_path, touches_files
 from agentkeel.context.styles import find_style
@@ -263,6 +263,10 @@ class ContextManager:
         before = self.tokens(request)
         plan = self._plan(request)
         extra = [*self.carry(), *pre.context]
+        # the summary asked after the conversation as it is, when the answer has room in the window
+        # (a prompt that overflowed goes as a transcript, in chunks if need be)
+        room = self.window.size - before - self.estimator.tokens(len(WHOLE_REQUEST)) - 500
+        whole = self._whole(request, room) if trigger != "overflow" and room >= 1024 else None
         outcome = await compact(
             request.messages,
             plan,
@@ -272,6 +276,7 @@ class ContextManager:
             extra=extra,
             instructions=instructions,
             source=str(self.transcript) if self.transcript is not None else "",
+            whole=whole,
         )
         if outcome is None:
             return None
@@ -303,14 +308,38 @@ class ContextManager:
         )
         return event
 
+    @staticmethod
+    def _summary_max_tokens(max_tokens: int) -> int:
+        return max(256, min(max_tokens * 2, 16_000))
+
+    def _whole(self, request: ModelRequest, room: int) -> Summariser:
+        """The summariser that sends the conversation as the last request did (its system prompt,
+        tools and messages: a prefix the provider has cached) with the instruction after it; its
+        answer (thinking included) gets at most ``room`` tokens."""
+
+        async def whole(instruction: str, max_tokens: int) -> str:
+            budget = request.thinking_budget or 0  # the same thinking setting: a change drops the cache
+            return await self._ask(
+                msgspec.structs.replace(
+                    request,
+                    messages=[*request.messages, Message.user(instruction)],
+                    max_tokens=min(room, self._summary_max_tokens(max_tokens) + budget),
+                )
+            )
+
+        return whole
+
     async def _summarise(self, text: str, max_tokens: int) -> str:
         request = ModelRequest(
             model=self.model,
             system=SUMMARY_SYSTEM,
             messages=[Message.user(f"{COMPACT_MARK}\nSummarise this session so far:\n\n{text}")],
             tools=[],
-            max_tokens=max(256, min(max_tokens * 2, 16_000)),
+            max_tokens=self._summary_max_tokens(max_tokens),
         )
+        return await self._ask(request)
+
+    async def _ask(self, request: ModelRequest) -> str:
         final: ModelResponse | None = None
         async for chunk in self.provider.stream(request):
             if isinstance(chunk, ModelResponse):

@@ -1,8 +1,8 @@
 """Compaction keeps what matters, through the real CLI against the scripted model server (#35):
 
 - the fact that lives only in an early Bash result reaches the summary request keel sends, with our
-  structured instruction; the summary the model returned rides in every later request; the
-  carry-over names the transcript file;
+  structured instruction after the conversation (read from the prompt cache); the summary the
+  model returned rides in every later request; the carry-over names the transcript file;
 - CLAUDE.md and the open todos survive two compactions; the second summary request carries the
   first summary (the earlier note is fed forward, not lost);
 - the next request after each compaction is at most 60 % of the window;
@@ -106,10 +106,15 @@ def test_the_summary_keeps_the_early_fact_and_rides_in_every_later_request(
     asked = [i for i, r in enumerate(requests) if r.get("matched") == COMPACT]
     assert len(asked) == len(found)
 
-    # the summary request: our instruction, and the early Bash result's fact in the transcript
+    # the summary request: the conversation as the model last saw it (the early Bash result's fact
+    # and the user's message in it), our instruction after it; read from the prompt cache, not
+    # sent again as new text
     first = requests[asked[0]]
-    assert "hand-over note" in json.dumps(first["body"]["system"])
+    instruction = json.dumps(first["body"]["messages"][-1])
+    assert "hand-over note" in instruction and "Facts from tool output" in instruction
     assert FAILING in text(first) and "fix the parser; read every data file first" in text(first)
+    assert first["body"]["system"] == requests[asked[0] - 1]["body"]["system"]
+    assert first["cache_read_input_tokens"] >= 0.8 * first["input_tokens"], first["cache_read_input_tokens"]
     # the second summary request carries the first summary (the earlier note), not only what followed
     assert SUMMARY_1 in text(requests[asked[1]])
 
