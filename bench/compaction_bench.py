@@ -92,7 +92,7 @@ def run(steps: int) -> dict[str, Any]:
 
     def cost(r: dict[str, Any]) -> float:
         fresh = r["input_tokens"] - r["cache_read_input_tokens"] - r["cache_creation_input_tokens"]
-        return fresh + 0.1 * r["cache_read_input_tokens"] + 1.25 * r["cache_creation_input_tokens"]
+        return float(fresh + 0.1 * r["cache_read_input_tokens"] + 1.25 * r["cache_creation_input_tokens"])
 
     summary_reads = [requests[i]["cache_read_input_tokens"] / max(1, requests[i]["input_tokens"]) for i in asked]
     units = sum(cost(r) for r in requests)
