@@ -14,6 +14,12 @@ process over its turns). Medians over the runs, with min-max, and the 1-minute l
 before and after each length (``load_average``). The steady turn's CPU, startup taken out:
 (cpu_1000 x 1001 - cpu_200 x 201) / 800.
 
+Compaction (from the session log's compaction events and ``--output-format json``'s context):
+``compactions``, ``compactions_per_100_turns``, ``turns_per_compaction`` and
+``post_compaction_share`` (the median size of the context right after a compaction, keel's
+estimate of the next request, as a share of the window; the target is <= 0.6). The in-process
+scripted model has the catalog's fallback window (32,768 tokens) and each turn reads 9 kB.
+
     python bench/long_session_bench.py [--turns 50 200 1000] [--runs 3] [--json bench/results/long_session.json]
 """
 
@@ -78,11 +84,18 @@ def run_once(turns: int) -> dict[str, float]:
             if '"request_start"' in x
         ]
         gaps = [b - a for a, b in itertools.pairwise(stamps)]
+        events = [json.loads(x) for x in log.read_text().splitlines() if '"compaction"' in x]
+        after = [e["tokens_after"] for e in events if e.get("type") == "compaction"]
+        window = result.get("context", {}).get("window") or 32_768
         return {
             "duration_s": result["duration_ms"] / 1000,
             "ms_per_turn": result["duration_ms"] / (turns + 1),
             "median_turn_ms": statistics.median(gaps) * 1000,
             "cpu_ms_per_turn": (usage.ru_utime + usage.ru_stime) * 1000 / (turns + 1),
+            "compactions": len(after),
+            "compactions_per_100_turns": len(after) * 100 / (turns + 1),
+            "turns_per_compaction": (turns + 1) / len(after) if after else float(turns + 1),
+            "post_compaction_share": statistics.median(after) / window if after else 0.0,
         }
 
 

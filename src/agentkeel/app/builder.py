@@ -370,9 +370,10 @@ def context_manager(
         append=opts.append_system_prompt,
         imports=ImportPolicy(trusted=place.trust.status == "trusted", refuse=import_refusal(engine)),
     )
-    # ContextManager.create takes neither yet (context/manager.py): the two are set once, here
+    # ContextManager.create takes none of these yet (context/manager.py): they are set once, here
     mgr.emit = bus.emit
     mgr.memory_context = memory.prompt_context if memory is not None else None
+    mgr.transcript = log_.path  # named in the carry-over of a compaction
     if log_.resumed:
         mgr.replay(log_.resumed.events)
     place.loaded.warnings.extend(mgr.warnings())

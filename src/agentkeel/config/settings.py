@@ -108,11 +108,12 @@ class ContextSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     window: Annotated[int, msgspec.Meta(ge=1000)] | None = None  # overrides the model's context window
     autoCompact: bool = True
-    autoCompactThreshold: Annotated[float, msgspec.Meta(gt=0.1, le=1.0)] = 0.8
+    autoCompactThreshold: Annotated[float, msgspec.Meta(gt=0.1, le=1.0)] = 0.9
     # a provider's "prompt is too long" is compacted and re-sent; off: session recovery handles it
     compactOnOverflow: bool = True
-    strategy: Literal["hybrid", "summarize", "truncate-oldest", "clear-tool-results"] = "hybrid"
-    keepRecent: Annotated[float, msgspec.Meta(gt=0.0, lt=0.9)] = 0.25  # share of the window kept verbatim
+    # summarize: a model-written summary (clear-tool-results is its fallback when the summary fails)
+    strategy: Literal["hybrid", "summarize", "truncate-oldest", "clear-tool-results"] = "summarize"
+    keepRecent: Annotated[float, msgspec.Meta(gt=0.0, lt=0.9)] = 0.1  # share of the window kept verbatim
     summaryTimeoutS: Annotated[float, msgspec.Meta(gt=0)] = 120.0
     promptBudget: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] = 0.25  # share of the window for the system prompt
 

@@ -19,7 +19,7 @@ import msgspec
 
 from agentkeel.config.settings import ContextSettings
 from agentkeel.context.builder import PromptBuilder
-from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, Plan, compact
+from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, WHOLE_REQUEST, Plan, Summariser, compact
 from agentkeel.context.instructions import ImportPolicy, InstructionFile, Instructions, render
 from agentkeel.context.state import WorkingState, named_path, touches_files
 from agentkeel.context.styles import find_style
@@ -56,6 +56,8 @@ class ContextManager:
     # the session's loop config: its system prompt is kept up to date before each request (a
     # before_request extension of the host that changes the prompt still has the last word)
     loop_config: LoopConfig | None = None
+    # the session's transcript file: the carry-over after a compaction points the model at it
+    transcript: Path | None = None
     # the task the memory context was last found for, and that context (see ``carry``)
     _memory_carried: tuple[str, str] | None = field(default=None, init=False)
 
@@ -206,10 +208,13 @@ class ContextManager:
         return await self.compact_messages(request, trigger)
 
     def _plan(self, request: ModelRequest) -> Plan:
+        """The conversation after a compaction fits what is left of half the window once the system
+        prompt and the tools are counted: the next request is at most half the window, so the next
+        compaction is many turns away (a floor of a quarter of the room when the prompt alone is big)."""
         fixed = self.estimator.tokens(len(request.system) + self.estimator.tools_chars(request.tools))
         room = max(200, self.window.usable - fixed)
         return Plan(
-            target=int(room * 0.5),
+            target=max(int(room * 0.25), self.window.size // 2 - fixed),
             keep=int(self.window.usable * self.settings.keepRecent),
             summary_max=max(200, min(8000, int(room * 0.15))),
             summariser_input=max(1000, self.window.usable - 4000 - self.estimator.tokens(len(SUMMARY_SYSTEM))),
@@ -258,6 +263,10 @@ class ContextManager:
         before = self.tokens(request)
         plan = self._plan(request)
         extra = [*self.carry(), *pre.context]
+        # the summary asked after the conversation as it is, when the answer has room in the window
+        # (a prompt that overflowed goes as a transcript, in chunks if need be)
+        room = self.window.size - before - self.estimator.tokens(len(WHOLE_REQUEST)) - 500
+        whole = self._whole(request, room) if trigger != "overflow" and room >= 1024 else None
         outcome = await compact(
             request.messages,
             plan,
@@ -266,9 +275,12 @@ class ContextManager:
             summarise=self._summarise,
             extra=extra,
             instructions=instructions,
+            source=str(self.transcript) if self.transcript is not None else "",
+            whole=whole,
         )
         if outcome is None:
             return None
+        self.builder.invalidate()  # the environment block (and the instruction files) are read anew
         after_req = ModelRequest(request.model, request.system, outcome.messages, request.tools, request.max_tokens)
         after = self.estimator.tokens(self.estimator.request_chars(after_req))
         event = Compaction(
@@ -296,14 +308,38 @@ class ContextManager:
         )
         return event
 
+    @staticmethod
+    def _summary_max_tokens(max_tokens: int) -> int:
+        return max(256, min(max_tokens * 2, 16_000))
+
+    def _whole(self, request: ModelRequest, room: int) -> Summariser:
+        """The summariser that sends the conversation as the last request did (its system prompt,
+        tools and messages: a prefix the provider has cached) with the instruction after it; its
+        answer (thinking included) gets at most ``room`` tokens."""
+
+        async def whole(instruction: str, max_tokens: int) -> str:
+            budget = request.thinking_budget or 0  # the same thinking setting: a change drops the cache
+            return await self._ask(
+                msgspec.structs.replace(
+                    request,
+                    messages=[*request.messages, Message.user(instruction)],
+                    max_tokens=min(room, self._summary_max_tokens(max_tokens) + budget),
+                )
+            )
+
+        return whole
+
     async def _summarise(self, text: str, max_tokens: int) -> str:
         request = ModelRequest(
             model=self.model,
             system=SUMMARY_SYSTEM,
             messages=[Message.user(f"{COMPACT_MARK}\nSummarise this session so far:\n\n{text}")],
             tools=[],
-            max_tokens=max(256, min(max_tokens * 2, 16_000)),
+            max_tokens=self._summary_max_tokens(max_tokens),
         )
+        return await self._ask(request)
+
+    async def _ask(self, request: ModelRequest) -> str:
         final: ModelResponse | None = None
         async for chunk in self.provider.stream(request):
             if isinstance(chunk, ModelResponse):

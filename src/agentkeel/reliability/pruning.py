@@ -3,6 +3,15 @@
 A ``before_request`` transform of the request; the log is never edited, so a pruned result is
 still in the transcript and a resumed session prunes it the same way (the same bytes: the prompt
 cache keeps its prefix until something new is pruned).
+
+Pruning never costs more than it saves (:func:`pays_off`): pruning a block that sits in the part of
+the conversation the provider has cached makes it write everything from there on again (1.25x the
+input price, against 0.1x for a cache read), for a saving of 0.1x the pruned size on each later
+request until the next compaction. So something new is pruned only when that saving exceeds the
+rewrite it causes. In practice that is at a compaction (the whole conversation is written anew:
+pruning is free) or early in a session (little to rewrite, many requests to come); a duplicate far
+back in a long cached conversation stays until the next compaction. What was pruned once stays
+pruned (the same bytes on every later request).
 """
 
 from __future__ import annotations
@@ -24,6 +33,11 @@ from agentkeel.tools import effects_of
 from agentkeel.tools.views import whole_text_field
 
 EffectsOf = Callable[[str], Effects]  # a tool's declared effects, by name
+# prompt caching prices, as a share of the input price (Anthropic's; OpenAI's cache writes cost
+# nothing extra, which makes pruning only cheaper than this rule assumes)
+CACHE_READ = 0.1
+CACHE_WRITE = 1.25
+MAX_HORIZON = 1000  # the most requests a saving is counted for
 DUPLICATE = "[pruned: the same call ran again later; see its later result]"
 SUPERSEDED_READ = "[pruned: {path} was changed after this read; read it again if needed]"
 SUPERSEDED_WRITE = "[pruned: {n} characters written; {path} was written or read again later]"
@@ -57,6 +71,32 @@ class PruneStats(msgspec.Struct):
 class _Edits(msgspec.Struct):
     results: dict[str, str] = msgspec.field(default_factory=dict)  # tool_use_id -> new content
     inputs: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)  # tool_use_id -> new input
+
+
+def pays_off(rewritten: int, saved: int, requests_left: int) -> bool:
+    """Is pruning ``saved`` tokens worth rewriting ``rewritten`` cached tokens (the cached part from
+    the first pruned block on; ``saved`` of them go), over the ``requests_left`` requests before the
+    next compaction? Without pruning each of them reads the ``rewritten`` tokens from the cache;
+    with it the first writes what is left and the others read it:
+    ``WRITE (R - S) + (k - 1) READ (R - S) < k READ R``, i.e.
+    ``(WRITE - READ) R < S (WRITE + (k - 1) READ)``. Nothing cached to rewrite: always (free)."""
+    if rewritten <= 0:
+        return True  # nothing cached from the pruned block on: it is written anew anyway
+    if saved <= 0:
+        return False
+    k = max(1, min(requests_left, MAX_HORIZON))
+    return (CACHE_WRITE - CACHE_READ) * rewritten < saved * (CACHE_WRITE + (k - 1) * CACHE_READ)
+
+
+def cached_prefix(before: list[Message], now: list[Message]) -> int:
+    """How many leading messages ``now`` shares with ``before`` (the last request's): the part the
+    provider has cached. A compaction starts the view over: 0."""
+    n = 0
+    for a, b in zip(before, now, strict=False):
+        if a is not b and a != b:
+            break
+        n += 1
+    return n
 
 
 def protected_from(messages: list[Message], turns: int) -> int:
@@ -94,6 +134,13 @@ def prune(
     output; nothing in the last ``protect_turns`` turns, of a tool whose effects say its result is
     protected (todos, skills, subagents) or of a listed tool is touched. ``effects``: a tool's
     declared effects by name (the session's tools; the built-ins' by default)."""
+    edits, stats = _plan(messages, protect_turns, protect_tools, effects)
+    return _apply(messages, edits), stats
+
+
+def _plan(
+    messages: list[Message], protect_turns: int, protect_tools: Iterable[str] = (), effects: EffectsOf = effects_of
+) -> tuple[_Edits, PruneStats]:
     stats = PruneStats()
     limit = protected_from(messages, protect_turns)
     listed = set(protect_tools)
@@ -134,7 +181,7 @@ def prune(
             if isinstance(content, str) and len(content) > 200:
                 edits.inputs[use.id] = {**use.input, field: SUPERSEDED_WRITE.format(n=len(content), path=path)}
                 stats.superseded += 1
-    return _apply(messages, edits), stats
+    return edits, stats
 
 
 def shrink(messages: list[Message], keep_turns: int = 1) -> tuple[list[Message], PruneStats]:
@@ -202,9 +249,13 @@ def context_pruning(bus: EventBus, state: ReliabilityState, services: Services |
     TodoWrite, Task, Skill) are never touched.
     Pruning rewrites old messages, so the provider's prompt cache loses its prefix each time
     something new is pruned: it starts only once the reported context is
-    ``reliability.pruneAtPercent`` (50) full. After a "prompt is too long", session recovery
-    turns on ``shrink`` and older results are cut too."""
+    ``reliability.pruneAtPercent`` (50) full, and something new is pruned only when the saving
+    exceeds the cache rewrite it causes (:func:`pays_off`; in practice at a compaction). After a
+    "prompt is too long", session recovery turns on ``shrink`` and older results are cut too."""
     reported = [0]
+    applied: set[str] = set()  # tool_use ids pruned once: pruned the same way from then on
+    last: list[list[Message]] = [[]]  # the last request's messages, before pruning
+    used: list[int] = []  # the reported context at the last requests (its growth per request)
 
     def effects(name: str) -> Effects:
         """The session's tool's effects (MCP, plugin, agent tools declare theirs), else a built-in's."""
@@ -212,11 +263,54 @@ def context_pruning(bus: EventBus, state: ReliabilityState, services: Services |
         tool = registry.get(name) if registry is not None else None
         return tool.effects if tool is not None else effects_of(name)
 
+    def requests_left() -> int:
+        """Requests before the context reaches the compaction threshold, at its recent growth."""
+        window = state.context_window
+        if window <= 0:
+            return 10
+        growth = (used[-1] - used[0]) / (len(used) - 1) if len(used) > 1 else 0.0
+        growth = max(growth, window * 0.01)  # unknown or flat: a cautious 1 % of the window a request
+        return int(max(0, window * 0.8 - state.last_input_tokens) / growth) + 1
+
+    def accepted(messages: list[Message], edits: _Edits) -> _Edits:
+        """The edits made before, and the new ones when they pay for the cache rewrite they cause."""
+        new = {k for k in [*edits.results, *edits.inputs] if k not in applied}
+        if new:
+            cached = cached_prefix(last[0], messages)
+            first, saved = len(messages), 0
+            for i, msg in enumerate(messages):
+                for b in msg.content:
+                    key = (
+                        b.tool_use_id if isinstance(b, ToolResultBlock) else b.id if isinstance(b, ToolUseBlock) else ""
+                    )
+                    if key not in new:
+                        continue
+                    first = min(first, i)
+                    if isinstance(b, ToolResultBlock) and key in edits.results:
+                        saved += max(0, len(b.text()) - len(edits.results[key]))
+                    elif isinstance(b, ToolUseBlock) and key in edits.inputs:
+                        saved += max(0, len(json.dumps(b.input, default=str)) - len(json.dumps(edits.inputs[key])))
+            rewritten = sum(len(msgspec.json.encode(m)) for m in messages[first:cached])
+            if state.shrink or pays_off(rewritten, saved, requests_left()):
+                applied.update(new)
+        return _Edits(
+            results={k: v for k, v in edits.results.items() if k in applied},
+            inputs={k: v for k, v in edits.inputs.items() if k in applied},
+        )
+
     async def before_request(request: ModelRequest) -> ModelRequest:
         cfg = state.config
-        if not state.shrink and state.used_fraction() * 100 < cfg.pruneAtPercent:
-            return request  # the context has room: keep the prompt cache's prefix intact
-        messages, stats = prune(request.messages, cfg.pruneProtectTurns, cfg.pruneProtectTools, effects)
+        used.append(state.last_input_tokens)
+        del used[:-10]
+        try:
+            if not state.shrink and state.used_fraction() * 100 < cfg.pruneAtPercent and not applied:
+                return request  # the context has room: keep the prompt cache's prefix intact
+            edits, stats = _plan(request.messages, cfg.pruneProtectTurns, cfg.pruneProtectTools, effects)
+            kept = accepted(request.messages, edits)
+            messages = _apply(request.messages, kept)
+            stats = _count(request.messages, kept, stats)
+        finally:
+            last[0] = request.messages
         if state.shrink:
             messages, more = shrink(messages, keep_turns=1)
             stats.shrunk = more.shrunk
@@ -228,3 +322,20 @@ def context_pruning(bus: EventBus, state: ReliabilityState, services: Services |
         return dc_replace(request, messages=messages)
 
     return Extension("dynamic-context-pruning", before_request=before_request)
+
+
+def _count(messages: list[Message], edits: _Edits, planned: PruneStats) -> PruneStats:
+    """The stats of the edits kept (all of them: the planned figures; else by kind of marker)."""
+    total = len(edits.results) + len(edits.inputs)
+    if total == planned.total():
+        return planned
+    stats = PruneStats()
+    for text in edits.results.values():
+        if text == DUPLICATE:
+            stats.duplicates += 1
+        elif text.endswith(OLD_ERROR):
+            stats.errors += 1
+        else:
+            stats.superseded += 1
+    stats.superseded += len(edits.inputs)
+    return stats

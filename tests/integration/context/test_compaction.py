@@ -51,9 +51,9 @@ def events(rt: Runtime) -> list[Compaction]:
         ([{"error": {"status": 400, "message": "summariser broke"}}, "SUMMARY-CHUNK: part"], "chunked"),
         ([{"text": "late", "delay_s": 30}, "SUMMARY-CHUNK: after a timeout"], "chunked"),
         (["X" * 60_000, "SUMMARY-CHUNK: shorter"], "chunked"),
-        ([{"error": {"status": 400, "message": "always broken"}}], "truncate"),
-        ([{"text": "late", "delay_s": 30}], "truncate"),
-        (["Y" * 60_000], "truncate"),
+        ([{"error": {"status": 400, "message": "always broken"}}], "clear-tool-results"),
+        ([{"text": "late", "delay_s": 30}], "clear-tool-results"),
+        (["Y" * 60_000], "clear-tool-results"),
     ],
     ids=["summary", "fails->chunked", "times-out->chunked", "too-much->chunked", "fails", "times-out", "too-much"],
 )
@@ -93,7 +93,7 @@ async def test_each_fallback_stage(
     elif stage == "chunked":
         assert "SUMMARY-CHUNK" in first_text and "X" * 1000 not in first_text
     else:
-        assert "removed without a summary" in first_text and "Y" * 1000 not in first_text
+        assert "no summary was written" in first_text and "Y" * 1000 not in first_text
     # the recent turn survives verbatim, its tool_use and tool_result together
     body = json.dumps(last["body"])
     assert "Reading 5." in body and "line 5.0" in body

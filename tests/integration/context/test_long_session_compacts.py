@@ -150,7 +150,9 @@ def test_long_session_compacts_never_overflows_retains_and_resumes(
     resume = fake_llm({"steps": ["resumed fine"], "context_window": 40_000})
     again = keel("-c", "-p", "go on", "--output-format", "json", env=wire_env(resume, wire), timeout=120)
     assert again.code == 0, again.stderr
-    [first] = resume.cursor.requests
+    # the resumed context may sit near the threshold before the estimator is calibrated: a summary
+    # request may come first
+    [first] = [r for r in resume.cursor.requests if "matched" not in r]
     body = json.dumps(first["body"])
     messages = [m for m in first["body"]["messages"] if m["role"] != "system"]
     assert compactions(tmp_path)  # -c appended nothing wrong to the log

@@ -376,14 +376,16 @@ class ScriptCursor:
 
 
 def _summary_request_text(request: dict[str, Any] | None) -> str:
-    """The text of an in-process request (a ModelRequest, duck-typed) when it has the one message
-    a summariser request has; '' otherwise (cheap: a conversation is never inspected)."""
+    """The text of the last message of an in-process request (a ModelRequest, duck-typed): where a
+    summariser request has its mark, whether it is the one message of a transcript or the
+    instruction after the conversation (cheap: the rest of a conversation is never inspected)."""
     model_request = (request or {}).get("request")
     messages = getattr(model_request, "messages", None)
-    if not isinstance(messages, list) or len(messages) != 1:
+    if not isinstance(messages, list) or not messages:
         return ""
-    text = getattr(messages[0], "text", None)
-    return str(text()) if callable(text) else ""
+    text = getattr(messages[-1], "text", None)
+    found = str(text()) if callable(text) else ""
+    return found if len(messages) == 1 or SUMMARY_REQUEST_MARK in found else ""
 
 
 def estimate_tokens(text: str) -> int:
