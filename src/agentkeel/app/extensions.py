@@ -299,6 +299,21 @@ def _reliability_state(parts: SessionParts) -> ReliabilityState:
     return session_state(parts.services, parts.reliability, parts.context_window, parts.fallback_model)
 
 
+def _telemetry(parts: SessionParts) -> Extension | None:
+    from agentkeel.telemetry import telemetry_extension
+
+    engine = parts.engine
+    return telemetry_extension(
+        parts.bus,
+        parts.env,
+        session_id=parts.session_id,
+        model=parts.model,
+        provider=parts.provider.name,
+        mode=lambda: str(engine.mode),
+        notices=parts.notices,
+    )
+
+
 def _non_interactive_env(parts: SessionParts) -> Extension | None:
     return non_interactive_env(parts.bus, _reliability_state(parts), parts.tool_env)
 
@@ -365,6 +380,12 @@ BUILTINS: tuple[Builtin, ...] = (
         "every tool_use answered once in the request",
         Reliability(pairing_validator),
         profiles=EVERY,
+    ),
+    Builtin(
+        "telemetry",
+        "OpenTelemetry metrics and events as Claude Code's (CLAUDE_CODE_ENABLE_TELEMETRY)",
+        _telemetry,
+        profiles=frozenset({MAIN, BATCH_TASK}),
     ),
     Builtin(
         "agents",
