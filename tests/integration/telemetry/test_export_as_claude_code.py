@@ -127,3 +127,130 @@ def test_a_p_run_exports_claude_codes_metrics_and_events(keel, fake_llm, project
     assert [p["attributes"]["prompt"] for p in prompts] == ["<REDACTED>"]
     assert prompts[0]["attributes"]["prompt_length"] == str(len(PROMPT))
 
+
+
+def test_the_switches_as_claude_code_reads_them(keel, fake_llm, project, receiver) -> None:
+    """http/protobuf; prompts (and answers) exported when asked, secrets masked all the same; no
+    session id; the version; resource attributes on the resource and on every point; a rejected
+    Write counted as Claude Code counts it."""
+    secret_prompt = f"{PROMPT} with {SECRET}"
+    (project / "notes.txt").write_text("alpha\nbeta\n")
+    server = fake_llm(steps(project))
+    env = {
+        **wire_env(server, "anthropic"),
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_LOGS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_LOG_USER_PROMPTS": "1",
+        "OTEL_METRICS_INCLUDE_SESSION_ID": "false",
+        "OTEL_METRICS_INCLUDE_VERSION": "true",
+        "OTEL_RESOURCE_ATTRIBUTES": "team=platform,dept=eng",
+    }
+    result = keel("-p", secret_prompt, "--allowedTools", "Bash,Read,Edit", env=env, timeout=120)
+    assert result.code == 0, result.stderr
+    oracle = RECORDING["sessions"]["switches"]
+    got = shape(receiver, STABLE)
+    assert receiver.content_types() == {"application/x-protobuf"}
+    for name, want in oracle["metrics"].items():
+        assert got["metrics"][name]["attributes"] == want["attributes"], name
+    for name in EVENTS:
+        assert got["events"][name]["attributes"] == oracle["events"][name]["attributes"], name
+    assert got["metrics"]["claude_code.code_edit_tool.decision"]["values"]["decision"] == ["accept", "reject"]
+    assert all(r["team"] == "platform" and r["dept"] == "eng" for r in receiver.resources())
+    prompts = [r["attributes"] for r in receiver.records() if r["attributes"]["event.name"] == "user_prompt"]
+    assert len(prompts) == 1
+    assert prompts[0]["prompt"] == prompts[0]["prompt_text"]
+    assert prompts[0]["prompt"].startswith(PROMPT + " with ")  # the prompt, as asked...
+    assert SECRET not in receiver.everything()  # ...with its secret masked
+    answers = [r["attributes"] for r in receiver.records() if r["attributes"]["event.name"] == "assistant_response"]
+    assert [a["response"] for a in answers] == ["All done."]
+    assert not (project / "new.txt").exists()  # the Write was refused
+
+
+@pytest.mark.parametrize("protocol", ["http/json", "http/protobuf", "grpc"])
+def test_each_protocol_reaches_the_collector(keel, fake_llm, project, protocol) -> None:
+    if protocol == "grpc":
+        pytest.importorskip("grpc")
+        pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    with Receiver("grpc" if protocol == "grpc" else "http") as receiver:
+        run(keel, fake_llm, project, receiver, protocol=protocol)
+        names = {p["name"] for p in receiver.points()}
+        events = {r["attributes"]["event.name"] for r in receiver.records()}
+    assert set(RECORDING["sessions"]["default"]["metrics"]) <= names
+    assert set(EVENTS) <= events
+    want = {"http/json": {"application/json"}, "http/protobuf": {"application/x-protobuf"}, "grpc": {"grpc"}}
+    assert receiver.content_types() == want[protocol]
+    assert all(h.get("x-team") == "keel-test" for h in receiver.headers)
+
+
+def test_per_signal_switches(keel, fake_llm, project) -> None:
+    """Metrics over http/json to one collector, events over http/protobuf to another (the
+    per-signal endpoint is a full URL, as the OTel spec says); OTEL_LOGS_EXPORTER=none sends none."""
+    with Receiver() as metrics, Receiver() as logs:
+        run(
+            keel,
+            fake_llm,
+            project,
+            metrics,
+            OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",  # overridden per signal below
+            OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=metrics.endpoint + "/v1/metrics",
+            OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=logs.endpoint + "/v1/logs",
+            OTEL_EXPORTER_OTLP_LOGS_PROTOCOL="http/protobuf",
+        )
+        assert metrics.content_types() == {"application/json"} and metrics.bodies("metrics")
+        assert not metrics.bodies("logs")
+        assert logs.content_types() == {"application/x-protobuf"} and logs.bodies("logs")
+    with Receiver() as receiver:
+        (project / "new.txt").unlink()
+        run(keel, fake_llm, project, receiver, OTEL_LOGS_EXPORTER="none")
+        assert receiver.bodies("metrics") and not receiver.bodies("logs")
+
+
+def test_an_api_error_is_exported(keel, fake_llm, project, receiver) -> None:
+    server = fake_llm([{"error": {"status": 400, "message": "scripted failure"}}])
+    env = {
+        **wire_env(server, "anthropic"),
+        "KEEL_MAX_RETRIES": "0",
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_LOGS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+    }
+    result = keel("-p", PROMPT, env=env, timeout=120)
+    assert result.code != 0
+    want = RECORDING["sessions"]["api_error"]["events"]["api_error"]
+    errors = [r["attributes"] for r in receiver.records() if r["attributes"]["event.name"] == "api_error"]
+    assert errors, sorted({r["attributes"]["event.name"] for r in receiver.records()})
+    got = shape(receiver, STABLE)["events"]["api_error"]
+    assert got["attributes"] == want["attributes"]
+    assert errors[-1]["status_code"] == 400
+    assert "claude_code.session.count" in {p["name"] for p in receiver.points()}
+
+
+def test_a_secret_in_a_failed_tools_output_is_masked(keel, fake_llm, project, receiver) -> None:
+    """A failed call's error goes out with its tool_result (as Claude Code's does): through
+    keel's redaction first."""
+    server = fake_llm(
+        [
+            {"tool_calls": [{"name": "Bash", "input": {"command": f"echo token={SECRET} >&2; exit 3"}}]},
+            "It failed.",
+        ]
+    )
+    env = {
+        **wire_env(server, "anthropic"),
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "OTEL_LOGS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_LOG_USER_PROMPTS": "1",
+    }
+    result = keel("-p", PROMPT, "--allowedTools", "Bash", env=env, timeout=120)
+    assert result.code == 0, result.stderr
+    failed = [r["attributes"] for r in receiver.records() if r["attributes"]["event.name"] == "tool_result"]
+    assert [f["success"] for f in failed] == ["false"]
+    assert "token=" in failed[0]["error"]
+    assert SECRET not in receiver.everything()
+    assert SECRET[:20] not in receiver.everything()
