@@ -98,5 +98,3 @@ def telemetry_extension(
         subscribers=[recorder],
         close=close,
     )
-
-

@@ -155,7 +155,7 @@ def read_config(env: Mapping[str, str]) -> TelemetryConfig | None:
     resource = _pairs(env.get("OTEL_RESOURCE_ATTRIBUTES", ""), "OTEL_RESOURCE_ATTRIBUTES", warnings)
     service = env.get("OTEL_SERVICE_NAME", "").strip()
     if service:
-        resource = tuple((k, v) for k, v in resource if k != "service.name") + (("service.name", service),)
+        resource = (*((k, v) for k, v in resource if k != "service.name"), ("service.name", service))
     return TelemetryConfig(
         metrics=_signal(env, "metrics", warnings),
         logs=_signal(env, "logs", warnings),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -80,7 +81,7 @@ def _log_exporter(name: str, signal: Signal) -> LogRecordExporter:
 class OtelSink:
     """Counters and log events on the OpenTelemetry SDK; ``close`` flushes both and shuts down."""
 
-    def __init__(self, config: TelemetryConfig, resource: Attributes, version: str) -> None:
+    def __init__(self, config: TelemetryConfig, resource: Mapping[str, str], version: str) -> None:
         self.resource = Resource.create(dict(resource))
         readers: list[MetricReader] = [
             PeriodicExportingMetricReader(

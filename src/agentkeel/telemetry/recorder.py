@@ -12,6 +12,7 @@ import getpass
 import hashlib
 import platform
 import re
+import shlex
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -78,8 +79,8 @@ METRICS: dict[str, Metric] = {
 }
 
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
-_COMMIT = re.compile(r"(^|[;&|({]\s*|\s)git\s+(-[^\s]+\s+)*commit(\s|$)")
-_PULL_REQUEST = re.compile(r"(^|[;&|({]\s*|\s)gh\s+pr\s+create(\s|$)")
+_SEGMENTS = re.compile(r"&&|\|\||[;|&\n()]")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 MAX_ERROR = 500  # characters of an error message exported
 
 # the language of an edited file, as Claude Code names it (by extension)
@@ -134,6 +135,34 @@ def terminal_type(env: dict[str, str]) -> str:
         if env.get(name):
             return env[name]
     return env.get("TERM", "") or "non-interactive"
+
+
+def commands(command: str) -> list[list[str]]:
+    """The simple commands of a shell line, as words, without leading ``VAR=value`` assignments."""
+    out: list[list[str]] = []
+    for segment in _SEGMENTS.split(command):
+        try:
+            words = shlex.split(segment)
+        except ValueError:
+            words = segment.split()
+        while words and _ASSIGNMENT.match(words[0]):
+            words = words[1:]
+        if words:
+            out.append(words)
+    return out
+
+
+def git_subcommand(words: list[str]) -> str:
+    """``git [-C dir] [-c k=v] [--opt] SUB ...``: SUB, or "" when the words are no git command."""
+    if not words or Path(words[0]).name != "git":
+        return ""
+    rest = iter(words[1:])
+    for word in rest:
+        if word in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):
+            next(rest, None)
+        elif not word.startswith("-"):
+            return word
+    return ""
 
 
 def changed_lines(old: str, new: str) -> tuple[int, int]:
@@ -373,11 +402,11 @@ class Recorder:
         if event.name in EDIT_TOOLS:
             self._lines(event, original)
         if event.name == "Bash":
-            command = str(event.input.get("command", ""))
-            if _COMMIT.search(command):
-                self._add("claude_code.commit.count", 1)
-            if _PULL_REQUEST.search(command):
-                self._add("claude_code.pull_request.count", 1)
+            for words in commands(str(event.input.get("command", ""))):
+                if git_subcommand(words) == "commit":
+                    self._add("claude_code.commit.count", 1)
+                elif words[:3] == ["gh", "pr", "create"]:
+                    self._add("claude_code.pull_request.count", 1)
 
     def _lines(self, event: ToolFinished, original: str | None) -> None:
         data = event.input
@@ -435,5 +464,3 @@ _HANDLERS: dict[type[Event], Callable[[Recorder, Any], None]] = {
     ToolResults: Recorder._results,
     RunFinished: Recorder._run_finished,
 }
-
-

@@ -15,6 +15,7 @@ from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+KINDS = ("sum", "gauge", "histogram", "exponentialHistogram", "summary")
 SIGNALS = {"/v1/metrics": "metrics", "/v1/logs": "logs", "/v1/traces": "traces"}
 
 
@@ -95,10 +96,8 @@ class Receiver:
                     self.send_response(404)
                     self.end_headers()
                     return
-                if ctype == "application/json":
-                    body = json.loads(raw or b"{}")
-                else:
-                    body = _decode_protobuf(signal, raw)
+                json_body = ctype == "application/json"
+                body = json.loads(raw or b"{}") if json_body else _decode_protobuf(signal, raw)
                 receiver._keep(signal, ctype, body, {k.lower(): v for k, v in self.headers.items()})
                 answer = b"{}" if ctype == "application/json" else b""
                 self.send_response(200)
@@ -125,17 +124,17 @@ class Receiver:
             receiver._keep(signal, "grpc", dict(MessageToDict(request, use_integers_for_enums=True)), headers)
 
         class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[misc]
-            def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+            def Export(self, request: Any, context: Any) -> Any:
                 keep("metrics", request, context)
                 return metrics_service_pb2.ExportMetricsServiceResponse()
 
         class Logs(logs_service_pb2_grpc.LogsServiceServicer):  # type: ignore[misc]
-            def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+            def Export(self, request: Any, context: Any) -> Any:
                 keep("logs", request, context)
                 return logs_service_pb2.ExportLogsServiceResponse()
 
         class Traces(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
-            def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+            def Export(self, request: Any, context: Any) -> Any:
                 keep("traces", request, context)
                 return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -172,7 +171,9 @@ class Receiver:
                 for sm in rm.get("scopeMetrics", []):
                     scope = sm.get("scope", {})
                     for m in sm.get("metrics", []):
-                        kind = next(k for k in ("sum", "gauge", "histogram", "exponentialHistogram", "summary") if k in m)
+                        kind = next(
+                            k for k in ("sum", "gauge", "histogram", "exponentialHistogram", "summary") if k in m
+                        )
                         data = m[kind]
                         for p in data.get("dataPoints", []):
                             value = p.get("asDouble", p.get("asInt"))

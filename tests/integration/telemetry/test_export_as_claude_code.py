@@ -128,7 +128,6 @@ def test_a_p_run_exports_claude_codes_metrics_and_events(keel, fake_llm, project
     assert prompts[0]["attributes"]["prompt_length"] == str(len(PROMPT))
 
 
-
 def test_the_switches_as_claude_code_reads_them(keel, fake_llm, project, receiver) -> None:
     """http/protobuf; prompts (and answers) exported when asked, secrets masked all the same; no
     session id; the version; resource attributes on the resource and on every point; a rejected
