@@ -24,7 +24,6 @@ MISSING = (
     "telemetry: CLAUDE_CODE_ENABLE_TELEMETRY is set but the OpenTelemetry packages are not installed; "
     "nothing is exported (install them: pip install 'agentkeel[otel]')"
 )
-FLUSH_TIMEOUT_S = 10.0  # the most a session's end waits for the collector
 
 
 def telemetry_extension(
@@ -86,9 +85,16 @@ def telemetry_extension(
         return None  # no opinion: telemetry never decides a call
 
     async def close() -> None:
-        flushed = await asyncio.to_thread(sink.shutdown_within, FLUSH_TIMEOUT_S)
+        flushed = await asyncio.to_thread(sink.shutdown_within, config.flush_s)
         if not flushed:
-            bus.emit(Notice(level="warning", message="telemetry: the collector did not take everything in time"))
+            where = ", ".join(sorted({s.endpoint for s in (config.metrics, config.logs) if "otlp" in s.exporters}))
+            bus.emit(
+                Notice(
+                    level="warning",
+                    message=f"telemetry: the collector ({where}) did not take the last export within "
+                    f"{config.flush_s:g} s; it is not sent (OTEL_EXPORTER_OTLP_TIMEOUT sets the wait, in ms)",
+                )
+            )
 
     return Extension(
         "telemetry",

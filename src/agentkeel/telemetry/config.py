@@ -18,6 +18,9 @@ SIGNALS = ("metrics", "logs")
 DEFAULT_METRIC_INTERVAL_MS = 60_000  # Claude Code's (and the OTel SDK's) default
 DEFAULT_LOGS_INTERVAL_MS = 5_000
 DEFAULT_TIMEOUT_MS = 10_000
+# the most a session's end waits for the collector when no OTEL_EXPORTER_OTLP_TIMEOUT says otherwise
+# (Claude Code's -p ends about as soon with an unreachable collector)
+DEFAULT_FLUSH_MS = 3_000
 
 
 class Signal(msgspec.Struct, frozen=True):
@@ -40,6 +43,7 @@ class TelemetryConfig(msgspec.Struct, frozen=True):
     include_session_id: bool = True  # OTEL_METRICS_INCLUDE_SESSION_ID
     include_version: bool = False  # OTEL_METRICS_INCLUDE_VERSION
     resource: tuple[tuple[str, str], ...] = ()  # OTEL_RESOURCE_ATTRIBUTES (+ OTEL_SERVICE_NAME)
+    flush_s: float = DEFAULT_FLUSH_MS / 1000  # the wait for the last export at the session's end
     warnings: tuple[str, ...] = ()  # one line each: a switch keel could not read, and what it did instead
 
     @property
@@ -156,9 +160,14 @@ def read_config(env: Mapping[str, str]) -> TelemetryConfig | None:
     service = env.get("OTEL_SERVICE_NAME", "").strip()
     if service:
         resource = (*((k, v) for k, v in resource if k != "service.name"), ("service.name", service))
+    metrics, logs = _signal(env, "metrics", warnings), _signal(env, "logs", warnings)
+    timeouts = ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT")
+    given = any(env.get(name, "").strip() for name in timeouts)
+    flush = max(metrics.timeout_s, logs.timeout_s) if given else DEFAULT_FLUSH_MS / 1000
     return TelemetryConfig(
-        metrics=_signal(env, "metrics", warnings),
-        logs=_signal(env, "logs", warnings),
+        metrics=metrics,
+        logs=logs,
+        flush_s=flush,
         log_user_prompts=_truthy(env.get("OTEL_LOG_USER_PROMPTS")),
         include_session_id=not _falsy(env.get("OTEL_METRICS_INCLUDE_SESSION_ID")),
         include_version=_truthy(env.get("OTEL_METRICS_INCLUDE_VERSION")),

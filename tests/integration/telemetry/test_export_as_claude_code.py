@@ -253,3 +253,24 @@ def test_a_secret_in_a_failed_tools_output_is_masked(keel, fake_llm, project, re
     assert "token=" in failed[0]["error"]
     assert SECRET not in receiver.everything()
     assert SECRET[:20] not in receiver.everything()
+
+
+def test_an_unreachable_collector_costs_the_run_nothing(keel, fake_llm, project) -> None:
+    """Convenience fails open: the answer is printed, the exit code is 0, one line says what was not sent."""
+    with Receiver() as gone:
+        endpoint = gone.endpoint
+    server = fake_llm(["hello"])
+    env = {
+        **wire_env(server, "anthropic"),
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_LOGS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "1000",
+    }
+    result = keel("-p", "hi", env=env, timeout=120)
+    assert result.code == 0 and result.stdout.strip() == "hello"
+    assert "Traceback" not in result.stderr
+    lines = [ln for ln in result.stderr.splitlines() if "telemetry" in ln]
+    assert len(lines) == 1 and endpoint in lines[0], result.stderr

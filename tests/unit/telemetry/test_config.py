@@ -58,6 +58,9 @@ def test_privacy_and_attribute_switches() -> None:
     assert not defaults.log_user_prompts and defaults.include_session_id and not defaults.include_version
     assert defaults.metrics.protocol == "grpc" and defaults.metrics.endpoint == "http://localhost:4317"
     assert defaults.metrics.temporality == "delta" and defaults.metrics.interval_s == 60.0
+    assert defaults.flush_s == 3.0  # the wait at the end of a session
+    timed = read_config({"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_EXPORTER_OTLP_TIMEOUT": "500"})
+    assert timed is not None and timed.flush_s == 0.5
 
 
 def test_bad_values_are_one_line_each_and_fail_open() -> None:
