@@ -378,7 +378,7 @@ class Recorder:
             file = Path(path)
             if file.is_file() and file.stat().st_size <= 2_000_000:
                 self._originals[tool_use_id] = file.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        except (OSError, ValueError):  # unreadable, or no path at all (a NUL in it): no line count
             pass
 
     def _tool_finished(self, event: ToolFinished) -> None:

@@ -235,7 +235,7 @@ def test_a_secret_in_a_failed_tools_output_is_masked(keel, fake_llm, project, re
     server = fake_llm(
         [
             {"tool_calls": [{"name": "Bash", "input": {"command": f"echo token={SECRET} >&2; exit 3"}}]},
-            "It failed.",
+            f"It failed: it printed token={SECRET}",
         ]
     )
     env = {
@@ -251,6 +251,8 @@ def test_a_secret_in_a_failed_tools_output_is_masked(keel, fake_llm, project, re
     failed = [r["attributes"] for r in receiver.records() if r["attributes"]["event.name"] == "tool_result"]
     assert [f["success"] for f in failed] == ["false"]
     assert "token=" in failed[0]["error"]
+    answers = [r["attributes"] for r in receiver.records() if r["attributes"]["event.name"] == "assistant_response"]
+    assert [a["response"].startswith("It failed: it printed token=") for a in answers] == [True]  # asked for
     assert SECRET not in receiver.everything()
     assert SECRET[:20] not in receiver.everything()
 
