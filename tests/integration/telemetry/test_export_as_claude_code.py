@@ -186,7 +186,8 @@ def test_each_protocol_reaches_the_collector(keel, fake_llm, project, protocol) 
 
 def test_per_signal_switches(keel, fake_llm, project) -> None:
     """Metrics over http/json to one collector, events over http/protobuf to another (the
-    per-signal endpoint is a full URL, as the OTel spec says); OTEL_LOGS_EXPORTER=none sends none."""
+    per-signal endpoint is a full URL, as the OTel spec says); OTEL_LOGS_EXPORTER=none sends none;
+    cumulative temporality when asked (delta by default, as Claude Code)."""
     with Receiver() as metrics, Receiver() as logs:
         run(
             keel,
@@ -203,8 +204,16 @@ def test_per_signal_switches(keel, fake_llm, project) -> None:
         assert logs.content_types() == {"application/x-protobuf"} and logs.bodies("logs")
     with Receiver() as receiver:
         (project / "new.txt").unlink()
-        run(keel, fake_llm, project, receiver, OTEL_LOGS_EXPORTER="none")
+        run(
+            keel,
+            fake_llm,
+            project,
+            receiver,
+            OTEL_LOGS_EXPORTER="none",
+            OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE="cumulative",
+        )
         assert receiver.bodies("metrics") and not receiver.bodies("logs")
+        assert {p["temporality"] for p in receiver.points()} == {2}  # AGGREGATION_TEMPORALITY_CUMULATIVE
 
 
 def test_an_api_error_is_exported(keel, fake_llm, project, receiver) -> None:
