@@ -285,3 +285,27 @@ def test_an_unreachable_collector_costs_the_run_nothing(keel, fake_llm, project)
     assert "Traceback" not in result.stderr
     lines = [ln for ln in result.stderr.splitlines() if "telemetry" in ln]
     assert len(lines) == 1 and endpoint in lines[0], result.stderr
+
+
+def test_switched_on_from_a_settings_files_env(keel, fake_llm, project, receiver, tmp_path) -> None:
+    """Claude Code's documented rollout: the variables in a settings file's ``env`` section."""
+    home = tmp_path / "userhome"
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    (home / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "env": {
+                    "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+                    "OTEL_METRICS_EXPORTER": "otlp",
+                    "OTEL_LOGS_EXPORTER": "otlp",
+                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                }
+            }
+        )
+    )
+    server = fake_llm(["hello"])
+    result = keel("-p", "hi", env={**wire_env(server, "anthropic"), "HOME": str(home)}, timeout=120)
+    assert result.code == 0, result.stderr
+    assert "claude_code.session.count" in {p["name"] for p in receiver.points()}
+    assert "user_prompt" in {r["attributes"]["event.name"] for r in receiver.records()}
