@@ -8,7 +8,6 @@ session's bus and exports through the SDK (the ``otel`` extra), flushing at the 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Mapping
 
 from agentkeel.core.events import EventBus, Notice
@@ -17,8 +16,6 @@ from agentkeel.core.provider import ProviderError
 from agentkeel.telemetry.config import TelemetryConfig, enabled, read_config
 
 __all__ = ["TelemetryConfig", "enabled", "read_config", "telemetry_extension"]
-
-log = logging.getLogger(__name__)
 
 MISSING = (
     "telemetry: CLAUDE_CODE_ENABLE_TELEMETRY is set but the OpenTelemetry packages are not installed; "
@@ -59,6 +56,9 @@ def telemetry_extension(
     }
     try:
         sink = OtelSink(config, resource, __version__)
+    except ImportError as exc:  # the SDK is there, the protocol's exporter is not
+        notices.append(f"{MISSING} ({exc})")
+        return None
     except Exception as exc:  # a bad endpoint or option: say so once, run without telemetry
         notices.append(f"telemetry: could not start the exporters ({type(exc).__name__}: {exc}); nothing is exported")
         return None

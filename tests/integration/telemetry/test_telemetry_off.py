@@ -45,3 +45,25 @@ def test_off_imports_and_sends_nothing(keel, fake_llm, switch) -> None:
         else:
             assert otel == ["agentkeel.telemetry.config"], otel
             assert receiver.requests == []
+
+
+def test_on_without_the_extra_is_one_line_and_the_run_goes_on(keel, fake_llm, tmp_path) -> None:
+    """Switched on where the OpenTelemetry packages cannot be imported (shadowed here by a package
+    that refuses to load): one line says what to install; the answer and exit code are unchanged."""
+    import os
+
+    shadow = tmp_path / "shadow" / "opentelemetry"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('not installed (test shadow)')\n")
+    server = fake_llm(["hello"])
+    env = {
+        **wire_env(server, "anthropic"),
+        "PYTHONPATH": os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")]),
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "OTEL_METRICS_EXPORTER": "otlp",
+    }
+    result = keel("-p", "hi", env=env, timeout=120)
+    assert result.code == 0 and result.stdout.strip() == "hello"
+    lines = [ln for ln in result.stderr.splitlines() if "telemetry" in ln]
+    assert len(lines) == 1 and "pip install 'agentkeel[otel]'" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
