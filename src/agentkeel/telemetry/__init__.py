@@ -88,13 +88,15 @@ def telemetry_extension(
         flushed = await asyncio.to_thread(sink.shutdown_within, config.flush_s)
         if not flushed:
             where = ", ".join(sorted({s.endpoint for s in (config.metrics, config.logs) if "otlp" in s.exporters}))
-            bus.emit(
-                Notice(
-                    level="warning",
-                    message=f"telemetry: the collector ({where}) did not take the last export within "
-                    f"{config.flush_s:g} s; it is not sent (OTEL_EXPORTER_OTLP_TIMEOUT sets the wait, in ms)",
-                )
+            message = (
+                f"telemetry: the collector ({where}) did not take the last export within {config.flush_s:g} s; "
+                "it is not sent (OTEL_EXPORTER_OTLP_TIMEOUT sets the wait, in ms)"
             )
+        elif sink.failed:
+            message = f"telemetry: the collector ({', '.join(sink.failed)}) refused or did not answer the last export"
+        else:
+            return
+        bus.emit(Notice(level="warning", message=message))
 
     return Extension(
         "telemetry",

@@ -122,6 +122,12 @@ def _signal(env: Mapping[str, str], signal: str, warnings: list[str]) -> Signal:
             endpoint = base or "http://localhost:4317"
         else:
             endpoint = (base or "http://localhost:4318").rstrip("/") + f"/v1/{signal}"
+    if "otlp" in exporters and not endpoint.startswith(("http://", "https://")) and protocol != "grpc":
+        warnings.append(
+            f"telemetry: the {signal} endpoint '{endpoint}' is not an http:// or https:// URL; "
+            f"{signal} are not exported over otlp"
+        )
+        exporters.remove("otlp")
     headers = _pairs(env.get("OTEL_EXPORTER_OTLP_HEADERS", ""), "OTEL_EXPORTER_OTLP_HEADERS", warnings)
     own = _pairs(env.get(f"OTEL_EXPORTER_OTLP_{upper}_HEADERS", ""), f"OTEL_EXPORTER_OTLP_{upper}_HEADERS", warnings)
     if own:

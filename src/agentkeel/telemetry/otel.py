@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogRecordExporter, LogRecordExporter
+from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    ConsoleLogRecordExporter,
+    LogRecordExporter,
+    LogRecordExportResult,
+)
 from opentelemetry.sdk.metrics import Counter, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     ConsoleMetricExporter,
     MetricExporter,
+    MetricExportResult,
     MetricReader,
+    MetricsData,
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
@@ -28,6 +35,51 @@ from agentkeel.telemetry.recorder import EVENTS, METER, METRICS, Attributes
 def _temporality(signal: Signal) -> dict[type, AggregationTemporality]:
     kind = AggregationTemporality.DELTA if signal.temporality == "delta" else AggregationTemporality.CUMULATIVE
     return {Counter: kind}
+
+
+class _Outcomes:
+    """Which endpoints' last export failed (what the session's end reports)."""
+
+    def __init__(self) -> None:
+        self.failed: set[str] = set()
+        self._lock = threading.Lock()
+
+    def record(self, endpoint: str, ok: bool) -> None:
+        with self._lock:
+            (self.failed.discard if ok else self.failed.add)(endpoint)
+
+
+class _WatchedMetrics(MetricExporter):
+    def __init__(self, inner: MetricExporter, signal: Signal, outcomes: _Outcomes) -> None:
+        super().__init__(preferred_temporality=_temporality(signal))
+        self.inner, self.endpoint, self.outcomes = inner, signal.endpoint, outcomes
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        result = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+        self.outcomes.record(self.endpoint, result == MetricExportResult.SUCCESS)
+        return result
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+
+class _WatchedLogs(LogRecordExporter):
+    def __init__(self, inner: LogRecordExporter, signal: Signal, outcomes: _Outcomes) -> None:
+        self.inner, self.endpoint, self.outcomes = inner, signal.endpoint, outcomes
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        result = self.inner.export(batch)
+        self.outcomes.record(self.endpoint, result == LogRecordExportResult.SUCCESS)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()  # type: ignore[no-untyped-call]
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
 
 
 def _metric_exporter(name: str, signal: Signal) -> MetricExporter:
@@ -83,9 +135,10 @@ class OtelSink:
 
     def __init__(self, config: TelemetryConfig, resource: Mapping[str, str], version: str) -> None:
         self.resource = Resource.create(dict(resource))
+        self.outcomes = _Outcomes()
         readers: list[MetricReader] = [
             PeriodicExportingMetricReader(
-                _metric_exporter(name, config.metrics), export_interval_millis=config.metrics.interval_s * 1000
+                self._watched_metrics(name, config.metrics), export_interval_millis=config.metrics.interval_s * 1000
             )
             for name in config.metrics.exporters
         ]
@@ -105,10 +158,23 @@ class OtelSink:
             for name in config.logs.exporters:
                 self.logs.add_log_record_processor(
                     BatchLogRecordProcessor(
-                        _log_exporter(name, config.logs), schedule_delay_millis=config.logs.interval_s * 1000
+                        self._watched_logs(name, config.logs), schedule_delay_millis=config.logs.interval_s * 1000
                     )
                 )
             self.logger = self.logs.get_logger(EVENTS, version)
+
+    def _watched_metrics(self, name: str, signal: Signal) -> MetricExporter:
+        exporter = _metric_exporter(name, signal)
+        return exporter if name == "console" else _WatchedMetrics(exporter, signal, self.outcomes)
+
+    def _watched_logs(self, name: str, signal: Signal) -> LogRecordExporter:
+        exporter = _log_exporter(name, signal)
+        return exporter if name == "console" else _WatchedLogs(exporter, signal, self.outcomes)
+
+    @property
+    def failed(self) -> list[str]:
+        """The endpoints whose last export failed."""
+        return sorted(self.outcomes.failed)
 
     def add(self, metric: str, value: float, attributes: Attributes) -> None:
         counter = self.counters.get(metric)

@@ -266,7 +266,8 @@ def test_a_secret_in_a_failed_tools_output_is_masked(keel, fake_llm, project, re
     assert SECRET[:20] not in receiver.everything()
 
 
-def test_an_unreachable_collector_costs_the_run_nothing(keel, fake_llm, project) -> None:
+@pytest.mark.parametrize("protocol", ["http/json", "http/protobuf"])
+def test_an_unreachable_collector_costs_the_run_nothing(keel, fake_llm, project, protocol) -> None:
     """Convenience fails open: the answer is printed, the exit code is 0, one line says what was not sent."""
     with Receiver() as gone:
         endpoint = gone.endpoint
@@ -276,7 +277,7 @@ def test_an_unreachable_collector_costs_the_run_nothing(keel, fake_llm, project)
         "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
         "OTEL_METRICS_EXPORTER": "otlp",
         "OTEL_LOGS_EXPORTER": "otlp",
-        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
         "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
         "OTEL_EXPORTER_OTLP_TIMEOUT": "1000",
     }

@@ -82,3 +82,13 @@ def test_bad_values_are_one_line_each_and_fail_open() -> None:
     assert all(w.startswith("telemetry: ") and "\n" not in w for w in config.warnings)
     assert any("prometheus" in w for w in config.warnings)
     assert any("http/xml" in w for w in config.warnings)
+    odd = read_config(
+        {
+            "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+            "OTEL_LOGS_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "file:///etc/passwd",
+        }
+    )
+    assert odd is not None and odd.logs.exporters == () and not odd.active
+    assert len(odd.warnings) == 1 and "file:///etc/passwd" in odd.warnings[0]
