@@ -35,6 +35,7 @@ from agentkeel.reliability.registry import session_state
 from agentkeel.reliability.shell import non_interactive_env
 from agentkeel.reliability.state import ReliabilityState
 from agentkeel.reliability.todo import todo_enforcer
+from agentkeel.telemetry import telemetry_builtin
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.schemas import lazy_tool
 
@@ -299,21 +300,6 @@ def _reliability_state(parts: SessionParts) -> ReliabilityState:
     return session_state(parts.services, parts.reliability, parts.context_window, parts.fallback_model)
 
 
-def _telemetry(parts: SessionParts) -> Extension | None:
-    from agentkeel.telemetry import telemetry_extension
-
-    engine = parts.engine
-    return telemetry_extension(
-        parts.bus,
-        parts.env,
-        session_id=parts.session_id,
-        model=parts.model,
-        provider=parts.provider.name,
-        mode=lambda: str(engine.mode),
-        notices=parts.notices,
-    )
-
-
 def _non_interactive_env(parts: SessionParts) -> Extension | None:
     return non_interactive_env(parts.bus, _reliability_state(parts), parts.tool_env)
 
@@ -381,12 +367,7 @@ BUILTINS: tuple[Builtin, ...] = (
         Reliability(pairing_validator),
         profiles=EVERY,
     ),
-    Builtin(
-        "telemetry",
-        "OpenTelemetry metrics and events as Claude Code's (CLAUDE_CODE_ENABLE_TELEMETRY)",
-        _telemetry,
-        profiles=frozenset({MAIN, BATCH_TASK}),
-    ),
+    Builtin("telemetry", "OpenTelemetry as Claude Code's", telemetry_builtin, profiles=frozenset({MAIN, BATCH_TASK})),
     Builtin(
         "agents",
         "subagents' results, an inline skill's allowed-tools, path-activated skills, the Agent alias",

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, PromptInfo, ToolCall, Verdict
 from agentkeel.core.provider import ProviderError
 from agentkeel.telemetry.config import TelemetryConfig, enabled, read_config
 
-__all__ = ["TelemetryConfig", "enabled", "read_config", "telemetry_extension"]
+if TYPE_CHECKING:
+    from agentkeel.core.provider import Provider
+    from agentkeel.policy.permissions import PermissionEngine
+
+__all__ = ["TelemetryConfig", "enabled", "read_config", "telemetry_builtin", "telemetry_extension"]
 
 MISSING = (
     "telemetry: CLAUDE_CODE_ENABLE_TELEMETRY is set but the OpenTelemetry packages are not installed; "
@@ -105,4 +110,30 @@ def telemetry_extension(
         before_tool=before_tool,
         subscribers=[recorder],
         close=close,
+    )
+
+
+class Parts(Protocol):
+    """What the built-in reads of a session's parts (app.extensions.SessionParts)."""
+
+    bus: EventBus
+    env: dict[str, str]
+    session_id: str
+    model: str
+    provider: Provider
+    engine: PermissionEngine
+    notices: list[str]
+
+
+def telemetry_builtin(parts: Parts) -> Extension | None:
+    """The ``telemetry`` entry of app.extensions.BUILTINS."""
+    engine = parts.engine
+    return telemetry_extension(
+        parts.bus,
+        parts.env,
+        session_id=parts.session_id,
+        model=parts.model,
+        provider=parts.provider.name,
+        mode=lambda: str(engine.mode),
+        notices=parts.notices,
     )
