@@ -97,3 +97,14 @@ def test_tokens_cost_and_active_time() -> None:
 def test_helpers() -> None:
     assert changed_lines("", "one\ntwo\n") == (2, 0)
     assert language("Dockerfile") == "Dockerfile" and language("x.txt") == "Plain text" and language("x.q") == "unknown"
+
+
+def test_decision_sources_and_tool_sources() -> None:
+    rec, sink = recorder()
+    _tool(rec, "mcp__docs__search", {"q": "x"}, source="hook")
+    _tool(rec, "Bash", {"command": "ls"}, source="ask")
+    decisions = [e[1] for e in sink.events if e[0] == "claude_code.tool_decision"]
+    assert [(d["tool_source"], d["source"], d["decision"]) for d in decisions] == [
+        ("mcp", "hook", "accept"),
+        ("builtin", "user_temporary", "accept"),
+    ]
