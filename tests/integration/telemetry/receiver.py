@@ -19,8 +19,7 @@ KINDS = ("sum", "gauge", "histogram", "exponentialHistogram", "summary")
 SIGNALS = {"/v1/metrics": "metrics", "/v1/logs": "logs", "/v1/traces": "traces"}
 
 
-def _decode_protobuf(signal: str, body: bytes) -> dict[str, Any]:
-    from google.protobuf.json_format import MessageToDict
+def _message(signal: str) -> Any:
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -30,9 +29,25 @@ def _decode_protobuf(signal: str, body: bytes) -> dict[str, Any]:
         "logs": ExportLogsServiceRequest,
         "traces": ExportTraceServiceRequest,
     }
-    message = kinds[signal]()
+    return kinds[signal]()
+
+
+def _decode_protobuf(signal: str, body: bytes) -> dict[str, Any]:
+    from google.protobuf.json_format import MessageToDict
+
+    message = _message(signal)
     message.ParseFromString(body)
     return dict(MessageToDict(message, use_integers_for_enums=True))
+
+
+def _decode_json(signal: str, body: bytes) -> dict[str, Any]:
+    """An OTLP/JSON body, checked as a collector reads it: every field known, every value of its
+    type (the protobuf JSON mapping; a bad body raises, and the request is answered 400)."""
+    from google.protobuf.json_format import ParseDict
+
+    data = json.loads(body or b"{}")
+    ParseDict(data, _message(signal), ignore_unknown_fields=False)
+    return dict(data)
 
 
 class Receiver:
@@ -43,6 +58,7 @@ class Receiver:
         self.protocol = protocol
         self.requests: list[tuple[str, str, dict[str, Any]]] = []  # (signal, content type, body)
         self.headers: list[dict[str, str]] = []
+        self.refused: list[str] = []  # bodies a collector would refuse (bad OTLP)
         self._lock = threading.Lock()
         self._http: ThreadingHTTPServer | None = None
         self._grpc: Any = None
@@ -96,8 +112,14 @@ class Receiver:
                     self.send_response(404)
                     self.end_headers()
                     return
-                json_body = ctype == "application/json"
-                body = json.loads(raw or b"{}") if json_body else _decode_protobuf(signal, raw)
+                try:
+                    body = _decode_json(signal, raw) if ctype == "application/json" else _decode_protobuf(signal, raw)
+                except Exception as exc:  # what a collector refuses: kept, answered 400
+                    receiver.refused.append(f"{signal}: {type(exc).__name__}: {exc}")
+                    self.send_response(400)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
                 receiver._keep(signal, ctype, body, {k.lower(): v for k, v in self.headers.items()})
                 answer = b"{}" if ctype == "application/json" else b""
                 self.send_response(200)

@@ -118,6 +118,7 @@ def test_a_p_run_exports_claude_codes_metrics_and_events(keel, fake_llm, project
                 assert sorted(have["values"].get(key, [])) == sorted(want["values"][key]), (name, key)
     assert set(got["resource"]) >= set(oracle["resource"])
     assert receiver.content_types() == {"application/json"}
+    assert receiver.refused == []  # valid OTLP/JSON, as a collector parses it
     assert all(h.get("x-team") == "keel-test" for h in receiver.headers)
     # prompts and secrets stay home
     everything = receiver.everything()
