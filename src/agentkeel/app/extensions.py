@@ -35,6 +35,7 @@ from agentkeel.reliability.registry import session_state
 from agentkeel.reliability.shell import non_interactive_env
 from agentkeel.reliability.state import ReliabilityState
 from agentkeel.reliability.todo import todo_enforcer
+from agentkeel.telemetry import telemetry_builtin
 from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.schemas import lazy_tool
 
@@ -366,6 +367,7 @@ BUILTINS: tuple[Builtin, ...] = (
         Reliability(pairing_validator),
         profiles=EVERY,
     ),
+    Builtin("telemetry", "OpenTelemetry as Claude Code's", telemetry_builtin, profiles=frozenset({MAIN, BATCH_TASK})),
     Builtin(
         "agents",
         "subagents' results, an inline skill's allowed-tools, path-activated skills, the Agent alias",

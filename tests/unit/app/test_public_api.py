@@ -53,7 +53,7 @@ BANDS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("actions", ("agentkeel.tools", "agentkeel.policy")),  # the tools, and what a call of one may do
     ("capabilities", ("agentkeel.context", "agentkeel.mcp", "agentkeel.memory")),
-    ("extensions", ("agentkeel.hooks", "agentkeel.reliability")),
+    ("extensions", ("agentkeel.hooks", "agentkeel.reliability", "agentkeel.telemetry")),
     ("agents", ("agentkeel.agents", "agentkeel.skills", "agentkeel.commands")),
     ("app", ("agentkeel.app", "agentkeel")),
     ("ui", ("agentkeel.ui",)),

@@ -9,6 +9,7 @@ of the local backend; :class:`RunSpec` is plain data that pickles.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from agentkeel.config.localfiles import ignore_local_files
 from agentkeel.internal import procs
@@ -118,6 +120,16 @@ def _last_line(text: str) -> str:
     return lines[-1][:500] if lines else ""
 
 
+def _tagged(env: dict[str, str], task: Task, spec: RunSpec) -> dict[str, str]:
+    """The task's telemetry (CLAUDE_CODE_ENABLE_TELEMETRY) carries the batch's and the task's ids, as
+    resource attributes: the batch is named by its results file (its work folder), so a --resume
+    continues the same batch."""
+    batch = hashlib.sha256(str(spec.work_dir).encode()).hexdigest()[:16]
+    tags = f"keel.batch.id={batch},keel.task.id={quote(task.id, safe='')}"
+    given = env.get("OTEL_RESOURCE_ATTRIBUTES", "").strip().strip(",")
+    return {**env, "OTEL_RESOURCE_ATTRIBUTES": f"{given},{tags}" if given else tags}
+
+
 def run_task(task: Task, spec: RunSpec, on_start: Callable[[int], None] | None = None) -> Result:
     """Run one task to its end; never raises for the task's own failures (they are its result)."""
     started = time.monotonic()
@@ -125,7 +137,7 @@ def run_task(task: Task, spec: RunSpec, on_start: Callable[[int], None] | None =
         cwd = prepare(task, spec)
     except (TaskSetupError, OSError) as e:
         return Result(task.id, "error", error=f"setup: {e}", duration_s=round(time.monotonic() - started, 3))
-    env = {**os.environ, **spec.env}
+    env = _tagged({**os.environ, **spec.env}, task, spec)
     limit = task.timeout_s or spec.timeout_s
     ran = procs.run_sync(
         command(task, spec),
