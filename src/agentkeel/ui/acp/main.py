@@ -1,0 +1,76 @@
+"""``keel acp [--model M] [--permission-mode MODE] [--verbose]``: keel as an ACP agent on stdio.
+
+Standard output carries the protocol and nothing else: the real stdout is kept for the
+connection and file descriptor 1 is pointed at standard error before any session starts, so a
+stray print, a library's banner or a child that inherits the descriptor cannot corrupt the stream.
+Logs go to standard error (``--verbose`` for debug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="keel acp",
+        description="Run keel as an Agent Client Protocol (ACP v1) agent on stdio, for editors "
+        "(Zed, JetBrains, Neovim). See docs/editors.md.",
+    )
+    p.add_argument("--model", default=None, help="the model of every session (default: settings, KEEL_MODEL)")
+    p.add_argument("--permission-mode", choices=MODES, default=None, help="the mode sessions start in")
+    p.add_argument("--verbose", action="store_true", help="debug logs on standard error")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    try:
+        import acp  # noqa: F401
+    except ImportError:
+        print("keel acp: needs the ACP SDK: pip install 'agentkeel[acp]'", file=sys.stderr)
+        return EXIT_ERROR
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="keel acp: %(levelname)s %(name)s: %(message)s",
+    )
+    protocol_out = os.dup(1)
+    os.dup2(2, 1)  # fd 1 is standard error from here on: only the connection writes the protocol
+    sys.stdout = sys.stderr
+    try:
+        asyncio.run(serve(args, protocol_out))
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
+
+
+async def _streams(out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=50 * 1024 * 1024)  # images and embedded files come inline
+    protocol = asyncio.StreamReaderProtocol(reader)
+    await loop.connect_read_pipe(lambda: protocol, sys.stdin)
+    write_protocol = asyncio.streams.FlowControlMixin()
+    transport, _ = await loop.connect_write_pipe(lambda: write_protocol, os.fdopen(out_fd, "wb", buffering=0))
+    return reader, asyncio.StreamWriter(transport, write_protocol, None, loop)
+
+
+async def serve(args: argparse.Namespace, out_fd: int) -> None:
+    from acp import run_agent
+
+    from agentkeel.ui.acp.agent import KeelAgent
+
+    agent = KeelAgent(env=os.environ, home=Path.home(), model=args.model, mode=args.permission_mode)
+    reader, writer = await _streams(out_fd)
+    try:
+        await run_agent(agent, writer, reader)
+    finally:
+        await agent.close_all()

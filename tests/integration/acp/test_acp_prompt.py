@@ -1,0 +1,48 @@
+"""``keel acp`` driven by the ACP SDK's client: a prompt that reads and edits a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kit import call
+
+from tests.integration.acp.conftest import RecordingClient, keel_acp, prompt
+
+
+async def test_read_and_edit_stream_tool_calls_with_a_diff_and_ask_before_the_edit(
+    project: Path, fake_llm: Any, acp_env: Any
+) -> None:
+    (project / "a.txt").write_text("hello world\n")
+    server = fake_llm(
+        [
+            call("Read", "Reading it.", file_path="a.txt"),
+            call("Edit", file_path="a.txt", old_string="hello", new_string="goodbye"),
+            "Done: it says goodbye now.",
+        ]
+    )
+    client = RecordingClient(answers=["allow"])
+    async with keel_acp(client, project, acp_env(server)) as (conn, _):
+        new = await conn.new_session(cwd=str(project), mcp_servers=[])
+        sid = new.session_id
+        result = await conn.prompt(session_id=sid, prompt=prompt("change hello to goodbye in a.txt"))
+    assert result.stop_reason == "end_turn"
+    assert (project / "a.txt").read_text() == "goodbye world\n"
+    starts = client.of(sid, "tool_call")
+    assert [(s.kind, s.title) for s in starts] == [("read", "Read a.txt"), ("edit", "Edit a.txt")]
+    assert starts[0].locations[0].path == str(project / "a.txt")
+    read_end = client.tool_updates(sid, starts[0].tool_call_id)[-1]
+    assert read_end.status == "completed" and "hello world" in read_end.content[0].content.text
+    edit_end = client.tool_updates(sid, starts[1].tool_call_id)[-1]
+    assert edit_end.status == "completed"
+    diff = edit_end.content[0]
+    assert (diff.type, diff.path, diff.old_text, diff.new_text) == (
+        "diff",
+        str(project / "a.txt"),
+        "hello world\n",
+        "goodbye world\n",
+    )
+    (asked, options), = client.asked
+    assert asked.tool_call_id == starts[1].tool_call_id and asked.content[0].new_text == "goodbye world\n"
+    assert {o.kind for o in options} >= {"allow_once", "reject_once"}
+    assert "Reading it." in client.text(sid) and "goodbye now" in client.text(sid)
