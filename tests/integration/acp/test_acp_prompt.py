@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,3 +47,33 @@ async def test_read_and_edit_stream_tool_calls_with_a_diff_and_ask_before_the_ed
     assert asked.tool_call_id == starts[1].tool_call_id and asked.content[0].new_text == "goodbye world\n"
     assert {o.kind for o in options} >= {"allow_once", "reject_once"}
     assert "Reading it." in client.text(sid) and "goodbye now" in client.text(sid)
+
+
+async def test_a_rejected_edit_changes_nothing_and_always_saves_the_rule_as_the_tui_does(
+    project: Path, fake_llm: Any, acp_env: Any
+) -> None:
+    (project / "a.txt").write_text("one\n")
+    server = fake_llm(
+        [
+            call("Read", file_path="a.txt"),
+            call("Edit", file_path="a.txt", old_string="one", new_string="two"),
+            "It was refused.",
+            call("Edit", file_path="a.txt", old_string="one", new_string="three"),
+            "Changed.",
+        ]
+    )
+    client = RecordingClient(answers=["reject", "allow_always"])
+    async with keel_acp(client, project, acp_env(server)) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        first = await conn.prompt(session_id=sid, prompt=prompt("make it two"))
+        assert first.stop_reason == "end_turn"
+        assert (project / "a.txt").read_text() == "one\n"  # rejected: untouched
+        refused = client.of(sid, "tool_call")[1]
+        assert client.tool_updates(sid, refused.tool_call_id)[-1].status == "failed"
+        second = await conn.prompt(session_id=sid, prompt=prompt("make it three"))
+    assert second.stop_reason == "end_turn"
+    assert (project / "a.txt").read_text() == "three\n"
+    _, options = client.asked[1]
+    always = next(o for o in options if o.kind == "allow_always")
+    saved = json.loads((project / ".keel" / "settings.local.json").read_text())
+    assert saved["permissions"]["allow"] and all(rule in always.name for rule in saved["permissions"]["allow"])
