@@ -11,12 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import RequestError, spawn_agent_process, text_block
-from acp import schema
-
-from kit import KEEL, wire_env
+from acp import RequestError, schema, spawn_agent_process, text_block
 
 from agentkeel.models.fake.server import FakeLLMServer
+from kit import KEEL, wire_env
 
 
 class RecordingClient:

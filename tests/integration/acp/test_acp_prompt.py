@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from kit import call
-
 from tests.integration.acp.conftest import RecordingClient, keel_acp, prompt
 
 
@@ -43,7 +42,7 @@ async def test_read_and_edit_stream_tool_calls_with_a_diff_and_ask_before_the_ed
         "hello world\n",
         "goodbye world\n",
     )
-    (asked, options), = client.asked
+    ((asked, options),) = client.asked
     assert asked.tool_call_id == starts[1].tool_call_id and asked.content[0].new_text == "goodbye world\n"
     assert {o.kind for o in options} >= {"allow_once", "reject_once"}
     assert "Reading it." in client.text(sid) and "goodbye now" in client.text(sid)

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 from acp import RequestError, schema
 
-from kit import call, descendants, wait_until_async
-
 from agentkeel.session.load import load_session
+from kit import call, descendants, wait_until_async
 from tests.integration.acp.conftest import RecordingClient, keel_acp, prompt
 
 TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")

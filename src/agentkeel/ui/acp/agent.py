@@ -363,7 +363,9 @@ class KeelAgent:
         )
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse | None:
-        raise invalid(f"keel offers no authentication method ({method_id!r}): set the provider's key in its environment")
+        raise invalid(
+            f"keel offers no authentication method ({method_id!r}): set the provider's key in its environment"
+        )
 
     async def new_session(
         self,

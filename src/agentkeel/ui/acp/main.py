@@ -64,13 +64,17 @@ async def _streams(out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWri
 
 
 async def serve(args: argparse.Namespace, out_fd: int) -> None:
-    from acp import run_agent
+    from typing import cast
+
+    from acp import Agent, run_agent
 
     from agentkeel.ui.acp.agent import KeelAgent
 
     agent = KeelAgent(env=os.environ, home=Path.home(), model=args.model, mode=args.permission_mode)
     reader, writer = await _streams(out_fd)
     try:
-        await run_agent(agent, writer, reader)
+        # KeelAgent implements the methods keel answers; the SDK's router answers the others
+        # (session/list, fork, resume, config options) with method-not-found
+        await run_agent(cast(Agent, agent), writer, reader)
     finally:
         await agent.close_all()

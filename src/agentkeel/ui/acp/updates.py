@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp import schema
 
-from agentkeel.core.events import AssistantMessage, Event, ToolResults, TodosUpdated, UserMessage
+from agentkeel.core.events import AssistantMessage, Event, TodosUpdated, ToolResults, UserMessage
 from agentkeel.core.tools import Effects
 from agentkeel.core.types import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
