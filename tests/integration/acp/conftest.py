@@ -21,7 +21,10 @@ class RecordingClient:
     """Records every session/update; answers permission requests from a list of option ids
     (``"cancelled"`` answers with the cancelled outcome); reads and writes files when asked."""
 
-    def __init__(self, answers: list[str] | None = None) -> None:
+    def __init__(self, answers: list[str] | None = None, buffers: dict[str, str] | None = None) -> None:
+        self.buffers = buffers  # an editor's open files (path -> unsaved text): offers fs/* when given
+        self.reads: list[str] = []
+        self.writes: list[tuple[str, str]] = []
         self.updates: list[tuple[str, Any]] = []
         self.answers = list(answers or [])
         self.asked: list[tuple[schema.ToolCallUpdate, list[schema.PermissionOption]]] = []
@@ -43,11 +46,20 @@ class RecordingClient:
             return schema.RequestPermissionResponse(outcome=schema.DeniedOutcome(outcome="cancelled"))
         return schema.RequestPermissionResponse(outcome=schema.AllowedOutcome(outcome="selected", option_id=choice))
 
-    async def write_text_file(self, *args: Any, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("fs/write_text_file")
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
+        if self.buffers is None:
+            raise RequestError.method_not_found("fs/write_text_file")
+        self.writes.append((path, content))
+        self.buffers[path] = content  # the buffer changes; saving it is the user's business
+        return schema.WriteTextFileResponse()
 
-    async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("fs/read_text_file")
+    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> Any:
+        if self.buffers is None:
+            raise RequestError.method_not_found("fs/read_text_file")
+        self.reads.append(path)
+        if path not in self.buffers:
+            raise RequestError.resource_not_found(path)
+        return schema.ReadTextFileResponse(content=self.buffers[path])
 
     def of(self, session_id: str, kind: str) -> list[Any]:
         return [u for sid, u in self.updates if sid == session_id and u.session_update == kind]
@@ -82,7 +94,10 @@ async def keel_acp(
         await conn.initialize(
             protocol_version=1,
             client_capabilities=schema.ClientCapabilities(
-                fs=schema.FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+                fs=schema.FileSystemCapabilities(
+                    read_text_file=client.buffers is not None, write_text_file=client.buffers is not None
+                ),
+                terminal=False,
             ),
             client_info=schema.Implementation(name="keel-tests", version="0"),
         )

@@ -76,3 +76,29 @@ async def test_a_rejected_edit_changes_nothing_and_always_saves_the_rule_as_the_
     always = next(o for o in options if o.kind == "allow_always")
     saved = json.loads((project / ".keel" / "settings.local.json").read_text())
     assert saved["permissions"]["allow"] and all(rule in always.name for rule in saved["permissions"]["allow"])
+
+
+async def test_reads_and_edits_go_through_the_editors_buffers_when_the_client_offers_fs(
+    project: Path, fake_llm: Any, acp_env: Any
+) -> None:
+    target = project / "a.txt"
+    target.write_text("saved version\n")
+    server = fake_llm(
+        [
+            call("Read", file_path="a.txt"),
+            call("Edit", file_path="a.txt", old_string="unsaved", new_string="edited"),
+            "Edited the buffer.",
+        ]
+    )
+    client = RecordingClient(answers=["allow"], buffers={str(target): "unsaved version\n"})
+    async with keel_acp(client, project, acp_env(server)) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        result = await conn.prompt(session_id=sid, prompt=prompt("edit the buffer"))
+    assert result.stop_reason == "end_turn"
+    read, edit = client.of(sid, "tool_call")
+    assert "unsaved version" in client.tool_updates(sid, read.tool_call_id)[-1].content[0].content.text
+    assert client.writes == [(str(target), "edited version\n")]
+    assert target.read_text() == "saved version\n"  # the disk is the editor's to save
+    diff = client.tool_updates(sid, edit.tool_call_id)[-1].content[0]
+    assert (diff.old_text, diff.new_text) == ("unsaved version\n", "edited version\n")
+    assert str(target) in client.reads

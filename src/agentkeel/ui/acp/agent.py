@@ -32,7 +32,7 @@ from agentkeel.core.events import (
     ToolResults,
     ToolStarted,
 )
-from agentkeel.core.tools import Effects
+from agentkeel.core.tools import Effects, OpenFiles, ToolError
 from agentkeel.core.types import ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from agentkeel.ui.acp import updates as up
 
@@ -68,6 +68,41 @@ McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | s
 def invalid(message: str) -> RequestError:
     """Bad input from the client: JSON-RPC's invalid params, with one line saying what is wrong."""
     return RequestError(-32602, message)
+
+
+class ClientFiles(OpenFiles):
+    """The editor's view of the files (its unsaved buffers), when the client offers
+    ``fs/read_text_file`` / ``fs/write_text_file``: the file tools read and write text through it.
+    A read the client cannot answer falls back to the disk; a write it refuses fails the call."""
+
+    def __init__(self, client: Client, *, read: bool, write: bool) -> None:
+        self.client = client
+        self.read = read
+        self.write = write
+        self.session_id = ""  # known once the runtime is built
+        self.seen: dict[Path, str] = {}  # the last text read or written through the client, per file
+
+    async def read_text(self, path: Path) -> str | None:
+        if not self.read or not self.session_id:
+            return None
+        try:
+            response = await self.client.read_text_file(session_id=self.session_id, path=str(path))
+        except Exception as exc:  # not open and not readable by the editor: the disk says why
+            log.debug("the client did not read %s: %s", path, exc)
+            self.seen.pop(path, None)
+            return None
+        self.seen[path] = response.content
+        return response.content
+
+    async def write_text(self, path: Path, text: str) -> bool:
+        if not self.write or not self.session_id:
+            return False
+        try:
+            await self.client.write_text_file(session_id=self.session_id, path=str(path), content=text)
+        except Exception as exc:
+            raise ToolError(f"the editor could not write {path}: {exc}") from None
+        self.seen[path] = text
+        return True
 
 
 @dataclass
@@ -156,22 +191,23 @@ class AcpSession:
 
     def proposed_diff(self, name: str, tool_input: dict[str, Any]) -> schema.FileEditToolCallContent | None:
         """What a file-changing call will do (read before it runs), as ACP diff content."""
-        from agentkeel.ui.tui.diffs import proposed_change
+        from agentkeel.tools.views import after as after_call
 
         effects = self.effects(name)
-        if not effects.writes:
+        paths = up.paths_of(effects, tool_input, self.live_cwd())
+        if not effects.writes or not paths:
             return None
-        cwd = self.live_cwd()
+        path = paths[0]
+        files = self.rt.agent.services.find(OpenFiles)
+        before = files.seen.get(path) if isinstance(files, ClientFiles) else None  # the editor's buffer
         try:
-            change = proposed_change(name, tool_input, cwd, effects)
+            if before is None and path.is_file():
+                before = path.read_text(encoding="utf-8", errors="replace")
+            after = after_call(name, tool_input, before or "")
         except Exception:  # a diff is a convenience: the call itself says what went wrong
             log.exception("no diff for %s", name)
             return None
-        if change is None:
-            return None
-        raw, before, after = change
-        path = up._resolve(raw, cwd)
-        return up.diff_content(str(path), before if path.exists() else None, after)
+        return None if after is None else up.diff_content(str(path), before, after)
 
     # --- keel's questions ---------------------------------------------------------------------
 
@@ -421,6 +457,8 @@ class KeelAgent:
             if not extra.is_absolute() or not extra.is_dir():
                 raise invalid(f"additional directory {str(extra)!r} is not an absolute path to a directory")
         holder: list[AcpSession] = []
+        fs = self.client_capabilities.fs if self.client_capabilities is not None else None
+        files = ClientFiles(self.client, read=bool(fs and fs.read_text_file), write=bool(fs and fs.write_text_file))
 
         async def ask(call: ToolCall, decision: Decision) -> Answer:
             return await holder[0].ask(call, decision)
@@ -436,12 +474,14 @@ class KeelAgent:
             channel="interactive",  # a person answers the asks, in the editor
             mcp_config=mcp_config(mcp_servers),
             add_dirs=add_dirs,
+            services={OpenFiles: files} if files.read or files.write else {},
         )
         async with self._opening:
             try:
                 rt = Runtime.create(opts)
             except KeelError as e:
                 raise invalid(str(e)) from None
+            files.session_id = rt.session_id
             session = AcpSession(id=rt.session_id, rt=rt, client=self.client, cwd=path.resolve())
             holder.append(session)
             self.sessions[session.id] = session
