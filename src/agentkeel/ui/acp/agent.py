@@ -24,6 +24,7 @@ from agentkeel._version import __version__
 from agentkeel.core.events import (
     AssistantMessage,
     Event,
+    Notice,
     RequestStarted,
     RunFinished,
     TextDelta,
@@ -119,6 +120,7 @@ class AcpSession:
     cancelled: bool = False
     streamed: bool = False  # text or thinking reached the client as deltas in this request
     diffs: dict[str, schema.FileEditToolCallContent] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)  # warnings raised between prompts, shown at the next
 
     # --- sending ----------------------------------------------------------------------------
 
@@ -186,6 +188,12 @@ class AcpSession:
                     self.send(up.result_update(block, self.diffs.pop(block.tool_use_id, None)))
         elif isinstance(event, TodosUpdated):
             self.send(up.plan_update(event))
+        elif isinstance(event, Notice) and event.level != "info":
+            line = f"[keel] {event.level}: {event.message}\n\n"
+            if self.prompt_task is not None and not self.prompt_task.done():
+                self.send(up.text_chunk(line))
+            else:  # no turn to show it in (session start): it opens the next answer
+                self.notices.append(line)
         elif isinstance(event, RunFinished) and event.is_error and event.subtype != "interrupted" and event.result:
             self.send(up.text_chunk(f"\n\n[keel] {event.result}"))
 
@@ -274,6 +282,9 @@ class AcpSession:
         message = to_message(blocks)
         rt = self.rt
         await rt.start()
+        for line in self.notices:
+            self.send(up.text_chunk(line))
+        self.notices.clear()
         text = message.text()
         if len(message.content) == 1 and text.lstrip().startswith("/"):
             routed = await route_line(rt, text)
