@@ -24,6 +24,7 @@ class RecordingClient:
     def __init__(self, answers: list[str] | None = None, buffers: dict[str, str] | None = None) -> None:
         self.buffers = buffers  # an editor's open files (path -> unsaved text): offers fs/* when given
         self.reads: list[str] = []
+        self.incoming: list[dict[str, Any]] = []  # every message from the agent, as the SDK read it
         self.writes: list[tuple[str, str]] = []
         self.updates: list[tuple[str, Any]] = []
         self.answers = list(answers or [])
@@ -90,7 +91,15 @@ async def keel_acp(
     client: RecordingClient, cwd: Path, env: dict[str, str], *args: str
 ) -> AsyncIterator[tuple[Any, asyncio.subprocess.Process]]:
     """``keel acp`` started by the SDK's client side, initialized."""
-    async with spawn_agent_process(client, KEEL, "acp", *args, env=env, cwd=cwd) as (conn, proc):
+
+    def observe(event: Any) -> None:
+        if event.direction == "incoming":
+            client.incoming.append(event.message)
+
+    async with spawn_agent_process(client, KEEL, "acp", *args, env=env, cwd=cwd, observers=[observe]) as (
+        conn,
+        proc,
+    ):
         await conn.initialize(
             protocol_version=1,
             client_capabilities=schema.ClientCapabilities(

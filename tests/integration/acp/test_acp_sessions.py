@@ -169,8 +169,14 @@ async def test_bad_input_gets_a_json_rpc_error_and_the_sessions_go_on(
             )
         assert blob.value.code == -32602
         assert proc.stdin is not None
-        proc.stdin.write(b"{this is not json\n")  # a broken line on the wire: an error, not an exit
+        proc.stdin.write(b"{this is not json\n[1, 2]\n")  # broken lines on the wire: errors, not an exit
         await proc.stdin.drain()
+
+        def errors() -> list[Any]:
+            return [m["error"]["code"] for m in client.incoming if "error" in m and m.get("id") is None]
+
+        await wait_until_async(lambda: len(errors()) == 2, 30, "the two errors")
+        assert errors() == [-32700, -32600]
         results = await asyncio.gather(
             conn.prompt(session_id=one, prompt=prompt("a")), conn.prompt(session_id=two, prompt=prompt("b"))
         )

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
@@ -53,6 +55,68 @@ def main(argv: list[str]) -> int:
     return EXIT_OK
 
 
+class LineTransport:
+    """Newline-delimited JSON-RPC on stdio (the SDK's ``Transport``), answering bad input: a line
+    that is not JSON gets a parse error and one that is not a JSON-RPC object an invalid-request
+    error (the SDK's own framing skips the first silently and fails the connection on the second)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self._lock = asyncio.Lock()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        async with self._lock:
+            self.writer.write(data)
+            await self.writer.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            try:
+                line = await self.reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as end:
+                line = end.partial
+                if not line.strip():
+                    return None
+            except asyncio.LimitOverrunError as over:
+                await self.reader.readexactly(over.consumed)
+                await self._skip_line()
+                await self._error(-32700, "Parse error", "a message longer than 50 MB")
+                continue
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                await self._error(-32700, "Parse error", "a line that is not JSON")
+                continue
+            if not isinstance(message, dict) or not (isinstance(message.get("method"), str) or "id" in message):
+                await self._error(-32600, "Invalid request", "a JSON-RPC message is an object with a method or an id")
+                continue
+            return message
+
+    async def _skip_line(self) -> None:
+        while True:
+            try:
+                await self.reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as over:
+                await self.reader.readexactly(over.consumed)
+            except asyncio.IncompleteReadError:
+                return
+
+    async def _error(self, code: int, message: str, detail: str) -> None:
+        log.warning("bad input from the client: %s", detail)
+        await self.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message, "data": detail}})
+
+    async def close(self) -> None:
+        self.writer.close()
+
+
+log = logging.getLogger("agentkeel.ui.acp")
+
+
 async def _streams(out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=50 * 1024 * 1024)  # images and embedded files come inline
@@ -75,6 +139,6 @@ async def serve(args: argparse.Namespace, out_fd: int) -> None:
     try:
         # KeelAgent implements the methods keel answers; the SDK's router answers the others
         # (session/list, fork, resume, config options) with method-not-found
-        await run_agent(cast(Agent, agent), writer, reader)
+        await run_agent(cast(Agent, agent), LineTransport(reader, writer))
     finally:
         await agent.close_all()
