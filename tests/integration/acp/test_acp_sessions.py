@@ -92,6 +92,14 @@ async def test_a_project_slash_command_is_offered_and_runs(project: Path, fake_l
         result = await conn.prompt(session_id=sid, prompt=prompt("/greet Ada"))
         listed = client.of(sid, "available_commands_update")
     assert result.stop_reason == "end_turn"
+    wire = client.incoming
+    answered = next(i for i, m in enumerate(wire) if (m.get("result") or {}).get("sessionId") == sid)
+    announced = next(
+        i
+        for i, m in enumerate(wire)
+        if m.get("method") == "session/update" and m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+    )
+    assert answered < announced  # the client knows the session before its commands arrive
     offered = {c.name: c for c in listed[0].available_commands}
     assert offered["greet"].description == "Greet someone warmly" and offered["greet"].input.root.hint == "<name>"
     assert "compact" in offered or "help" in offered  # the built-ins are there too

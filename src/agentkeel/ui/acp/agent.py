@@ -385,6 +385,7 @@ class KeelAgent:
         self.client: Client | None = None
         self.client_capabilities: schema.ClientCapabilities | None = None
         self.sessions: dict[str, AcpSession] = {}
+        self._unannounced: dict[str, AcpSession] = {}
         self._opening = asyncio.Lock()
 
     def on_connect(self, conn: Client) -> None:
@@ -422,7 +423,7 @@ class KeelAgent:
         **kwargs: Any,
     ) -> schema.NewSessionResponse:
         session = await self._open(cwd, mcp_servers, additional_directories)
-        self._announce(session)
+        self._unannounced[session.id] = session  # its commands follow this answer (``sent``)
         return schema.NewSessionResponse(session_id=session.id, modes=session.modes())
 
     async def load_session(
@@ -444,7 +445,7 @@ class KeelAgent:
         await session.flush()
         if fresh:  # started once its history is replayed: what it does next follows
             await self._start(session)
-        self._announce(session)
+        session.send(session.commands())  # the client named the session: it can take them now
         return schema.LoadSessionResponse(modes=session.modes())
 
     async def _open(
@@ -510,10 +511,14 @@ class KeelAgent:
             await session.close()
             raise RequestError(-32603, f"the session failed to start: {exc}") from None
 
-    def _announce(self, session: AcpSession) -> None:
-        """The slash commands, once the client knows the session (after this answer)."""
-        update = session.commands()
-        asyncio.get_running_loop().call_soon(session.send, update)
+    def sent(self, message: dict[str, Any]) -> None:
+        """The transport wrote ``message``: once a new session's id has reached the client, its
+        slash commands follow (an update for a session the client does not know yet is dropped)."""
+        result = message.get("result")
+        sid = result.get("sessionId") if isinstance(result, dict) else None
+        session = self._unannounced.pop(sid, None) if isinstance(sid, str) else None
+        if session is not None:
+            session.send(session.commands())
 
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,15 @@ class LineTransport:
     that is not JSON gets a parse error and one that is not a JSON-RPC object an invalid-request
     error (the SDK's own framing skips the first silently and fails the connection on the second)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        sent: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.reader = reader
         self.writer = writer
+        self.sent = sent  # told of each message once it is written
         self._lock = asyncio.Lock()
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -70,6 +77,8 @@ class LineTransport:
         async with self._lock:
             self.writer.write(data)
             await self.writer.drain()
+        if self.sent is not None:
+            self.sent(message)
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -139,6 +148,6 @@ async def serve(args: argparse.Namespace, out_fd: int) -> None:
     try:
         # KeelAgent implements the methods keel answers; the SDK's router answers the others
         # (session/list, fork, resume, config options) with method-not-found
-        await run_agent(cast(Agent, agent), LineTransport(reader, writer))
+        await run_agent(cast(Agent, agent), LineTransport(reader, writer, agent.sent))
     finally:
         await agent.close_all()
