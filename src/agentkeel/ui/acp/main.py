@@ -16,14 +16,19 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"keel acp: {message} (see keel acp --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="keel acp",
         description="Run keel as an Agent Client Protocol (ACP v1) agent on stdio, for editors "
         "(Zed, JetBrains, Neovim). See docs/editors.md.",
