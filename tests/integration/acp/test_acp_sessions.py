@@ -191,3 +191,20 @@ async def test_bad_input_gets_a_json_rpc_error_and_the_sessions_go_on(
         assert [r.stop_reason for r in results] == ["end_turn", "end_turn"]
         assert client.text(one) and client.text(two)
         assert proc.returncode is None
+
+
+async def test_a_child_that_reads_its_input_cannot_eat_the_protocol(
+    project: Path, tmp_path: Path, fake_llm: Any, acp_env: Any
+) -> None:
+    editor = tmp_path / "editor.sh"  # /memory edit runs $EDITOR with keel's own standard input
+    editor.write_text(f"#!/bin/sh\ncat > {tmp_path / 'stolen.txt'}\n")
+    editor.chmod(0o755)
+    server = fake_llm(["still here"])
+    client = RecordingClient()
+    async with keel_acp(client, project, {**acp_env(server), "EDITOR": str(editor)}) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        edited = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt("/memory edit KEEL.md")), 60)
+        assert edited.stop_reason == "end_turn" and "exited with 0" in client.text(sid)
+        after = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt("hello")), 60)
+    assert after.stop_reason == "end_turn" and "still here" in client.text(sid)
+    assert (tmp_path / "stolen.txt").read_text() == ""

@@ -269,6 +269,9 @@ class AcpSession:
         seen: set[str] = set()
         listed = []
         for item in registry.completions():
+            command = registry.get(item["name"])
+            if command is not None and command.interactive_only:  # these need keel's own terminal UI
+                continue
             if item["name"] not in seen:
                 seen.add(item["name"])
                 listed.append(item)

@@ -1,8 +1,9 @@
 """``keel acp [--model M] [--permission-mode MODE] [--verbose]``: keel as an ACP agent on stdio.
 
-Standard output carries the protocol and nothing else: the real stdout is kept for the
-connection and file descriptor 1 is pointed at standard error before any session starts, so a
-stray print, a library's banner or a child that inherits the descriptor cannot corrupt the stream.
+Standard input and output carry the protocol and nothing else: both are kept for the connection,
+file descriptor 1 is pointed at standard error and 0 at /dev/null before any session starts, so a
+stray print, a library's banner or a child that inherits a descriptor (``$EDITOR`` for ``/memory
+edit``, a hook) can neither corrupt the stream nor read requests meant for keel.
 Logs go to standard error (``--verbose`` for debug).
 """
 
@@ -51,11 +52,14 @@ def main(argv: list[str]) -> int:
         stream=sys.stderr,
         format="keel acp: %(levelname)s %(name)s: %(message)s",
     )
-    protocol_out = os.dup(1)
+    protocol_in, protocol_out = os.dup(0), os.dup(1)
     os.dup2(2, 1)  # fd 1 is standard error from here on: only the connection writes the protocol
     sys.stdout = sys.stderr
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)  # and fd 0 is empty: a child that reads its input ($EDITOR, a hook) cannot eat requests
+    os.close(nothing)
     try:
-        asyncio.run(serve(args, protocol_out))
+        asyncio.run(serve(args, protocol_in, protocol_out))
     except KeyboardInterrupt:
         pass
     return EXIT_OK
@@ -131,17 +135,17 @@ class LineTransport:
 log = logging.getLogger("agentkeel.ui.acp")
 
 
-async def _streams(out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _streams(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=50 * 1024 * 1024)  # images and embedded files come inline
     protocol = asyncio.StreamReaderProtocol(reader)
-    await loop.connect_read_pipe(lambda: protocol, sys.stdin)
+    await loop.connect_read_pipe(lambda: protocol, os.fdopen(in_fd, "rb", buffering=0))
     write_protocol = asyncio.streams.FlowControlMixin()
     transport, _ = await loop.connect_write_pipe(lambda: write_protocol, os.fdopen(out_fd, "wb", buffering=0))
     return reader, asyncio.StreamWriter(transport, write_protocol, None, loop)
 
 
-async def serve(args: argparse.Namespace, out_fd: int) -> None:
+async def serve(args: argparse.Namespace, in_fd: int, out_fd: int) -> None:
     from typing import cast
 
     from acp import Agent, run_agent
@@ -149,7 +153,7 @@ async def serve(args: argparse.Namespace, out_fd: int) -> None:
     from agentkeel.ui.acp.agent import KeelAgent
 
     agent = KeelAgent(env=os.environ, home=Path.home(), model=args.model, mode=args.permission_mode)
-    reader, writer = await _streams(out_fd)
+    reader, writer = await _streams(in_fd, out_fd)
     try:
         # KeelAgent implements the methods keel answers; the SDK's router answers the others
         # (session/list, fork, resume, config options) with method-not-found
