@@ -77,6 +77,11 @@ async def test_load_replays_an_earlier_session_and_continues_it(project: Path, f
         u.content.text for _, u in second.updates[replayed:] if u.session_update == "agent_message_chunk"
     )
     assert "the code word is heron" in json.dumps(server.cursor.requests[-1])  # the model saw the history
+    async with keel_acp(RecordingClient(), project, acp_env(server)) as (conn, _):
+        listed = await conn.list_sessions(cwd=str(project))
+    assert [(s.session_id, s.cwd, s.title) for s in listed.sessions] == [
+        (sid, str(project.resolve()), "what is the code word?")
+    ]
 
 
 async def test_a_project_slash_command_is_offered_and_runs(project: Path, fake_llm: Any, acp_env: Any) -> None:
@@ -132,6 +137,9 @@ async def test_mode_switching_changes_what_asks(project: Path, fake_llm: Any, ac
         await conn.set_session_mode(session_id=sid, mode_id="acceptEdits")
         assert client.of(sid, "current_mode_update")[-1].current_mode_id == "acceptEdits"
         result = await conn.prompt(session_id=sid, prompt=prompt("edit it"))
+        planned = await conn.prompt(session_id=sid, prompt=prompt("/plan"))  # a command switches the mode
+        assert planned.stop_reason == "end_turn"
+        assert client.of(sid, "current_mode_update")[-1].current_mode_id == "plan"
     assert result.stop_reason == "end_turn"
     assert client.asked == []  # acceptEdits: the edit did not ask
     assert (project / "a.txt").read_text() == "y\n"

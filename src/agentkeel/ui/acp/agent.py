@@ -63,6 +63,7 @@ STOP_REASONS: dict[str, schema.StopReason] = {
     "interrupted": "cancelled",
     "error_max_turns": "max_turn_requests",
 }
+LIST_PAGE = 100  # sessions per session/list answer
 McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio
 
 
@@ -280,6 +281,14 @@ class AcpSession:
     # --- a prompt -------------------------------------------------------------------------------
 
     async def run(self, blocks: list[Any]) -> schema.StopReason:
+        mode = self.rt.permissions.mode
+        try:
+            return await self._run(blocks)
+        finally:
+            if self.rt.permissions.mode != mode:  # a command (/plan) or a tool changed it: the picker follows
+                self.send(up.mode_update(self.rt.permissions.mode))
+
+    async def _run(self, blocks: list[Any]) -> schema.StopReason:
         from agentkeel.commands.run import route_line
 
         message = to_message(blocks)
@@ -408,6 +417,7 @@ class KeelAgent:
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(image=True, audio=False, embedded_context=True),
                 mcp_capabilities=schema.McpCapabilities(http=True, sse=True),
+                session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities()),
             ),
             agent_info=schema.Implementation(name="keel", title="keel", version=__version__),
             auth_methods=[],
@@ -522,6 +532,34 @@ class KeelAgent:
         session = self._unannounced.pop(sid, None) if isinstance(sid, str) else None
         if session is not None:
             session.send(session.commands())
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> schema.ListSessionsResponse:
+        """keel's saved sessions (the session index), newest first, a page at a time (``cursor``)."""
+        from agentkeel.session.index import SessionIndex
+        from agentkeel.session.store import keel_home
+
+        if cwd is not None and not Path(cwd).is_absolute():
+            raise invalid(f"cwd {cwd!r} is not an absolute path")
+        if cursor is not None and not cursor.isdigit():
+            raise invalid(f"cursor {cursor!r} is not one this agent gave")
+        start = int(cursor or 0)
+        index = SessionIndex(keel_home(self.env))
+        rows = await asyncio.to_thread(index.list, Path(cwd).resolve() if cwd else None, limit=start + LIST_PAGE + 1)
+        page = rows[start : start + LIST_PAGE]
+        return schema.ListSessionsResponse(
+            sessions=[
+                schema.SessionInfo(
+                    session_id=r.session_id,
+                    cwd=r.cwd,
+                    title=(r.title or r.first_prompt)[:200] or None,
+                    updated_at=r.last_activity or None,
+                )
+                for r in page
+            ],
+            next_cursor=str(start + LIST_PAGE) if len(rows) > start + LIST_PAGE else None,
+        )
 
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
