@@ -216,3 +216,28 @@ async def test_a_child_that_reads_its_input_cannot_eat_the_protocol(
         after = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt("hello")), 60)
     assert after.stop_reason == "end_turn" and "still here" in client.text(sid)
     assert (tmp_path / "stolen.txt").read_text() == ""
+
+
+async def test_a_failing_session_reports_its_error_and_the_other_answers(
+    project: Path, fake_llm: Any, acp_env: Any
+) -> None:
+    server = fake_llm(
+        {
+            "steps": ["fine"],
+            "loop": True,
+            "match": [{"contains": "BREAK", "steps": [{"error": {"status": 400, "message": "scripted failure"}}]}],
+        }
+    )
+    client = RecordingClient()
+    async with keel_acp(client, project, acp_env(server)) as (conn, proc):
+        broken = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        healthy = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        results = await asyncio.gather(
+            conn.prompt(session_id=broken, prompt=prompt("BREAK")),
+            conn.prompt(session_id=healthy, prompt=prompt("hello")),
+        )
+        assert [r.stop_reason for r in results] == ["end_turn", "end_turn"]
+        assert "[keel]" in client.text(broken) and "400" in client.text(broken)
+        assert client.text(healthy) == "fine"
+        again = await conn.prompt(session_id=healthy, prompt=prompt("again"))
+        assert again.stop_reason == "end_turn" and proc.returncode is None
