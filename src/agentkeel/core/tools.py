@@ -109,6 +109,21 @@ class Workdir(msgspec.Struct):
     path: Path | None = None
 
 
+class OpenFiles:
+    """The user's view of the files, when a front end holds one (an editor's unsaved buffers: ``keel
+    acp`` asks its client). Provided per session (``RuntimeOptions.services``); the file tools then
+    read and write a text file through it. ``None`` / ``False``: not the front end's to handle, the
+    disk is used as without it. Subagents see the same files."""
+
+    share_with_subagents = True
+
+    async def read_text(self, path: Path) -> str | None:
+        return None
+
+    async def write_text(self, path: Path, text: str) -> bool:
+        return False
+
+
 class ToolContext(msgspec.Struct):
     cwd: Path
     session_id: str

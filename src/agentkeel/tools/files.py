@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from msgspec import Meta, Struct
 
-from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput, default_response
+from agentkeel.core.tools import Effects, OpenFiles, Tool, ToolContext, ToolError, ToolOutput, default_response
 from agentkeel.core.types import ImageBlock
 from agentkeel.internal import globs
 from agentkeel.tools import EDIT, READ
@@ -100,6 +100,20 @@ def read_text(path: Path, what: str = "too large to load whole; use Bash (e.g. s
     return load_text(path, what)[0]
 
 
+async def read_opened(ctx: ToolContext, path: Path) -> str | None:
+    """The file's text as the user sees it, when the session has a front end's view of the files
+    (an editor's unsaved buffer: ``OpenFiles``); None: read the disk."""
+    files = ctx.services.find(OpenFiles)
+    return None if files is None else await files.read_text(path)
+
+
+async def store(ctx: ToolContext, path: Path, text: str, data: bytes) -> None:
+    """Write ``text`` through the front end's view of the files when it takes it, else ``data`` to disk."""
+    files = ctx.services.find(OpenFiles)
+    if files is None or not await files.write_text(path, text):
+        atomic_write(path, data)
+
+
 # --- Read ------------------------------------------------------------------------------
 
 
@@ -127,25 +141,34 @@ async def _read(args: ReadInput, ctx: ToolContext) -> ToolOutput:
         state.mark(path)
         return ToolOutput(render_notebook(text, path), metadata={"file_path": str(path), "file_type": "notebook"})
     start = max(args.offset or 1, 1)
-    window, st = await read_window(path, start, args.limit or MAX_LINES)
+    limit = args.limit or MAX_LINES
+    opened = await read_opened(ctx, path)
+    total: int | None
+    if opened is not None:  # the user's view of it (an editor's buffer)
+        every = opened.splitlines()
+        lines, total, seen, size = every[start - 1 : start - 1 + limit], len(every), len(every), len(opened)
+        empty = not opened
+    else:
+        window, st = await read_window(path, start, limit)
+        lines, total, seen, size = window.lines, window.total, window.newlines, max(st.st_size, window.size)
+        empty = window.size == 0
     state.mark(path)
-    total = window.total
-    if window.size == 0:
+    if empty:
         return ToolOutput(
             "<system-reminder>The file exists but is empty.</system-reminder>",
             metadata={"file_path": str(path), "lines": 0},
         )
-    if not window.lines:
-        counted = f"only {total} lines" if total is not None else f"more than {window.newlines} lines"
+    if not lines:
+        counted = f"only {total} lines" if total is not None else f"more than {seen} lines"
         return ToolOutput(
             f"<system-reminder>The file has {counted}; offset {start} is past the end.</system-reminder>",
             metadata={"file_path": str(path), "lines": total},
         )
-    body = numbered(window.lines, start)
-    end = start + len(window.lines) - 1
+    body = numbered(lines, start)
+    end = start + len(lines) - 1
     if total is None:
         body += (
-            f"\n\n[Showing lines {start}-{end} of a {human_size(max(st.st_size, window.size))} file; keel stopped "
+            f"\n\n[Showing lines {start}-{end} of a {human_size(size)} file; keel stopped "
             "reading there and did not count the lines after. Use offset and limit to read more.]"
         )
     elif end < total:
@@ -155,7 +178,7 @@ async def _read(args: ReadInput, ctx: ToolContext) -> ToolOutput:
         metadata={
             "file_path": str(path),
             "file_type": path.suffix.lstrip("."),
-            "lines": len(window.lines),
+            "lines": len(lines),
             "total_lines": total,
         },
     )
@@ -204,7 +227,7 @@ async def _write(args: WriteInput, ctx: ToolContext) -> ToolOutput:
         fmt = _format_of(path)
         if fmt.crlf and "\r\n" not in content:
             content = to_crlf(content)  # a CRLF file stays CRLF
-    atomic_write(path, encode_text(path, content, fmt))
+    await store(ctx, path, args.content, encode_text(path, content, fmt))
     state.mark(path)
     lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
     verb = "updated" if existed else "created"
@@ -277,12 +300,16 @@ async def _edit_file(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> Too
     state = ctx.services.get(FileState)
     if not path.exists():
         if len(ops) == 1 and ops[0].old_string == "":
-            atomic_write(path, ops[0].new_string.encode("utf-8"))
+            await store(ctx, path, ops[0].new_string, ops[0].new_string.encode("utf-8"))
             state.mark(path)
             return ToolOutput(f"File created successfully at: {path}", metadata={"file_path": str(path)})
         raise ToolError(f"File does not exist: {path}")
     state.check_fresh(path)
-    text, fmt = load_text(path, "too large for Edit, which loads the whole file; edit it with Bash (e.g. sed -i)")
+    opened = await read_opened(ctx, path)
+    if opened is not None:  # the editor's buffer, written back through the editor (its line endings)
+        text, fmt = opened, UTF8
+    else:
+        text, fmt = load_text(path, "too large for Edit, which loads the whole file; edit it with Bash (e.g. sed -i)")
     new_text = text
     for i, op in enumerate(ops):
         if op.old_string == "":
@@ -292,7 +319,7 @@ async def _edit_file(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> Too
                 old_string=to_crlf(op.old_string), new_string=to_crlf(op.new_string), replace_all=op.replace_all
             )
         new_text = apply_edit(new_text, op, f"edit {i + 1}: " if len(ops) > 1 else "")
-    atomic_write(path, encode_text(path, new_text, fmt))
+    await store(ctx, path, new_text, encode_text(path, new_text, fmt))
     state.mark(path)
     snippet = _snippet(new_text, ops[-1].new_string)
     return ToolOutput(
@@ -313,7 +340,7 @@ async def _multi_edit(args: MultiEditInput, ctx: ToolContext) -> ToolOutput:
 # --- the checks before anyone is asked (``Tool.validate``) -------------------------------
 
 
-def _check_ops(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> None:
+async def _check_ops(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> None:
     """What would make an edit fail, found without writing: the file is missing, unread or changed
     since read (checked before its content is looked at: nothing unread is probed), or an
     old_string is not there exactly once."""
@@ -323,7 +350,9 @@ def _check_ops(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> None:
             return
         raise ToolError(f"File does not exist: {path}")
     ctx.services.get(FileState).check_fresh(path)
-    text = read_text(path, "too large for Edit, which loads the whole file; edit it with Bash (e.g. sed -i)")
+    text = await read_opened(ctx, path)
+    if text is None:
+        text = read_text(path, "too large for Edit, which loads the whole file; edit it with Bash (e.g. sed -i)")
     for i, op in enumerate(ops):
         if op.old_string == "":
             raise ToolError(f"edit {i + 1}: old_string is empty; only a new file can be created that way")
@@ -331,7 +360,7 @@ def _check_ops(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> None:
 
 
 async def _check_edit(args: EditInput, ctx: ToolContext) -> None:
-    _check_ops(
+    await _check_ops(
         ctx,
         args.file_path,
         [EditOp(old_string=args.old_string, new_string=args.new_string, replace_all=args.replace_all)],
@@ -339,7 +368,7 @@ async def _check_edit(args: EditInput, ctx: ToolContext) -> None:
 
 
 async def _check_multi_edit(args: MultiEditInput, ctx: ToolContext) -> None:
-    _check_ops(ctx, args.file_path, list(args.edits))
+    await _check_ops(ctx, args.file_path, list(args.edits))
 
 
 async def _check_write(args: WriteInput, ctx: ToolContext) -> None:

@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "Subcommands: keel sessions list | keel permissions check|list | keel trust [PATH] | "
             "keel mem search|timeline|get|stats|... (memory; keel mem --help) | keel mcp list|get|add|remove | "
-            "keel dev fake-llm --script FILE"
+            "keel dev fake-llm --script FILE | keel acp (an ACP agent on stdio, for editors)"
         ),
     )
     p.add_argument("prompt", nargs="*", help="the prompt (interactive mode starts with it when -p is absent)")
@@ -174,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"{__version__} (keel)")
         return 0
+    if argv and argv[0] == "acp":  # an ACP agent on stdio, for editors (agentkeel.ui.acp)
+        from agentkeel.ui.acp.main import main as acp_main
+
+        return acp_main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS:
         from agentkeel.ui.cli.commands import run_subcommand
 
