@@ -146,8 +146,10 @@ def agent_from_file(
         warnings.append(f"{path}: isolation must be 'worktree'; ignored")
         isolation = None
     tools = names(meta.get("tools"))
-    if tools is not None and tools in ([], ["*"], ["all"]):
-        tools = None  # ``tools: []`` is "not restricted" to Claude Code 2.1.328 ("Tools: All tools")
+    if tools is not None and tools in (["*"], ["all"]):
+        tools = None
+    elif "tools" in meta and not [t for t in tools or () if t.strip()]:
+        tools = []  # ``tools: []`` or a blank ``tools:``: no tools, as Claude Code 2.1.328 runs the agent
     model = text(meta.get("model")) or None
     raw_hooks = meta.get("hooks")
     hooks: dict[str, Any] = dict(raw_hooks) if isinstance(raw_hooks, dict) else {}

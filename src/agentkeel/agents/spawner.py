@@ -35,7 +35,7 @@ from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.internal.env import KeelEnv
 from agentkeel.internal.git import find_root
-from agentkeel.tools import AGENT_TOOLS, effects_for
+from agentkeel.tools import effects_for, names_of
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,9 @@ def tool_name(spec: str) -> str:
 
 
 def tool_names(specs: Iterable[str]) -> set[str]:
-    """The tools a definition's list names: ``Agent`` and ``Task`` are one tool (either grants or
-    takes both)."""
-    names = {tool_name(t) for t in specs}
-    return names | set(AGENT_TOOLS) if names & set(AGENT_TOOLS) else names
+    """The tools a definition's list names, each under all its names: ``Agent`` and ``Task`` are
+    one tool, as are ``TaskStop`` and ``KillShell`` (either grants or takes both)."""
+    return {name for t in specs for name in names_of(tool_name(t))}
 
 
 class SubagentSpawner:

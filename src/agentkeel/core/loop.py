@@ -493,14 +493,14 @@ class Agent:
             assert call.tool is not None
             self.bus.emit(ToolStarted(tool_use_id=call.id, name=call.name, input=call.input))
             output = await self._invoke(call)
-        notes: list[str] = []  # taken as each extension adds them: a later one rebuilding the output keeps them
         for ext in self.ext:
             if ext.after_tool is None:
                 continue
             try:
+                notes = output.notes
                 output = await ext.after_tool(call, output)
-                notes += output.notes
-                output.notes = []
+                if notes and not output.notes:  # an extension that rebuilt the output keeps the notes
+                    output.notes = notes
             except SinkFailed:  # an extension's event could not be logged: the run stops
                 raise
             except RunStopped as stop:
@@ -521,7 +521,7 @@ class Agent:
             )
         )
         block = ToolResultBlock(tool_use_id=call.id, content=output.content or "", is_error=output.is_error)
-        return block, [TextBlock(text=n) for n in notes]
+        return block, [TextBlock(text=n) for n in output.notes]
 
     async def _invoke(self, call: ToolCall) -> ToolOutput:
         tool = call.tool

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.core.tools import Tool
-from agentkeel.tools import RENAMED
+from agentkeel.tools import names_of
 
 _NAMES = re.compile(r"^[A-Za-z0-9_ ,|-]+$")
 
@@ -31,8 +31,7 @@ def compile_matcher(matcher: str) -> Callable[[str], bool]:
     if text in ("", "*"):
         return lambda _value: True
     if _NAMES.match(text):
-        given = {n.strip() for n in re.split(r"[|,]", text) if n.strip()}
-        names = frozenset(given | {RENAMED[n] for n in given if n in RENAMED})  # Claude Code's names too
+        names = frozenset(n.strip() for n in re.split(r"[|,]", text) if n.strip())
         return lambda value: value in names
     try:
         pattern = re.compile(text)
@@ -53,8 +52,13 @@ def matcher_error(matcher: str) -> str | None:
 
 
 def matches(matcher: str, value: str | None) -> bool:
-    """``value`` None: the event has nothing to match on, so every group applies."""
-    return value is None or compile_matcher(matcher)(value)
+    """``value`` None: the event has nothing to match on, so every group applies. A tool is matched
+    by each of its names (``Task`` and ``Agent``; ``KillShell`` and ``TaskStop``...), in a list or a
+    pattern alike: a hook written for either name never misses a call made under the other."""
+    if value is None:
+        return True
+    check = compile_matcher(matcher)
+    return any(check(name) for name in names_of(value))
 
 
 def condition_holds(

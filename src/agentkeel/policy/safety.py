@@ -48,6 +48,12 @@ class ResultGuard(msgspec.Struct):
     html_allowed: frozenset[str] = frozenset()  # external tools whose output keeps its HTML (none by default)
 
     async def __call__(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
+        guarded = await self._guard(call, output)
+        external = call.tool is not None and call.tool.is_external
+        guarded.notes = [self._text(n, call.name, external) for n in output.notes]  # a hook's context too
+        return guarded
+
+    async def _guard(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         content: Any = output.content
         external = call.tool is not None and call.tool.is_external
         if content is None or (isinstance(content, str) and not content.strip()) or content == []:

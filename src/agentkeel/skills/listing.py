@@ -31,7 +31,7 @@ class Entry(NamedTuple):
 def budget(context_window: int, env: Mapping[str, str], fraction: float | None = None) -> int:
     """The listing's size in characters."""
     raw = env.get("SLASH_COMMAND_TOOL_CHAR_BUDGET", "").strip()
-    if raw.isdigit() and int(raw) > 0:
+    if raw.isascii() and raw.isdigit() and int(raw) > 0:
         return int(raw)
     share = fraction if fraction is not None else DEFAULT_FRACTION
     return max(1, int(context_window * CHARS_PER_TOKEN * share))

@@ -32,6 +32,14 @@ RENAMED = {
     AGENT_ALIAS: AGENT,
 }
 
+
+def names_of(name: str) -> tuple[str, ...]:
+    """Every name of the tool ``name`` names (``Agent`` -> Task, Agent; ``KillShell`` -> KillShell,
+    TaskStop, KillBash): what a rule, a hook matcher or an agent's tool list may call it."""
+    canonical = RENAMED.get(name, name)
+    return (canonical, *(k for k, v in RENAMED.items() if v == canonical))
+
+
 # Tools keel builds outside ``tools/`` (agents, skills, plan mode), as Claude Code's grammar and
 # keel's pruning know them: for code that holds only a name (a rule check without the session's
 # registry). Their ``Tool`` objects may declare more; these are what a name alone tells.

@@ -19,9 +19,8 @@ listing budget (131,000 characters of descriptions on a large set-up); plugin co
 ``description`` offered (Claude Code leaves them out); a command's first line kept its ``#``;
 ``when_to_use`` joined with a space (Claude Code: `` - ``); a skill whose frontmatter name differs
 from its folder not shown as ``folder (name)``; a folded (``>``) agent description kept its final
-newline, which split the listing line; ``tools: []`` read as no tools (Claude Code: all tools);
-agents not sorted by name; a project skill or command hid the user's of the same name (Claude Code
-keeps the user's).
+newline, which split the listing line; agents not sorted by name; a project skill or command hid
+the user's of the same name (Claude Code keeps the user's).
 """
 
 from __future__ import annotations

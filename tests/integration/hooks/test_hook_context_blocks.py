@@ -31,6 +31,8 @@ FakeLLM = Callable[[Any], FakeLLMServer]
 
 HOOK = """import json, os, sys
 event, ctx = sys.argv[1], sys.argv[2]
+if ctx == "ANSI":  # terminal colours and a zero-width character, as a linter's output may carry
+    ctx = "\\u001b[31mred\\u001b[0m hid\\u200bden"
 name = os.path.basename(json.load(sys.stdin)["tool_input"]["file_path"])
 print(json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": f"{ctx} {name}"}}))
 """
@@ -98,3 +100,19 @@ def test_parallel_calls_keep_every_result_and_resume_the_same(project: Path, fak
     assert run.code == 0, run.stderr
     resumed = server.cursor.requests[-1]["body"]["messages"]
     assert _plain(resumed[2]["content"]) == blocks
+
+
+def test_context_is_cleaned_as_a_result_is(project: Path, fake_llm: FakeLLM, keel: Keel) -> None:
+    """Escapes and invisible characters in a hook's context are taken out, as in a tool's result."""
+    (project / "a.txt").write_text("hello\n")
+    _hooks(project, keel)
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    post = settings["hooks"]["PostToolUse"][0]["hooks"][0]
+    post["command"] = post["command"].replace("CTX-POST", "ANSI")
+    (project / ".claude" / "settings.json").write_text(json.dumps(settings))
+    assert keel("trust", str(project)).code == 0
+    read = {"tool_calls": [{"name": "Read", "input": {"file_path": str(project / "a.txt")}}]}
+    server = fake_llm({"steps": [read, "done"]})
+    assert keel("-p", "read a.txt", env=wire_env(server, "anthropic")).code == 0
+    blocks = _plain(server.cursor.requests[1]["body"]["messages"][-1]["content"])
+    assert blocks[-1] == _reminder("PostToolUse", "red hidden a.txt")

@@ -61,3 +61,40 @@ def test_hook_matchers_with_claude_codes_names(project: Path, tmp_path: Path, fa
     assert run.code == 0, run.stderr
     fired = [json.loads(line)["tool_name"] for line in log.read_text().splitlines()]
     assert fired == ["KillShell", "Task"]
+
+
+def test_a_blocking_hook_sees_every_name_of_the_tool(
+    project: Path, tmp_path: Path, fake_llm: FakeLLM, keel: Keel
+) -> None:
+    """A PreToolUse hook that blocks (exit 2) with the matcher ``Task``, ``^Agent$`` or ``Agent|mcp__.*``
+    blocks the subagent whichever name the model calls it by (before, a call to ``Agent`` slipped past
+    a ``Task`` hook, and a pattern naming ``Agent`` missed ``Task``)."""
+    block = "cat > /dev/null; echo blocked-by-hook >&2; exit 2"
+    (project / ".claude").mkdir()
+    settings = project / ".claude" / "settings.json"
+    for matcher, called in (("Task", "Agent"), ("^Agent$", "Task"), ("Agent|mcp__.*", "Task")):
+        groups = [{"matcher": matcher, "hooks": [{"type": "command", "command": block}]}]
+        settings.write_text(json.dumps({"hooks": {"PreToolUse": groups}}))
+        assert keel("trust", str(project)).code == 0
+        task = {"description": "x", "prompt": "say hi", "subagent_type": "general-purpose"}
+        server = fake_llm({"steps": [_call(called, **task), "SUBAGENT-RAN", "done"]})
+        run = keel("-p", "go", env=wire_env(server, "anthropic"))
+        assert run.code == 0, run.stderr
+        assert "blocked-by-hook" in _result(server, 1), (matcher, called)
+        children = [r for r in server.cursor.requests if "You are an agent for keel" in str(r["body"].get("system"))]
+        assert children == [], (matcher, called)  # the subagent never ran
+
+
+def test_an_agents_disallowed_tools_in_claude_codes_names(project: Path, fake_llm: FakeLLM, keel: Keel) -> None:
+    """``disallowedTools: TaskStop, TaskOutput`` takes KillShell and BashOutput from the subagent."""
+    agents = project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "calm.md").write_text(
+        "---\nname: calm\ndescription: no shell control\ndisallowedTools: TaskStop, TaskOutput\n---\nYou are calm.\n"
+    )
+    task = {"description": "x", "prompt": "say hi", "subagent_type": "calm"}
+    server = fake_llm({"steps": [_call("Task", **task), "hi", "done"]})
+    assert keel("-p", "go", env=wire_env(server, "anthropic")).code == 0
+    [child] = [r["body"] for r in server.cursor.requests if "You are calm." in str(r["body"].get("system"))]
+    offered = {t["name"] for t in child["tools"]}
+    assert "Bash" in offered and not offered & {"KillShell", "BashOutput"}

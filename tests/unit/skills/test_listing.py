@@ -15,6 +15,7 @@ def test_budget_follows_the_window_the_fraction_and_the_variable() -> None:
     assert budget(200_000, {}, 0.05) == 40_000
     assert budget(200_000, {"SLASH_COMMAND_TOOL_CHAR_BUDGET": "123"}) == 123
     assert budget(200_000, {"SLASH_COMMAND_TOOL_CHAR_BUDGET": "lots"}) == 8000
+    assert budget(200_000, {"SLASH_COMMAND_TOOL_CHAR_BUDGET": "\u00b2"}) == 8000  # a digit int() refuses
 
 
 def test_over_the_budget_descriptions_go_first_come_first_kept() -> None:
