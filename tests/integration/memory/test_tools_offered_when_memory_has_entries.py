@@ -33,4 +33,4 @@ def test_memory_tools_only_once_memory_has_entries(
     second = fake_llm({"steps": ["Checked."]})
     run = keel("-p", "the release checklist again", env=wire_env(second, "anthropic"))
     assert run.code == 0, run.stderr
-    assert MEMORY_TOOLS <= _tool_lists(second)[0]  # the first session left entries: offered
+    assert _tool_lists(second)[0] >= MEMORY_TOOLS  # the first session left entries: offered
