@@ -25,10 +25,10 @@ from agentkeel.memory.retrieval import query_terms
 
 FILLER = frozenset(
     (
-        "hi hello hey yo thanks thank thx ok okay k yes yep yeah no nope please pls sure fine good great nice cool "
+        "hi hello hey yo thanks thank thx ok okay yes yep yeah nope please pls sure fine good great nice cool "
         "perfect right alright continue go ahead proceed keep going carry resume again retry next done finish "
         "start stop wait now more try run rerun test tests testing check lint build fix it that this those these "
-        "same one something anything everything thing things let lets us make do please again"
+        "same one something anything everything thing things let lets us make"
     ).split()
 )
 _STEM = 5
