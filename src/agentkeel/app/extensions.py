@@ -253,8 +253,9 @@ def _memory(parts: SessionParts) -> Extension | None:
 
 
 def _memory_tools(memory: MemoryPlugin) -> list[Tool]:
-    """Stand-ins that build memory's tools (and import pydantic) at their first call."""
-    if not memory.config.tools:
+    """Stand-ins that build memory's tools (and import pydantic) at their first call; none when
+    memory held nothing at session start (``MemoryPlugin.offers_tools``)."""
+    if not memory.offers_tools():
         return []
     real: dict[str, Tool] = {}
 

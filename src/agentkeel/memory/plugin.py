@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentkeel.config.settings import MemorySettings
-from agentkeel.core.events import Event, EventBus, Notice, RunFinished, SessionEnded, UserMessage
+from agentkeel.core.events import Compaction, Event, EventBus, Notice, RunFinished, SessionEnded, UserMessage
 from agentkeel.core.extensions import Extension, PromptInfo, PromptVerdict
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Tool
 from agentkeel.internal.env import KeelEnv
 from agentkeel.memory.health import MemoryDamaged
-from agentkeel.memory.model import Entry, estimate_tokens, new_record_id, now_iso, one_line
+from agentkeel.memory.model import Entry, Hit, estimate_tokens, new_record_id, now_iso, one_line
 from agentkeel.memory.store import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 FIRST_PROMPT_WAIT_S = 0.25  # the first prompt waits this long at most for the store check
 MAX_CAPTURED = 2000  # as MemoryCapture: the summary reads at most this many records
+RECENT_SESSIONS = 3  # the recent sessions listed on the first prompt
+OWN_TEXT_CHARS = 2000  # how much of an entry's text the relevance floor reads
+RECENT_POOL = 8  # the summaries read to find them (a resumed session writes one per run)
 
 
 def context_budget(window_tokens: int) -> int:
@@ -86,6 +89,8 @@ class MemoryPlugin:
         self._writer: MemoryStore | None = None
         self._full: MemoryStore | None = None
         self._prompts = 0
+        self._offers: bool | None = None  # the memory tools are offered this session (decided once)
+        self._shown: set[str] = set()  # the entries this session's context holds already (until a compaction)
         self._model_summary: tuple[str, dict[str, Any]] | None = None
         self._emit: Callable[[Event], None] | None = None
         from agentkeel.memory.capture import MemoryCapture, Outbox, outbox_path
@@ -243,7 +248,10 @@ class MemoryPlugin:
             self.capture.captured.append(record)
 
     def _on_event(self, event: Event) -> None:
-        """Turns in and out: the embedding pass runs only between them."""
+        """Turns in and out: the embedding pass runs only between them. A compaction (or a rewind)
+        may drop the context that held the memories shown: they may be shown again."""
+        if isinstance(event, Compaction):
+            self._shown.clear()
         if self.embedding is None:
             return
         if isinstance(event, RunFinished):
@@ -252,8 +260,33 @@ class MemoryPlugin:
         elif isinstance(event, UserMessage | SessionEnded):
             self.embedding.busy()
 
+    def offers_tools(self) -> bool:
+        """Whether the model is offered the memory tools this session: only when memory holds
+        entries at session start (of any project: a search of an empty project says when another
+        one holds matches, and how to let it read them). Decided once, so
+        the tool list (the start of every request, cached) stays the same all session; a session
+        whose memory was empty gets them from the next session on. Fails open: a store that cannot
+        be read is offered (its tools say what is wrong)."""
+        if self._offers is None:
+            self._offers = bool(self.config.tools) and self._has_entries()
+        return self._offers
+
+    def _has_entries(self) -> bool:
+        from agentkeel.memory.backends import is_file
+
+        if is_file(self.location):
+            path = Path(self.location).expanduser()
+            if not (path / "memory.db" if path.is_dir() else path).exists():
+                return False  # no store yet: nothing to search (and nothing is created to find out)
+        try:
+            check = getattr(self._open_reader(), "has_entries", None)
+            return True if check is None else bool(check())
+        except Exception as exc:  # fail open: the tools report the problem when used
+            log.info("memory: could not tell whether the store has entries: %s", exc)
+            return True
+
     def tools(self) -> list[Tool]:
-        if not self.config.tools:
+        if not self.offers_tools():
             return []
         from agentkeel.memory.tools import memory_tools
 
@@ -290,42 +323,71 @@ class MemoryPlugin:
             return None
 
     def _prompt_context(self, prompt: str) -> str | None:
+        """MEMORY.md and the recent sessions on the first prompt; then what the prompt's words find,
+        by the rules of :mod:`agentkeel.memory.inject` (no search for a prompt memory cannot help,
+        nothing that shares no word with it, no line twice)."""
         from agentkeel.memory.consolidate import lessons_for, read_agent_memory
+        from agentkeel.memory.inject import can_help, same_text, shares_a_word, stems
 
         store = self._open_reader()
         first = self._prompts == 0
         self._prompts += 1
         sections: list[tuple[str, list[str]]] = []
         spent = 0
+        texts: set[str] = set()  # this block's lines, by their words
+        sessions: set[str] = set()  # the sessions listed among the recent ones
 
-        def add(title: str, lines: list[str]) -> None:
+        def fresh(entry_id: str, text: str) -> bool:
+            key = same_text(text)
+            if entry_id in self._shown or key in texts:
+                return False
+            texts.add(key)
+            return True
+
+        def add(title: str, lines: list[tuple[str, str]]) -> None:
             nonlocal spent
             kept: list[str] = []
-            for line in lines:
+            for entry_id, line in lines:
                 cost = estimate_tokens(line)
                 if spent + cost > self.budget:
                     break
                 kept.append(line)
                 spent += cost
+                if entry_id:
+                    self._shown.add(entry_id)
             if kept:
                 sections.append((title, kept))
 
         if first:
             notes = read_agent_memory(self.agent_type, self.cwd, self.keel_home, limit_chars=self.budget * 2)
             if notes:
-                add(f"MEMORY.md ({self.agent_type})", [notes])
-            recent = [e for e in store.recent(["session_summary"], project=self.project, limit=3)]
-            add("Recent sessions", [_cite(e) for e in recent])
-        hits = [
-            h
-            for h in store.search(prompt, k=8, project=self.project, recency_half_life_days=30.0)
-            if h.session != self.session_id and h.type != "lesson"
-        ]
-        add("Relevant memories", [h.line() for h in hits[:5]])
-        add(
-            "Lessons from similar tasks",
-            [h.line() for h in lessons_for(store, prompt, self.project, k=3, others=self.config.crossProject)],
-        )
+                add(f"MEMORY.md ({self.agent_type})", [("", notes)])
+            recent: list[tuple[str, str]] = []
+            for e in store.recent(["session_summary"], project=self.project, limit=RECENT_POOL):
+                if e.session in sessions or not fresh(e.id, f"{e.type} {e.summary()}"):
+                    continue  # a resumed session's second summary, or the same text
+                sessions.add(e.session)
+                recent.append((e.id, _cite(e)))
+            add("Recent sessions", recent[:RECENT_SESSIONS])
+        if can_help(prompt):
+            hits = [
+                h
+                for h in store.search(prompt, k=8, project=self.project, recency_half_life_days=30.0)
+                if h.session != self.session_id
+                and h.type != "lesson"
+                and not (h.type == "session_summary" and h.session in sessions)
+            ]
+            lessons = lessons_for(store, prompt, self.project, k=3, others=self.config.crossProject)
+            words = stems(prompt)
+            # the floor reads each entry's own text (a lesson's summary is its advice; its task
+            # is in its text); what matched only in the session context around it does not count
+            own = {e.id: e.text[:OWN_TEXT_CHARS] for e in store.get([h.id for h in hits + lessons])}
+
+            def relevant(h: Hit) -> bool:
+                return shares_a_word(own.get(h.id, h.summary), words) and fresh(h.id, f"{h.type} {h.summary}")
+
+            add("Relevant memories", [(h.id, h.line()) for h in hits if relevant(h)][:5])
+            add("Lessons from similar tasks", [(h.id, h.line()) for h in lessons if relevant(h)])
         if not sections:
             return None
         body = "\n".join(f"{title}:\n" + "\n".join(f"- {line}" for line in lines) for title, lines in sections)

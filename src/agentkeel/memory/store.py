@@ -90,6 +90,10 @@ class StoreBase(Backend):
         return self._scan(Filters(include_superseded=True), after_rid, limit)
 
     # -- views ---------------------------------------------------------------------------------------
+    def has_entries(self, project: str | None = None) -> bool:
+        """Whether any live entry exists (of ``project`` when given): one indexed row read."""
+        return bool(self._latest(Filters.build(project=project), 1))
+
     def recent(self, types: Sequence[str], project: str | None = None, limit: int = 5) -> list[Entry]:
         """The newest entries of some types (session summaries at session start, the dashboard's feed)."""
         return [row.entry(self.masker) for row in self._latest(Filters.build(project=project, type=list(types)), limit)]

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentkeel.core.events import Event, Notice
+from agentkeel.core.events import Checkpoint, Event, Notice
 from agentkeel.core.extensions import Extension, PromptInfo, ToolCall, Verdict
 from agentkeel.core.loop import RunStopped
 from agentkeel.core.provider import ModelRequest
@@ -158,23 +158,34 @@ class LoopDetector(msgspec.Struct):
     change course: the run ends before its next request (a model repeating one call made 843
     requests a minute, forever). The counts start over with each prompt.
 
-    What counts as "the same call" is :meth:`key`; a refusal is only ever of a call that key says
-    repeats, so a finer notion of a repeat (one that counts a file change between two calls as
-    progress) changes nothing here."""
+    What counts as "the same call" is :meth:`key`. A change to the files between two identical
+    calls is progress, not a loop: ``pytest`` run again after an Edit is how a fix is checked, so a
+    call only counts the repeats made since another call last changed a file (an Edit, Write or
+    NotebookEdit that succeeded, or any call a :class:`Checkpoint` says changed files, a Bash
+    ``sed -i`` included). The repeated call's own changes do not count: ``echo x >> log`` run three
+    times is still a loop."""
 
     ask: AskRepeat | None = None
     limit: int = 3
     window: int = 10
     stop_after: int = LOOP_STOP_AFTER
-    recent: deque[str] = msgspec.field(default_factory=lambda: deque(maxlen=10))
+    recent: deque[tuple[int, str]] = msgspec.field(default_factory=lambda: deque(maxlen=10))  # (seq, key)
     refused: list[str] = msgspec.field(default_factory=list)  # this run's refused calls, by tool name
+    seq: int = 0  # calls seen this prompt
+    calls: dict[str, tuple[int, str]] = msgspec.field(default_factory=dict)  # tool_use_id -> (seq, key)
+    changes: dict[str, int] = msgspec.field(default_factory=dict)  # key -> seq of its last call that changed files
 
     def __post_init__(self) -> None:
         self.recent = deque(maxlen=self.window)
 
     def extension(self) -> Extension:
         return Extension(
-            "loop-detector", before_tool=self, before_request=self.before_request, on_prompt=self.on_prompt
+            "loop-detector",
+            before_tool=self,
+            after_tool=self.after_tool,
+            before_request=self.before_request,
+            on_prompt=self.on_prompt,
+            subscribers=[self.on_event],
         )
 
     @staticmethod
@@ -187,6 +198,8 @@ class LoopDetector(msgspec.Struct):
     async def on_prompt(self, info: PromptInfo) -> None:
         self.recent.clear()
         self.refused.clear()
+        self.calls.clear()
+        self.changes.clear()
 
     async def before_request(self, request: ModelRequest) -> ModelRequest:
         if len(self.refused) >= self.stop_after:
@@ -197,12 +210,38 @@ class LoopDetector(msgspec.Struct):
             )
         return request
 
+    def changed_files(self, call_id: str) -> None:
+        """The call ``call_id`` changed files: calls after it start a new count."""
+        seen = self.calls.get(call_id)
+        if seen is not None:
+            seq, key = seen
+            self.changes[key] = max(self.changes.get(key, -1), seq)
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, Checkpoint) and event.source == "tool" and event.files:
+            self.changed_files(event.tool_use_id)
+
+    async def after_tool(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
+        # without checkpoints (a session that keeps no log) a file tool's success is the evidence
+        if call.tool is not None and call.tool.effects.writes and not output.is_error:
+            self.changed_files(call.id)
+        return output
+
+    def repeats(self, key: str) -> int:
+        """The calls with this key in the window made since another call last changed a file."""
+        since = max((seq for k, seq in self.changes.items() if k != key), default=-1)
+        return sum(1 for seq, k in self.recent if k == key and seq > since)
+
     async def __call__(self, call: ToolCall) -> Verdict | None:
         key = self.key(call)
         if key is None:
             return None
-        self.recent.append(key)
-        count = sum(1 for k in self.recent if k == key)
+        self.seq += 1
+        self.recent.append((self.seq, key))
+        self.calls[call.id] = (self.seq, key)
+        if len(self.calls) > 4 * self.window:  # only calls still in reach matter
+            del self.calls[next(iter(self.calls))]
+        count = self.repeats(key)
         if count < self.limit:
             return None
         if self.ask is not None:

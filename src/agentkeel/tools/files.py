@@ -6,6 +6,7 @@ import base64
 import difflib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -71,23 +72,34 @@ def resolve(ctx: ToolContext, file_path: str) -> Path:
     return Path(os.path.normpath(p))
 
 
-_NUMBERS: tuple[str, ...] = ()  # "     1\t", "     2\t"...: the first lines' numbers, made once (replaced whole)
+_NUMBERS: tuple[str, ...] = ()  # "1\t", "2\t"...: the first lines' numbers, made once (replaced whole)
+CAT_N_WIDTH = 6  # ``cat -n`` pads numbers to six columns; the model gets them bare (the same lines, fewer bytes)
 
 
 def numbered(lines: list[str], start: int) -> str:
+    """Lines numbered from ``start``, ``N<tab>line`` (the number unpadded: Claude Code's format,
+    and ~5 bytes a line fewer than ``cat -n``'s); over-long lines are cut, the cut said."""
     global _NUMBERS
     end = start + len(lines)
     if start >= 1 and end <= 1 << 16 and (not lines or max(map(len, lines)) <= MAX_LINE_CHARS):  # none to cut
         numbers = _NUMBERS
         if len(numbers) < end - 1:
-            numbers = _NUMBERS = tuple(f"{i:6}\t" for i in range(1, max(end, 2048)))
+            numbers = _NUMBERS = tuple(f"{i}\t" for i in range(1, max(end, 2048)))
         return "\n".join(map(str.__add__, numbers[start - 1 : end - 1], lines))
     out = []
     for i, line in enumerate(lines, start):
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS] + "… [line truncated]"
-        out.append(f"{i:6}\t{line}")
+        out.append(f"{i}\t{line}")
     return "\n".join(out)
+
+
+_LINE_NUMBER = re.compile(r"^(\d+)\t", re.M)
+
+
+def cat_n(text: str) -> str:
+    """A numbered Read result in ``cat -n``'s padded form, as hooks' ``tool_response`` always had it."""
+    return _LINE_NUMBER.sub(lambda m: f"{m[1]:>{CAT_N_WIDTH}}\t", text)
 
 
 def load_text(path: Path, what: str = "too large to load whole; use Bash (e.g. sed) on it") -> tuple[str, TextFormat]:
@@ -260,7 +272,10 @@ class MultiEditInput(_Input):
     ]
 
 
-def apply_edit(text: str, op: EditOp, label: str = "") -> str:
+def apply_edit(text: str, op: EditOp, label: str = "", where: list[int] | None = None) -> str:
+    """``text`` with the edit made; ``where`` (when given) gets the line numbers, in the new text,
+    of each replacement, and the lines it holds already are moved by the lines this edit adds
+    or takes away above them."""
     if op.old_string == op.new_string:
         raise ToolError(f"{label}old_string and new_string are identical: nothing to change")
     old, new = op.old_string, op.new_string
@@ -275,16 +290,32 @@ def apply_edit(text: str, op: EditOp, label: str = "") -> str:
             f"{label}Found {count} matches of old_string; add surrounding context to make it unique, "
             "or set replace_all to true"
         )
+    if where is not None:
+        _moved_lines(text, old, new, 1 if count == 1 else count, where)
     return text.replace(old, new) if op.replace_all else text.replace(old, new, 1)
 
 
-def _snippet(text: str, needle: str) -> str:
-    lines = text.splitlines()
-    idx = text.find(needle) if needle else 0
-    line_no = text.count("\n", 0, max(idx, 0)) + 1
-    start = max(1, line_no - 4)
-    end = min(len(lines), line_no + needle.count("\n") + 4)
-    return numbered(lines[start - 1 : end], start)
+def _moved_lines(text: str, old: str, new: str, count: int, where: list[int]) -> None:
+    delta = new.count("\n") - old.count("\n")
+    starts: list[int] = []  # each occurrence's line in ``text``
+    at, line, pos = 0, 1, 0
+    for _ in range(count):
+        at = text.find(old, at)
+        line += text.count("\n", pos, at)
+        starts.append(line)
+        pos, at = at, at + len(old)
+    for i, earlier in enumerate(where):
+        where[i] = earlier + delta * sum(1 for s in starts if s < earlier)
+    where.extend(s + n * delta for n, s in enumerate(starts))
+
+
+def _edited(path: Path, where: list[int]) -> str:
+    """What the model is told of a successful edit: that it happened and where (it holds the new
+    text already; the file is not echoed back)."""
+    lines = sorted(set(where))
+    shown = ", ".join(map(str, lines[:10])) + (f" and {len(lines) - 10} more" if len(lines) > 10 else "")
+    at = f"line {shown}" if len(lines) == 1 else f"{len(where)} replacements: lines {shown}"
+    return f"The file {path} has been updated ({at})."
 
 
 def _format_of(path: Path) -> TextFormat:
@@ -311,6 +342,7 @@ async def _edit_file(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> Too
     else:
         text, fmt = load_text(path, "too large for Edit, which loads the whole file; edit it with Bash (e.g. sed -i)")
     new_text = text
+    where: list[int] = []
     for i, op in enumerate(ops):
         if op.old_string == "":
             raise ToolError(f"edit {i + 1}: old_string is empty; only a new file can be created that way")
@@ -318,14 +350,10 @@ async def _edit_file(ctx: ToolContext, file_path: str, ops: list[EditOp]) -> Too
             op = EditOp(
                 old_string=to_crlf(op.old_string), new_string=to_crlf(op.new_string), replace_all=op.replace_all
             )
-        new_text = apply_edit(new_text, op, f"edit {i + 1}: " if len(ops) > 1 else "")
+        new_text = apply_edit(new_text, op, f"edit {i + 1}: " if len(ops) > 1 else "", where)
     await store(ctx, path, new_text, encode_text(path, new_text, fmt))
     state.mark(path)
-    snippet = _snippet(new_text, ops[-1].new_string)
-    return ToolOutput(
-        f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet:\n{snippet}",
-        metadata={"file_path": str(path), "edits": len(ops)},
-    )
+    return ToolOutput(_edited(path, where), metadata={"file_path": str(path), "edits": len(ops)})
 
 
 async def _edit(args: EditInput, ctx: ToolContext) -> ToolOutput:
@@ -430,7 +458,10 @@ def _read_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
     path = tool_input.get("file_path")
     if not isinstance(path, str):
         return default_response(output)
-    return {"type": "text", "file": {"filePath": path, "content": output.text()}}
+    text = output.text()
+    if "total_lines" in output.metadata:  # a text file's lines, numbered
+        text = cat_n(text)
+    return {"type": "text", "file": {"filePath": path, "content": text}}
 
 
 ORIGINAL_FILE = "original_file"

@@ -16,11 +16,11 @@ import signal
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from msgspec import Meta, Struct, field
 
-from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.core.tools import Effects, Tool, ToolContext, ToolError, ToolOutput, default_response
 from agentkeel.internal import globs, procs
 from agentkeel.internal.env import KeelEnv
 from agentkeel.internal.git import find_root
@@ -386,6 +386,9 @@ async def _grep(args: GrepInput, ctx: ToolContext) -> ToolOutput:
         lines = await ripgrep(args, root, rg)
     else:
         lines = await asyncio.to_thread(python_grep, args, root, ctx.hidden_path)
+    base = _base(ctx.workdir)
+    if base:
+        lines = [x.removeprefix(base) for x in lines]
     total = len(lines)
     start = args.offset or 0
     lines = lines[start:]
@@ -395,7 +398,49 @@ async def _grep(args: GrepInput, ctx: ToolContext) -> ToolOutput:
         body = (f"Found {total} file{'s' if total != 1 else ''}\n" + "\n".join(lines)) if total else "No files found"
     else:
         body = "\n".join(lines) if lines else "No matches found"
-    return ToolOutput(body, metadata={"pattern": args.pattern, "match_count": total, "engine": engine})
+    meta: dict[str, Any] = {"pattern": args.pattern, "match_count": total, "engine": engine}
+    if base:
+        meta[RELATIVE_TO] = str(ctx.workdir)
+    return ToolOutput(body, metadata=meta)
+
+
+RELATIVE_TO = "relative_to"
+"""Grep's metadata key: the working directory its result's paths are relative to (the paths under it
+are shown to the model relative, ~40 bytes a line fewer; the ones outside it stay absolute)."""
+
+
+def _base(workdir: Path) -> str:
+    base = str(workdir).rstrip("/")
+    return base + "/" if base else ""  # "/" itself: every path stays absolute
+
+
+def absolute_paths(text: str, relative_to: str, listing: bool) -> str:
+    """A Grep result with its relative paths made absolute again (what the result was before paths
+    were shortened): every line that names a path and does not start with "/". ``listing``: the
+    files_with_matches mode, whose first line says how many files were found."""
+    base = _base(Path(relative_to))
+    if not base or text in ("No files found", "No matches found"):
+        return text
+    lines = text.split("\n")
+    head = 1 if listing else 0
+    return "\n".join(x if n < head or x == "--" or x.startswith("/") else base + x for n, x in enumerate(lines))
+
+
+def _grep_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
+    """Hooks' ``tool_response`` for Grep: as it always was (absolute paths), whatever the model got."""
+    meta = {k: v for k, v in output.metadata.items() if k != RELATIVE_TO}
+    relative_to = output.metadata.get(RELATIVE_TO)
+    if not isinstance(relative_to, str):
+        return default_response(output)
+    return default_response(
+        ToolOutput(
+            absolute_paths(
+                output.text(), relative_to, tool_input.get("output_mode", "files_with_matches") == "files_with_matches"
+            ),
+            output.is_error,
+            meta,
+        )
+    )
 
 
 def search_tools() -> list[Tool]:
@@ -420,5 +465,6 @@ def search_tools() -> list[Tool]:
             read_only=True,
             timeout_s=120,
             effects=Effects(rule=READ, path_fields=("path",), reads=True, lists=True),
+            respond=_grep_response,
         ),
     ]

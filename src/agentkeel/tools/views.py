@@ -212,6 +212,9 @@ def _listed_files(name: str, tool_input: dict[str, Any], output: str, facts: dic
     rows = [r for r in rows if r not in _NOTHING and not r.startswith("(Results are truncated")]
     if name == "Grep" and tool_input.get("output_mode") in ("content", "count"):
         rows = [r.split(":", 1)[0] for r in rows if ":" in r]
+    base = facts.get("relative_to")  # Grep shows the paths under the working directory relative to it
+    if isinstance(base, str) and base:
+        rows = [r if r.startswith("/") else str(Path(base) / r) for r in rows]
     return list(dict.fromkeys(rows))
 
 

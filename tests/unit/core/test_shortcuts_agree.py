@@ -273,8 +273,8 @@ def test_numbered_lines_read_as_they_did(start: int) -> None:
     from agentkeel.tools.files import numbered
 
     lines = ["", "def f():", "\treturn 1", "é😀", "x" * 2000]
-    assert numbered(lines, start) == "\n".join(f"{i:6}\t{line}" for i, line in enumerate(lines, start))
+    assert numbered(lines, start) == "\n".join(f"{i}\t{line}" for i, line in enumerate(lines, start))
     long = [*lines, "y" * 2001]
     expected = [*lines, "y" * 2000 + "… [line truncated]"]
-    assert numbered(long, start) == "\n".join(f"{i:6}\t{line}" for i, line in enumerate(expected, start))
+    assert numbered(long, start) == "\n".join(f"{i}\t{line}" for i, line in enumerate(expected, start))
     assert numbered([], start) == ""
