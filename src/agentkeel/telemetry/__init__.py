@@ -46,7 +46,7 @@ def telemetry_extension(
     if not config.active:
         return None
     from agentkeel._version import __version__
-    from agentkeel.telemetry.recorder import EDIT_TOOLS, Recorder, host_resource
+    from agentkeel.telemetry.recorder import Recorder, edits_files, host_resource
 
     try:
         from agentkeel.telemetry.otel import OtelSink
@@ -85,7 +85,7 @@ def telemetry_extension(
         recorder.error(err)
 
     async def before_tool(call: ToolCall) -> Verdict | None:
-        if call.name in EDIT_TOOLS:
+        if edits_files(call.name):
             recorder.before_edit(call.name, call.input, call.id)
         return None  # no opinion: telemetry never decides a call
 

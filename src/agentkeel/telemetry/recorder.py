@@ -40,6 +40,7 @@ from agentkeel.core.provider import ProviderError
 from agentkeel.core.types import ToolResultBlock
 from agentkeel.policy.redact import redact
 from agentkeel.telemetry.config import TelemetryConfig
+from agentkeel.tools import effects_of
 
 METER = "com.anthropic.claude_code"  # Claude Code's instrumentation scope names, kept for its dashboards
 EVENTS = "com.anthropic.claude_code.events"
@@ -78,7 +79,13 @@ METRICS: dict[str, Metric] = {
     )
 }
 
-EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+
+
+def edits_files(name: str) -> bool:
+    """A tool Claude Code's ``code_edit_tool`` metrics count: one that changes the files its input
+    names (Edit, MultiEdit, Write, NotebookEdit), asked of its declared effects."""
+    effects = effects_of(name)
+    return effects.writes and bool(effects.path_fields) and not effects.shell
 _SEGMENTS = re.compile(r"&&|\|\||[;|&\n()]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 MAX_ERROR = 500  # characters of an error message exported
@@ -372,7 +379,7 @@ class Recorder:
     def before_edit(self, name: str, tool_input: dict[str, Any], tool_use_id: str) -> None:
         """A Write over an existing file: keep its text, for the lines it changes."""
         path = tool_input.get("file_path")
-        if name != "Write" or not isinstance(path, str):
+        if "content" not in tool_input or not isinstance(path, str):  # a whole-file write (Write)
             return
         try:
             file = Path(path)
@@ -384,7 +391,7 @@ class Recorder:
     def _tool_finished(self, event: ToolFinished) -> None:
         decision = self._decisions.pop(event.tool_use_id, None)
         original = self._originals.pop(event.tool_use_id, None)
-        if event.name in EDIT_TOOLS and decision is not None:
+        if edits_files(event.name) and decision is not None:
             path = event.input.get("file_path") or event.input.get("notebook_path") or ""
             self._add(
                 "claude_code.code_edit_tool.decision",
@@ -399,9 +406,9 @@ class Recorder:
         self._finished[event.tool_use_id] = event
         if event.is_error:
             return
-        if event.name in EDIT_TOOLS:
+        if edits_files(event.name):
             self._lines(event, original)
-        if event.name == "Bash":
+        if effects_of(event.name).shell:
             for words in commands(str(event.input.get("command", ""))):
                 if git_subcommand(words) == "commit":
                     self._add("claude_code.commit.count", 1)
@@ -409,16 +416,16 @@ class Recorder:
                     self._add("claude_code.pull_request.count", 1)
 
     def _lines(self, event: ToolFinished, original: str | None) -> None:
-        data = event.input
-        if event.name == "Edit":
+        data = event.input  # told apart by their input's shape, as the tools' schemas define it
+        if "old_string" in data:
             added, removed = changed_lines(str(data.get("old_string", "")), str(data.get("new_string", "")))
-        elif event.name == "MultiEdit":
+        elif "edits" in data:
             added = removed = 0
             for op in data.get("edits") or []:
                 if isinstance(op, dict):
                     a, r = changed_lines(str(op.get("old_string", "")), str(op.get("new_string", "")))
                     added, removed = added + a, removed + r
-        elif event.name == "Write":
+        elif "content" in data:
             added, removed = changed_lines(original or "", str(data.get("content", "")))
         else:
             return
