@@ -19,6 +19,17 @@ _ids = itertools.count(1)
 PROTOCOL_VERSION = "2025-06-18"
 
 
+def initialize_servers(init: dict[str, Any]) -> list[str]:
+    """The SDK-hosted servers an ``initialize`` request names (``sdkMcpServers``: the TypeScript
+    SDK's way; the Python SDK passes ``{"type": "sdk"}`` in ``--mcp-config`` instead)."""
+    names = init.get("sdkMcpServers")
+    if names is None:
+        return []
+    if not (isinstance(names, list) and all(isinstance(n, str) and n for n in names)):
+        raise control.ControlError("initialize: 'sdkMcpServers' must be a list of server names")
+    return list(names)
+
+
 async def rpc(request: Request, server: str, method: str, params: dict[str, Any] | None = None) -> Any:
     """One JSON-RPC request to an SDK server; a JSON-RPC error raises ToolError with its message."""
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": next(_ids), "method": method}

@@ -143,7 +143,7 @@ class Session:
 
     async def _build(self, init: dict[str, Any] | None) -> Runtime:
         from agentkeel.ui.cli.sdkflags import restrict_tools
-        from agentkeel.ui.cli.sdkmcp import register_sdk_servers
+        from agentkeel.ui.cli.sdkmcp import initialize_servers, register_sdk_servers
 
         opts = self.opts
         if init is not None:
@@ -158,6 +158,7 @@ class Session:
                 opts.agents = {**opts.agents, **agents}  # the SDK's agents win over same-named files
             if skills is not None:
                 opts.skills = list(skills)
+            self.sdk_servers += [n for n in initialize_servers(init) if n not in self.sdk_servers]
             if isinstance(init.get("systemPrompt"), str):
                 opts.system_prompt = init["systemPrompt"]
             if isinstance(init.get("appendSystemPrompt"), str):
