@@ -142,6 +142,7 @@ class Session:
             return await self._build(init)
 
     async def _build(self, init: dict[str, Any] | None) -> Runtime:
+        from agentkeel.agents.spawner import forward_subagents
         from agentkeel.ui.cli.sdkflags import restrict_tools
         from agentkeel.ui.cli.sdkmcp import initialize_servers, register_sdk_servers
 
@@ -183,6 +184,9 @@ class Session:
         if self.args.include_partial_messages:
             self.partial = PartialMessages(rt.session_id)
         rt.bus.subscribe(self._on_event)
+        forward_subagents(
+            rt.agent, rt.session_id, self.channel.write, text=bool(init and init.get("forwardSubagentText"))
+        )
         self.channel.on_gone = rt.agent.interrupt
         self.mcp_tools = await register_sdk_servers(rt, self.sdk_servers, self.channel.request)
         return rt

@@ -179,3 +179,58 @@ def test_setting_sources_project_loads_the_projects_commands(fake_llm: Any, proj
     assert "greet" in out["project"]
     if "greet" in out["none"]:
         pytest.xfail("keel loads the project's commands under settingSources [] (#34 item 7, another slice)")
+
+
+SUBAGENT = [
+    {
+        "text": "delegating",
+        "tool_calls": [
+            {
+                "name": "Agent",
+                "input": {
+                    "description": "say hi",
+                    "prompt": "say hi and run echo sub",
+                    "subagent_type": "general-purpose",
+                    "run_in_background": False,
+                },
+            }
+        ],
+    },
+    {"text": "sub thinking", "tool_calls": [{"name": "Bash", "input": {"command": "echo sub"}}]},
+    "sub done",
+    "all done",
+]
+
+
+@pytest.mark.parametrize("forward", [False, True])
+def test_subagents_are_visible_to_the_host(forward: bool, fake_llm: Any, project: Path, tmp_path: Path) -> None:
+    """A foreground general-purpose agent that runs ``echo sub`` and answers "sub done".
+    Claude Code (both settings of ``forwardSubagentText``): system ``task_started`` (task_id,
+    tool_use_id of the Agent call, description "say hi"), a user message with the subagent's prompt
+    and ``parent_tool_use_id`` = the Agent call, ``task_progress`` "Running echo sub", the subagent's
+    Bash tool_use and its result (parent_tool_use_id set), ``task_updated``, ``task_notification``
+    (status completed), then the parent's tool result and "all done". The subagent's text ("sub
+    thinking", "sub done") reaches the host only with ``forwardSubagentText: true``.
+    keel showed none of it (#34 item 12)."""
+    out = run_check("subagent", fake_llm(SUBAGENT), project, tmp_path, env={"FORWARD": "1" if forward else "0"})
+    assert out["thrown"] is None
+    messages = out["messages"]
+    agent_call = next(
+        m for m in messages if m["type"] == "assistant" and any(b.get("name") == "Agent" for b in m["content"])
+    )
+    assert agent_call["parent_tool_use_id"] is None
+    system = [m for m in messages if m["type"] == "system" and m["subtype"].startswith("task_")]
+    assert [m["subtype"] for m in system] == ["task_started", "task_progress", "task_updated", "task_notification"]
+    started, progress, _, done = system
+    tool_use_id = started["tool_use_id"]
+    assert tool_use_id and started["description"] == "say hi"
+    assert progress["description"] == "Running echo sub" and progress["tool_use_id"] == tool_use_id
+    assert done["status"] == "completed" and done["task_id"] == started["task_id"]
+    nested = [m for m in messages if m.get("parent_tool_use_id") == tool_use_id]
+    kinds = [(m["type"], b["type"]) for m in nested for b in m["content"]]
+    assert ("user", "text") in kinds and ("assistant", "tool_use") in kinds and ("user", "tool_result") in kinds
+    texts = [b["text"] for m in nested if m["type"] == "assistant" for b in m["content"] if b["type"] == "text"]
+    assert texts == (["sub thinking", "sub done"] if forward else [])
+    top = [m for m in messages if m["type"] == "assistant" and m["parent_tool_use_id"] is None]
+    assert top[-1]["content"][-1]["text"] == "all done"
+    assert result_of(out)["result"] == "all done"
