@@ -264,7 +264,7 @@ class Session:
 
     # --- runs ---------------------------------------------------------------------------
 
-    async def run_one(self, message: Any, started: float) -> None:
+    async def run_one(self, message: Any, started: float, origin: dict[str, Any] | None = None) -> None:
         rt = await self.build(None)
         if self.structured is not None:
             self.structured.reset()
@@ -287,6 +287,8 @@ class Session:
 
         result.duration_ms = int((time.monotonic() - started) * 1000)
         line = result_object(rt, result, self.structured)  # its permission_denials: every call denied
+        if origin is not None:
+            line["origin"] = origin
         self.last_error = bool(line["is_error"])
         self.channel.write(line)
 
@@ -358,7 +360,7 @@ async def _serve(session: Session) -> int:
             assert isinstance(item, stream_json.UserInput)
             session.running = asyncio.current_task()
             try:
-                await session.run_one(item.message, time.monotonic())
+                await session.run_one(item.message, time.monotonic(), item.origin)
             except control.ControlError as e:  # the session could not be built: a usage error
                 print(f"keel: {e}", file=sys.stderr)
                 session.usage_error = True
