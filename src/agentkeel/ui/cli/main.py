@@ -134,7 +134,6 @@ UNSUPPORTED = {
     "--effort": "keel has no effort setting",
     "--resume-session-at": "keel cannot resume at a message yet",
     "--resume-drops-turn": "keel cannot drop a turn on resume yet",
-    "--session-mirror": "keel has no session store mirror",
     "--system-prompt-file": 'use --system-prompt "$(cat FILE)"',
 }
 
@@ -163,6 +162,9 @@ def _sdk_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-thinking-tokens", type=int, help="the thinking budget (MAX_THINKING_TOKENS)")
     p.add_argument("--thinking", choices=["adaptive", "disabled"], help="disabled: no thinking")
     p.add_argument("--json-schema", metavar="SCHEMA", help="the final answer must be JSON valid under this schema")
+    p.add_argument(
+        "--session-mirror", action="store_true", help="stream-json: also transcript_mirror lines (SDK stores)"
+    )
     for flag in UNSUPPORTED:
         p.add_argument(flag, nargs="?", action=_Unsupported, help=argparse.SUPPRESS)
 

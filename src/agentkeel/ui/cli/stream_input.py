@@ -143,6 +143,7 @@ class Session:
 
     async def _build(self, init: dict[str, Any] | None) -> Runtime:
         from agentkeel.agents.spawner import forward_subagents
+        from agentkeel.ui.cli.mirror import attach_mirror
         from agentkeel.ui.cli.sdkflags import restrict_tools
         from agentkeel.ui.cli.sdkmcp import initialize_servers, register_sdk_servers
 
@@ -187,6 +188,7 @@ class Session:
         forward_subagents(
             rt.agent, rt.session_id, self.channel.write, text=bool(init and init.get("forwardSubagentText"))
         )
+        attach_mirror(rt, self.channel.write, opts.env, files=True, frames=self.args.session_mirror)
         self.channel.on_gone = rt.agent.interrupt
         self.mcp_tools = await register_sdk_servers(rt, self.sdk_servers, self.channel.request)
         return rt
