@@ -145,7 +145,7 @@ class Session:
         from agentkeel.agents.spawner import forward_subagents
         from agentkeel.ui.cli.mirror import attach_mirror
         from agentkeel.ui.cli.sdkflags import restrict_tools
-        from agentkeel.ui.cli.sdkmcp import initialize_servers, register_sdk_servers
+        from agentkeel.ui.cli.sdkmcp import attach_elicitation, initialize_servers, register_sdk_servers
 
         opts = self.opts
         if init is not None:
@@ -191,6 +191,7 @@ class Session:
         attach_mirror(rt, self.channel.write, opts.env, files=True, frames=self.args.session_mirror)
         self.channel.on_gone = rt.agent.interrupt
         self.mcp_tools = await register_sdk_servers(rt, self.sdk_servers, self.channel.request)
+        attach_elicitation(rt, self.channel.request)
         return rt
 
     def _hooks(self, regs: list[control.HookRegistration]) -> dict[str, list[dict[str, Any]]]:

@@ -19,7 +19,8 @@ function brief(m) {
   }
   if (m.message && Array.isArray(m.message.content)) {
     out.content = m.message.content.map((b) => ({ type: b.type, name: b.name, text: b.text,
-      content: typeof b.content === "string" ? b.content : undefined }));
+      content: typeof b.content === "string" ? b.content
+        : Array.isArray(b.content) ? b.content.map((c) => c.text || "").join("\n") : undefined }));
   }
   return out;
 }
@@ -153,6 +154,19 @@ const checks = {
       thrown = String(e && e.message ? e.message : e);
     }
     return { messages, thrown };
+  },
+
+  async elicitation() {
+    const asked = [];
+    const run = await collect(query({ prompt: "elicit", options: { ...base(),
+      mcpServers: { ev: { type: "stdio", command: "node", args: [process.env.EVERYTHING, "stdio"] } },
+      allowedTools: ["mcp__ev__trigger-elicitation-request"],
+      onElicitation: async (request) => {
+        asked.push({ serverName: request.serverName, message: request.message, mode: request.mode,
+          fields: Object.keys((request.requestedSchema || {}).properties || {}) });
+        return { action: "accept", content: { name: "Ada Lovelace", check: true, integer: 7 } };
+      } } }));
+    return { ...run, asked };
   },
 
   async subagent() {

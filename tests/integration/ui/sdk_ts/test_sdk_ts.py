@@ -234,3 +234,24 @@ def test_subagents_are_visible_to_the_host(forward: bool, fake_llm: Any, project
     top = [m for m in messages if m["type"] == "assistant" and m["parent_tool_use_id"] is None]
     assert top[-1]["content"][-1]["text"] == "all done"
     assert result_of(out)["result"] == "all done"
+
+
+def test_mcp_elicitation_reaches_the_hosts_on_elicitation(fake_llm: Any, project: Path, tmp_path: Path) -> None:
+    """@modelcontextprotocol/server-everything 2026.8.31 over stdio, its trigger-elicitation-request
+    tool, and an ``onElicitation`` that accepts with ``{name: "Ada Lovelace", check: true, integer: 7}``.
+    Claude Code: the host was asked once (server "ev", mode "form", the server's 13 fields in its
+    order), the tool result began "✅ User provided the requested information!" and listed the
+    three values. keel answered every elicitation "cancel" under the SDK (#34 item 10)."""
+    everything = node_modules("@modelcontextprotocol/server-everything")
+    server = fake_llm([{"tool_calls": [{"name": "mcp__ev__trigger-elicitation-request", "input": {}}]}, "done"])
+    entry = everything / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    out = run_check("elicitation", server, project, tmp_path, env={"EVERYTHING": str(entry)})
+    assert len(out["asked"]) == 1
+    asked = out["asked"][0]
+    assert (asked["serverName"], asked["mode"]) == ("ev", "form")
+    assert asked["fields"][:3] == ["name", "check", "firstLine"]
+    results = [b for m in out["messages"] if m["type"] == "user" for b in m["content"] if b["type"] == "tool_result"]
+    assert len(results) == 1
+    assert results[0]["content"].startswith("✅ User provided the requested information!")
+    assert "- Name: Ada Lovelace" in results[0]["content"] and "- Favorite Integer: 7" in results[0]["content"]
+    assert result_of(out)["subtype"] == "success"
