@@ -201,3 +201,24 @@ def test_a_large_result_from_a_real_server_is_kept_whole(fake_llm: Any, project:
     saved = [w.strip("()[]'\".,:") for w in results[0].split() if "/" in w]
     whole = [p for p in saved if Path(p).is_file() and message in Path(p).read_text(errors="replace")]
     assert whole, results[0][:500]
+
+
+def test_blob_resources_are_saved_as_bytes(fake_llm: Any, project: Path, tmp_path: Path) -> None:
+    """A blob resource read and a blob embedded in a tool result. Claude Code: "[Resource from ev at
+    demo://resource/dynamic/blob/1] Binary content (text/plain, 55 bytes) saved to <file>" (the read's
+    result wraps it in ``{"contents": [{..., "blobSavedTo": <file>}]}``), the same for the embedded
+    blob; the files hold the 55 decoded bytes."""
+    config = {"ev": {"type": "stdio", "command": "node", "args": [server_entry("server-everything"), "stdio"]}}
+    steps = calls(
+        ("ReadMcpResourceTool", {"server": "ev", "uri": "demo://resource/dynamic/blob/1"}),
+        ("mcp__ev__get-resource-reference", {"resourceType": "Blob", "resourceId": 2}),
+    )
+    results = tool_results(run_cli(fake_llm(steps), project, tmp_path, config, "mcp__ev,ReadMcpResourceTool"))
+    assert len(results) == 2, results
+    for n, result in enumerate(results, 1):
+        assert (
+            f"[Resource from ev at demo://resource/dynamic/blob/{n}] Binary content (text/plain, 55 bytes) saved to"
+            in result
+        )
+        path = result.split("saved to ", 1)[1].split()[0].split('"')[0]
+        assert len(Path(path).read_bytes()) == 55
