@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 MAX_SANITIZED_LENGTH = 200
 
 Frames = Callable[[dict[str, Any]], None]
+INJECTED = ("<memory-context", "<system-reminder")  # context keel or a hook added to a prompt
 
 
 def projects_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -109,6 +111,7 @@ class TranscriptMirror:
         self.failed = False
         self.main = _File(self.folder / f"{session_id}.jsonl")
         self.subagents: dict[str, _File] = {}
+        self._pending: list[dict[str, Any]] = []  # the attachment entry of the prompt just mirrored
 
     # --- the session's own messages -------------------------------------------------------
 
@@ -117,13 +120,21 @@ class TranscriptMirror:
         if self.files and self.main.path.exists():
             self.main.last = _last_uuid(self.main.path)
             return
-        entries = [e for e in (self._entry(self.main, ev, sidechain=None) for ev in events) if e is not None]
-        self._write(self.main, entries)
+        self._write(self.main, self._entries(self.main, events, sidechain=None))
 
     def on_event(self, event: Event) -> None:
-        entry = self._entry(self.main, event, sidechain=None)
-        if entry is not None:
-            self._write(self.main, [entry])
+        self._write(self.main, self._entries(self.main, [event], sidechain=None))
+
+    def _entries(self, file: _File, events: Iterable[Event], *, sidechain: str | None) -> list[dict[str, Any]]:
+        """The entries of ``events``: one per message, a prompt's injected context one more after it."""
+        out: list[dict[str, Any]] = []
+        for event in events:
+            entry = self._entry(file, event, sidechain=sidechain)
+            if entry is not None:
+                out.append(entry)
+            out += self._pending
+            self._pending = []
+        return out
 
     # --- subagents (the spawner's listener: kind, activity, item) --------------------------
 
@@ -144,25 +155,31 @@ class TranscriptMirror:
                 self._frame(sub.path, [{"type": "agent_metadata", **meta}])
         elif kind == "event" and agent_id in self.subagents and isinstance(item, Event):
             sub = self.subagents[agent_id]
-            entry = self._entry(sub, item, sidechain=agent_id)
-            if entry is not None:
-                self._write(sub, [entry])
+            self._write(sub, self._entries(sub, [item], sidechain=agent_id))
         elif kind == "finished":
             self.subagents.pop(agent_id, None)
 
     # --- entries ------------------------------------------------------------------------
 
     def _entry(self, file: _File, event: Event, *, sidechain: str | None) -> dict[str, Any] | None:
+        fields: dict[str, Any]
         if isinstance(event, UserMessage):
             message = to_data(event.message)
-            blocks = message.get("content")
-            if isinstance(blocks, list) and len(blocks) == 1 and blocks[0].get("type") == "text":
-                message["content"] = blocks[0].get("text", "")
-            extra: dict[str, Any] = {"type": "user", "message": message}
-        elif isinstance(event, ToolResults):
-            extra = {"type": "user", "message": to_data(event.message)}
+            blocks = [b for b in message.get("content", []) if isinstance(b, dict)]
+            injected = [b for b in blocks if b.get("type") == "text" and str(b.get("text", "")).startswith(INJECTED)]
+            typed = [b for b in blocks if b not in injected]
+            if len(typed) == 1 and typed[0].get("type") == "text":
+                message["content"] = typed[0].get("text", "")
+            elif injected:
+                message["content"] = typed
+            entry = self._finish(file, event, sidechain, {"type": "user", "message": message})
+            if injected:  # as Claude Code keeps a hook's added context: an attachment after the prompt
+                self._pending.append(self._attachment(file, event, sidechain, [str(b.get("text")) for b in injected]))
+            return entry
+        if isinstance(event, ToolResults):
+            fields = {"type": "user", "message": to_data(event.message)}
             if file.last is not None:
-                extra["sourceToolAssistantUUID"] = file.last
+                fields["sourceToolAssistantUUID"] = file.last
         elif isinstance(event, AssistantMessage):
             message = to_data(event.message)
             message.setdefault("id", "msg_" + event.uuid.replace("-", "")[:24])
@@ -175,16 +192,26 @@ class TranscriptMirror:
                     "usage": event.usage.to_wire(),
                 }
             )
-            extra = {"type": "assistant", "message": message}
+            fields = {"type": "assistant", "message": message}
         else:
             return None
+        return self._finish(file, event, sidechain, fields)
+
+    def _attachment(self, file: _File, event: Event, sidechain: str | None, texts: list[str]) -> dict[str, Any]:
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"keel-context:{event.uuid}"))
+        extra = {"type": "attachment", "attachment": {"type": "hook_additional_context", "content": texts}}
+        return self._finish(file, event, sidechain, extra, uid=uid)
+
+    def _finish(
+        self, file: _File, event: Event, sidechain: str | None, extra: dict[str, Any], uid: str | None = None
+    ) -> dict[str, Any]:
         entry: dict[str, Any] = {"parentUuid": file.last, "isSidechain": sidechain is not None}
         if sidechain is not None:
             entry["agentId"] = sidechain
         entry.update(extra)
         entry.update(
             {
-                "uuid": event.uuid,
+                "uuid": uid or event.uuid,
                 "timestamp": event.timestamp,
                 "userType": "external",
                 "entrypoint": "sdk-cli",
@@ -193,7 +220,7 @@ class TranscriptMirror:
                 "version": __version__,
             }
         )
-        file.last = event.uuid
+        file.last = uid or event.uuid
         return entry
 
     def _write(self, file: _File, entries: list[dict[str, Any]]) -> None:

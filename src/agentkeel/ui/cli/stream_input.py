@@ -131,6 +131,7 @@ class Session:
         self.old_providers: list[Any] = []
         self.building = asyncio.Lock()
         self.denial_messages = DenialMessages()
+        self.stop_reading: Callable[[], None] = lambda: None  # _serve: end the input loop
 
     # --- building the runtime ---------------------------------------------------------
 
@@ -143,6 +144,8 @@ class Session:
 
     async def _build(self, init: dict[str, Any] | None) -> Runtime:
         from agentkeel.agents.spawner import forward_subagents
+        from agentkeel.app.assembly import ResumeRefused
+        from agentkeel.ui.cli.control_handlers import StartRefused
         from agentkeel.ui.cli.mirror import attach_mirror
         from agentkeel.ui.cli.sdkflags import restrict_tools
         from agentkeel.ui.cli.sdkmcp import attach_elicitation, initialize_servers, register_sdk_servers
@@ -172,6 +175,8 @@ class Session:
             opts.extensions.append(self.structured.extension())
         try:
             rt = Runtime.create(opts)
+        except ResumeRefused as e:  # Claude Code's answer: an error result, then the end
+            raise StartRefused(str(e)) from None
         except KeelError as e:
             raise control.ControlError(str(e)) from None
         self.rt = rt
@@ -337,11 +342,12 @@ def _reader(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None])
 
 
 async def _serve(session: Session) -> int:
-    from agentkeel.ui.cli.control_handlers import handle
+    from agentkeel.ui.cli.control_handlers import StartRefused, handle, start_failure
 
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[bytes | None] = asyncio.Queue()
     threading.Thread(target=_reader, args=(loop, lines), daemon=True, name="keel-stdin").start()
+    session.stop_reading = lambda: lines.put_nowait(None)
     signals: list[int] = []
 
     def on_signal(sig: int) -> None:
@@ -367,6 +373,8 @@ async def _serve(session: Session) -> int:
             except control.ControlError as e:  # the session could not be built: a usage error
                 print(f"keel: {e}", file=sys.stderr)
                 session.usage_error = True
+                if isinstance(e, StartRefused):  # as Claude Code: an error result too
+                    session.channel.write(start_failure(str(e)))
                 return
             finally:
                 session.running = None
