@@ -1,7 +1,8 @@
 // The TypeScript Agent SDK's checks (#34), run by test_sdk_ts.py with node: `node checks.mjs NAME`.
 // The CLI is whatever CLAUDE_EXE names (a shim running keel, or Claude Code as the oracle); the
 // project is PROJECT_DIR. Each check prints one JSON line: what the SDK gave the host.
-import { query, createSdkMcpServer, tool } from "@anthropic-ai/claude-agent-sdk";
+import { query, createSdkMcpServer, tool, getSessionMessages, listSessions, listSubagents,
+  getSubagentMessages } from "@anthropic-ai/claude-agent-sdk";
 import { z } from "zod";
 
 const base = () => ({
@@ -14,7 +15,7 @@ const base = () => ({
 function brief(m) {
   const out = { type: m.type };
   for (const k of ["subtype", "is_error", "result", "errors", "terminal_reason", "parent_tool_use_id",
-    "task_id", "tool_use_id", "status", "description", "origin", "stop_reason", "num_turns"]) {
+    "task_id", "tool_use_id", "status", "description", "origin", "stop_reason", "num_turns", "uuid", "session_id"]) {
     if (m[k] !== undefined) out[k] = m[k];
   }
   if (m.message && Array.isArray(m.message.content)) {
@@ -167,6 +168,21 @@ const checks = {
         return { action: "accept", content: { name: "Ada Lovelace", check: true, integer: 7 } };
       } } }));
     return { ...run, asked };
+  },
+
+  async session_readers() {
+    const run = await collect(query({ prompt: "delegate", options: { ...base(), allowedTools: ["Task", "Agent", "Bash"] } }));
+    const result = run.messages.find((m) => m.type === "result");
+    const sid = result && result.session_id;
+    const dir = process.env.PROJECT_DIR;
+    const messages = await getSessionMessages(sid, { dir });
+    const sessions = await listSessions({ dir });
+    const agents = await listSubagents(sid, { dir });
+    const sub = agents.length ? await getSubagentMessages(sid, agents[0], { dir }) : [];
+    return { ...run, sid,
+      messages_read: messages.map((m) => ({ type: m.type, uuid: m.uuid })),
+      sessions: sessions.map((s) => s.sessionId), agents,
+      subagent: sub.map((m) => ({ type: m.type, parent_tool_use_id: m.parent_tool_use_id ?? null })) };
   },
 
   async subagent() {

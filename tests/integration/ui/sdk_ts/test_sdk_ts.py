@@ -255,3 +255,23 @@ def test_mcp_elicitation_reaches_the_hosts_on_elicitation(fake_llm: Any, project
     assert results[0]["content"].startswith("✅ User provided the requested information!")
     assert "- Name: Ada Lovelace" in results[0]["content"] and "- Favorite Integer: 7" in results[0]["content"]
     assert result_of(out)["subtype"] == "success"
+
+
+def test_the_ts_sdks_session_readers_find_keels_session_and_subagent(
+    fake_llm: Any, project: Path, tmp_path: Path
+) -> None:
+    """After the subagent run above, the TypeScript SDK's ``getSessionMessages``, ``listSessions``,
+    ``listSubagents`` and ``getSubagentMessages`` (they read Claude Code's files). Claude Code: the
+    session listed, its chain user, assistant ("delegating" and the Agent call as two entries, one per
+    block), user (the Agent result), assistant ("all done"), with the stream's uuids; one subagent,
+    whose messages all carry the Agent call's id as ``parent_tool_use_id``. keel: the same, with the
+    assistant's blocks in one entry, as keel streams them. Before: keel wrote no such files, the
+    readers found nothing (#34 item 13)."""
+    out = run_check("session_readers", fake_llm(SUBAGENT), project, tmp_path)
+    assert out["thrown"] is None and out["sessions"] == [out["sid"]]
+    top = [m["uuid"] for m in out["messages"] if m["type"] in ("user", "assistant") and not m.get("parent_tool_use_id")]
+    read = out["messages_read"]
+    assert read[0]["type"] == "user" and [m["uuid"] for m in read[1:]] == top
+    assert len(out["agents"]) == 1
+    agent_call = next(m for m in out["messages"] if m["type"] == "system" and m["subtype"] == "task_started")
+    assert out["subagent"] and {m["parent_tool_use_id"] for m in out["subagent"]} == {agent_call["tool_use_id"]}
