@@ -98,6 +98,7 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
             "pid": __import__("os").getpid(),
             "keel_version": __version__,
             "current_permission_mode": rt.permissions.mode,
+            "mcp_servers_applied": isinstance(body.get("mcpServers"), dict),  # taken at launch (not: connected)
             "hook_on_failure_supported": False,
             "session_state": "idle",
         }

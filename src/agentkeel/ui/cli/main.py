@@ -160,6 +160,7 @@ def _sdk_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-thinking-tokens", type=int, help="the thinking budget (MAX_THINKING_TOKENS)")
     p.add_argument("--thinking", choices=["adaptive", "disabled"], help="disabled: no thinking")
     p.add_argument("--json-schema", metavar="SCHEMA", help="the final answer must be JSON valid under this schema")
+    p.add_argument("--await-initialize", action="store_true", help=argparse.SUPPRESS)  # keel always does
     p.add_argument("--resume-session-at", metavar="UUID", help="with -r and --fork-session: keep up to this message")
     p.add_argument(
         "--resume-drops-turn", metavar="UUID", help="with --resume-session-at: the prompt of the turn dropped"

@@ -6,6 +6,7 @@ tools becomes ``mcp__<server>__<tool>`` with the server's own JSON Schema; a cal
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,14 +20,24 @@ _ids = itertools.count(1)
 PROTOCOL_VERSION = "2025-06-18"
 
 
-def initialize_servers(init: dict[str, Any]) -> list[str]:
+def initialize_servers(init: dict[str, Any], mcp_config: list[str]) -> list[str]:
     """The SDK-hosted servers an ``initialize`` request names (``sdkMcpServers``: the TypeScript
-    SDK's way; the Python SDK passes ``{"type": "sdk"}`` in ``--mcp-config`` instead)."""
+    SDK's way; the Python SDK passes ``{"type": "sdk"}`` in ``--mcp-config`` instead). The servers
+    keel runs itself that it names (``mcpServers``: the TypeScript SDK's ``mcpServersDelivery:
+    "initialize"``, which keeps their env and headers off the command line) join ``mcp_config``."""
     names = init.get("sdkMcpServers")
     if names is None:
-        return []
+        names = []
     if not (isinstance(names, list) and all(isinstance(n, str) and n for n in names)):
         raise control.ControlError("initialize: 'sdkMcpServers' must be a list of server names")
+    servers = init.get("mcpServers")
+    if servers is not None:
+        if not isinstance(servers, dict):
+            raise control.ControlError("initialize: 'mcpServers' must be an object of name -> server")
+        sdk, rest = control.sdk_servers({"mcpServers": servers})
+        names = [*names, *(n for n in sdk if n not in names)]
+        if rest:
+            mcp_config.append(json.dumps({"mcpServers": rest}))
     return list(names)
 
 

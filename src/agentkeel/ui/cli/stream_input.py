@@ -163,7 +163,7 @@ class Session:
                 opts.agents = {**opts.agents, **agents}  # the SDK's agents win over same-named files
             if skills is not None:
                 opts.skills = list(skills)
-            self.sdk_servers += [n for n in initialize_servers(init) if n not in self.sdk_servers]
+            self.sdk_servers += [n for n in initialize_servers(init, opts.mcp_config) if n not in self.sdk_servers]
             if isinstance(init.get("systemPrompt"), str):
                 opts.system_prompt = init["systemPrompt"]
             if isinstance(init.get("appendSystemPrompt"), str):

@@ -185,6 +185,14 @@ const checks = {
       subagent: sub.map((m) => ({ type: m.type, parent_tool_use_id: m.parent_tool_use_id ?? null })) };
   },
 
+  async mcp_initialize() {
+    const q = query({ prompt: "echo", options: { ...base(), mcpServersDelivery: "initialize",
+      mcpServers: { ev: { type: "stdio", command: "node", args: [process.env.EVERYTHING, "stdio"] } },
+      allowedTools: ["mcp__ev__echo"] } });
+    const run = await collect(q);
+    return run;
+  },
+
   async subagent() {
     return collect(query({ prompt: "delegate", options: { ...base(), allowedTools: ["Task", "Agent", "Bash"],
       forwardSubagentText: process.env.FORWARD === "1" } }));

@@ -275,3 +275,18 @@ def test_the_ts_sdks_session_readers_find_keels_session_and_subagent(
     assert len(out["agents"]) == 1
     agent_call = next(m for m in out["messages"] if m["type"] == "system" and m["subtype"] == "task_started")
     assert out["subagent"] and {m["parent_tool_use_id"] for m in out["subagent"]} == {agent_call["tool_use_id"]}
+
+
+def test_mcp_servers_delivered_in_initialize(fake_llm: Any, project: Path, tmp_path: Path) -> None:
+    """``mcpServersDelivery: "initialize"`` (the SDK's coming default: servers' env and headers stay off
+    the command line): the SDK passes ``--await-initialize`` and the servers in ``initialize.mcpServers``.
+    Claude Code: init listed ev connected, ``initializationResult().mcp_servers_applied`` true, the
+    echo ran ("Echo: via init"). keel refused ``--await-initialize`` and the SDK's query failed."""
+    everything = node_modules("@modelcontextprotocol/server-everything")
+    entry = everything / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    server = fake_llm([{"tool_calls": [{"name": "mcp__ev__echo", "input": {"message": "via init"}}]}, "done"])
+    out = run_check("mcp_initialize", server, project, tmp_path, env={"EVERYTHING": str(entry)})
+    assert out["thrown"] is None
+    results = [b for m in out["messages"] if m["type"] == "user" for b in m["content"] if b["type"] == "tool_result"]
+    assert [r["content"] for r in results] == ["Echo: via init"]
+    assert result_of(out)["subtype"] == "success"
