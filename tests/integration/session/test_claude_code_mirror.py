@@ -97,13 +97,31 @@ def test_the_sdks_session_readers_find_a_keel_session(keel: Any, fake_llm: Any, 
 
 
 def test_the_mirror_is_redacted_as_keels_log_is(keel: Any, fake_llm: Any, project: Path, tmp_path: Path) -> None:
-    run = stream_run(keel, fake_llm(["noted"]), f"my token is {SECRET}")
+    """A fake token in the prompt, in the model's own words (which stream-json shows as said), in a
+    tool result and inside a subagent: keel's log masks each, and so do the mirror's files and the
+    ``transcript_mirror`` frames (storage, both). Before: the mirror took the events as readers get
+    them, with the model's words unmasked."""
+    agent = {"description": "d", "prompt": f"say {SECRET}", "subagent_type": "general-purpose"}
+    steps = [
+        {"text": f"the token is {SECRET}", "tool_calls": [{"name": "Bash", "input": {"command": f"echo {SECRET}"}}]},
+        {"tool_calls": [{"name": "Agent", "input": {**agent, "run_in_background": False}}]},
+        {"tool_calls": [{"name": "Bash", "input": {"command": f"echo {SECRET}"}}]},
+        f"sub done {SECRET}",
+        "noted",
+    ]
+    run = stream_run(keel, fake_llm(steps), f"my token is {SECRET}", "--session-mirror")
     assert run.code == 0, run.stderr
-    [path] = mirror_files(tmp_path / "userhome")
-    text = path.read_text()
-    assert SECRET not in text and "my token is" in text
-    [log] = sorted((tmp_path / "keelhome" / "projects").glob("*/*.jsonl"))
-    assert SECRET not in log.read_text()
+    home = tmp_path / "userhome" / ".claude" / "projects"
+    mirrored = sorted(home.rglob("*.jsonl")) + sorted(home.rglob("*.meta.json"))
+    assert len(mirrored) == 3  # the session, its subagent and the subagent's meta
+    for path in mirrored:
+        assert SECRET not in path.read_text(), path
+    [main] = [p for p in mirrored if p.parent.parent == home]
+    assert "my token is" in main.read_text()
+    frames = [line for line in run.lines() if line["type"] == "transcript_mirror"]
+    assert frames and SECRET not in json.dumps(frames)
+    for log in (tmp_path / "keelhome" / "projects").rglob("*.jsonl"):
+        assert SECRET not in log.read_text()
 
 
 def test_session_mirror_prints_transcript_mirror_frames(

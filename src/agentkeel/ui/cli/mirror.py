@@ -24,8 +24,11 @@ def attach_mirror(
     """Mirror ``rt`` (files and/or frames written through ``write``); nothing when neither is asked."""
     if not (files or frames):
         return
+    from agentkeel.agents.forwarding import SubagentActivity
     from agentkeel.agents.spawner import SubagentSpawner
-    from agentkeel.core.events import Notice
+    from agentkeel.core.events import Event, Notice
+    from agentkeel.policy.redact import redact
+    from agentkeel.policy.redaction import redact_event
     from agentkeel.session.load import load_session
     from agentkeel.session.mirror import TranscriptMirror, projects_dir
 
@@ -42,7 +45,15 @@ def attach_mirror(
             mirror.seed(load_session(rt.session_path).events)
         except OSError:
             pass
-    rt.bus.subscribe(mirror.on_event)
+    # storage: every event fully masked, as keel's own log gets it (readers see the model's words)
+    rt.bus.subscribe(lambda event: mirror.on_event(redact_event(event)))
     spawner = rt.agent.services.find(SubagentSpawner)
     if spawner is not None:
-        spawner.listeners.append(mirror.on_subagent)
+
+        def on_subagent(kind: str, activity: Any, item: Any) -> None:
+            masked = SubagentActivity(
+                activity.agent_id, activity.agent_type, redact(activity.description), activity.tool_use_id, ""
+            )
+            mirror.on_subagent(kind, masked, redact_event(item) if isinstance(item, Event) else item)
+
+        spawner.listeners.append(on_subagent)
