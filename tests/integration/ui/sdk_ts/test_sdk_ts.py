@@ -70,7 +70,7 @@ def test_a_query_gives_init_assistant_and_a_success_result(fake_llm: Any, projec
     """Claude Code: init, assistant "hello there", result success / completed, nothing thrown."""
     out = run_check("result", fake_llm(["hello there"]), project, tmp_path)
     assert out["thrown"] is None
-    assert out["messages"][0] == {"type": "system", "subtype": "init"}
+    assert (out["messages"][0]["type"], out["messages"][0]["subtype"]) == ("system", "init")
     texts = [b["text"] for m in out["messages"] if m["type"] == "assistant" for b in m["content"]]
     assert texts == ["hello there"]
     result = result_of(out)
