@@ -177,6 +177,22 @@ def run_keel(
     return KeelRun(proc.returncode, proc.stdout, proc.stderr)
 
 
+NODE_DIR = Path(sys.prefix) / "node"  # scripts/setup installs the npm packages tests use here (pinned)
+
+
+def node_modules(package: str) -> Path:
+    """The ``node_modules`` folder scripts/setup filled (the TypeScript Agent SDK, the reference MCP
+    servers), holding ``package``; the test skips, saying how to get it, where node or it is absent."""
+    import shutil
+
+    import pytest
+
+    folder = NODE_DIR / "node_modules"
+    if shutil.which("node") is None or not (folder / package).is_dir():
+        pytest.skip(f"needs node and {package} in {folder}: run scripts/setup")
+    return folder
+
+
 def session_files(keel_home: Path) -> list[Path]:
     return sorted((keel_home / "projects").glob("*/*.jsonl"))
 

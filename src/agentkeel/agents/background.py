@@ -57,7 +57,9 @@ def start_background(
     emit = spawner.parent.bus.emit
 
     async def run() -> SubagentResult:
-        result = await spawner.run(agent, prompt, description=description, tool_use_id=tool_use_id, agent_id=agent_id)
+        result = await spawner.run(
+            agent, prompt, description=description, tool_use_id=tool_use_id, agent_id=agent_id, background=True
+        )
         agents.finished.append(result)
         try:
             emit(Notice(level="info", message=f"background agent {agent_id} ({agent.name}) finished: {result.subtype}"))

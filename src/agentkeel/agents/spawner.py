@@ -28,6 +28,7 @@ import msgspec
 
 from agentkeel.agents.agenthooks import AgentHooks, agent_hooks
 from agentkeel.agents.defs import AgentCatalog, AgentDef
+from agentkeel.agents.forwarding import Listener, SubagentActivity, SubagentStream
 from agentkeel.core.events import Notice, SessionStarted
 from agentkeel.core.extensions import Extension, Extensions, LifecyclePoint, ToolCall, Verdict
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
@@ -57,6 +58,14 @@ class SubagentResult(msgspec.Struct):
     @property
     def is_error(self) -> bool:
         return self.subtype != "success"
+
+
+def forward_subagents(agent: Agent, session_id: str, write: Callable[[dict[str, Any]], None], *, text: bool) -> None:
+    """Show ``agent``'s subagents to a stream-json host through ``write`` (``text``: the SDK's
+    ``forwardSubagentText``; see agents/forwarding.py); a session without a spawner is left as it is."""
+    spawner = agent.services.find(SubagentSpawner)
+    if spawner is not None:
+        spawner.listeners.append(SubagentStream(session_id, write, forward_text=text))
 
 
 def tool_name(spec: str) -> str:
@@ -121,6 +130,7 @@ class SubagentSpawner:
         self.child_extension = child_extension
         self._pool = pool
         self.withheld = withheld
+        self.listeners: list[Listener] = []  # who sees the children's activity (an SDK host: forwarding.py)
         self.active = 0  # children running now (the concurrency figure tests and benchmarks read)
         self.peak = 0
 
@@ -341,12 +351,22 @@ class SubagentSpawner:
         cwd: Path | None = None,
         allowed_tools: list[str] | None = None,
         agent_id: str | None = None,
+        background: bool = False,
     ) -> SubagentResult:
         """Run a child to its stop. Cancelling this (the parent was interrupted) interrupts the
         child, waits for it to write its ending, and then lets the cancellation go on."""
         agent_id = agent_id or "a" + uuid.uuid4().hex[:16]
+        activity = SubagentActivity(agent_id, agent.name, description, tool_use_id, prompt, background)
         async with self.slots:
-            return await self._run(agent, prompt, description, tool_use_id, cwd, allowed_tools, agent_id)
+            return await self._run(agent, prompt, description, tool_use_id, cwd, allowed_tools, agent_id, activity)
+
+    def _tell(self, kind: str, activity: SubagentActivity, item: Any = None) -> None:
+        """Each listener sees the child's activity; one that fails is logged, never the child's end."""
+        for listener in list(self.listeners):
+            try:
+                listener(kind, activity, item)
+            except Exception:
+                log.exception("a subagent listener failed")
 
     async def _run(
         self,
@@ -357,6 +377,7 @@ class SubagentSpawner:
         cwd: Path | None,
         allowed_tools: list[str] | None,
         agent_id: str,
+        activity: SubagentActivity,
     ) -> SubagentResult:
         started = time.monotonic()
         life = self.parent.services.get(LifecyclePoint)
@@ -385,6 +406,8 @@ class SubagentSpawner:
         self.peak = max(self.peak, self.active)
         result: RunResult | None = None
         seen: list[RunResult] = []  # the child's last result, even when the parent is interrupted
+        self._tell("started", activity)
+        unsubscribe = child.bus.subscribe(lambda event: self._tell("event", activity, event))
         try:
             child.bus.emit(SessionStarted(session_id=agent_id, cwd=str(child.context.cwd), model=child.config.model))
             for note in notes:  # in the child's transcript, and shown to the user with the parent's
@@ -420,7 +443,10 @@ class SubagentSpawner:
             text = "" if last is None else last.result
             meta.update(status=status, finished=time.time(), result=text[: self.max_result_chars])
             writer.close()
-        return SubagentResult(
+            unsubscribe()
+            if result is None:
+                self._tell("finished", activity, None)
+        done = SubagentResult(
             agent_id,
             agent.name,
             result.subtype,
@@ -430,6 +456,8 @@ class SubagentSpawner:
             result.total_cost_usd,
             int((time.monotonic() - started) * 1000),
         )
+        self._tell("finished", activity, done)
+        return done
 
     async def _drive(self, child: Agent, seen: list[RunResult], prompt: str) -> RunResult:
         task = asyncio.ensure_future(child.run(prompt))

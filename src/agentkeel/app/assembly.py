@@ -92,12 +92,20 @@ def fallback_model_id(name: str | None, info: ModelInfo, env: Mapping[str, str],
     return fallback.model
 
 
-def forked(source: Path, sessions: Path) -> Path:
-    """A copy of a session's log under a new id: the conversation goes on there, the original stays."""
-    from agentkeel.session.history import fork_file  # with a parent link and the checkpoints
+class ResumeRefused(KeelError):
+    """A truncating resume that does not fit the session (``--resume-drops-turn``): Claude Code ends
+    with an error result, not a usage message."""
+
+
+def forked(source: Path, sessions: Path, at_uuid: str | None = None, drops_turn: str | None = None) -> Path:
+    """A copy of a session's log under a new id: the conversation goes on there, the original stays
+    (``at_uuid``: only up to that message; ``drops_turn``: the turn after it must be that prompt's)."""
+    from agentkeel.session.history import TruncationRefused, fork_file  # with a parent link and the checkpoints
 
     try:
-        return fork_file(source)
+        return fork_file(source, at_uuid=at_uuid, drops_turn=drops_turn)
+    except TruncationRefused as e:
+        raise ResumeRefused(str(e)) from None
     except OSError as e:
         raise KeelError(f"cannot fork session {source.stem}: {e.strerror or e}") from None
 

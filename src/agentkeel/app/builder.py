@@ -204,6 +204,8 @@ class RuntimeOptions(msgspec.Struct):
     strict_mcp_config: bool = False  # --strict-mcp-config: only the servers of mcp_config
     skip_project_mcp: bool = False  # start no server of .mcp.json (its approvals could not be saved)
     fork_session: bool = False  # with resume/continue: go on in a copy under a new id (--fork-session)
+    resume_session_at: str | None = None  # with fork_session: the copy keeps events up to this uuid
+    resume_drops_turn: str | None = None  # with resume_session_at: the prompt uuid of the one turn dropped
     # subagent types given in code, as the Agent SDK's ``agents``: {"name": {"description", "prompt", "tools", "model"}}
     agents: dict[str, Any] = msgspec.field(default_factory=dict)
     setting_sources: frozenset[str] | None = None  # --setting-sources: user/project/local (None: all three)
@@ -581,6 +583,8 @@ def attach_agents(agent: Agent, found: Definitions, opts: RuntimeOptions, place:
 
 def pick_session(sessions: Path, opts: RuntimeOptions) -> tuple[Path, bool]:
     """The session file to write: the one resumed (-r, -c; forked with --fork-session) or a new one."""
+    if (opts.resume_session_at or opts.resume_drops_turn) and not (opts.fork_session and opts.resume is not None):
+        raise KeelError("--resume-session-at and --resume-drops-turn need -r SESSION_ID and --fork-session")
     if opts.resume is not None or opts.continue_session:
         from agentkeel.session.load import AmbiguousSession, find_session, list_sessions
     if opts.resume is not None:
@@ -593,7 +597,9 @@ def pick_session(sessions: Path, opts: RuntimeOptions) -> tuple[Path, bool]:
             raise KeelError(str(e)) from None
         if found is None:
             raise KeelError(f"no session '{ref}' for this project: see `keel sessions list`")
-        return forked(found, sessions) if opts.fork_session else found, True
+        if not opts.fork_session:
+            return found, True
+        return forked(found, sessions, opts.resume_session_at, opts.resume_drops_turn), True
     if opts.continue_session:
         existing = list_sessions(sessions)
         if not existing:

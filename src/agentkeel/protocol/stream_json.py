@@ -221,6 +221,7 @@ def dumps(line: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class UserInput:
     message: Message
+    origin: dict[str, Any] | None = None  # the host's stamp, echoed on the turn's result (Claude Code >= 2.1.210)
 
 
 @dataclass(frozen=True)
@@ -266,12 +267,13 @@ def decode(line: str) -> UserInput | ControlRequest | ControlResponse | ControlC
         if not isinstance(raw, dict):
             raise ProtocolError("a user line needs a 'message' object")
         content = raw.get("content")
+        origin = data.get("origin") if isinstance(data.get("origin"), dict) else None
         if isinstance(content, str):
-            return UserInput(Message.user(content))
+            return UserInput(Message.user(content), origin)
         if not isinstance(content, list):
             raise ProtocolError("a user message's 'content' must be a string or a list of blocks")
         try:
-            return UserInput(from_data(Message, {"role": "user", "content": [_block(b) for b in content]}))
+            return UserInput(from_data(Message, {"role": "user", "content": [_block(b) for b in content]}), origin)
         except ValueError as e:
             raise ProtocolError(f"the user message does not fit: {str(e).splitlines()[0]}") from None
     if kind == "control_request":

@@ -26,6 +26,7 @@ from agentkeel.core.events import (
     Notice,
     RunFinished,
     SessionStarted,
+    ToolResults,
     UserMessage,
 )
 from agentkeel.core.types import Message, TextBlock
@@ -606,14 +607,22 @@ def fork_session(home: Path, cwd: Path, session_ref: str, at_turn: int | None = 
     return fork_file(resolve_session(home, cwd, session_ref), at_turn).stem
 
 
-def fork_file(source: Path, at_turn: int | None = None) -> Path:
+class TruncationRefused(ValueError):
+    """``--resume-session-at``/``--resume-drops-turn`` that do not fit the session (Claude Code's words)."""
+
+
+def fork_file(
+    source: Path, at_turn: int | None = None, *, at_uuid: str | None = None, drops_turn: str | None = None
+) -> Path:
     """The fork of one session file (``--fork-session`` uses it too): the events before user turn
     ``at_turn`` (all when None) under a new id in the same folder, then a ``fork`` event naming the
     parent; the parent's checkpoint objects are shared (hard links), so the fork can rewind past
-    the fork point."""
+    the fork point. ``at_uuid`` (``--resume-session-at``) keeps the events up to that message."""
     events = load_session(source).events
     if at_turn is not None:
         events = events[: _pick(_turns(events), at_turn, "fork at").position]
+    if at_uuid is not None:
+        events = _truncated(events, at_uuid, drops_turn)
     new_id = str(uuid.uuid4())
     target = source.with_name(f"{new_id}.jsonl")
     writer = SessionWriter(target, new_id)
@@ -625,6 +634,31 @@ def fork_file(source: Path, at_turn: int | None = None) -> Path:
         writer.close()
     _link_objects(checkpoint_dir(source) / "objects", checkpoint_dir(target) / "objects")
     return target
+
+
+def _truncated(events: list[Event], at_uuid: str, drops_turn: str | None) -> list[Event]:
+    """The events up to and including message ``at_uuid``. With ``drops_turn`` (the Agent SDK's
+    ``resume_drops_turn``), everything cut must be that one turn, starting with its prompt, else the
+    resume is refused as Claude Code 2.1.328 refuses it."""
+    at = next((i for i, e in enumerate(events) if e.uuid == at_uuid), None)
+    if at is None:
+        raise TruncationRefused(f"--resume-session-at {at_uuid}: no such message in this session")
+    cut = [e for e in events[at + 1 :] if isinstance(e, UserMessage | AssistantMessage | ToolResults)]
+    if drops_turn is not None:
+        prompts = [i for i, e in enumerate(cut) if isinstance(e, UserMessage)]
+        first: Event | None = None
+        why = ""
+        if not cut or prompts[:1] != [0] or cut[0].uuid != drops_turn:
+            why, first = "range does not start with the declared turn prompt", (cut[0] if cut else None)
+        elif len(prompts) > 1:
+            why, first = "range holds another turn", cut[prompts[1]]
+        if why:
+            where = f"; first discarded entry 1 [type=user, uuid={first.uuid}]" if first is not None else ""
+            raise TruncationRefused(
+                f"Resume rejected by --resume-drops-turn: resuming at {at_uuid} would discard entries not "
+                f"attributable to turn {drops_turn}: {why}{where}"
+            )
+    return events[: at + 1]
 
 
 def _link_objects(src: Path, dst: Path) -> None:

@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkeel import __version__
@@ -35,6 +36,7 @@ class Session(Protocol):
     sdk_servers: list[str]
     mcp_tools: dict[str, list[str]]
     old_providers: list[Any]
+    stop_reading: Callable[[], None]
 
     @property
     def channel(self) -> Writer: ...
@@ -46,9 +48,19 @@ log = logging.getLogger("agentkeel.control")
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
 
 
+class StartRefused(control.ControlError):
+    """The session cannot start as asked (a refused truncating resume)."""
+
+
+class Unanswered(Exception):
+    """A request left without an answer: the process ends instead."""
+
+
 async def handle(session: Session, req: ControlRequest) -> None:
     try:
         body = await _dispatch(session, req)
+    except Unanswered:
+        return
     except control.ControlError as e:
         session.channel.write(control.error(req.request_id, str(e)))
     except Exception as e:  # a bug here must not end the session; the client gets the error
@@ -66,6 +78,12 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
         session.initialized = True
         try:
             rt = await session.build(body)
+        except StartRefused as e:  # Claude Code 2.1.328: an error result (the SDKs raise its text), the end
+            print(f"keel: {e}", file=sys.stderr)
+            session.usage_error = True
+            session.channel.write(start_failure(str(e)))
+            session.stop_reading()
+            raise Unanswered from None
         except control.ControlError as e:  # the session cannot start: say so on stderr too, exit 2
             print(f"keel: {e}", file=sys.stderr)
             session.usage_error = True
@@ -80,6 +98,7 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
             "pid": __import__("os").getpid(),
             "keel_version": __version__,
             "current_permission_mode": rt.permissions.mode,
+            "mcp_servers_applied": isinstance(body.get("mcpServers"), dict),  # taken at launch (not: connected)
             "hook_on_failure_supported": False,
             "session_state": "idle",
         }
@@ -228,3 +247,18 @@ def skills_of(rt: Runtime) -> list[str]:
 
     catalog = rt.agent.services.find(SkillCatalog)
     return [s.name for s in catalog] if catalog is not None else []
+
+
+def start_failure(why: str) -> dict[str, Any]:
+    from agentkeel.protocol.stream_json import result_line
+
+    return result_line(
+        subtype="error_during_execution",
+        is_error=True,
+        duration_ms=0,
+        num_turns=0,
+        result=why,
+        session_id="",
+        total_cost_usd=0.0,
+        usage={"input_tokens": 0, "output_tokens": 0},
+    )

@@ -206,6 +206,12 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
     verbose = bool(getattr(args, "verbose", False))
     if args.output_format == "stream-json":
         rt.bus.subscribe(StreamJson(rt, out, partial=args.include_partial_messages, hooks=args.include_hook_events))
+        from agentkeel.agents.spawner import forward_subagents  # what Claude Code shows of subagents
+        from agentkeel.protocol.stream_json import dumps
+        from agentkeel.ui.cli.mirror import attach_mirror
+
+        forward_subagents(rt.agent, rt.session_id, lambda line: out.write(dumps(line)), text=False)
+        attach_mirror(rt, lambda line: out.write(dumps(line)), opts.env, files=False, frames=args.session_mirror)
     else:
         rt.bus.subscribe(_notices_to_stderr(verbose=verbose))
     try:

@@ -132,9 +132,6 @@ UNSUPPORTED = {
     "--task-budget": "keel has no task budget; use --max-budget-usd",
     "--thinking-display": "keel has no thinking display setting",
     "--effort": "keel has no effort setting",
-    "--resume-session-at": "keel cannot resume at a message yet",
-    "--resume-drops-turn": "keel cannot drop a turn on resume yet",
-    "--session-mirror": "keel has no session store mirror",
     "--system-prompt-file": 'use --system-prompt "$(cat FILE)"',
 }
 
@@ -163,6 +160,14 @@ def _sdk_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-thinking-tokens", type=int, help="the thinking budget (MAX_THINKING_TOKENS)")
     p.add_argument("--thinking", choices=["adaptive", "disabled"], help="disabled: no thinking")
     p.add_argument("--json-schema", metavar="SCHEMA", help="the final answer must be JSON valid under this schema")
+    p.add_argument("--await-initialize", action="store_true", help=argparse.SUPPRESS)  # keel always does
+    p.add_argument("--resume-session-at", metavar="UUID", help="with -r and --fork-session: keep up to this message")
+    p.add_argument(
+        "--resume-drops-turn", metavar="UUID", help="with --resume-session-at: the prompt of the turn dropped"
+    )
+    p.add_argument(
+        "--session-mirror", action="store_true", help="stream-json: also transcript_mirror lines (SDK stores)"
+    )
     for flag in UNSUPPORTED:
         p.add_argument(flag, nargs="?", action=_Unsupported, help=argparse.SUPPRESS)
 

@@ -36,6 +36,7 @@ def apply_sdk_flags(args: argparse.Namespace, opts: RuntimeOptions) -> None:
     if args.fork_session and not (args.resume or args.continue_session):
         raise KeelError("--fork-session needs -r SESSION_ID or -c")
     opts.fork_session = args.fork_session
+    opts.resume_session_at, opts.resume_drops_turn = args.resume_session_at, args.resume_drops_turn
     if args.permission_prompt_tool not in (None, "stdio"):
         raise KeelError(
             f"--permission-prompt-tool {args.permission_prompt_tool}: "

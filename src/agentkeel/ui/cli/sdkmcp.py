@@ -6,6 +6,7 @@ tools becomes ``mcp__<server>__<tool>`` with the server's own JSON Schema; a cal
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,6 +18,27 @@ from agentkeel.protocol import control
 Request = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 _ids = itertools.count(1)
 PROTOCOL_VERSION = "2025-06-18"
+
+
+def initialize_servers(init: dict[str, Any], mcp_config: list[str]) -> list[str]:
+    """The SDK-hosted servers an ``initialize`` request names (``sdkMcpServers``: the TypeScript
+    SDK's way; the Python SDK passes ``{"type": "sdk"}`` in ``--mcp-config`` instead). The servers
+    keel runs itself that it names (``mcpServers``: the TypeScript SDK's ``mcpServersDelivery:
+    "initialize"``, which keeps their env and headers off the command line) join ``mcp_config``."""
+    names = init.get("sdkMcpServers")
+    if names is None:
+        names = []
+    if not (isinstance(names, list) and all(isinstance(n, str) and n for n in names)):
+        raise control.ControlError("initialize: 'sdkMcpServers' must be a list of server names")
+    servers = init.get("mcpServers")
+    if servers is not None:
+        if not isinstance(servers, dict):
+            raise control.ControlError("initialize: 'mcpServers' must be an object of name -> server")
+        sdk, rest = control.sdk_servers({"mcpServers": servers})
+        names = [*names, *(n for n in sdk if n not in names)]
+        if rest:
+            mcp_config.append(json.dumps({"mcpServers": rest}))
+    return list(names)
 
 
 async def rpc(request: Request, server: str, method: str, params: dict[str, Any] | None = None) -> Any:
@@ -85,3 +107,43 @@ def sdk_tool(server: str, spec: dict[str, Any], request: Request) -> Tool:
         source="mcp",
         raw_schema=schema,
     )
+
+
+def sdk_elicitation(request: Request) -> Any:
+    """MCP servers' ``elicitation/create`` asked of the SDK host, as Claude Code 2.1.328 asks it: an
+    ``elicitation`` control request (``mcp_server_name``, ``message``, ``mode``, and ``requested_schema``
+    with its ``property_order``, or ``url`` and ``elicitation_id``); the host's ``{action, content}``
+    is the server's answer. A host that cannot answer (the Python SDK has no handler and answers
+    with an error) cancels it, as Claude Code does."""
+    from mcp_types import ElicitResult
+
+    async def elicit(server: str, params: Any) -> Any:
+        body: dict[str, Any] = {"subtype": "elicitation", "mcp_server_name": server, "message": params.message}
+        if getattr(params, "mode", "form") == "url":
+            body.update({"mode": "url", "url": params.url, "elicitation_id": params.elicitation_id})
+        else:
+            given = params.requested_schema
+            schema = given.model_dump(by_alias=True, exclude_none=True) if hasattr(given, "model_dump") else dict(given)
+            body.update({"mode": "form", "requested_schema": schema})
+            if isinstance(schema.get("properties"), dict):
+                body["property_order"] = list(schema["properties"])
+        try:
+            answer = await request(body)
+        except control.ControlError:
+            return ElicitResult(action="cancel")
+        action = answer.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            return ElicitResult(action="cancel")
+        content = answer.get("content") if action == "accept" and isinstance(answer.get("content"), dict) else None
+        return ElicitResult(action=action, content=content)
+
+    return elicit
+
+
+def attach_elicitation(rt: Runtime, request: Request) -> None:
+    """The session's MCP servers elicit through the SDK host (a session without MCP servers: nothing)."""
+    from agentkeel.mcp import mcp_pool
+
+    pool = mcp_pool(rt.agent.services)
+    if pool is not None:
+        pool.set_elicitation(sdk_elicitation(request))

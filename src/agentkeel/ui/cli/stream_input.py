@@ -131,6 +131,7 @@ class Session:
         self.old_providers: list[Any] = []
         self.building = asyncio.Lock()
         self.denial_messages = DenialMessages()
+        self.stop_reading: Callable[[], None] = lambda: None  # _serve: end the input loop
 
     # --- building the runtime ---------------------------------------------------------
 
@@ -142,8 +143,12 @@ class Session:
             return await self._build(init)
 
     async def _build(self, init: dict[str, Any] | None) -> Runtime:
+        from agentkeel.agents.spawner import forward_subagents
+        from agentkeel.app.assembly import ResumeRefused
+        from agentkeel.ui.cli.control_handlers import StartRefused
+        from agentkeel.ui.cli.mirror import attach_mirror
         from agentkeel.ui.cli.sdkflags import restrict_tools
-        from agentkeel.ui.cli.sdkmcp import register_sdk_servers
+        from agentkeel.ui.cli.sdkmcp import attach_elicitation, initialize_servers, register_sdk_servers
 
         opts = self.opts
         if init is not None:
@@ -158,6 +163,7 @@ class Session:
                 opts.agents = {**opts.agents, **agents}  # the SDK's agents win over same-named files
             if skills is not None:
                 opts.skills = list(skills)
+            self.sdk_servers += [n for n in initialize_servers(init, opts.mcp_config) if n not in self.sdk_servers]
             if isinstance(init.get("systemPrompt"), str):
                 opts.system_prompt = init["systemPrompt"]
             if isinstance(init.get("appendSystemPrompt"), str):
@@ -169,6 +175,8 @@ class Session:
             opts.extensions.append(self.structured.extension())
         try:
             rt = Runtime.create(opts)
+        except ResumeRefused as e:  # Claude Code's answer: an error result, then the end
+            raise StartRefused(str(e)) from None
         except KeelError as e:
             raise control.ControlError(str(e)) from None
         self.rt = rt
@@ -182,8 +190,13 @@ class Session:
         if self.args.include_partial_messages:
             self.partial = PartialMessages(rt.session_id)
         rt.bus.subscribe(self._on_event)
+        forward_subagents(
+            rt.agent, rt.session_id, self.channel.write, text=bool(init and init.get("forwardSubagentText"))
+        )
+        attach_mirror(rt, self.channel.write, opts.env, files=True, frames=self.args.session_mirror)
         self.channel.on_gone = rt.agent.interrupt
         self.mcp_tools = await register_sdk_servers(rt, self.sdk_servers, self.channel.request)
+        attach_elicitation(rt, self.channel.request)
         return rt
 
     def _hooks(self, regs: list[control.HookRegistration]) -> dict[str, list[dict[str, Any]]]:
@@ -259,7 +272,7 @@ class Session:
 
     # --- runs ---------------------------------------------------------------------------
 
-    async def run_one(self, message: Any, started: float) -> None:
+    async def run_one(self, message: Any, started: float, origin: dict[str, Any] | None = None) -> None:
         rt = await self.build(None)
         if self.structured is not None:
             self.structured.reset()
@@ -282,6 +295,8 @@ class Session:
 
         result.duration_ms = int((time.monotonic() - started) * 1000)
         line = result_object(rt, result, self.structured)  # its permission_denials: every call denied
+        if origin is not None:
+            line["origin"] = origin
         self.last_error = bool(line["is_error"])
         self.channel.write(line)
 
@@ -327,11 +342,12 @@ def _reader(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None])
 
 
 async def _serve(session: Session) -> int:
-    from agentkeel.ui.cli.control_handlers import handle
+    from agentkeel.ui.cli.control_handlers import StartRefused, handle, start_failure
 
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[bytes | None] = asyncio.Queue()
     threading.Thread(target=_reader, args=(loop, lines), daemon=True, name="keel-stdin").start()
+    session.stop_reading = lambda: lines.put_nowait(None)
     signals: list[int] = []
 
     def on_signal(sig: int) -> None:
@@ -353,10 +369,12 @@ async def _serve(session: Session) -> int:
             assert isinstance(item, stream_json.UserInput)
             session.running = asyncio.current_task()
             try:
-                await session.run_one(item.message, time.monotonic())
+                await session.run_one(item.message, time.monotonic(), item.origin)
             except control.ControlError as e:  # the session could not be built: a usage error
                 print(f"keel: {e}", file=sys.stderr)
                 session.usage_error = True
+                if isinstance(e, StartRefused):  # as Claude Code: an error result too
+                    session.channel.write(start_failure(str(e)))
                 return
             finally:
                 session.running = None

@@ -16,6 +16,7 @@ API (every body is JSON; every error is ``{"error": "one line"}``):
     POST /api/sessions/ID/messages   {text}         start a prompt (409 while one runs)
     POST /api/sessions/ID/interrupt
     POST /api/sessions/ID/permissions/ASK  {answer} allow | allow_session | allow_project | deny
+    POST /api/sessions/ID/elicitations/EID {action, content} an MCP server's elicitation_request frame
     POST /api/sessions/ID/mode       {mode}         the permission mode
     POST /api/sessions/ID/close
     GET  /api/sessions/ID/config                    permission rules, hooks, skills, MCP servers, tools
@@ -183,6 +184,12 @@ def build_app(
         live.answer(request.path_params["ask"], str(data.get("answer", "")))
         return JSONResponse({"answered": True})
 
+    async def elicitation(request: Request) -> Response:
+        data = await body(request)
+        live = manager.get(request.path_params["sid"])
+        live.answer_elicitation(request.path_params["eid"], str(data.get("action", "")), data.get("content"))
+        return JSONResponse({"answered": True})
+
     async def mode(request: Request) -> Response:
         data = await body(request)
         manager.set_mode(request.path_params["sid"], str(data.get("mode", "")))
@@ -293,6 +300,7 @@ def build_app(
         Route(f"{sid}/messages", handler(message), methods=["POST"]),
         Route(f"{sid}/interrupt", handler(interrupt), methods=["POST"]),
         Route(sid + "/permissions/{ask}", handler(permission), methods=["POST"]),
+        Route(sid + "/elicitations/{eid}", handler(elicitation), methods=["POST"]),
         Route(f"{sid}/mode", handler(mode), methods=["POST"]),
         Route(f"{sid}/close", handler(close), methods=["POST"]),
         Route(f"{sid}/config", handler(config)),

@@ -64,6 +64,22 @@ class PendingAsk:
         }
 
 
+ELICIT_ACTIONS = ("accept", "decline", "cancel")
+
+
+@dataclass
+class PendingElicitation:
+    """An MCP server's ``elicitation/create`` waiting for a client's ``{action, content}``."""
+
+    id: str
+    server: str
+    request: dict[str, Any]  # message, mode, requested_schema or url (the MCP request's params)
+    future: asyncio.Future[tuple[str, dict[str, Any] | None]]
+
+    def public(self) -> dict[str, Any]:
+        return {"elicitation_id": self.id, "server": self.server, **self.request}
+
+
 @dataclass
 class LiveSession:
     """A Runtime held open by the server, with its event stream and its open permission asks."""
@@ -74,6 +90,7 @@ class LiveSession:
     runtime: Runtime | None = None
     task: asyncio.Task[Any] | None = None
     asks: dict[str, PendingAsk] = field(default_factory=dict)
+    elicitations: dict[str, PendingElicitation] = field(default_factory=dict)
     prompts: int = 0
     first_prompt: str = ""
 
@@ -93,6 +110,7 @@ class LiveSession:
             "mode": rt.permissions.mode if rt is not None else "",
             "clients": self.stream.clients,
             "pending_asks": [a.public() for a in self.asks.values()],
+            "pending_elicitations": [e.public() for e in self.elicitations.values()],
             "last_seq": self.stream.seq,
         }
 
@@ -132,6 +150,38 @@ class LiveSession:
             if not pending.future.done():
                 pending.future.set_result("deny")
                 self.stream.publish("permission_answered", {"ask_id": pending.id, "answer": "deny"})
+        for elicitation in tuple(self.elicitations.values()):
+            if not elicitation.future.done():
+                elicitation.future.set_result(("cancel", None))
+                self.stream.publish("elicitation_answered", {"elicitation_id": elicitation.id, "action": "cancel"})
+
+    async def elicit(self, server: str, params: Any) -> Any:
+        """An MCP server's elicitation (the pool's handler): an ``elicitation_request`` frame any
+        client may answer (``POST .../elicitations/ID {action, content}``); an interrupt cancels it."""
+        from mcp_types import ElicitResult
+
+        loop = asyncio.get_running_loop()
+        request = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        request.pop("_meta", None)
+        pending = PendingElicitation(uuid.uuid4().hex[:12], server, request, loop.create_future())
+        self.elicitations[pending.id] = pending
+        self.stream.publish("elicitation_request", pending.public())
+        try:
+            action, content = await pending.future
+        finally:
+            self.elicitations.pop(pending.id, None)
+        return ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+
+    def answer_elicitation(self, elicitation_id: str, action: str, content: Any) -> None:
+        if action not in ELICIT_ACTIONS:
+            raise ServeError(f"action must be one of {', '.join(ELICIT_ACTIONS)}, not {action!r}")
+        if action == "accept" and not isinstance(content, dict):
+            raise ServeError('accept needs "content": an object of the requested fields')
+        pending = self.elicitations.get(elicitation_id)
+        if pending is None or pending.future.done():
+            raise ServeError(f"no open elicitation {elicitation_id!r} in this session (already answered?)", 409)
+        pending.future.set_result((action, content if action == "accept" else None))
+        self.stream.publish("elicitation_answered", {"elicitation_id": elicitation_id, "action": action})
 
 
 class SessionManager:
@@ -226,6 +276,7 @@ class SessionManager:
                     if not live.first_prompt and isinstance(event, UserMessage):
                         live.first_prompt = _text(event)
             rt.bus.subscribe(live.on_event)
+            _elicit_through(rt, live)
             self.live[live.id] = live
         try:
             await rt.start()
@@ -315,3 +366,12 @@ class SessionManager:
 def _text(event: UserMessage) -> str:
     first = next((b for b in event.message.content if isinstance(b, TextBlock)), None)
     return first.text[:120].replace("\n", " ") if first is not None else ""
+
+
+def _elicit_through(rt: Runtime, live: LiveSession) -> None:
+    """The session's MCP servers elicit through the browser's clients (none: nothing to do)."""
+    from agentkeel.mcp import mcp_pool
+
+    pool = mcp_pool(rt.agent.services)
+    if pool is not None:
+        pool.set_elicitation(live.elicit)

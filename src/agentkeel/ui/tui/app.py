@@ -163,9 +163,14 @@ class KeelApp(App[int]):
         return Runtime.create(opts)
 
     def attach_runtime(self) -> None:
+        from agentkeel.mcp import mcp_pool
+
         if self._unsubscribe is not None:
             self._unsubscribe()
         self._unsubscribe = self.rt.bus.subscribe(self._on_bus)
+        pool = mcp_pool(self.rt.agent.services)
+        if pool is not None:  # MCP servers' elicitations: a dialog
+            pool.set_elicitation(self.elicit)
 
     def _on_bus(self, event: Event) -> None:
         if isinstance(event, ToolStarted) and (does := self._effects(event.name)).writes:
@@ -365,6 +370,41 @@ class KeelApp(App[int]):
         """What a call of the session's tool ``name`` does, as the tool declares it."""
         tool = self.rt.agent.tools.get(name)
         return tool.effects if tool is not None else effects_of(name)
+
+    async def elicit(self, server: str, params: Any) -> Any:
+        """An MCP server asks the user: its form as a dialog (or, for a URL, whether to open it)."""
+        from mcp_types import ElicitResult
+
+        from agentkeel.ui.tui.dialogs import ElicitationScreen
+
+        await self.drain()
+        self.status = "waiting for you"
+        self.show_header()
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def finish(value: Any) -> None:
+            if not done.done():
+                done.set_result(value)
+
+        if getattr(params, "mode", "form") == "url":
+            screen = ChooserScreen(
+                f"MCP server {server} asks you to open a page",
+                [Choice("y", f"Open {params.url}"), Choice("n", "No")],
+                body=params.message,
+                cancel="n",
+            )
+            answer = await self.choose(screen)
+            return ElicitResult(action="accept" if answer == "y" else "decline")
+        given = params.requested_schema
+        schema = given.model_dump(by_alias=True, exclude_none=True) if hasattr(given, "model_dump") else dict(given)
+        await self.push_screen(ElicitationScreen(server, params.message, schema), callback=finish)
+        value = await done
+        self.status = "running"
+        if value is None:
+            return ElicitResult(action="cancel")
+        if value == "decline":
+            return ElicitResult(action="decline")
+        return ElicitResult(action="accept", content=value)
 
     async def ask_repeat(self, call: ToolCall, count: int) -> bool:
         screen = ChooserScreen(
