@@ -80,12 +80,13 @@ METRICS: dict[str, Metric] = {
 }
 
 
-
 def edits_files(name: str) -> bool:
     """A tool Claude Code's ``code_edit_tool`` metrics count: one that changes the files its input
     names (Edit, MultiEdit, Write, NotebookEdit), asked of its declared effects."""
     effects = effects_of(name)
     return effects.writes and bool(effects.path_fields) and not effects.shell
+
+
 _SEGMENTS = re.compile(r"&&|\|\||[;|&\n()]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 MAX_ERROR = 500  # characters of an error message exported
