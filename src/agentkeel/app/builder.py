@@ -551,6 +551,8 @@ def read_definitions(opts: RuntimeOptions, place: Place) -> Definitions:
         layers=place.loaded.layers,
         agents=opts.agents,
         skills_allowed=opts.skills,
+        # --setting-sources: "project" covers the project's .claude/.keel folders (as Claude Code)
+        scopes=None if opts.setting_sources is None else opts.setting_sources & {"user", "project"},
     )
 
 

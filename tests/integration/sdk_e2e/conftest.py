@@ -76,7 +76,9 @@ def _fake_api_key() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def sdk_model(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
+def sdk_model(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeLLMServer]:
     from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
     server = fake_llm_server({"steps": []})

@@ -72,8 +72,11 @@ def turn_of(body: dict[str, Any]) -> Turn:
     prompt, start = "", 0
     for i in range(len(messages) - 1, -1, -1):
         msg = messages[i]
-        if msg.get("role") == "assistant":
-            continue
+        content = msg.get("content")
+        if msg.get("role") == "assistant" or (
+            isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+        ):
+            continue  # a tool result (with any text a hook added to it) is not a new prompt
         words = " ".join(w for w in (_human(t) for t in _text_of(msg.get("content"))) if w)
         if words:
             prompt, start = words, i
@@ -133,7 +136,9 @@ def structured(value: dict[str, Any]) -> Callable[[Turn], Step | str]:
     return respond
 
 
-def explore_then(tool: tuple[str, dict[str, Any]], final: Callable[[Turn], dict[str, Any]]) -> Callable[[Turn], Step | str]:
+def explore_then(
+    tool: tuple[str, dict[str, Any]], final: Callable[[Turn], dict[str, Any]]
+) -> Callable[[Turn], Step | str]:
     """Use a tool first (when offered), then give the structured answer built from its result."""
 
     def respond(t: Turn) -> Step | str:
@@ -216,7 +221,9 @@ def _count(results: list[str], suffix: str) -> int:
 # -- the table ---------------------------------------------------------------------------------------
 
 ARITHMETIC = answers({"2 + 2": "4", "2+2": "4", "1+1": "2", "1 + 1": "2", "3+3": "6"})
-REPLY_EXACTLY = answers({"Reply with exactly: one": "one", "Reply with exactly: two": "two", "Reply with exactly: three": "three"})
+REPLY_EXACTLY = answers(
+    {"Reply with exactly: one": "one", "Reply with exactly: two": "two", "Reply with exactly: three": "three"}
+)
 SUBAGENT = answers({"Use the Agent tool exactly once": greeter, "say hi": "Hi there, nice to meet you!"})
 
 RESPONDERS: dict[str, Callable[[Turn], Step | str]] = {
@@ -306,7 +313,10 @@ RESPONDERS: dict[str, Callable[[Turn], Step | str]] = {
     ),
     "test_structured_output_with_tools": explore_then(
         ("Glob", {"pattern": "*"}),
-        lambda t: {"file_count": len([r for r in "\n".join(t.results).splitlines() if r.strip()]), "has_readme": "README" in " ".join(t.results)},
+        lambda t: {
+            "file_count": len([r for r in "\n".join(t.results).splitlines() if r.strip()]),
+            "has_readme": "README" in " ".join(t.results),
+        },
     ),
     # test_tool_permissions.py
     "test_permission_callback_gets_called": bash_from_prompt,

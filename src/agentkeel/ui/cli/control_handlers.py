@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkeel import __version__
@@ -73,8 +74,8 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
         return {
             "commands": commands_of(rt),
             "agents": agents_of(rt),
-            "output_style": "default",
-            "available_output_styles": ["default"],
+            "output_style": output_style_of(rt),
+            "available_output_styles": output_styles(rt, session.opts.home),
             "models": [{"value": rt.model.qualified, "displayName": rt.model.qualified, "description": ""}],
             "account": {"apiKeySource": "none"},
             "pid": __import__("os").getpid(),
@@ -221,6 +222,23 @@ def agents_of(rt: Runtime) -> list[dict[str, str]]:
             entry["model"] = agent.model
         out.append(entry)
     return out
+
+
+def output_style_of(rt: Runtime) -> str:
+    """The ``outputStyle`` the settings name, verbatim as Claude Code echoes it ("default" when none)."""
+    return rt.settings.settings.outputStyle or "default"
+
+
+def output_styles(rt: Runtime, home: Path) -> list[str]:
+    """The built-in styles and the style files of the project and the user."""
+    from agentkeel.context.styles import BUILTIN, style_dirs
+
+    names = [s.name for s in BUILTIN.values()]
+    for folder in style_dirs(rt.agent.context.cwd, home):
+        with contextlib.suppress(OSError):
+            names += [p.stem for p in sorted(folder.glob("*.md")) if p.stem not in names]
+    current = output_style_of(rt)
+    return names if current in names else [*names, current]
 
 
 def skills_of(rt: Runtime) -> list[str]:

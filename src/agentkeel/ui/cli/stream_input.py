@@ -242,7 +242,7 @@ class Session:
             self.channel.write(encoded)
 
     def init_fields(self, rt: Runtime) -> dict[str, Any]:
-        from agentkeel.ui.cli.control_handlers import agents_of, commands_of, skills_of
+        from agentkeel.ui.cli.control_handlers import agents_of, commands_of, output_style_of, skills_of
 
         servers = [{"name": s, "status": "connected"} for s in self.sdk_servers]
         return {
@@ -250,7 +250,7 @@ class Session:
             "mcp_servers": servers,
             "apiKeySource": "none",
             "slash_commands": [c["name"] for c in commands_of(rt)],
-            "output_style": "default",
+            "output_style": output_style_of(rt),
             "agents": [a["name"] for a in agents_of(rt)],
             "skills": skills_of(rt),
             "plugins": [{"name": p.name, "path": str(p)} for p in self.opts.plugin_dirs],
