@@ -32,7 +32,14 @@ from agentkeel.app.extensions import (
     enabled,
     not_shared,
 )
-from agentkeel.config.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
+from agentkeel.config.settings import (
+    LoadedSettings,
+    MemorySettings,
+    PermissionMode,
+    Settings,
+    SettingsError,
+    load_settings,
+)
 from agentkeel.config.trust import TrustState, TrustStore
 from agentkeel.context.instructions import ImportPolicy
 from agentkeel.context.manager import ContextManager
@@ -89,14 +96,27 @@ def _max_tokens(info: ModelInfo, configured: int | None, thinking: int | None) -
     return min(info.max_output, wanted)
 
 
+def memory_config(loaded: LoadedSettings, channel: str) -> MemorySettings:
+    """The ``memory`` settings of a session. Recalled memories are appended to the prompt
+    (``<memory-context>``) unless ``memory.inject`` is false; for an Agent SDK host (channel
+    ``sdk``) they are not, unless a settings file (or ``--settings``) sets ``memory.inject: true``:
+    the host's prompts are its own (docs/sdk.md)."""
+
+    config = loaded.settings.memory or MemorySettings()
+    explicit = any(
+        isinstance(layer.data.get("memory"), dict) and "inject" in layer.data["memory"] for layer in loaded.layers
+    )
+    if channel == "sdk" and not explicit:
+        return msgspec.structs.replace(config, inject=False)
+    return config
+
+
 def _memory_plugin(
-    settings: Settings, cwd: Path, home_dir: Path, session_id: str, window: int, warnings: list[str]
+    config: MemorySettings, cwd: Path, home_dir: Path, session_id: str, window: int, warnings: list[str]
 ) -> MemoryPlugin | None:
     """Memory for this session, or None when disabled or broken: memory fails open, and says so."""
-    from agentkeel.config.settings import MemorySettings
     from agentkeel.memory.plugin import MemoryPlugin
 
-    config = settings.memory or MemorySettings()
     if not config.enabled:
         return None
     try:
@@ -457,7 +477,14 @@ def build(opts: RuntimeOptions) -> Built:
         raise
     bus = session_bus(log_.writer)
     gate = permission_gate(place, opts, engine, bus)
-    memory = _memory_plugin(settings, place.cwd, place.home_dir, session_id, info.context_window, place.loaded.warnings)
+    memory = _memory_plugin(
+        memory_config(place.loaded, opts.channel),
+        place.cwd,
+        place.home_dir,
+        session_id,
+        info.context_window,
+        place.loaded.warnings,
+    )
     tool_env = dict(settings.env)  # Bash's extra environment; SessionStart hooks may add to it
     services = session_services(opts, place, info, engine, gate, sandbox)
     spill_dir = place.sessions / session_id / "tool-results"

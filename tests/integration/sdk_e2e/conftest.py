@@ -17,6 +17,7 @@ What it does for every test, and nothing else (see SOURCES.md):
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -102,3 +103,9 @@ def sdk_model(
     monkeypatch.setattr(SubprocessCLITransport, "_find_cli", lambda self: CLI)
     yield server
     stop(server)
+    if os.environ.get("SDK_E2E_DEBUG"):  # what the model was asked and answered, to debug a script
+        for r in server.cursor.requests:
+            t = turn_of(r["body"])
+            print(f"request: prompt={t.prompt[:80]!r} k={t.k} called={t.called} tools={len(t.tools)}")
+            if os.environ.get("SDK_E2E_DEBUG") == "2":
+                print(json.dumps(r["body"]["messages"])[:6000])

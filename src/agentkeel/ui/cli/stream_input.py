@@ -131,6 +131,7 @@ class Session:
         self.old_providers: list[Any] = []
         self.building = asyncio.Lock()
         self.denial_messages = DenialMessages()
+        self.extended = False  # the session's own extensions are in opts (once: /clear builds again)
 
     # --- building the runtime ---------------------------------------------------------
 
@@ -164,9 +165,11 @@ class Session:
                 opts.append_system_prompt = init["appendSystemPrompt"]
         if self.args.permission_prompt_tool == "stdio":
             opts.ask = self._ask
-            opts.extensions.append(self.denial_messages.extension())
-        if self.structured is not None:
+            if not self.extended:
+                opts.extensions.append(self.denial_messages.extension())
+        if self.structured is not None and not self.extended:
             opts.extensions.append(self.structured.extension())
+        self.extended = True
         try:
             rt = Runtime.create(opts)
         except KeelError as e:
@@ -265,6 +268,9 @@ class Session:
             self.structured.reset()
         source = "resume" if rt.resumed is not None else "startup"
         command = _slash_line(message)
+        if command is not None and _is_clear(rt, command):
+            await self.clear(rt, started)
+            return
         try:
             await rt.start()
             if command is None:
@@ -272,10 +278,7 @@ class Session:
             else:  # "/name args": that command, as Claude Code runs it (the SDKs' only input mode)
                 from agentkeel.commands.run import run_prompt
 
-                cleared = _is_clear(rt, command)
                 result = await run_prompt(rt, command)
-                if cleared and not result.is_error:
-                    self.channel.write(stream_json.conversation_reset(rt.session_id))
         except Exception as exc:  # a SinkFailed start: the run could not begin
             result = rt.agent.failed(str(exc))
         from agentkeel.ui.cli.headless import result_object
@@ -284,6 +287,53 @@ class Session:
         line = result_object(rt, result, self.structured)  # its permission_denials: every call denied
         self.last_error = bool(line["is_error"])
         self.channel.write(line)
+
+    async def clear(self, rt: Runtime, started: float) -> None:
+        """``/clear`` as Claude Code 2.1.328 does it in stream-json: ``conversation_reset`` (the old
+        session's id), then a new session (its own id and transcript, a new ``init``) whose result
+        is the command's (``local_command: "clear"``, no turn). The old transcript is kept whole;
+        the permission mode carries over."""
+        self.channel.write(stream_json.conversation_reset(rt.session_id))
+        mode = rt.permissions.mode
+        await rt.aclose("clear")
+        opts = self.opts
+        opts.resume, opts.continue_session, opts.fork_session, opts.session_id = None, False, False, None
+        self.rt, self.mode_before_start = None, mode
+        try:
+            fresh = await self.build(None)
+            await fresh.start()
+        except Exception as exc:  # the new session could not be built: say so, as an error result
+            self.last_error = True
+            self.channel.write(
+                stream_json.end_of_run(
+                    self._cleared_line(rt.session_id, started, str(exc)), error=str(exc), api_error_status=None
+                )
+            )
+            return
+        line = self._cleared_line(fresh.session_id, started, "")
+        self.last_error = False
+        self.channel.write(line)
+
+    def _cleared_line(self, session_id: str, started: float, error: str) -> dict[str, Any]:
+        line = stream_json.result_line(
+            subtype="error_during_execution" if error else "success",
+            is_error=bool(error),
+            duration_ms=int((time.monotonic() - started) * 1000),
+            num_turns=0,
+            result=error,
+            session_id=session_id,
+            total_cost_usd=0.0,
+            usage={
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+            },
+        )
+        line["stop_reason"] = None
+        line.pop("terminal_reason", None)
+        line["local_command"] = "clear"
+        return line
 
 
 def _slash_line(message: Any) -> str | None:

@@ -91,3 +91,42 @@ def test_init_reports_the_output_style_the_settings_name(fake_llm: Start, keel: 
     (answer,) = [x for x in lines if x.get("type") == "control_response"]
     assert answer["response"]["response"]["output_style"] == "local-test-style"
     assert "local-test-style" in answer["response"]["response"]["available_output_styles"]
+
+
+def test_clear_starts_a_new_session_as_claude_code(fake_llm: Start, keel: Keel, project: Path) -> None:
+    """``/clear`` in stream-json: ``conversation_reset`` with the old session's id, then an init and
+    a result of a new session; the next prompt runs in it without the old conversation.
+
+    Claude Code 2.1.328, recorded with ``claude --output-format stream-json --verbose
+    --input-format stream-json --max-turns 1`` fed initialize, "Reply with exactly: one", "/clear",
+    "hello again": ``conversation_reset`` (old id), ``system/init`` (new id), ``result``
+    ``{"subtype": "success", "num_turns": 0, "result": "", "stop_reason": null,
+    "local_command": "clear"}`` (new id, no ``terminal_reason``), then the next turn in the new id."""
+    server = fake_llm({"steps": ["one", "after"]})
+    lines = stream(keel, server, user("Reply with exactly: one"), user("/clear"), user("hello again"))
+    first, cleared, after = results(lines)
+    (reset,) = [x for x in lines if x.get("type") == "conversation_reset"]
+    old, new = (x["session_id"] for x in inits(lines))
+    assert first["session_id"] == old == reset["session_id"] and reset["new_conversation_id"]
+    assert new != old and cleared["session_id"] == new == after["session_id"]
+    assert cleared["subtype"] == "success" and not cleared["is_error"] and cleared["num_turns"] == 0
+    assert cleared["result"] == "" and cleared["stop_reason"] is None and cleared["local_command"] == "clear"
+    assert "terminal_reason" not in cleared
+    order = [x.get("type") for x in lines]
+    assert order.index("conversation_reset") < order.index("result", order.index("conversation_reset"))
+    assert after["result"] == "after"
+    second = json.dumps(server.cursor.requests[1]["body"]["messages"])
+    assert "Reply with exactly" not in second  # the old conversation is not sent
+
+
+def test_an_sdk_host_gets_no_memory_context_unless_its_settings_ask(fake_llm: Start, keel: Keel, project: Path) -> None:
+    """Under an SDK host (stream-json input) keel appends no ``<memory-context>`` to the prompt by
+    default: the host's prompts are its own. ``memory.inject: true`` in a settings file (or
+    ``ClaudeAgentOptions(settings=...)``, i.e. ``--settings``) turns it on. Claude Code has no
+    such memory: its prompts reach the model as the host sent them."""
+    server = fake_llm({"steps": ["one", "two", "three"]})
+    stream(keel, server, user("Reply with exactly: one"))
+    stream(keel, server, user("Reply with exactly: two"))
+    assert "<memory-context" not in json.dumps(server.cursor.requests[1]["body"]["messages"])
+    stream(keel, server, user("Reply with exactly: three"), args=("--settings", '{"memory": {"inject": true}}'))
+    assert "<memory-context" in json.dumps(server.cursor.requests[2]["body"]["messages"])
