@@ -17,6 +17,11 @@ from typing import Any
 from agentkeel.core.events import AssistantMessage, Event, Notice, RunFinished, SessionStarted, ToolResults, new_id
 from agentkeel.core.types import Message, from_data, to_data
 
+# The Claude Code release whose stream-json and control protocol keel speaks: reported as
+# ``claude_code_version`` in the init message, the field the Agent SDKs read to decide which
+# features the CLI has (the Python SDK warns "too old ... unsupported" without it). keel's own
+# version is ``keel_version`` there, and ``keel --version`` (docs/sdk.md, "Versions").
+CLAUDE_CODE_COMPAT = "2.1.328"
 # keel's subtype -> the one Claude Code's clients know
 _RESULT_SUBTYPES = {"interrupted": "error_during_execution"}
 # keel's subtype -> Claude Code 2.1.328's ``terminal_reason`` (an interrupt's and a failure's are
@@ -46,6 +51,7 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
             "model": event.model,
             "tools": list(session.tools),
             "keel_version": event.version,
+            "claude_code_version": CLAUDE_CODE_COMPAT,
             "uuid": event.uuid,
             **session.extra_init,
         }

@@ -8,13 +8,17 @@ tests/integration/sdk_e2e, run with ``SDK_E2E_CLI=<claude>``).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentkeel.models.fake.server import FakeLLMServer
-from kit import KeelRun, wire_env
+from kit import KEEL, KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
 Keel = Callable[..., KeelRun]
@@ -130,3 +134,27 @@ def test_an_sdk_host_gets_no_memory_context_unless_its_settings_ask(fake_llm: St
     assert "<memory-context" not in json.dumps(server.cursor.requests[1]["body"]["messages"])
     stream(keel, server, user("Reply with exactly: three"), args=("--settings", '{"memory": {"inject": true}}'))
     assert "<memory-context" in json.dumps(server.cursor.requests[2]["body"]["messages"])
+
+
+def test_the_python_sdk_accepts_the_version_keel_reports(
+    fake_llm: Start, project: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK reads ``claude_code_version`` from the init message and warns "too old to report
+    its version, and may be unsupported" without it, on every connect. keel reports the Claude
+    Code release it speaks the protocol of (``keel_version`` stays keel's own).
+
+    Claude Code 2.1.328's init (recorded as in the /clear test above): ``"claude_code_version":
+    "2.1.328"``."""
+    from claude_agent_sdk import ClaudeAgentOptions, SystemMessage, query
+
+    server = fake_llm({"steps": ["4"]})
+
+    async def run() -> list[Any]:
+        opts = ClaudeAgentOptions(cli_path=KEEL, cwd=str(project), env=wire_env(server, "anthropic"))
+        return [m async for m in query(prompt="What is 2 + 2?", options=opts)]
+
+    with caplog.at_level(logging.WARNING, logger="claude_agent_sdk"):
+        messages = asyncio.run(asyncio.wait_for(run(), 60))
+    init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert init.data["claude_code_version"] == "2.1.328" and init.data["keel_version"]
+    assert not [r for r in caplog.records if "unsupported" in r.getMessage() or "too old" in r.getMessage()]
