@@ -42,6 +42,8 @@ class Session(Protocol):
 
     async def build(self, init: dict[str, Any] | None) -> Runtime: ...
 
+    def interrupt(self) -> None: ...
+
 
 log = logging.getLogger("agentkeel.control")
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
@@ -85,8 +87,7 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
             "session_state": "idle",
         }
     if sub == "interrupt":
-        if session.rt is not None:
-            session.rt.agent.interrupt()
+        session.interrupt()
         return {}
     if sub == "set_permission_mode":
         mode = body.get("mode")

@@ -81,7 +81,13 @@ def result_object(rt: Runtime, result: RunResult, structured: StructuredOutput |
     out = sdk_result(rt.session_id, result, structured)
     out["permission_denials"] = permission_denials(result.refused)
     error = result.error if result.is_error else out["result"]  # a schema retry failure: its why
-    end_of_run(out, error=error, api_error_status=result.api_error_status)
+    end_of_run(
+        out,
+        error=error,
+        api_error_status=result.api_error_status,
+        interrupted_during=result.interrupted_during,
+        api_error=result.api_error,
+    )
     out["context"] = context_result_fields(rt)
     return out
 

@@ -132,6 +132,7 @@ class Session:
         self.building = asyncio.Lock()
         self.denial_messages = DenialMessages()
         self.extended = False  # the session's own extensions are in opts (once: /clear builds again)
+        self.interrupt_requested = False  # an interrupt came for the message being run (maybe before it began)
 
     # --- building the runtime ---------------------------------------------------------
 
@@ -274,7 +275,7 @@ class Session:
         try:
             await rt.start()
             if command is None:
-                result = await rt.agent.run(message, source=source)
+                result = await self._run(rt, message, source)
             else:  # "/name args": that command, as Claude Code runs it (the SDKs' only input mode)
                 from agentkeel.commands.run import run_prompt
 
@@ -287,6 +288,22 @@ class Session:
         line = result_object(rt, result, self.structured)  # its permission_denials: every call denied
         self.last_error = bool(line["is_error"])
         self.channel.write(line)
+
+    async def _run(self, rt: Runtime, message: Any, source: str) -> Any:
+        """The agent's run of one message. An interrupt that arrived before the run began (the
+        SDK's ``interrupt()`` right after ``query()``) stops it too, as in Claude Code."""
+        task = asyncio.ensure_future(rt.agent.run(message, source=source))
+        await asyncio.sleep(0)  # the run has begun: its interrupt flag is fresh
+        if self.interrupt_requested:
+            rt.agent.interrupt()
+        return await task
+
+    def interrupt(self) -> None:
+        """The client's ``interrupt``: the message being run (or about to be) stops."""
+        if self.running is not None or not self.inputs.empty():
+            self.interrupt_requested = True
+        if self.rt is not None:
+            self.rt.agent.interrupt()
 
     async def clear(self, rt: Runtime, started: float) -> None:
         """``/clear`` as Claude Code 2.1.328 does it in stream-json: ``conversation_reset`` (the old
@@ -404,6 +421,7 @@ async def _serve(session: Session) -> int:
             session.running = asyncio.current_task()
             try:
                 await session.run_one(item.message, time.monotonic())
+                session.interrupt_requested = False  # it applied to this message
             except control.ControlError as e:  # the session could not be built: a usage error
                 print(f"keel: {e}", file=sys.stderr)
                 session.usage_error = True

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -158,3 +160,99 @@ def test_the_python_sdk_accepts_the_version_keel_reports(
     init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
     assert init.data["claude_code_version"] == "2.1.328" and init.data["keel_version"]
     assert not [r for r in caplog.records if "unsupported" in r.getMessage() or "too old" in r.getMessage()]
+
+
+def _interrupted_session(server: FakeLLMServer, project: Path) -> list[Any]:
+    """Ask, interrupt once the first words of the reply have streamed, then ask something else."""
+    env = {**os.environ, **wire_env(server, "anthropic")}
+    args = [KEEL, *STREAM, "--include-partial-messages"]
+    proc = subprocess.Popen(args, cwd=project, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    lines: list[Any] = []
+    try:
+        proc.stdin.write(json.dumps(user("Count from 1 to 100 slowly.")) + "\n")
+        proc.stdin.flush()
+        for raw in proc.stdout:  # until the first text delta: the reply has begun
+            lines.append(json.loads(raw))
+            event = lines[-1].get("event") or {}
+            if event.get("type") == "content_block_delta":
+                break
+        interrupt = {"type": "control_request", "request_id": "req_int", "request": {"subtype": "interrupt"}}
+        proc.stdin.write(json.dumps(interrupt) + "\n" + json.dumps(user("now something else")) + "\n")
+        proc.stdin.close()
+        lines += [json.loads(raw) for raw in proc.stdout]
+    finally:
+        proc.wait(timeout=60)
+    return lines
+
+
+def test_an_interrupted_reply_stays_with_claude_codes_mark(fake_llm: Start, project: Path) -> None:
+    """The partial reply stays in the conversation, then ``[Request interrupted by user]``; the next
+    prompt is its own turn. The result: ``error_during_execution``, ``terminal_reason
+    "aborted_streaming"``, ``stop_reason`` null, ``errors``.
+
+    Claude Code 2.1.328, recorded with ``claude --output-format stream-json --verbose
+    --input-format stream-json`` (scripted reply stalled after its first text; an ``interrupt``
+    control request; a second prompt): the next request's messages are ``user(prompt)``,
+    ``assistant("Counting: 1,")`` (what had streamed), ``user("[Request interrupted by user]\\n", "now something
+    else")``; the result ``{"subtype": "error_during_execution", "is_error": true, "stop_reason":
+    null, "terminal_reason": "aborted_streaming", "errors": [...]}``."""
+    # streamed in three pieces ("Counti", "ng: 1,", " 2, 3"): two come, then nothing
+    steps = [{"text": "Counting: 1, 2, 3", "stall_after": 5, "stall_s": 30}, "Something else."]
+    server = fake_llm({"steps": steps})
+    lines = _interrupted_session(server, project)
+    cut, after = results(lines)
+    assert cut["subtype"] == "error_during_execution" and cut["is_error"] is True
+    assert cut["terminal_reason"] == "aborted_streaming" and cut["stop_reason"] is None and cut["errors"]
+    assert after["result"] == "Something else." and not after["is_error"]
+    messages = server.cursor.requests[1]["body"]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == [{"type": "text", "text": "Counting: 1,"}]
+    texts = [b["text"] for b in messages[2]["content"]]
+    assert texts[0].strip() == "[Request interrupted by user]" and texts[-1] == "now something else"
+    assert "Count from 1 to 100" not in json.dumps(messages[2])  # the old prompt is not merged in
+
+
+def test_result_shapes_of_api_errors_and_limits(fake_llm: Start, keel: Keel) -> None:
+    """The result of a run an API error ended, or the endpoint never answered, or a limit stopped.
+
+    Claude Code 2.1.328 (``claude -p hi --output-format stream-json --verbose``, retries off,
+    the scripted server answering 500 / 529 / 401, or ``ANTHROPIC_BASE_URL=http://127.0.0.1:9``;
+    ``--max-turns 1 --allowedTools Bash`` with a Bash call): API errors are ``{"subtype":
+    "success", "is_error": true, "terminal_reason": "api_error", "api_error_status": 500 | 529 |
+    401 | null (unreachable), "stop_reason": "stop_sequence"}`` with the message in ``result`` and
+    no ``errors``; max turns is ``error_max_turns`` with ``stop_reason "tool_use"`` (the last
+    reply's) and ``errors``."""
+    no_retries = {"KEEL_MAX_RETRIES": "0"}
+    for status in (500, 529, 401):
+        server = fake_llm({"steps": [{"error": {"status": status}}], "loop": True})
+        run = keel("-p", "hi", *STREAM[:3], env={**wire_env(server, "anthropic"), **no_retries})
+        (line,) = results(run.lines())
+        assert line["subtype"] == "success" and line["is_error"] is True and "errors" not in line, line
+        assert line["terminal_reason"] == "api_error" and line["api_error_status"] == status, line
+        assert line["stop_reason"] == "stop_sequence" and line["result"], line
+    unreachable = {**wire_env(server, "anthropic"), **no_retries, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    (line,) = results(keel("-p", "hi", *STREAM[:3], env=unreachable).lines())
+    assert line["subtype"] == "success" and line["terminal_reason"] == "api_error", line
+    assert line["api_error_status"] is None and line["stop_reason"] == "stop_sequence" and line["result"], line
+    bash = {"tool_calls": [{"name": "Bash", "input": {"command": "echo hi"}}]}
+    server = fake_llm({"steps": [bash, bash, "done"]})
+    run = keel("-p", "hi", *STREAM[:3], "--max-turns", "1", "--allowedTools", "Bash", env=wire_env(server, "anthropic"))
+    (line,) = results(run.lines())
+    assert line["subtype"] == "error_max_turns" and line["stop_reason"] == "tool_use" and line["errors"], line
+
+
+def test_an_interrupt_right_after_the_prompt_stops_that_prompt(fake_llm: Start, keel: Keel) -> None:
+    """The SDK's ``interrupt()`` right after ``query()`` (vendored test_interrupt) reaches keel
+    before the run has begun: it still stops that prompt (an interrupted result), and the next
+    prompt runs.
+
+    Claude Code 2.1.328 (vendored test_interrupt with the companion check in
+    tests/integration/sdk_e2e/test_companions.py, ``SDK_E2E_CLI=<claude>``): the turn ends as
+    ``error_during_execution`` with ``errors``."""
+    server = fake_llm({"steps": ["Something else."]})
+    interrupt = {"type": "control_request", "request_id": "req_int", "request": {"subtype": "interrupt"}}
+    lines = stream(keel, server, user("Count from 1 to 100 slowly."), interrupt, user("now something else"))
+    cut, after = results(lines)
+    assert cut["subtype"] == "error_during_execution" and cut["is_error"] is True and cut["errors"], cut
+    assert after["result"] == "Something else." and not after["is_error"], after
