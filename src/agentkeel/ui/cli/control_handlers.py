@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,14 +102,8 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
     if sub == "set_model":
         return await _set_model(session, body.get("model"))
     if sub == "mcp_status":
-        servers = [
-            {"name": name, "status": "connected", "tools": [{"name": t} for t in session.mcp_tools.get(name, [])]}
-            for name in session.sdk_servers
-        ]
-        for raw in session.opts.mcp_config:
-            with contextlib.suppress(ValueError, AttributeError):
-                servers += [{"name": n, "status": "pending"} for n in json.loads(raw)["mcpServers"]]
-        return {"mcpServers": servers}
+        rt = session.rt or await session.build(None)
+        return {"mcpServers": mcp_servers(rt, session.sdk_servers, session.mcp_tools, full=True)}
     if sub == "get_context_usage":
         return _context_usage(session, session.rt or await session.build(None))
     if sub == "rewind_files":  # session/history.py: files back to before a user message
@@ -221,6 +216,41 @@ def agents_of(rt: Runtime) -> list[dict[str, str]]:
         entry = {"name": agent.name, "description": agent.description}
         if agent.model:
             entry["model"] = agent.model
+        out.append(entry)
+    return out
+
+
+def mcp_servers(
+    rt: Runtime,
+    sdk_servers: Sequence[str] = (),
+    sdk_tools: Mapping[str, list[str]] | None = None,
+    *,
+    full: bool = False,
+) -> list[dict[str, Any]]:
+    """The session's MCP servers as Claude Code reports them: the SDK host's own (in process:
+    connected once registered) and every configured one with its connection's status. ``full``
+    (``mcp_status``): with each server's tools, error, scope and transport."""
+    from agentkeel.mcp import mcp_pool
+
+    tools = sdk_tools or {}
+    out: list[dict[str, Any]] = []
+    for name in sdk_servers:
+        entry: dict[str, Any] = {"name": name, "status": "connected"}
+        if full:
+            entry.update(tools=[{"name": t} for t in tools.get(name, [])], config={"type": "sdk"})
+        out.append(entry)
+    pool = mcp_pool(rt.agent.services)
+    for name, conn in (pool.connections if pool is not None else {}).items():
+        scope = conn.config.scope
+        entry = {"name": name, "status": conn.status, "source": "dynamic" if scope == "cli" else scope}
+        if full:
+            entry.update(scope=conn.config.scope, config={"type": conn.config.transport})
+            if conn.config.url:
+                entry["config"]["url"] = conn.config.url
+            if conn.error and conn.status == "failed":
+                entry["error"] = conn.error
+            if conn.status == "connected":
+                entry["tools"] = [{"name": t.name, "description": t.description or ""} for t in conn.tools]
         out.append(entry)
     return out
 

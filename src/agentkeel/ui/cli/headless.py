@@ -24,6 +24,7 @@ from agentkeel import (
     RunResult,
     Runtime,
     RuntimeOptions,
+    SessionStarted,
     ToolFinished,
 )
 from agentkeel.commands.run import run_prompt
@@ -168,6 +169,7 @@ class StreamJson:
 
         self.stream_json = stream_json
         self.out = out
+        self.rt = rt
         visible = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
         self.session = stream_json.Session(rt.session_id, visible)
         self.partial = PartialMessages(rt.session_id) if partial else None
@@ -176,6 +178,12 @@ class StreamJson:
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunFinished):
             return
+        if isinstance(event, SessionStarted):  # the MCP servers have started: their tools and status
+            from agentkeel.ui.cli.control_handlers import mcp_servers
+
+            rt = self.rt
+            self.session.tools = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
+            self.session.extra_init["mcp_servers"] = mcp_servers(rt)
         stream_json = self.stream_json
         extra = self.partial.encode(event) if self.partial is not None else []
         if self.hooks:

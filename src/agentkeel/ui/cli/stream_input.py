@@ -246,12 +246,11 @@ class Session:
             self.channel.write(encoded)
 
     def init_fields(self, rt: Runtime) -> dict[str, Any]:
-        from agentkeel.ui.cli.control_handlers import agents_of, commands_of, output_style_of, skills_of
+        from agentkeel.ui.cli.control_handlers import agents_of, commands_of, mcp_servers, output_style_of, skills_of
 
-        servers = [{"name": s, "status": "connected"} for s in self.sdk_servers]
         return {
             "permissionMode": rt.permissions.mode,
-            "mcp_servers": servers,
+            "mcp_servers": mcp_servers(rt, self.sdk_servers),
             "apiKeySource": "none",
             "slash_commands": [c["name"] for c in commands_of(rt)],
             "output_style": output_style_of(rt),

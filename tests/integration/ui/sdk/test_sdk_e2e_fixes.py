@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,57 @@ def test_an_interrupt_right_after_the_prompt_stops_that_prompt(fake_llm: Start, 
     cut, after = results(lines)
     assert cut["subtype"] == "error_during_execution" and cut["is_error"] is True and cut["errors"], cut
     assert after["result"] == "Something else." and not after["is_error"], after
+
+
+FIXTURE = str(Path(__file__).parents[3] / "mcp_fixtures" / "server.py")
+
+
+def test_print_mode_init_reports_mcp_servers_and_their_tools(fake_llm: Start, keel: Keel) -> None:
+    """``-p`` init lists each MCP server with its status, and the servers' tools among ``tools``.
+
+    Claude Code 2.1.328: ``claude -p hi --output-format stream-json --verbose --mcp-config
+    '{"mcpServers": {"fx": {"command": "python", "args": ["tests/mcp_fixtures/server.py",
+    "stdio"]}}}'`` prints ``"mcp_servers": [{"name": "fx", "status": "connected", "source":
+    "dynamic"}]`` and ``mcp__fx__add`` ... in ``tools``."""
+    server = fake_llm({"steps": ["hello"]})
+    config = json.dumps({"mcpServers": {"fx": {"command": sys.executable, "args": [FIXTURE, "stdio"]}}})
+    run = keel(
+        "-p", "hi", *STREAM[:3], "--mcp-config", config, env={**wire_env(server, "anthropic"), "MCP_TIMEOUT": "60000"}
+    )
+    (init,) = inits(run.lines())
+    assert init["mcp_servers"] == [{"name": "fx", "status": "connected", "source": "dynamic"}]
+    assert "mcp__fx__add" in init["tools"]
+
+
+def test_sdk_mode_reports_configured_mcp_servers_connected(fake_llm: Start, project: Path) -> None:
+    """Under the SDK, a configured (not in-process) server is in the init message, and
+    ``get_mcp_status()`` says ``connected`` (with its tools) once its tool has run.
+
+    Claude Code 2.1.328 (the official SDK with ``mcp_servers={"fx": {"command": ..., "args":
+    [...]}}``): init ``mcp_servers`` ``[{"name": "fx", "status": "connected", ...}]``; status
+    ``connected``."""
+    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, SystemMessage
+
+    add = {"tool_calls": [{"name": "mcp__fx__add", "input": {"a": 2, "b": 3}}]}
+    server = fake_llm({"steps": [add, "It is 5."]})
+    fx: Any = {"type": "stdio", "command": sys.executable, "args": [FIXTURE, "stdio"]}
+
+    async def run() -> tuple[list[Any], dict[str, Any]]:
+        opts = ClaudeAgentOptions(
+            cli_path=KEEL,
+            cwd=str(project),
+            env={**wire_env(server, "anthropic"), "MCP_TIMEOUT": "60000"},
+            mcp_servers={"fx": fx},
+            allowed_tools=["mcp__fx__add"],
+        )
+        async with ClaudeSDKClient(opts) as client:
+            await client.query("add 2 and 3")
+            messages = [m async for m in client.receive_response()]
+            return messages, dict(await client.get_mcp_status())
+
+    messages, status = asyncio.run(asyncio.wait_for(run(), 120))
+    init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert [(s["name"], s["status"]) for s in init.data["mcp_servers"]] == [("fx", "connected")]
+    (fx_status,) = status["mcpServers"]
+    assert fx_status["name"] == "fx" and fx_status["status"] == "connected"
+    assert "add" in {t["name"] for t in fx_status["tools"]}
