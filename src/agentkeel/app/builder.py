@@ -389,6 +389,7 @@ def context_manager(
         additional_dirs=add_dirs,
         append=opts.append_system_prompt,
         imports=ImportPolicy(trusted=place.trust.status == "trusted", refuse=import_refusal(engine)),
+        sources=opts.setting_sources,
     )
     # ContextManager.create takes neither yet (context/manager.py): the two are set once, here
     mgr.emit = bus.emit

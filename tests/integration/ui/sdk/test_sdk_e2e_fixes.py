@@ -68,19 +68,23 @@ def _project_definitions(project: Path) -> None:
 def test_setting_sources_user_leaves_out_the_projects_commands_agents_and_skills(
     fake_llm: Start, keel: Keel, project: Path
 ) -> None:
-    """``--setting-sources user`` reads none of the project's .claude folders; ``user,project`` does.
+    """``--setting-sources user`` reads none of the project's CLAUDE.md and .claude folders;
+    ``user,project`` does.
 
     Claude Code 2.1.328 (vendored test_setting_sources_user_only, passing with
     ``SDK_E2E_CLI=~/.cache/keel-peers/node_modules/.bin/claude pytest tests/integration/sdk_e2e/vendored
     -k setting_sources``): the project's ``testcmd`` is not in ``slash_commands``."""
     _project_definitions(project)
+    (project / "CLAUDE.md").write_text("Always answer in the PROJECT-INSTRUCTION-MARK style.\n")
     server = fake_llm({"steps": ["4", "4"]})
     (only_user,) = inits(stream(keel, server, user("What is 2 + 2?"), args=("--setting-sources", "user")))
     assert "projcmd" not in only_user["slash_commands"]
     assert "projagent" not in only_user["agents"]
     assert "projskill" not in only_user["skills"]
+    assert "PROJECT-INSTRUCTION-MARK" not in json.dumps(server.cursor.requests[0]["body"])
     (both,) = inits(stream(keel, server, user("What is 2 + 2?"), args=("--setting-sources", "user,project")))
     assert "projcmd" in both["slash_commands"] and "projagent" in both["agents"] and "projskill" in both["skills"]
+    assert "PROJECT-INSTRUCTION-MARK" in json.dumps(server.cursor.requests[1]["body"])
 
 
 def test_init_reports_the_output_style_the_settings_name(fake_llm: Start, keel: Keel, project: Path) -> None:
