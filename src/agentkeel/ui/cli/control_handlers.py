@@ -36,6 +36,7 @@ class Session(Protocol):
     mode_before_start: str | None
     sdk_servers: list[str]
     mcp_tools: dict[str, list[str]]
+    model_choice: str | None
     old_providers: list[Any]
 
     @property
@@ -100,7 +101,7 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
             session.rt.permissions.mode = mode
         return {}
     if sub == "set_model":
-        return await _set_model(session, body.get("model"))
+        return await set_model(session, body.get("model"))
     if sub == "mcp_status":
         rt = session.rt or await session.build(None)
         return {"mcpServers": mcp_servers(rt, session.sdk_servers, session.mcp_tools, full=True)}
@@ -120,7 +121,7 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
     )
 
 
-async def _set_model(session: Session, name: Any) -> dict[str, Any]:
+async def set_model(session: Session, name: Any) -> dict[str, Any]:
     from agentkeel.models.catalog import ModelConfigError, resolve_model
     from agentkeel.models.factory import make_provider
 
@@ -140,6 +141,7 @@ async def _set_model(session: Session, name: Any) -> dict[str, Any]:
     rt.agent.config.model = info.model
     rt.agent.config.cost = info.prices.cost
     rt.model = info
+    session.model_choice = name  # a new session (/clear) starts on it too
     return {}
 
 

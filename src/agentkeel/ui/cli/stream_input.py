@@ -132,6 +132,7 @@ class Session:
         self.building = asyncio.Lock()
         self.denial_messages = DenialMessages()
         self.extended = False  # the session's own extensions are in opts (once: /clear builds again)
+        self.model_choice: str | None = None  # set_model's (None: the configured model)
         self.interrupt_requested = False  # an interrupt came for the message being run (maybe before it began)
 
     # --- building the runtime ---------------------------------------------------------
@@ -308,7 +309,7 @@ class Session:
         """``/clear`` as Claude Code 2.1.328 does it in stream-json: ``conversation_reset`` (the old
         session's id), then a new session (its own id and transcript, a new ``init``) whose result
         is the command's (``local_command: "clear"``, no turn). The old transcript is kept whole;
-        the permission mode carries over."""
+        the permission mode and the model carry over."""
         self.channel.write(stream_json.conversation_reset(rt.session_id))
         mode = rt.permissions.mode
         await rt.aclose("clear")
@@ -317,6 +318,10 @@ class Session:
         self.rt, self.mode_before_start = None, mode
         try:
             fresh = await self.build(None)
+            if self.model_choice is not None:
+                from agentkeel.ui.cli.control_handlers import set_model
+
+                await set_model(self, self.model_choice)
             await fresh.start()
         except Exception as exc:  # the new session could not be built: say so, as an error result
             self.last_error = True

@@ -114,7 +114,12 @@ def test_clear_starts_a_new_session_as_claude_code(fake_llm: Start, keel: Keel, 
     ``{"subtype": "success", "num_turns": 0, "result": "", "stop_reason": null,
     "local_command": "clear"}`` (new id, no ``terminal_reason``), then the next turn in the new id."""
     server = fake_llm({"steps": ["one", "after"]})
-    lines = stream(keel, server, user("Reply with exactly: one"), user("/clear"), user("hello again"))
+    haiku = {
+        "type": "control_request",
+        "request_id": "req_m",
+        "request": {"subtype": "set_model", "model": "claude-haiku-4-5"},
+    }
+    lines = stream(keel, server, haiku, user("Reply with exactly: one"), user("/clear"), user("hello again"))
     first, cleared, after = results(lines)
     (reset,) = [x for x in lines if x.get("type") == "conversation_reset"]
     old, new = (x["session_id"] for x in inits(lines))
@@ -128,6 +133,7 @@ def test_clear_starts_a_new_session_as_claude_code(fake_llm: Start, keel: Keel, 
     assert after["result"] == "after"
     second = json.dumps(server.cursor.requests[1]["body"]["messages"])
     assert "Reply with exactly" not in second  # the old conversation is not sent
+    assert [r["body"]["model"] for r in server.cursor.requests] == ["claude-haiku-4-5"] * 2  # the model carries over
 
 
 def test_an_sdk_host_gets_no_memory_context_unless_its_settings_ask(fake_llm: Start, keel: Keel, project: Path) -> None:
