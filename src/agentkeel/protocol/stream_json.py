@@ -14,7 +14,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentkeel.core.events import AssistantMessage, Event, Notice, RunFinished, SessionStarted, ToolResults, new_id
+from agentkeel.core.events import (
+    AssistantMessage,
+    Event,
+    Notice,
+    RunFinished,
+    SessionStarted,
+    ToolResults,
+    UserMessage,
+    new_id,
+)
+from agentkeel.core.loop import INTERRUPTED_MARK
 from agentkeel.core.types import Message, from_data, to_data
 
 # The Claude Code release whose stream-json and control protocol keel speaks: reported as
@@ -66,6 +76,16 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
         return {
             "type": "assistant",
             "message": msg,
+            "parent_tool_use_id": None,
+            "session_id": sid,
+            "uuid": event.uuid,
+            "timestamp": event.timestamp,
+        }
+    if isinstance(event, UserMessage) and event.message.text() == INTERRUPTED_MARK:
+        # the one user message keel adds itself that Claude Code prints: after an interrupted reply
+        return {
+            "type": "user",
+            "message": to_data(event.message),
             "parent_tool_use_id": None,
             "session_id": sid,
             "uuid": event.uuid,

@@ -199,8 +199,9 @@ def _interrupted_session(server: FakeLLMServer, project: Path) -> list[Any]:
 
 def test_an_interrupted_reply_stays_with_claude_codes_mark(fake_llm: Start, project: Path) -> None:
     """The partial reply stays in the conversation, then ``[Request interrupted by user]``; the next
-    prompt is its own turn. The result: ``error_during_execution``, ``terminal_reason
-    "aborted_streaming"``, ``stop_reason`` null, ``errors``.
+    prompt is its own turn; the client is shown both (an assistant and a user line). The result:
+    ``error_during_execution``, ``terminal_reason "aborted_streaming"``, ``stop_reason`` null,
+    ``errors``.
 
     Claude Code 2.1.328, recorded with ``claude --output-format stream-json --verbose
     --input-format stream-json`` (scripted reply stalled after its first text; an ``interrupt``
@@ -213,6 +214,11 @@ def test_an_interrupted_reply_stays_with_claude_codes_mark(fake_llm: Start, proj
     server = fake_llm({"steps": steps})
     lines = _interrupted_session(server, project)
     cut, after = results(lines)
+    shown = [x["message"]["content"] for x in lines if x.get("type") in ("assistant", "user")]
+    assert shown[:2] == [
+        [{"type": "text", "text": "Counting: 1,"}],
+        [{"type": "text", "text": "[Request interrupted by user]"}],
+    ]
     assert cut["subtype"] == "error_during_execution" and cut["is_error"] is True
     assert cut["terminal_reason"] == "aborted_streaming" and cut["stop_reason"] is None and cut["errors"]
     assert after["result"] == "Something else." and not after["is_error"]
