@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -255,6 +256,25 @@ def mcp_servers(
                 entry["tools"] = [{"name": t.name, "description": t.description or ""} for t in conn.tools]
         out.append(entry)
     return out
+
+
+def init_fields(rt: Runtime, opts: RuntimeOptions | None, sdk_servers: Sequence[str] = ()) -> dict[str, Any]:
+    """What the ``init`` message says of the session besides its id, model and tools (``-p`` and
+    stream-json alike, as Claude Code 2.1.328). ``apiKeySource`` names where the key came from,
+    never the key."""
+    env = {**(opts.env if opts is not None else os.environ), **rt.settings.settings.env}
+    source = next((n for n in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN") if env.get(n)), "none")
+    return {
+        "permissionMode": rt.permissions.mode,
+        "mcp_servers": mcp_servers(rt, sdk_servers),
+        "apiKeySource": source,
+        "slash_commands": [c["name"] for c in commands_of(rt)],
+        "output_style": output_style_of(rt),
+        "agents": [a["name"] for a in agents_of(rt)],
+        "skills": skills_of(rt),
+        "plugins": [{"name": p.name, "path": str(p)} for p in (opts.plugin_dirs if opts is not None else ())],
+        "additional_directories": [str(d) for d in rt.agent.context.additional_dirs],
+    }
 
 
 def output_style_of(rt: Runtime) -> str:

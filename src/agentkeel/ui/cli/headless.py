@@ -163,13 +163,22 @@ class StreamJson:
     """Writes the session as Claude Code's stream-json lines (see agentkeel.protocol.stream_json).
     The result line is written once the run is over, with the process's whole duration."""
 
-    def __init__(self, rt: Runtime, out: Output, *, partial: bool = False, hooks: bool = False) -> None:
+    def __init__(
+        self,
+        rt: Runtime,
+        out: Output,
+        *,
+        partial: bool = False,
+        hooks: bool = False,
+        opts: RuntimeOptions | None = None,
+    ) -> None:
         from agentkeel.protocol import stream_json
         from agentkeel.protocol.partial import PartialMessages
 
         self.stream_json = stream_json
         self.out = out
         self.rt = rt
+        self.opts = opts
         visible = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
         self.session = stream_json.Session(rt.session_id, visible)
         self.partial = PartialMessages(rt.session_id) if partial else None
@@ -179,11 +188,11 @@ class StreamJson:
         if isinstance(event, RunFinished):
             return
         if isinstance(event, SessionStarted):  # the MCP servers have started: their tools and status
-            from agentkeel.ui.cli.control_handlers import mcp_servers
+            from agentkeel.ui.cli.control_handlers import init_fields
 
             rt = self.rt
             self.session.tools = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
-            self.session.extra_init["mcp_servers"] = mcp_servers(rt)
+            self.session.extra_init = init_fields(rt, self.opts)
         stream_json = self.stream_json
         extra = self.partial.encode(event) if self.partial is not None else []
         if self.hooks:
@@ -219,7 +228,9 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
     out = Output(rt)
     verbose = bool(getattr(args, "verbose", False))
     if args.output_format == "stream-json":
-        rt.bus.subscribe(StreamJson(rt, out, partial=args.include_partial_messages, hooks=args.include_hook_events))
+        rt.bus.subscribe(
+            StreamJson(rt, out, partial=args.include_partial_messages, hooks=args.include_hook_events, opts=opts)
+        )
     else:
         rt.bus.subscribe(_notices_to_stderr(verbose=verbose))
     try:

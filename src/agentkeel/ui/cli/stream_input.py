@@ -247,19 +247,9 @@ class Session:
             self.channel.write(encoded)
 
     def init_fields(self, rt: Runtime) -> dict[str, Any]:
-        from agentkeel.ui.cli.control_handlers import agents_of, commands_of, mcp_servers, output_style_of, skills_of
+        from agentkeel.ui.cli.control_handlers import init_fields
 
-        return {
-            "permissionMode": rt.permissions.mode,
-            "mcp_servers": mcp_servers(rt, self.sdk_servers),
-            "apiKeySource": "none",
-            "slash_commands": [c["name"] for c in commands_of(rt)],
-            "output_style": output_style_of(rt),
-            "agents": [a["name"] for a in agents_of(rt)],
-            "skills": skills_of(rt),
-            "plugins": [{"name": p.name, "path": str(p)} for p in self.opts.plugin_dirs],
-            "additional_directories": [str(d) for d in rt.agent.context.additional_dirs],
-        }
+        return init_fields(rt, self.opts, self.sdk_servers)
 
     # --- runs ---------------------------------------------------------------------------
 

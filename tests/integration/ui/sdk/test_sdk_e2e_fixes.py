@@ -279,12 +279,15 @@ FIXTURE = str(Path(__file__).parents[3] / "mcp_fixtures" / "server.py")
 
 
 def test_print_mode_init_reports_mcp_servers_and_their_tools(fake_llm: Start, keel: Keel) -> None:
-    """``-p`` init lists each MCP server with its status, and the servers' tools among ``tools``.
+    """``-p`` init lists each MCP server with its status, and the servers' tools among ``tools``;
+    and what else Claude Code's init says (output style, permission mode, key source, commands).
 
     Claude Code 2.1.328: ``claude -p hi --output-format stream-json --verbose --mcp-config
     '{"mcpServers": {"fx": {"command": "python", "args": ["tests/mcp_fixtures/server.py",
     "stdio"]}}}'`` prints ``"mcp_servers": [{"name": "fx", "status": "connected", "source":
-    "dynamic"}]`` and ``mcp__fx__add`` ... in ``tools``."""
+    "dynamic"}]``, ``mcp__fx__add`` ... in ``tools``, ``"output_style": "default"``,
+    ``"permissionMode": "default"``, ``"apiKeySource": "ANTHROPIC_API_KEY"``, ``slash_commands``,
+    ``agents``, ``skills``."""
     server = fake_llm({"steps": ["hello"]})
     config = json.dumps({"mcpServers": {"fx": {"command": sys.executable, "args": [FIXTURE, "stdio"]}}})
     run = keel(
@@ -293,6 +296,10 @@ def test_print_mode_init_reports_mcp_servers_and_their_tools(fake_llm: Start, ke
     (init,) = inits(run.lines())
     assert init["mcp_servers"] == [{"name": "fx", "status": "connected", "source": "dynamic"}]
     assert "mcp__fx__add" in init["tools"]
+    # and the rest of Claude Code's -p init (the same fields as under the SDK)
+    assert init["output_style"] == "default" and init["permissionMode"] == "default"
+    assert init["apiKeySource"] == "ANTHROPIC_API_KEY" and "clear" in init["slash_commands"]
+    assert isinstance(init["agents"], list) and isinstance(init["skills"], list)
 
 
 def test_sdk_mode_reports_configured_mcp_servers_connected(fake_llm: Start, project: Path) -> None:
