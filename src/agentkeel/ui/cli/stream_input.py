@@ -22,8 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from agentkeel import Event, KeelError, Runtime, RuntimeOptions
-from agentkeel.core.events import RunFinished, SessionStarted
+from agentkeel.core.events import RunFinished, SessionStarted, new_id
 from agentkeel.core.extensions import ToolCall
 from agentkeel.policy.permissions.verdicts import Decision
 from agentkeel.protocol import control, stream_json
@@ -132,6 +134,8 @@ class Session:
         self.building = asyncio.Lock()
         self.denial_messages = DenialMessages()
         self.extended = False  # the session's own extensions are in opts (once: /clear builds again)
+        self.started: SessionStarted | None = None  # the session's start, told again before each later turn
+        self.turns = 0  # the messages this session has run
         self.model_choice: str | None = None  # set_model's (None: the configured model)
         self.interrupt_requested = False  # an interrupt came for the message being run (maybe before it began)
 
@@ -236,6 +240,7 @@ class Session:
         if isinstance(event, SessionStarted):
             self.encoder.tools = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
             self.encoder.extra_init = self.init_fields(rt)
+            self.started = event
         if self.partial is not None:
             for line in self.partial.encode(event):
                 self.channel.write(line)
@@ -264,6 +269,7 @@ class Session:
             return
         try:
             await rt.start()
+            self._init_again(rt)
             if command is None:
                 result = await self._run(rt, message, source)
             else:  # "/name args": that command, as Claude Code runs it (the SDKs' only input mode)
@@ -278,6 +284,19 @@ class Session:
         line = result_object(rt, result, self.structured)  # its permission_denials: every call denied
         self.last_error = bool(line["is_error"])
         self.channel.write(line)
+
+    def _init_again(self, rt: Runtime) -> None:
+        """Claude Code writes an ``init`` line before every turn, not only the first: the second
+        and later turns of a session get one too (as things stand then: tools, mode, model)."""
+        self.turns += 1
+        if self.turns == 1 or self.started is None:
+            return
+        self.encoder.tools = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
+        self.encoder.extra_init = self.init_fields(rt)
+        again = msgspec.structs.replace(self.started, model=rt.model.qualified, uuid=new_id())
+        line = stream_json.encode(again, self.encoder)
+        if line is not None:
+            self.channel.write(line)
 
     async def _run(self, rt: Runtime, message: Any, source: str) -> Any:
         """The agent's run of one message. An interrupt that arrived before the run began (the
@@ -305,7 +324,7 @@ class Session:
         await rt.aclose("clear")
         opts = self.opts
         opts.resume, opts.continue_session, opts.fork_session, opts.session_id = None, False, False, None
-        self.rt, self.mode_before_start = None, mode
+        self.rt, self.mode_before_start, self.started, self.turns = None, mode, None, 1  # the new init counts
         try:
             fresh = await self.build(None)
             if self.model_choice is not None:

@@ -112,7 +112,8 @@ def test_clear_starts_a_new_session_as_claude_code(fake_llm: Start, keel: Keel, 
     --input-format stream-json --max-turns 1`` fed initialize, "Reply with exactly: one", "/clear",
     "hello again": ``conversation_reset`` (old id), ``system/init`` (new id), ``result``
     ``{"subtype": "success", "num_turns": 0, "result": "", "stop_reason": null,
-    "local_command": "clear"}`` (new id, no ``terminal_reason``), then the next turn in the new id."""
+    "local_command": "clear"}`` (new id, no ``terminal_reason``), then the next turn in the new id,
+    after an ``init`` of its own (Claude Code writes one before every turn)."""
     server = fake_llm({"steps": ["one", "after"]})
     haiku = {
         "type": "control_request",
@@ -122,7 +123,8 @@ def test_clear_starts_a_new_session_as_claude_code(fake_llm: Start, keel: Keel, 
     lines = stream(keel, server, haiku, user("Reply with exactly: one"), user("/clear"), user("hello again"))
     first, cleared, after = results(lines)
     (reset,) = [x for x in lines if x.get("type") == "conversation_reset"]
-    old, new = (x["session_id"] for x in inits(lines))
+    old, new, again = (x["session_id"] for x in inits(lines))  # an init before every turn, as Claude Code
+    assert again == new
     assert first["session_id"] == old == reset["session_id"] and reset["new_conversation_id"]
     assert new != old and cleared["session_id"] == new == after["session_id"]
     assert cleared["subtype"] == "success" and not cleared["is_error"] and cleared["num_turns"] == 0
