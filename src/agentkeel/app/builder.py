@@ -228,6 +228,7 @@ class RuntimeOptions(msgspec.Struct):
     agents: dict[str, Any] = msgspec.field(default_factory=dict)
     setting_sources: frozenset[str] | None = None  # --setting-sources: user/project/local (None: all three)
     skills: list[str] | None = None  # the Agent SDK's skill allowlist: only these skills are offered (None: all)
+    start_source: str | None = None  # SessionStart's source when not startup/resume ("clear": after /clear)
     profile: str = MAIN  # which built-ins (extensions/builtins.PROFILES): main, or batch-task for `keel batch`
 
 
@@ -507,7 +508,7 @@ def build(opts: RuntimeOptions) -> Built:
         tool_env=tool_env,
         services=services,
         home=opts.home,
-        source="resume" if log_.prior else "startup",
+        source=opts.start_source or ("resume" if log_.prior else "startup"),
         plugin_dirs=tuple(opts.plugin_dirs),
         trusted=place.trust.trusted,
         reliability=settings.reliability,

@@ -324,6 +324,7 @@ class Session:
         await rt.aclose("clear")
         opts = self.opts
         opts.resume, opts.continue_session, opts.fork_session, opts.session_id = None, False, False, None
+        opts.start_source = "clear"  # the new session's SessionStart hooks see source "clear", as Claude Code's
         self.rt, self.mode_before_start, self.started, self.turns = None, mode, None, 1  # the new init counts
         try:
             fresh = await self.build(None)

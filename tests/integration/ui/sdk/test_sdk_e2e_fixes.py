@@ -336,3 +336,16 @@ def test_sdk_mode_reports_configured_mcp_servers_connected(fake_llm: Start, proj
     (fx_status,) = status["mcpServers"]
     assert fx_status["name"] == "fx" and fx_status["status"] == "connected"
     assert "add" in {t["name"] for t in fx_status["tools"]}
+
+
+def test_the_session_after_clear_starts_with_source_clear(fake_llm: Start, keel: Keel, project: Path) -> None:
+    """The new session ``/clear`` starts runs SessionStart hooks with ``source: "clear"`` (a
+    ``"clear"`` matcher selects them), as Claude Code 2.1.328 does (its hooks documentation:
+    SessionStart matchers ``startup``, ``resume``, ``clear``, ``compact``)."""
+    seen = project.parent / "session-start.jsonl"
+    hook = {"type": "command", "command": f"cat >> {seen}; echo >> {seen}"}
+    settings = {"hooks": {"SessionStart": [{"matcher": "startup|clear", "hooks": [hook]}]}}
+    server = fake_llm({"steps": ["one"]})
+    stream(keel, server, user("Reply with exactly: one"), user("/clear"), args=("--settings", json.dumps(settings)))
+    sources = [json.loads(line)["source"] for line in seen.read_text().splitlines() if line.strip()]
+    assert sources == ["startup", "clear"]
