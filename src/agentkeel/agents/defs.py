@@ -211,13 +211,15 @@ def load_agents(
     *,
     plugins: Sequence[tuple[str, Path]] = (),
     extra: Sequence[AgentDef] = (),
+    scopes: frozenset[str] | None = None,
 ) -> AgentCatalog:
-    """Every agent definition this session can use. ``plugins``: (plugin name, its agents dir)."""
+    """Every agent definition this session can use. ``plugins``: (plugin name, its agents dir);
+    ``scopes``: read only the user's and/or the project's folders (``--setting-sources``)."""
     catalog = AgentCatalog()
     for agent in BUILTIN_AGENTS:
         catalog.add(agent)
     sources: list[tuple[Path, str, str]] = [(d, f"plugin:{n}", n) for n, d in plugins]
-    sources += [(d, s, "") for d, s in agent_dirs(cwd, home)]
+    sources += [(d, s, "") for d, s in agent_dirs(cwd, home) if scopes is None or s in scopes]
     for directory, source, namespace in sources:
         if directory.is_file() and directory.suffix == ".md":  # a plugin manifest may list one file
             files = [directory]

@@ -83,10 +83,12 @@ def definitions(
     agents: dict[str, Any] | None = None,
     skills_allowed: Sequence[str] | None = None,
     listing: tuple[int, int] = (8000, 1536),
+    scopes: frozenset[str] | None = None,
 ) -> Definitions:
     """Read the definitions (plugins first, then user and project folders); their warnings are for
     the user (bad definition files, missing plugins). ``listing``: the skill listing's budget in
-    characters and the cut of one description (skills/listing.py)."""
+    characters and the cut of one description (skills/listing.py); ``scopes``: the user's and/or
+    the project's folders only (``--setting-sources``; None: both)."""
     plugins, warnings = find_plugins(plugin_dirs, layers)
     extra = []
     for name, spec in (agents or {}).items():
@@ -94,14 +96,15 @@ def definitions(
         warnings += [problem] if problem else []
         extra += [found] if found is not None else []
     agent_paths = [(p.name, d) for p in plugins for d in p.paths("agents", "agents")]
-    catalog = load_agents(cwd, home, plugins=agent_paths, extra=extra)
-    skills = load_skills(cwd, home, plugins=[(p.name, d, p.root) for p in plugins for d in p.paths("skills", "skills")])
+    catalog = load_agents(cwd, home, plugins=agent_paths, extra=extra, scopes=scopes)
+    skill_paths = [(p.name, d, p.root) for p in plugins for d in p.paths("skills", "skills")]
+    skills = load_skills(cwd, home, plugins=skill_paths, scopes=scopes)
     if skills_allowed is not None:
         warnings += only_skills(skills, skills_allowed)
     registry = CommandRegistry()
     register_builtins(registry)
     command_paths = [(p.name, d, p.root) for p in plugins for d in p.paths("commands", "commands")]
-    load_commands(registry, cwd, home, plugins=command_paths)
+    load_commands(registry, cwd, home, plugins=command_paths, scopes=scopes)
     for skill in skills:
         if skill.user_invocable:
             registry.register(skill_command(skill))

@@ -32,7 +32,14 @@ from agentkeel.app.extensions import (
     enabled,
     not_shared,
 )
-from agentkeel.config.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
+from agentkeel.config.settings import (
+    LoadedSettings,
+    MemorySettings,
+    PermissionMode,
+    Settings,
+    SettingsError,
+    load_settings,
+)
 from agentkeel.config.trust import TrustState, TrustStore
 from agentkeel.context.instructions import ImportPolicy
 from agentkeel.context.manager import ContextManager
@@ -89,14 +96,27 @@ def _max_tokens(info: ModelInfo, configured: int | None, thinking: int | None) -
     return min(info.max_output, wanted)
 
 
+def memory_config(loaded: LoadedSettings, channel: str) -> MemorySettings:
+    """The ``memory`` settings of a session. Recalled memories are appended to the prompt
+    (``<memory-context>``) unless ``memory.inject`` is false; for an Agent SDK host (channel
+    ``sdk``) they are not, unless a settings file (or ``--settings``) sets ``memory.inject: true``:
+    the host's prompts are its own (docs/sdk.md)."""
+
+    config = loaded.settings.memory or MemorySettings()
+    explicit = any(
+        isinstance(layer.data.get("memory"), dict) and "inject" in layer.data["memory"] for layer in loaded.layers
+    )
+    if channel == "sdk" and not explicit:
+        return msgspec.structs.replace(config, inject=False)
+    return config
+
+
 def _memory_plugin(
-    settings: Settings, cwd: Path, home_dir: Path, session_id: str, window: int, warnings: list[str]
+    config: MemorySettings, cwd: Path, home_dir: Path, session_id: str, window: int, warnings: list[str]
 ) -> MemoryPlugin | None:
     """Memory for this session, or None when disabled or broken: memory fails open, and says so."""
-    from agentkeel.config.settings import MemorySettings
     from agentkeel.memory.plugin import MemoryPlugin
 
-    config = settings.memory or MemorySettings()
     if not config.enabled:
         return None
     try:
@@ -210,6 +230,7 @@ class RuntimeOptions(msgspec.Struct):
     agents: dict[str, Any] = msgspec.field(default_factory=dict)
     setting_sources: frozenset[str] | None = None  # --setting-sources: user/project/local (None: all three)
     skills: list[str] | None = None  # the Agent SDK's skill allowlist: only these skills are offered (None: all)
+    start_source: str | None = None  # SessionStart's source when not startup/resume ("clear": after /clear)
     profile: str = MAIN  # which built-ins (extensions/builtins.PROFILES): main, or batch-task for `keel batch`
 
 
@@ -371,6 +392,7 @@ def context_manager(
         additional_dirs=add_dirs,
         append=opts.append_system_prompt,
         imports=ImportPolicy(trusted=place.trust.status == "trusted", refuse=import_refusal(engine)),
+        sources=opts.setting_sources,
     )
     # ContextManager.create takes none of these yet (context/manager.py): they are set once, here
     mgr.emit = bus.emit
@@ -460,7 +482,14 @@ def build(opts: RuntimeOptions) -> Built:
         raise
     bus = session_bus(log_.writer)
     gate = permission_gate(place, opts, engine, bus)
-    memory = _memory_plugin(settings, place.cwd, place.home_dir, session_id, info.context_window, place.loaded.warnings)
+    memory = _memory_plugin(
+        memory_config(place.loaded, opts.channel),
+        place.cwd,
+        place.home_dir,
+        session_id,
+        info.context_window,
+        place.loaded.warnings,
+    )
     tool_env = dict(settings.env)  # Bash's extra environment; SessionStart hooks may add to it
     services = session_services(opts, place, info, engine, gate, sandbox)
     spill_dir = place.sessions / session_id / "tool-results"
@@ -482,7 +511,7 @@ def build(opts: RuntimeOptions) -> Built:
         tool_env=tool_env,
         services=services,
         home=opts.home,
-        source="resume" if log_.prior else "startup",
+        source=opts.start_source or ("resume" if log_.prior else "startup"),
         plugin_dirs=tuple(opts.plugin_dirs),
         trusted=place.trust.trusted,
         reliability=settings.reliability,
@@ -560,6 +589,8 @@ def read_definitions(opts: RuntimeOptions, place: Place, context_window: int = 2
         agents=opts.agents,
         skills_allowed=opts.skills,
         listing=(chars, settings.skillListingMaxDescChars or MAX_DESCRIPTION),
+        # --setting-sources: "project" covers the project's .claude/.keel folders (as Claude Code)
+        scopes=None if opts.setting_sources is None else opts.setting_sources & {"user", "project"},
     )
 
 

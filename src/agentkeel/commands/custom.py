@@ -145,12 +145,14 @@ def load_commands(
     home: Path,
     *,
     plugins: Sequence[tuple[str, Path, Path]] = (),
+    scopes: frozenset[str] | None = None,
 ) -> None:
-    """Custom and plugin commands. ``plugins``: (plugin name, its commands folder, its root)."""
+    """Custom and plugin commands. ``plugins``: (plugin name, its commands folder, its root);
+    ``scopes``: read only the user's and/or the project's folders (``--setting-sources``)."""
     sources: list[tuple[Path, str, Kind, str, Path | None]] = [
         (d, n, "plugin", f"plugin:{n}", r) for n, d, r in plugins
     ]
-    sources += [(d, "", "custom", s, None) for d, s in command_dirs(cwd, home)]
+    sources += [(d, "", "custom", s, None) for d, s in command_dirs(cwd, home) if scopes is None or s in scopes]
     for root, namespace, kind, source, plugin_root in sources:
         if root.is_file() and root.suffix == ".md":  # a plugin manifest may list one file
             files, base = [root], root.parent

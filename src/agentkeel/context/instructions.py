@@ -94,6 +94,7 @@ class Instructions:
     keel_home: Path
     managed: Path | None = None
     policy: ImportPolicy = field(default_factory=ImportPolicy)
+    scopes: frozenset[str] | None = None  # --setting-sources: read only these (user, project, local); None: all
     root: Path = field(init=False)
     files: list[InstructionFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -115,10 +116,13 @@ class Instructions:
         keel_home: Path,
         env: Mapping[str, str] | None = None,
         policy: ImportPolicy | None = None,
+        scopes: frozenset[str] | None = None,
     ) -> Instructions:
         env = env if env is not None else os.environ
         managed = KeelEnv.of(env).managed_instructions
-        self = cls(cwd=cwd, home=home, keel_home=keel_home, managed=managed, policy=policy or ImportPolicy())
+        self = cls(
+            cwd=cwd, home=home, keel_home=keel_home, managed=managed, policy=policy or ImportPolicy(), scopes=scopes
+        )
         self.reload()
         return self
 
@@ -135,8 +139,15 @@ class Instructions:
         for d in self._chain():
             self._load_dir(d, "project", "session_start")
         for rule_dir in self.rule_dirs():
-            self._load_rules(rule_dir)
+            if self._wants("project" if rule_dir.is_relative_to(self.root) else "user"):
+                self._load_rules(rule_dir)
         self.files += lazy
+
+    def _wants(self, scope: str) -> bool:
+        """Whether ``--setting-sources`` lets files of ``scope`` in (a nested CLAUDE.md is the
+        project's; managed instructions always are)."""
+        kind = {"nested": "project", "rule": "project"}.get(scope, scope)
+        return self.scopes is None or kind == "managed" or kind in self.scopes
 
     def sources(self) -> list[Path]:
         """Every path whose change changes what is loaded (for the prompt builder's memo)."""
@@ -176,6 +187,8 @@ class Instructions:
     def _add(
         self, path: Path, scope: str, reason: str, by: Path | None = None, depth: int = 0, chain: tuple[Path, ...] = ()
     ) -> list[InstructionFile]:
+        if not self._wants(scope):
+            return []
         try:
             real = path.resolve()
         except (OSError, RuntimeError):

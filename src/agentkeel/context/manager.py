@@ -86,11 +86,13 @@ class ContextManager:
         additional_dirs: tuple[Path, ...] = (),
         append: str | None = None,
         imports: ImportPolicy | None = None,
+        sources: frozenset[str] | None = None,
     ) -> ContextManager:
+        """``sources``: the instruction files' scopes to read (``--setting-sources``; None: all)."""
         config = settings or ContextSettings()
         size = config.window or context_window
         window = Window(size, reserve=min(max_tokens, 20_000, size // 4), threshold=config.autoCompactThreshold)
-        instructions = Instructions.load(cwd, home, keel_home, env, imports)
+        instructions = Instructions.load(cwd, home, keel_home, env, imports, sources)
         style, warning = find_style(output_style, cwd, home)
         builder = PromptBuilder(
             cwd, qualified_model, instructions, style, int(window.usable * config.promptBudget), additional_dirs, append

@@ -50,6 +50,9 @@ T = TypeVar("T")
 
 MAX_RECOVERIES = 3  # repaired re-sends of one request (session recovery, model fallback)
 INTERRUPTED_BY_USER = "interrupted by user"
+# what Claude Code 2.1.328 puts in the conversation after a reply the user interrupted (the partial
+# reply stays before it), so the model knows its answer was cut off
+INTERRUPTED_MARK = "[Request interrupted by user]"
 
 Subtype = Literal["success", "error_max_turns", "error_max_budget_usd", "error_during_execution", "interrupted"]
 
@@ -81,6 +84,9 @@ class RunResult(msgspec.Struct):
     error: str = ""
     refused: list[Refusal] = msgspec.field(default_factory=list)
     api_error_status: int | None = None
+    api_error: bool = False  # the provider failed the run (an HTTP error, or no answer at all)
+    stop_reason: str | None = None  # the last model reply's (Claude Code reports it on every result)
+    interrupted_during: str = ""  # an interrupted run: what it stopped ("request", "tools", "idle")
 
     @property
     def is_error(self) -> bool:
@@ -149,6 +155,9 @@ class Agent:
         self._interrupted = False
         self._interrupt_reason = INTERRUPTED_BY_USER
         self._refused: list[Refusal] = []
+        self._partial: list[str] = []  # the text streamed so far in the request in flight
+        self._stop_reason: str | None = None
+        self._during = ""
 
     @property
     def services(self) -> Services:
@@ -178,6 +187,7 @@ class Agent:
         self._interrupted = False
         self._interrupt_reason = INTERRUPTED_BY_USER
         self._refused = []
+        self._stop_reason, self._during = None, ""
         turns, last_text, continued = 0, "", False
         try:
             message = await self._submit(prompt if isinstance(prompt, Message) else Message.user(prompt), source)
@@ -190,6 +200,7 @@ class Agent:
                     why = f"reached the maximum budget (${self.config.max_budget_usd:g}; spent ${self.cost_usd:.4f})"
                     return self._finish("error_max_budget_usd", last_text, turns, started, error=why)
                 response = await self._send(turns)
+                self._stop_reason = response.stop_reason
                 turns += 1
                 last_text = response.message.text() or last_text
                 uses = response.message.tool_uses()
@@ -202,16 +213,36 @@ class Agent:
                 continued = True
                 self.append(UserMessage(message=Message.user(go_on)))
         except _Interrupt:
+            self._keep_interrupted()
             return self._finish("interrupted", last_text, turns, started, error=self._interrupt_reason)
         except ProviderError as err:
             await self._on_error(err)
             result = self._finish("error_during_execution", last_text, turns, started, error=str(err))
-            result.api_error_status = err.status
+            result.api_error_status, result.api_error = err.status, True
             return result
         except _Stop as stop:
             return self._finish("error_during_execution", last_text, turns, started, error=stop.message)
         except SinkFailed as failed:
             return self._finish("error_during_execution", last_text, turns, started, error=str(failed))
+
+    def _keep_interrupted(self) -> None:
+        """A reply the user interrupted stays in the conversation as far as it came, followed by
+        Claude Code's ``[Request interrupted by user]``: the next prompt is a turn of its own,
+        not merged into the one that was cut off."""
+        if self._during != "request" or self._interrupt_reason != INTERRUPTED_BY_USER:
+            return
+        text = "".join(self._partial)
+        self._partial = []
+        try:
+            if text:
+                self.append(
+                    AssistantMessage(
+                        message=Message(role="assistant", content=[TextBlock(text=text)]), model=self.config.model
+                    )
+                )
+            self.append(UserMessage(message=Message.user(INTERRUPTED_MARK)))
+        except SinkFailed:
+            pass  # the log broke: the run's result says interrupted all the same
 
     def failed(self, error: str) -> RunResult:
         """The result of a run that could not start (its session could not be written)."""
@@ -316,12 +347,16 @@ class Agent:
         return response
 
     async def _stream(self, request: ModelRequest) -> ModelResponse:
+        self._partial = []
         # closed here, not left to the garbage collector (a callback and a wake-up of the loop per request)
         async with aclosing(stream_with_retry(self.provider, request, self.config.retry, self.bus.emit)) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, TextChunk):
+                    if chunk.kind == "text":
+                        self._partial.append(chunk.text)
                     self.bus.emit((TextDelta if chunk.kind == "text" else ThinkingDelta)(text=chunk.text))
                 else:
+                    self._partial = []
                     return chunk
         raise ProviderError("stream_broken", "the response ended without a final message")
 
@@ -561,6 +596,7 @@ class Agent:
         if self._interrupted:
             if asyncio.iscoroutine(awaitable):
                 awaitable.close()  # never started: no "coroutine was never awaited" warning
+            self._during = during
             self.bus.emit(Interrupted(during=during))
             raise _Interrupt
         task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
@@ -570,6 +606,7 @@ class Agent:
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if self.interrupted and (current is None or current.cancelling() == 0):
+                self._during = during
                 self.bus.emit(Interrupted(during=during))
                 raise _Interrupt from None
             raise
@@ -622,6 +659,8 @@ class Agent:
             duration,
             error,
             list(self._refused),
+            stop_reason=self._stop_reason,
+            interrupted_during=self._during if subtype == "interrupted" else "",
         )
         try:
             self.bus.emit(

@@ -14,14 +14,31 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentkeel.core.events import AssistantMessage, Event, Notice, RunFinished, SessionStarted, ToolResults, new_id
+from agentkeel.core.events import (
+    AssistantMessage,
+    Event,
+    Notice,
+    RunFinished,
+    SessionStarted,
+    ToolResults,
+    UserMessage,
+    new_id,
+)
+from agentkeel.core.loop import INTERRUPTED_MARK
 from agentkeel.core.types import Message, from_data, to_data
 
+# The Claude Code release whose stream-json and control protocol keel speaks: reported as
+# ``claude_code_version`` in the init message, the field the Agent SDKs read to decide which
+# features the CLI has (the Python SDK warns "too old ... unsupported" without it). keel's own
+# version is ``keel_version`` there, and ``keel --version`` (docs/sdk.md, "Versions").
+CLAUDE_CODE_COMPAT = "2.1.328"
 # keel's subtype -> the one Claude Code's clients know
 _RESULT_SUBTYPES = {"interrupted": "error_during_execution"}
 # keel's subtype -> Claude Code 2.1.328's ``terminal_reason`` (an interrupt's and a failure's are
 # not mapped: Claude Code's depend on where it stopped, e.g. ``aborted_tools`` in a tool call)
 _TERMINAL_REASONS = {"success": "completed", "error_max_turns": "max_turns", "error_max_budget_usd": "budget_exhausted"}
+# where an interrupt stopped the run -> Claude Code 2.1.328's ``terminal_reason``
+_ABORTED = {"request": "aborted_streaming", "tools": "aborted_tools", "idle": "aborted_streaming"}
 _TOO_LONG = ("prompt is too long", "context_length_exceeded", "maximum context length")
 
 
@@ -46,6 +63,7 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
             "model": event.model,
             "tools": list(session.tools),
             "keel_version": event.version,
+            "claude_code_version": CLAUDE_CODE_COMPAT,
             "uuid": event.uuid,
             **session.extra_init,
         }
@@ -58,6 +76,16 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
         return {
             "type": "assistant",
             "message": msg,
+            "parent_tool_use_id": None,
+            "session_id": sid,
+            "uuid": event.uuid,
+            "timestamp": event.timestamp,
+        }
+    if isinstance(event, UserMessage) and event.message.text() == INTERRUPTED_MARK:
+        # the one user message keel adds itself that Claude Code prints: after an interrupted reply
+        return {
+            "type": "user",
+            "message": to_data(event.message),
             "parent_tool_use_id": None,
             "session_id": sid,
             "uuid": event.uuid,
@@ -135,8 +163,10 @@ def result_line(
     duration_api_ms: int | None = None,
     structured_output: Any = None,
     permission_denials: list[dict[str, Any]] | None = None,
+    stop_reason: str | None = None,
 ) -> dict[str, Any]:
-    """The ``result`` line with every field the Claude Agent SDK's ``ResultMessage`` requires."""
+    """The ``result`` line with every field the Claude Agent SDK's ``ResultMessage`` requires;
+    ``stop_reason`` is the last reply's (``end_turn`` for a success when not given)."""
     line: dict[str, Any] = {
         "type": "result",
         "subtype": _RESULT_SUBTYPES.get(subtype, subtype),
@@ -145,7 +175,7 @@ def result_line(
         "duration_api_ms": duration_ms if duration_api_ms is None else duration_api_ms,
         "num_turns": num_turns,
         "result": result,
-        "stop_reason": None if is_error else "end_turn",
+        "stop_reason": stop_reason if stop_reason is not None else None if is_error else "end_turn",
         "session_id": session_id,
         "total_cost_usd": total_cost_usd,
         "usage": usage,
@@ -163,22 +193,36 @@ def result_line(
     return line
 
 
-def end_of_run(line: dict[str, Any], *, error: str, api_error_status: int | None) -> dict[str, Any]:
+def end_of_run(
+    line: dict[str, Any],
+    *,
+    error: str,
+    api_error_status: int | None,
+    interrupted_during: str = "",
+    api_error: bool = False,
+) -> dict[str, Any]:
     """Finish a result line with why the run ended, as Claude Code 2.1.328 says it: a run that did
-    not succeed lists why in ``errors``; a run an API error ended is ``subtype: "success"`` with
-    ``is_error: true``, ``terminal_reason`` ``"api_error"`` (``"prompt_too_long"`` for a request
-    over the context window), the HTTP status in ``api_error_status`` and the message in
-    ``result`` (no ``errors``). Returns ``line``, changed in place."""
-    if api_error_status is not None and line["is_error"]:
+    not succeed lists why in ``errors``; a run an API error ended (``api_error``, or an HTTP
+    status; an unreachable endpoint has none) is ``subtype: "success"`` with ``is_error: true``,
+    ``terminal_reason`` ``"api_error"`` (``"prompt_too_long"`` for a request over the context
+    window), the HTTP status in ``api_error_status`` (null without one), ``stop_reason``
+    ``"stop_sequence"`` and the message in ``result`` (no ``errors``); an interrupted run is
+    ``error_during_execution`` with ``terminal_reason`` ``"aborted_streaming"`` (or
+    ``"aborted_tools"`` in a tool call) and ``stop_reason`` null. Returns ``line``, changed in place."""
+    if (api_error_status is not None or api_error) and line["is_error"]:
         too_long = any(marker in error.lower() for marker in _TOO_LONG)
         line.update(
             subtype="success",
             terminal_reason="prompt_too_long" if too_long else "api_error",
             api_error_status=api_error_status,
             result=error or line["result"],
+            stop_reason="stop_sequence",
         )
         line.pop("errors", None)
-    elif line["subtype"] != "success":
+        return line
+    if interrupted_during:
+        line.update(terminal_reason=_ABORTED.get(interrupted_during, "aborted_streaming"), stop_reason=None)
+    if line["subtype"] != "success":
         line["errors"] = [error or line["result"] or line["subtype"]]
     return line
 

@@ -160,12 +160,15 @@ def _walk(root: Path) -> Iterator[Path]:
                 stack.append((entry, depth + 1))
 
 
-def load_skills(cwd: Path, home: Path, *, plugins: Sequence[tuple[str, Path, Path]] = ()) -> SkillCatalog:
-    """``plugins``: (plugin name, its skills folder, its root). A user's skill and a project's of
-    one name: the user's is kept (Claude Code 2.1.328; in one scope ``.keel`` wins over ``.claude``)."""
+def load_skills(
+    cwd: Path, home: Path, *, plugins: Sequence[tuple[str, Path, Path]] = (), scopes: frozenset[str] | None = None
+) -> SkillCatalog:
+    """``plugins``: (plugin name, its skills folder, its root); ``scopes``: read only the user's
+    and/or the project's folders (``--setting-sources``). A user's skill and a project's of one
+    name: the user's is kept (Claude Code 2.1.328; in one scope ``.keel`` wins over ``.claude``)."""
     catalog = SkillCatalog()
     sources: list[tuple[Path, str, str, Path | None]] = [(d, f"plugin:{n}", n, r) for n, d, r in plugins]
-    sources += [(d, s, "", None) for d, s in skill_dirs(cwd, home)]
+    sources += [(d, s, "", None) for d, s in skill_dirs(cwd, home) if scopes is None or s in scopes]
 
     def add(found: tuple[Skill | None, str]) -> None:
         skill, warning = found

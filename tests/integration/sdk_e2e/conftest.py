@@ -17,6 +17,7 @@ What it does for every test, and nothing else (see SOURCES.md):
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -76,7 +77,9 @@ def _fake_api_key() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def sdk_model(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
+def sdk_model(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeLLMServer]:
     from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
     server = fake_llm_server({"steps": []})
@@ -100,3 +103,9 @@ def sdk_model(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(SubprocessCLITransport, "_find_cli", lambda self: CLI)
     yield server
     stop(server)
+    if os.environ.get("SDK_E2E_DEBUG"):  # what the model was asked and answered, to debug a script
+        for r in server.cursor.requests:
+            t = turn_of(r["body"])
+            print(f"request: prompt={t.prompt[:80]!r} k={t.k} called={t.called} tools={len(t.tools)}")
+            if os.environ.get("SDK_E2E_DEBUG") == "2":
+                print(json.dumps(r["body"]["messages"])[:6000])

@@ -32,6 +32,7 @@ class Turn:
     model: str
     system: str
     called: list[str] = field(default_factory=list)  # the tools called since the prompt
+    searched: list[str] = field(default_factory=list)  # the ToolSearch queries since the prompt
     results: list[str] = field(default_factory=list)  # the tool results since the prompt
 
     def offers(self, name: str) -> bool:
@@ -72,26 +73,31 @@ def turn_of(body: dict[str, Any]) -> Turn:
     prompt, start = "", 0
     for i in range(len(messages) - 1, -1, -1):
         msg = messages[i]
-        if msg.get("role") == "assistant":
-            continue
+        content = msg.get("content")
+        if msg.get("role") != "user" or (
+            isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+        ):
+            continue  # Claude Code's "system" messages, a tool result (and text a hook added to it): no new prompt
         words = " ".join(w for w in (_human(t) for t in _text_of(msg.get("content"))) if w)
         if words:
             prompt, start = words, i
             break
     after = messages[start + 1 :]
     k = sum(1 for m in after if m.get("role") == "assistant")
-    called, results = [], []
+    called, searched, results = [], [], []
     for msg in after:
         for b in msg.get("content") if isinstance(msg.get("content"), list) else []:
             if isinstance(b, dict) and b.get("type") == "tool_use":
                 called.append(str(b.get("name")))
+                if b.get("name") == "ToolSearch":
+                    searched.append(str((b.get("input") or {}).get("query", "")))
             elif isinstance(b, dict) and b.get("type") == "tool_result":
                 results.append(_result_text(b.get("content")))
     system = body.get("system") or ""
     if isinstance(system, list):
         system = "\n".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
     tools = [str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict)]
-    return Turn(prompt, k, tools, str(body.get("model", "")), str(system), called, results)
+    return Turn(prompt, k, tools, str(body.get("model", "")), str(system), called, searched, results)
 
 
 # -- building blocks --------------------------------------------------------------------------------
@@ -133,12 +139,17 @@ def structured(value: dict[str, Any]) -> Callable[[Turn], Step | str]:
     return respond
 
 
-def explore_then(tool: tuple[str, dict[str, Any]], final: Callable[[Turn], dict[str, Any]]) -> Callable[[Turn], Step | str]:
-    """Use a tool first (when offered), then give the structured answer built from its result."""
+def explore_then(
+    tool: tuple[str, dict[str, Any]], shell: str, final: Callable[[Turn], dict[str, Any]]
+) -> Callable[[Turn], Step | str]:
+    """Use a tool first (``tool`` when offered, else Bash running ``shell``: Claude Code 2.1.328
+    has no Glob or Grep), then give the structured answer built from its result."""
 
     def respond(t: Turn) -> Step | str:
         if t.k == 0 and t.offers(tool[0]):
             return call(tool, text="Let me look.")
+        if t.k == 0 and t.offers("Bash"):
+            return call(("Bash", {"command": shell, "description": "Look at the files"}), text="Let me look.")
         return structured(final(t))(t)
 
     return respond
@@ -182,29 +193,41 @@ def greeter(t: Turn) -> Step | str:
     return "DONE"
 
 
+MCP_ARGS = {"echo": {"text": "test"}, "greet": {"name": "Alice"}}
+
+
 def mcp(*names: str, text: str = "") -> Callable[[Turn], Step | str]:
-    """Call the named MCP tools one per reply, each only if offered; then a closing text."""
-    args = {"echo": {"text": "test"}, "greet": {"name": "Alice"}}
+    """Call the named MCP tools one per reply, in order. A tool the request does not offer is
+    looked up with ToolSearch first when that is offered (Claude Code defers MCP tools' schemas);
+    one still not offered is left out. Then a closing text."""
 
     def respond(t: Turn) -> Step | str:
-        if t.k < len(names):
-            name = names[t.k]
+        for name in names:
+            if name in t.called:
+                continue
             if t.offers(name):
-                return call((name, args[name.rsplit("__", 1)[-1]]))
-            return f"I do not have the {name} tool available."
+                return call((name, MCP_ARGS[name.rsplit("__", 1)[-1]]))
+            query = f"select:{name}"
+            if t.offers("ToolSearch") and query not in t.searched:
+                return call(("ToolSearch", {"query": query}))
         return text or "All done."
 
     return respond
 
 
 def mcp_together(*names: str) -> Callable[[Turn], Step | str]:
+    """Both tools in one reply (after one ToolSearch for them, when Claude Code defers them)."""
     args = {"echo": {"text": "test"}, "greet": {"name": "Bob"}}
 
     def respond(t: Turn) -> Step | str:
+        if any(n in t.called for n in names):
+            return "Both tools ran."
+        missing = [n for n in names if not t.offers(n)]
+        query = "select:" + ",".join(missing)
+        if missing and t.offers("ToolSearch") and query not in t.searched:
+            return call(("ToolSearch", {"query": query}))
         offered = [n for n in names if t.offers(n)]
-        if t.k == 0 and offered:
-            return call(*[(n, args[n.rsplit("__", 1)[-1]]) for n in offered])
-        return "Both tools ran."
+        return call(*[(n, args[n.rsplit("__", 1)[-1]]) for n in offered]) if offered else "The tools are not available."
 
     return respond
 
@@ -216,7 +239,9 @@ def _count(results: list[str], suffix: str) -> int:
 # -- the table ---------------------------------------------------------------------------------------
 
 ARITHMETIC = answers({"2 + 2": "4", "2+2": "4", "1+1": "2", "1 + 1": "2", "3+3": "6"})
-REPLY_EXACTLY = answers({"Reply with exactly: one": "one", "Reply with exactly: two": "two", "Reply with exactly: three": "three"})
+REPLY_EXACTLY = answers(
+    {"Reply with exactly: one": "one", "Reply with exactly: two": "two", "Reply with exactly: three": "three"}
+)
 SUBAGENT = answers({"Use the Agent tool exactly once": greeter, "say hi": "Hi there, nice to meet you!"})
 
 RESPONDERS: dict[str, Callable[[Turn], Step | str]] = {
@@ -291,6 +316,7 @@ RESPONDERS: dict[str, Callable[[Turn], Step | str]] = {
     # test_structured_output.py (the project tree is made by the harness: conftest.PROJECT_FILES)
     "test_simple_structured_output": explore_then(
         ("Glob", {"pattern": "src/claude_agent_sdk/**/*.py"}),
+        "find src/claude_agent_sdk -name '*.py'",
         lambda t: {"file_count": _count(t.results, ".py"), "has_tests": False, "test_file_count": 0},
     ),
     "test_nested_structured_output": structured(
@@ -298,6 +324,7 @@ RESPONDERS: dict[str, Callable[[Turn], Step | str]] = {
     ),
     "test_structured_output_with_enum": explore_then(
         ("Grep", {"pattern": "import (pytest|unittest|nose)", "path": "tests", "output_mode": "content"}),
+        "grep -rE 'import (pytest|unittest|nose)' tests",
         lambda t: {
             "has_tests": "pytest" in " ".join(t.results),
             "test_framework": "pytest" if "pytest" in " ".join(t.results) else "unknown",
@@ -306,7 +333,11 @@ RESPONDERS: dict[str, Callable[[Turn], Step | str]] = {
     ),
     "test_structured_output_with_tools": explore_then(
         ("Glob", {"pattern": "*"}),
-        lambda t: {"file_count": len([r for r in "\n".join(t.results).splitlines() if r.strip()]), "has_readme": "README" in " ".join(t.results)},
+        "ls -A",
+        lambda t: {
+            "file_count": len([r for r in "\n".join(t.results).splitlines() if r.strip()]),
+            "has_readme": "README" in " ".join(t.results),
+        },
     ),
     # test_tool_permissions.py
     "test_permission_callback_gets_called": bash_from_prompt,

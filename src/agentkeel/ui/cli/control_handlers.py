@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkeel import __version__
@@ -35,6 +37,7 @@ class Session(Protocol):
     mode_before_start: str | None
     sdk_servers: list[str]
     mcp_tools: dict[str, list[str]]
+    model_choice: str | None
     old_providers: list[Any]
     stop_reading: Callable[[], None]
 
@@ -42,6 +45,8 @@ class Session(Protocol):
     def channel(self) -> Writer: ...
 
     async def build(self, init: dict[str, Any] | None) -> Runtime: ...
+
+    def interrupt(self) -> None: ...
 
 
 log = logging.getLogger("agentkeel.control")
@@ -91,8 +96,8 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
         return {
             "commands": commands_of(rt),
             "agents": agents_of(rt),
-            "output_style": "default",
-            "available_output_styles": ["default"],
+            "output_style": output_style_of(rt),
+            "available_output_styles": output_styles(rt, session.opts.home),
             "models": [{"value": rt.model.qualified, "displayName": rt.model.qualified, "description": ""}],
             "account": {"apiKeySource": "none"},
             "pid": __import__("os").getpid(),
@@ -103,8 +108,7 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
             "session_state": "idle",
         }
     if sub == "interrupt":
-        if session.rt is not None:
-            session.rt.agent.interrupt()
+        session.interrupt()
         return {}
     if sub == "set_permission_mode":
         mode = body.get("mode")
@@ -116,16 +120,10 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
             session.rt.permissions.mode = mode
         return {}
     if sub == "set_model":
-        return await _set_model(session, body.get("model"))
+        return await set_model(session, body.get("model"))
     if sub == "mcp_status":
-        servers = [
-            {"name": name, "status": "connected", "tools": [{"name": t} for t in session.mcp_tools.get(name, [])]}
-            for name in session.sdk_servers
-        ]
-        for raw in session.opts.mcp_config:
-            with contextlib.suppress(ValueError, AttributeError):
-                servers += [{"name": n, "status": "pending"} for n in json.loads(raw)["mcpServers"]]
-        return {"mcpServers": servers}
+        rt = session.rt or await session.build(None)
+        return {"mcpServers": mcp_servers(rt, session.sdk_servers, session.mcp_tools, full=True)}
     if sub == "get_context_usage":
         return _context_usage(session, session.rt or await session.build(None))
     if sub == "rewind_files":  # session/history.py: files back to before a user message
@@ -142,7 +140,7 @@ async def _dispatch(session: Session, req: ControlRequest) -> dict[str, Any]:
     )
 
 
-async def _set_model(session: Session, name: Any) -> dict[str, Any]:
+async def set_model(session: Session, name: Any) -> dict[str, Any]:
     from agentkeel.models.catalog import ModelConfigError, resolve_model
     from agentkeel.models.factory import make_provider
 
@@ -162,6 +160,7 @@ async def _set_model(session: Session, name: Any) -> dict[str, Any]:
     rt.agent.config.model = info.model
     rt.agent.config.cost = info.prices.cost
     rt.model = info
+    session.model_choice = name  # a new session (/clear) starts on it too
     return {}
 
 
@@ -240,6 +239,77 @@ def agents_of(rt: Runtime) -> list[dict[str, str]]:
             entry["model"] = agent.model
         out.append(entry)
     return out
+
+
+def mcp_servers(
+    rt: Runtime,
+    sdk_servers: Sequence[str] = (),
+    sdk_tools: Mapping[str, list[str]] | None = None,
+    *,
+    full: bool = False,
+) -> list[dict[str, Any]]:
+    """The session's MCP servers as Claude Code reports them: the SDK host's own (in process:
+    connected once registered) and every configured one with its connection's status. ``full``
+    (``mcp_status``): with each server's tools, error, scope and transport."""
+    from agentkeel.mcp import mcp_pool
+
+    tools = sdk_tools or {}
+    out: list[dict[str, Any]] = []
+    for name in sdk_servers:
+        entry: dict[str, Any] = {"name": name, "status": "connected"}
+        if full:
+            entry.update(tools=[{"name": t} for t in tools.get(name, [])], config={"type": "sdk"})
+        out.append(entry)
+    pool = mcp_pool(rt.agent.services)
+    for name, conn in (pool.connections if pool is not None else {}).items():
+        scope = conn.config.scope
+        entry = {"name": name, "status": conn.status, "source": "dynamic" if scope == "cli" else scope}
+        if full:
+            entry.update(scope=conn.config.scope, config={"type": conn.config.transport})
+            if conn.config.url:
+                entry["config"]["url"] = conn.config.url
+            if conn.error and conn.status == "failed":
+                entry["error"] = conn.error
+            if conn.status == "connected":
+                entry["tools"] = [{"name": t.name, "description": t.description or ""} for t in conn.tools]
+        out.append(entry)
+    return out
+
+
+def init_fields(rt: Runtime, opts: RuntimeOptions | None, sdk_servers: Sequence[str] = ()) -> dict[str, Any]:
+    """What the ``init`` message says of the session besides its id, model and tools (``-p`` and
+    stream-json alike, as Claude Code 2.1.328). ``apiKeySource`` names where the key came from,
+    never the key."""
+    env = {**(opts.env if opts is not None else os.environ), **rt.settings.settings.env}
+    source = next((n for n in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN") if env.get(n)), "none")
+    return {
+        "permissionMode": rt.permissions.mode,
+        "mcp_servers": mcp_servers(rt, sdk_servers),
+        "apiKeySource": source,
+        "slash_commands": [c["name"] for c in commands_of(rt)],
+        "output_style": output_style_of(rt),
+        "agents": [a["name"] for a in agents_of(rt)],
+        "skills": skills_of(rt),
+        "plugins": [{"name": p.name, "path": str(p)} for p in (opts.plugin_dirs if opts is not None else ())],
+        "additional_directories": [str(d) for d in rt.agent.context.additional_dirs],
+    }
+
+
+def output_style_of(rt: Runtime) -> str:
+    """The ``outputStyle`` the settings name, verbatim as Claude Code echoes it ("default" when none)."""
+    return rt.settings.settings.outputStyle or "default"
+
+
+def output_styles(rt: Runtime, home: Path) -> list[str]:
+    """The built-in styles and the style files of the project and the user."""
+    from agentkeel.context.styles import BUILTIN, style_dirs
+
+    names = [s.name for s in BUILTIN.values()]
+    for folder in style_dirs(rt.agent.context.cwd, home):
+        with contextlib.suppress(OSError):
+            names += [p.stem for p in sorted(folder.glob("*.md")) if p.stem not in names]
+    current = output_style_of(rt)
+    return names if current in names else [*names, current]
 
 
 def skills_of(rt: Runtime) -> list[str]:

@@ -24,6 +24,7 @@ from agentkeel import (
     RunResult,
     Runtime,
     RuntimeOptions,
+    SessionStarted,
     ToolFinished,
 )
 from agentkeel.commands.run import run_prompt
@@ -81,7 +82,13 @@ def result_object(rt: Runtime, result: RunResult, structured: StructuredOutput |
     out = sdk_result(rt.session_id, result, structured)
     out["permission_denials"] = permission_denials(result.refused)
     error = result.error if result.is_error else out["result"]  # a schema retry failure: its why
-    end_of_run(out, error=error, api_error_status=result.api_error_status)
+    end_of_run(
+        out,
+        error=error,
+        api_error_status=result.api_error_status,
+        interrupted_during=result.interrupted_during,
+        api_error=result.api_error,
+    )
     out["context"] = context_result_fields(rt)
     return out
 
@@ -156,12 +163,22 @@ class StreamJson:
     """Writes the session as Claude Code's stream-json lines (see agentkeel.protocol.stream_json).
     The result line is written once the run is over, with the process's whole duration."""
 
-    def __init__(self, rt: Runtime, out: Output, *, partial: bool = False, hooks: bool = False) -> None:
+    def __init__(
+        self,
+        rt: Runtime,
+        out: Output,
+        *,
+        partial: bool = False,
+        hooks: bool = False,
+        opts: RuntimeOptions | None = None,
+    ) -> None:
         from agentkeel.protocol import stream_json
         from agentkeel.protocol.partial import PartialMessages
 
         self.stream_json = stream_json
         self.out = out
+        self.rt = rt
+        self.opts = opts
         visible = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
         self.session = stream_json.Session(rt.session_id, visible)
         self.partial = PartialMessages(rt.session_id) if partial else None
@@ -170,6 +187,12 @@ class StreamJson:
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunFinished):
             return
+        if isinstance(event, SessionStarted):  # the MCP servers have started: their tools and status
+            from agentkeel.ui.cli.control_handlers import init_fields
+
+            rt = self.rt
+            self.session.tools = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
+            self.session.extra_init = init_fields(rt, self.opts)
         stream_json = self.stream_json
         extra = self.partial.encode(event) if self.partial is not None else []
         if self.hooks:
@@ -205,7 +228,9 @@ def run_headless(args: argparse.Namespace, prompt: str) -> int:
     out = Output(rt)
     verbose = bool(getattr(args, "verbose", False))
     if args.output_format == "stream-json":
-        rt.bus.subscribe(StreamJson(rt, out, partial=args.include_partial_messages, hooks=args.include_hook_events))
+        rt.bus.subscribe(
+            StreamJson(rt, out, partial=args.include_partial_messages, hooks=args.include_hook_events, opts=opts)
+        )
         from agentkeel.agents.spawner import forward_subagents  # what Claude Code shows of subagents
         from agentkeel.protocol.stream_json import dumps
         from agentkeel.ui.cli.mirror import attach_mirror

@@ -22,8 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from agentkeel import Event, KeelError, Runtime, RuntimeOptions
-from agentkeel.core.events import RunFinished, SessionStarted
+from agentkeel.core.events import RunFinished, SessionStarted, new_id
 from agentkeel.core.extensions import ToolCall
 from agentkeel.policy.permissions.verdicts import Decision
 from agentkeel.protocol import control, stream_json
@@ -132,6 +134,11 @@ class Session:
         self.building = asyncio.Lock()
         self.denial_messages = DenialMessages()
         self.stop_reading: Callable[[], None] = lambda: None  # _serve: end the input loop
+        self.extended = False  # the session's own extensions are in opts (once: /clear builds again)
+        self.started: SessionStarted | None = None  # the session's start, told again before each later turn
+        self.turns = 0  # the messages this session has run
+        self.model_choice: str | None = None  # set_model's (None: the configured model)
+        self.interrupt_requested = False  # an interrupt came for the message being run (maybe before it began)
 
     # --- building the runtime ---------------------------------------------------------
 
@@ -170,9 +177,11 @@ class Session:
                 opts.append_system_prompt = init["appendSystemPrompt"]
         if self.args.permission_prompt_tool == "stdio":
             opts.ask = self._ask
-            opts.extensions.append(self.denial_messages.extension())
-        if self.structured is not None:
+            if not self.extended:
+                opts.extensions.append(self.denial_messages.extension())
+        if self.structured is not None and not self.extended:
             opts.extensions.append(self.structured.extension())
+        self.extended = True
         try:
             rt = Runtime.create(opts)
         except ResumeRefused as e:  # Claude Code's answer: an error result, then the end
@@ -244,6 +253,7 @@ class Session:
         if isinstance(event, SessionStarted):
             self.encoder.tools = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
             self.encoder.extra_init = self.init_fields(rt)
+            self.started = event
         if self.partial is not None:
             for line in self.partial.encode(event):
                 self.channel.write(line)
@@ -255,20 +265,9 @@ class Session:
             self.channel.write(encoded)
 
     def init_fields(self, rt: Runtime) -> dict[str, Any]:
-        from agentkeel.ui.cli.control_handlers import agents_of, commands_of, skills_of
+        from agentkeel.ui.cli.control_handlers import init_fields
 
-        servers = [{"name": s, "status": "connected"} for s in self.sdk_servers]
-        return {
-            "permissionMode": rt.permissions.mode,
-            "mcp_servers": servers,
-            "apiKeySource": "none",
-            "slash_commands": [c["name"] for c in commands_of(rt)],
-            "output_style": "default",
-            "agents": [a["name"] for a in agents_of(rt)],
-            "skills": skills_of(rt),
-            "plugins": [{"name": p.name, "path": str(p)} for p in self.opts.plugin_dirs],
-            "additional_directories": [str(d) for d in rt.agent.context.additional_dirs],
-        }
+        return init_fields(rt, self.opts, self.sdk_servers)
 
     # --- runs ---------------------------------------------------------------------------
 
@@ -278,17 +277,18 @@ class Session:
             self.structured.reset()
         source = "resume" if rt.resumed is not None else "startup"
         command = _slash_line(message)
+        if command is not None and _is_clear(rt, command):
+            await self.clear(rt, started)
+            return
         try:
             await rt.start()
+            self._init_again(rt)
             if command is None:
-                result = await rt.agent.run(message, source=source)
+                result = await self._run(rt, message, source)
             else:  # "/name args": that command, as Claude Code runs it (the SDKs' only input mode)
                 from agentkeel.commands.run import run_prompt
 
-                cleared = _is_clear(rt, command)
                 result = await run_prompt(rt, command)
-                if cleared and not result.is_error:
-                    self.channel.write(stream_json.conversation_reset(rt.session_id))
         except Exception as exc:  # a SinkFailed start: the run could not begin
             result = rt.agent.failed(str(exc))
         from agentkeel.ui.cli.headless import result_object
@@ -299,6 +299,87 @@ class Session:
             line["origin"] = origin
         self.last_error = bool(line["is_error"])
         self.channel.write(line)
+
+    def _init_again(self, rt: Runtime) -> None:
+        """Claude Code writes an ``init`` line before every turn, not only the first: the second
+        and later turns of a session get one too (as things stand then: tools, mode, model)."""
+        self.turns += 1
+        if self.turns == 1 or self.started is None:
+            return
+        self.encoder.tools = [t.name for t in rt.agent.tools.visible(rt.agent.ext.hides)]
+        self.encoder.extra_init = self.init_fields(rt)
+        again = msgspec.structs.replace(self.started, model=rt.model.qualified, uuid=new_id())
+        line = stream_json.encode(again, self.encoder)
+        if line is not None:
+            self.channel.write(line)
+
+    async def _run(self, rt: Runtime, message: Any, source: str) -> Any:
+        """The agent's run of one message. An interrupt that arrived before the run began (the
+        SDK's ``interrupt()`` right after ``query()``) stops it too, as in Claude Code."""
+        task = asyncio.ensure_future(rt.agent.run(message, source=source))
+        await asyncio.sleep(0)  # the run has begun: its interrupt flag is fresh
+        if self.interrupt_requested:
+            rt.agent.interrupt()
+        return await task
+
+    def interrupt(self) -> None:
+        """The client's ``interrupt``: the message being run (or about to be) stops."""
+        if self.running is not None or not self.inputs.empty():
+            self.interrupt_requested = True
+        if self.rt is not None:
+            self.rt.agent.interrupt()
+
+    async def clear(self, rt: Runtime, started: float) -> None:
+        """``/clear`` as Claude Code 2.1.328 does it in stream-json: ``conversation_reset`` (the old
+        session's id), then a new session (its own id and transcript, a new ``init``) whose result
+        is the command's (``local_command: "clear"``, no turn). The old transcript is kept whole;
+        the permission mode and the model carry over."""
+        self.channel.write(stream_json.conversation_reset(rt.session_id))
+        mode = rt.permissions.mode
+        await rt.aclose("clear")
+        opts = self.opts
+        opts.resume, opts.continue_session, opts.fork_session, opts.session_id = None, False, False, None
+        opts.start_source = "clear"  # the new session's SessionStart hooks see source "clear", as Claude Code's
+        self.rt, self.mode_before_start, self.started, self.turns = None, mode, None, 1  # the new init counts
+        try:
+            fresh = await self.build(None)
+            if self.model_choice is not None:
+                from agentkeel.ui.cli.control_handlers import set_model
+
+                await set_model(self, self.model_choice)
+            await fresh.start()
+        except Exception as exc:  # the new session could not be built: say so, as an error result
+            self.last_error = True
+            self.channel.write(
+                stream_json.end_of_run(
+                    self._cleared_line(rt.session_id, started, str(exc)), error=str(exc), api_error_status=None
+                )
+            )
+            return
+        line = self._cleared_line(fresh.session_id, started, "")
+        self.last_error = False
+        self.channel.write(line)
+
+    def _cleared_line(self, session_id: str, started: float, error: str) -> dict[str, Any]:
+        line = stream_json.result_line(
+            subtype="error_during_execution" if error else "success",
+            is_error=bool(error),
+            duration_ms=int((time.monotonic() - started) * 1000),
+            num_turns=0,
+            result=error,
+            session_id=session_id,
+            total_cost_usd=0.0,
+            usage={
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+            },
+        )
+        line["stop_reason"] = None
+        line.pop("terminal_reason", None)
+        line["local_command"] = "clear"
+        return line
 
 
 def _slash_line(message: Any) -> str | None:
@@ -370,6 +451,7 @@ async def _serve(session: Session) -> int:
             session.running = asyncio.current_task()
             try:
                 await session.run_one(item.message, time.monotonic(), item.origin)
+                session.interrupt_requested = False  # it applied to this message
             except control.ControlError as e:  # the session could not be built: a usage error
                 print(f"keel: {e}", file=sys.stderr)
                 session.usage_error = True

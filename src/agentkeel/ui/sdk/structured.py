@@ -113,4 +113,5 @@ def result_object(session_id: str, result: RunResult, structured: StructuredOutp
         total_cost_usd=result.total_cost_usd,
         usage=result.usage.to_wire(),
         structured_output=structured.value if structured is not None and not is_error else None,
+        stop_reason=result.stop_reason,
     )

@@ -171,7 +171,8 @@ def test_unreachable_endpoint(keel: Callable[..., KeelRun]) -> None:
     run = keel("-p", "hi", "--output-format", "json", env=env)
     assert run.code == 1
     result = run.json()
-    assert result["subtype"] == "error_during_execution"
+    # Claude Code 2.1.328's shape for an endpoint that never answers: an API error (docs/sdk.md)
+    assert result["subtype"] == "success" and result["is_error"] is True and result["terminal_reason"] == "api_error"
     assert "cannot reach http://127.0.0.1:9" in result["result"]
     assert "Traceback" not in run.stderr
 
