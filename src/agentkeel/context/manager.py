@@ -29,7 +29,7 @@ from agentkeel.context.compaction import (
     compact,
 )
 from agentkeel.context.instructions import ImportPolicy, InstructionFile, Instructions, render
-from agentkeel.context.state import WorkingState, named_path, touches_files
+from agentkeel.context.state import ResumedView, WorkingState, named_path, touches_files
 from agentkeel.context.styles import find_style
 from agentkeel.context.tokens import Accounting, Breakdown, Estimator, Window, breakdown
 from agentkeel.core.events import Event, Notice
@@ -111,10 +111,14 @@ class ContextManager:
 
     def replay(self, events: list[Event]) -> None:
         """A resumed session: the working state from its log, and the compactions it had."""
+        last: Compaction | None = None
         for event in events:
             self.state.on_event(event)
             if isinstance(event, Compaction):
                 self.accounting.compactions += 1
+                last = event
+        if last is not None:
+            self.services.put(ResumedView, ResumedView(len(last.messages), last.tokens_before))
 
     def warnings(self) -> list[str]:
         return [*self.notes, *self.instructions.notes, *self.builder.dropped]
