@@ -280,7 +280,10 @@ class ContextManager:
         # overflowed goes as a transcript, in chunks if need be)
         # (its limit: the summary's, or what is left beside the thinking budget when that is less)
         room = self.window.size - before - self.estimator.tokens(len(WHOLE_REQUEST)) - 500
-        plan.whole_max = min(plan.summary_max, room - (request.thinking_budget or 0))
+        budget = request.thinking_budget or 0
+        plan.whole_max = min(plan.summary_max, room - budget)
+        if budget:  # nor more output than the session's own requests ask (within the model's cap)
+            plan.whole_max = min(plan.whole_max, request.max_tokens - budget)
         whole = self._whole(request) if trigger != "overflow" and plan.whole_max >= 1024 else None
         outcome = await compact(
             request.messages,
