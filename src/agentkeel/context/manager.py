@@ -276,9 +276,9 @@ class ContextManager:
         plan = self._plan(request)
         extra = [*self.carry(), *pre.context]
         # the summary asked after the conversation as it is, when the answer has room in the window
-        # beside the thinking budget (Anthropic refuses max_tokens <= budget_tokens; a prompt that
-        # overflowed goes as a transcript, in chunks if need be)
-        # (its limit: the summary's, or what is left beside the thinking budget when that is less)
+        # beside the thinking budget (Anthropic refuses max_tokens <= budget_tokens); its limit is
+        # the summary's, or less when the room is less. A prompt that overflowed goes as a
+        # transcript, in chunks if need be.
         room = self.window.size - before - self.estimator.tokens(len(WHOLE_REQUEST)) - 500
         budget = request.thinking_budget or 0
         plan.whole_max = min(plan.summary_max, room - budget)
