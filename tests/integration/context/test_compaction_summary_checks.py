@@ -44,12 +44,17 @@ def reads(project: Path, n: int, size: int = 40) -> list[Any]:
 
 
 def runtime(
-    project: Path, server: FakeLLMServer, tmp_path: Path, env: dict[str, str] | None = None, **context: Any
+    project: Path,
+    server: FakeLLMServer,
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    wire: str = "anthropic",
+    **context: Any,
 ) -> Runtime:
     home = tmp_path / "keelhome"
     home.mkdir(exist_ok=True)
     (home / "settings.json").write_text(json.dumps({"maxTokens": 1000, "context": context}))
-    return session(project, server=server, env=env, permission_mode="bypassPermissions")
+    return session(project, server=server, env=env, wire=wire, permission_mode="bypassPermissions")
 
 
 def compactions(rt: Runtime) -> list[Compaction]:
@@ -115,6 +120,29 @@ async def test_the_summary_request_is_one_user_message_and_states_its_limit(
     # one figure: the size the instruction states is the request's output limit
     stated = re.search(r"under (\d+) tokens", last_block["text"])
     assert stated is not None and int(stated[1]) == body["max_tokens"]
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "openai"])
+async def test_an_automatic_compaction_after_tool_results_sends_one_user_message(
+    wire: str, project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer]
+) -> None:
+    server = fake_llm({"steps": [*reads(project, 10), "read them"], "match": [{"contains": COMPACT, "steps": [GOOD]}]})
+    rt = runtime(project, server, tmp_path, wire=wire, window=20_000, autoCompactThreshold=0.6, strategy="summarize")
+    try:
+        assert (await rt.run("read the files")).subtype == "success"
+    finally:
+        await rt.aclose()
+    assert compactions(rt) and compactions(rt)[0].trigger == "auto"
+    body = summary_requests(server)[0]
+    roles = [m["role"] for m in body["messages"]]
+    assert all(not (a == b == "user") for a, b in itertools.pairwise(roles)), roles
+    # the compaction came after a tool result: the instruction rides at the end of that message
+    last = body["messages"][-1]
+    assert last["role"] == "user" and COMPACT in json.dumps(last)
+    if wire == "anthropic":
+        assert [b["type"] for b in last["content"]][-2:] == ["tool_result", "text"]
+    else:
+        assert roles[-2] == "tool"
 
 
 @pytest.mark.parametrize(
