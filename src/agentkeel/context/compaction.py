@@ -64,6 +64,15 @@ class SummaryFailed(Exception):
     pass
 
 
+def budget_line(max_tokens: int) -> str:
+    """The size limit, said to the summariser: the request's output limit is the same figure, and a
+    longer answer (cut off, or judged longer) is rejected."""
+    return (
+        f"\n\nKeep the note under {max_tokens} tokens (about {max_tokens * 3 // 4} words): "
+        "a longer one is cut off and lost."
+    )
+
+
 class Plan(msgspec.Struct):
     """What a compaction must achieve, in tokens of the conversation (system and tools excluded)."""
 
@@ -71,6 +80,7 @@ class Plan(msgspec.Struct):
     keep: int  # at most this much of the recent conversation is kept verbatim
     summary_max: int  # the longest acceptable summary
     summariser_input: int  # the most one summariser request may carry
+    whole_max: int = 0  # the longest summary asked after the conversation as it is (0: summary_max)
     timeout_s: float = 120.0
 
 
@@ -242,7 +252,7 @@ def chunks(text: str, max_chars: int) -> list[str]:
 
 async def _one(summarise: Summariser, text: str, max_tokens: int, est: Estimator, timeout_s: float) -> str:
     try:
-        summary = await asyncio.wait_for(summarise(text, max_tokens), timeout_s)
+        summary = await asyncio.wait_for(summarise(text + budget_line(max_tokens), max_tokens), timeout_s)
     except TimeoutError:
         raise SummaryFailed(f"the summariser did not answer within {timeout_s:g}s") from None
     except SummaryFailed:
@@ -278,7 +288,8 @@ async def summarise_head(
         # prompt cache holds all but the instruction, so this request costs a fraction of one that
         # sends the conversation again as text
         try:
-            return await _one(whole, WHOLE_REQUEST + extra, plan.summary_max, est, plan.timeout_s), "summary", notes
+            limit = plan.whole_max or plan.summary_max
+            return await _one(whole, WHOLE_REQUEST + extra, limit, est, plan.timeout_s), "summary", notes
         except SummaryFailed as e:
             notes.append(f"full summary failed: {e}")
     elif len(text) <= max_chars:
@@ -337,15 +348,20 @@ async def compact(
     instructions: str = "",
     source: str = "",
     whole: Summariser | None = None,
+    manual: bool = False,
 ) -> Outcome | None:
     """Compact ``messages`` to fit ``plan.target``; None when there is nothing to compact.
     ``source``: the session's transcript file, named in the carry-over. ``whole``: sends the
     conversation as it is with an instruction after it, (instruction, max tokens) -> summary; the
-    first summary is asked that way when given (the caller knows the request fits)."""
+    first summary is asked that way when given (the caller knows the request fits). ``manual``: the
+    user asked (``/compact``): the older part is summarised whatever the strategy, even when the
+    conversation already fits."""
     earlier = earlier_summary(messages)
     stripped = strip_carryover(messages)
     view = drop_cleared(stripped)
     extra_tokens = est.tokens(sum(len(x) for x in extra) + len(earlier) + len(source) + 600)
+    if manual:
+        strategy = "summarize"
     if strategy in ("clear-tool-results", "hybrid"):
         cleared = clear_tool_results(view, keep_last=2)
         if strategy == "clear-tool-results" or est.messages_tokens(cleared) + extra_tokens <= plan.target:

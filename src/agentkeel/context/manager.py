@@ -19,9 +19,17 @@ import msgspec
 
 from agentkeel.config.settings import ContextSettings
 from agentkeel.context.builder import PromptBuilder
-from agentkeel.context.compaction import COMPACT_MARK, SUMMARY_SYSTEM, WHOLE_REQUEST, Plan, Summariser, compact
+from agentkeel.context.compaction import (
+    COMPACT_MARK,
+    SUMMARY_SYSTEM,
+    WHOLE_REQUEST,
+    Plan,
+    Summariser,
+    SummaryFailed,
+    compact,
+)
 from agentkeel.context.instructions import ImportPolicy, InstructionFile, Instructions, render
-from agentkeel.context.state import WorkingState, named_path, touches_files
+from agentkeel.context.state import ResumedView, WorkingState, named_path, touches_files
 from agentkeel.context.styles import find_style
 from agentkeel.context.tokens import Accounting, Breakdown, Estimator, Window, breakdown
 from agentkeel.core.events import Event, Notice
@@ -105,10 +113,14 @@ class ContextManager:
 
     def replay(self, events: list[Event]) -> None:
         """A resumed session: the working state from its log, and the compactions it had."""
+        last: Compaction | None = None
         for event in events:
             self.state.on_event(event)
             if isinstance(event, Compaction):
                 self.accounting.compactions += 1
+                last = event
+        if last is not None:
+            self.services.put(ResumedView, ResumedView(len(last.messages), last.tokens_before))
 
     def warnings(self) -> list[str]:
         return [*self.notes, *self.instructions.notes, *self.builder.dropped]
@@ -266,9 +278,15 @@ class ContextManager:
         plan = self._plan(request)
         extra = [*self.carry(), *pre.context]
         # the summary asked after the conversation as it is, when the answer has room in the window
-        # (a prompt that overflowed goes as a transcript, in chunks if need be)
+        # beside the thinking budget (Anthropic refuses max_tokens <= budget_tokens); its limit is
+        # the summary's, or less when the room is less. A prompt that overflowed goes as a
+        # transcript, in chunks if need be.
         room = self.window.size - before - self.estimator.tokens(len(WHOLE_REQUEST)) - 500
-        whole = self._whole(request, room) if trigger != "overflow" and room >= 1024 else None
+        budget = request.thinking_budget or 0
+        plan.whole_max = min(plan.summary_max, room - budget)
+        if budget:  # nor more output than the session's own requests ask (within the model's cap)
+            plan.whole_max = min(plan.whole_max, request.max_tokens - budget)
+        whole = self._whole(request) if trigger != "overflow" and plan.whole_max >= 1024 else None
         outcome = await compact(
             request.messages,
             plan,
@@ -279,6 +297,7 @@ class ContextManager:
             instructions=instructions,
             source=str(self.transcript) if self.transcript is not None else "",
             whole=whole,
+            manual=trigger == "manual",
         )
         if outcome is None:
             return None
@@ -310,24 +329,25 @@ class ContextManager:
         )
         return event
 
-    @staticmethod
-    def _summary_max_tokens(max_tokens: int) -> int:
-        return max(256, min(max_tokens * 2, 16_000))
-
-    def _whole(self, request: ModelRequest, room: int) -> Summariser:
+    def _whole(self, request: ModelRequest) -> Summariser:
         """The summariser that sends the conversation as the last request did (its system prompt,
-        tools and messages: a prefix the provider has cached) with the instruction after it; its
-        answer (thinking included) gets at most ``room`` tokens."""
+        tools and messages: a prefix the provider has cached) with the instruction after it, as a
+        text block at the end of the last user message (two user messages in a row are refused by
+        strict chat templates). Its answer gets the summary's limit plus the thinking budget.
+
+        The tools stay and no ``tool_choice`` is sent: removing the tools changes the cached prefix
+        from its start, and a changed ``tool_choice`` drops the cached messages on Anthropic; so the
+        instruction says to call no tool, and an answer that calls one is rejected (``_ask``)."""
 
         async def whole(instruction: str, max_tokens: int) -> str:
             budget = request.thinking_budget or 0  # the same thinking setting: a change drops the cache
-            return await self._ask(
-                msgspec.structs.replace(
-                    request,
-                    messages=[*request.messages, Message.user(instruction)],
-                    max_tokens=min(room, self._summary_max_tokens(max_tokens) + budget),
-                )
-            )
+            messages = list(request.messages)
+            if messages and messages[-1].role == "user":
+                last = messages[-1]
+                messages[-1] = Message(role="user", content=[*last.content, TextBlock(text=instruction)])
+            else:
+                messages.append(Message.user(instruction))
+            return await self._ask(msgspec.structs.replace(request, messages=messages, max_tokens=max_tokens + budget))
 
         return whole
 
@@ -337,17 +357,23 @@ class ContextManager:
             system=SUMMARY_SYSTEM,
             messages=[Message.user(f"{COMPACT_MARK}\nSummarise this session so far:\n\n{text}")],
             tools=[],
-            max_tokens=self._summary_max_tokens(max_tokens),
+            max_tokens=max_tokens,
         )
         return await self._ask(request)
 
     async def _ask(self, request: ModelRequest) -> str:
+        """The summary the model wrote; SummaryFailed when its answer is not one: it called a tool
+        (a plan to look things up, not a note) or stopped at the output limit (a cut-off note)."""
         final: ModelResponse | None = None
         async for chunk in self.provider.stream(request):
             if isinstance(chunk, ModelResponse):
                 final = chunk
         if final is None:
             raise RuntimeError("the summary stream ended without a message")
+        if final.message.tool_uses() or final.stop_reason == "tool_use":
+            raise SummaryFailed("the summariser called a tool instead of writing the summary")
+        if final.stop_reason == "max_tokens":
+            raise SummaryFailed(f"the summary was cut off at the output limit ({request.max_tokens} tokens)")
         return final.message.text()
 
     def _notice(self, level: str, message: str) -> None:

@@ -32,6 +32,16 @@ _SKILL_NAME = re.compile(r"\A<command-name>/([^<\s]+)</command-name>")
 _SKILL_MARK = "Base directory for this skill:"  # how an inline skill's text is framed (skills/run.py)
 
 
+class ResumedView(msgspec.Struct, frozen=True):
+    """A resumed session's view started at a compaction of the log (a service, see
+    ``ContextManager.replay``): its ``messages`` (how many) and the context before it, in tokens.
+    The first request after that compaction held exactly those messages; per-request transforms
+    that depend on what was sent before (pruning) rebuild their state from it."""
+
+    messages: int
+    tokens_before: int
+
+
 def touches_files(effects: Effects) -> bool:
     """A call of a tool with these effects reads or changes the files its paths name."""
     return bool(effects.path_fields) and (effects.reads or effects.writes)

@@ -2,7 +2,9 @@
 
 A ``before_request`` transform of the request; the log is never edited, so a pruned result is
 still in the transcript and a resumed session prunes it the same way (the same bytes: the prompt
-cache keeps its prefix until something new is pruned).
+cache keeps its prefix until something new is pruned): a new process takes the conversation it
+resumes as cached (nothing far back is pruned at its first request), and prunes again what the live
+session pruned at the compaction the view starts at (:class:`~agentkeel.context.state.ResumedView`).
 
 Pruning never costs more than it saves (:func:`pays_off`): pruning a block that sits in the part of
 the conversation the provider has cached makes it write everything from there on again (1.25x the
@@ -23,6 +25,7 @@ from typing import Any
 import msgspec
 from msgspec.structs import replace as dc_replace
 
+from agentkeel.context.state import ResumedView
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import Extension
 from agentkeel.core.provider import ModelRequest
@@ -254,7 +257,8 @@ def context_pruning(bus: EventBus, state: ReliabilityState, services: Services |
     "prompt is too long", session recovery turns on ``shrink`` and older results are cut too."""
     reported = [0]
     applied: set[str] = set()  # tool_use ids pruned once: pruned the same way from then on
-    last: list[list[Message]] = [[]]  # the last request's messages, before pruning
+    # the last request's messages, before pruning; None before this process's first request
+    last: list[list[Message] | None] = [None]
     used: list[int] = []  # the reported context at the last requests (its growth per request)
 
     def effects(name: str) -> Effects:
@@ -276,7 +280,9 @@ def context_pruning(bus: EventBus, state: ReliabilityState, services: Services |
         """The edits made before, and the new ones when they pay for the cache rewrite they cause."""
         new = {k for k in [*edits.results, *edits.inputs] if k not in applied}
         if new:
-            cached = cached_prefix(last[0], messages)
+            # this process's first request: a resumed conversation, cached as the last process sent
+            # it (a new one is one message, nothing to prune)
+            cached = cached_prefix(last[0], messages) if last[0] is not None else len(messages)
             first, saved = len(messages), 0
             for i, msg in enumerate(messages):
                 for b in msg.content:
@@ -298,8 +304,23 @@ def context_pruning(bus: EventBus, state: ReliabilityState, services: Services |
             inputs={k: v for k, v in edits.inputs.items() if k in applied},
         )
 
+    def resumed(messages: list[Message]) -> None:
+        """What the live session pruned at the compaction its view starts at, pruned again: the
+        first request after a compaction rewrites everything, so it pruned all it could then (when
+        the context was past ``pruneAtPercent``)."""
+        view = services.find(ResumedView) if services is not None else None
+        if view is None or not 0 < view.messages <= len(messages) or state.context_window <= 0:
+            return
+        if view.tokens_before * 100 < state.config.pruneAtPercent * state.context_window:
+            return
+        cfg = state.config
+        edits, _ = _plan(messages[: view.messages], cfg.pruneProtectTurns, cfg.pruneProtectTools, effects)
+        applied.update([*edits.results, *edits.inputs])
+
     async def before_request(request: ModelRequest) -> ModelRequest:
         cfg = state.config
+        if last[0] is None:
+            resumed(request.messages)
         used.append(state.last_input_tokens)
         del used[:-10]
         try:

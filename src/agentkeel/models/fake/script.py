@@ -378,7 +378,8 @@ class ScriptCursor:
 def _summary_request_text(request: dict[str, Any] | None) -> str:
     """The text of the last message of an in-process request (a ModelRequest, duck-typed): where a
     summariser request has its mark, whether it is the one message of a transcript or the
-    instruction after the conversation (cheap: the rest of a conversation is never inspected)."""
+    instruction at the end of the conversation's last user message (cheap: the rest of a
+    conversation is never inspected)."""
     model_request = (request or {}).get("request")
     messages = getattr(model_request, "messages", None)
     if not isinstance(messages, list) or not messages:
