@@ -269,14 +269,16 @@ _UNTRUSTED_MODES = frozenset({"default", "plan", "dontAsk"})
 
 def narrow_untrusted(layer: SettingsLayer) -> tuple[SettingsLayer, list[str]]:
     """Drop everything from a project layer that widens permissions or runs code (allow rules,
-    bypass modes, env, hooks, helpers, URLs, MCP servers); keep deny and ask rules."""
+    bypass modes, env, hooks, helpers, URLs, MCP servers); keep deny and ask rules and what only
+    takes a power away (``disableBypassPermissionsMode``)."""
     kept: dict[str, Any] = {}
     dropped: list[str] = []
     for key, value in layer.data.items():
         if key == "permissions" and isinstance(value, dict):
             perms: dict[str, Any] = {}
             for pk, pv in value.items():
-                if pk in ("deny", "ask") or (pk == "defaultMode" and pv in _UNTRUSTED_MODES):
+                restricts = pk == "disableBypassPermissionsMode" and pv == "disable"  # takes a mode away
+                if pk in ("deny", "ask") or restricts or (pk == "defaultMode" and pv in _UNTRUSTED_MODES):
                     perms[pk] = pv
                 else:
                     dropped.append(f"permissions.{pk}")
