@@ -181,15 +181,16 @@ NODE_DIR = Path(sys.prefix) / "node"  # scripts/setup installs the npm packages 
 
 
 def node_modules(package: str) -> Path:
-    """The ``node_modules`` folder scripts/setup filled (the TypeScript Agent SDK, the reference MCP
-    servers), holding ``package``; the test skips, saying how to get it, where node or it is absent."""
+    """The ``node_modules`` folder scripts/setup filled (the TypeScript Agent SDK and ACP client, the
+    reference MCP servers), holding ``package``. Without it the test fails, saying how to get it:
+    the README's setup command installs it, so its absence is a broken setup, not a reason to skip."""
     import shutil
 
     import pytest
 
     folder = NODE_DIR / "node_modules"
     if shutil.which("node") is None or not (folder / package).is_dir():
-        pytest.skip(f"needs node and {package} in {folder}: run scripts/setup")
+        pytest.fail(f"needs node and {package} in {folder}: run scripts/setup")
     return folder
 
 

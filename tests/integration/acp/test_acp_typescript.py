@@ -1,30 +1,16 @@
 """``keel acp`` driven by the official TypeScript client (``@agentclientprotocol/sdk``) under node.
 
-Optional: it runs where node and the SDK are installed (``npm install @agentclientprotocol/sdk`` in
-``~/.cache/keel-acp-ts``, or ``KEEL_ACP_TS_SDK`` naming that folder's ``node_modules``)."""
+The SDK (pinned) is installed by scripts/setup into the venv's node folder (tests/kit.py node_modules)."""
 
 from __future__ import annotations
 
 import json
-import os
-import pwd
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from kit import KEEL, call
-
-REAL_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
-SDK = Path(os.environ.get("KEEL_ACP_TS_SDK") or REAL_HOME / ".cache" / "keel-acp-ts" / "node_modules")
-NODE = shutil.which("node")
-
-pytestmark = pytest.mark.skipif(
-    NODE is None or not (SDK / "@agentclientprotocol" / "sdk").is_dir(),
-    reason="node and @agentclientprotocol/sdk are not installed",
-)
+from kit import KEEL, call, node_modules
 
 
 def test_the_typescript_client_reads_and_edits_through_keel_acp(
@@ -38,13 +24,15 @@ def test_the_typescript_client_reads_and_edits_through_keel_acp(
             "Done.",
         ]
     )
+    sdk = node_modules("@agentclientprotocol/sdk")
+    node = shutil.which("node")
+    assert node is not None
     runner = tmp_path / "ts"
     runner.mkdir()
-    (runner / "node_modules").symlink_to(SDK)  # ESM resolves packages beside the script
+    (runner / "node_modules").symlink_to(sdk)  # ESM resolves packages beside the script
     shutil.copy(Path(__file__).with_name("ts_client.mjs"), runner / "client.mjs")
-    assert NODE is not None
     done = subprocess.run(
-        [NODE, str(runner / "client.mjs"), KEEL, str(project), "make it two"],
+        [node, str(runner / "client.mjs"), KEEL, str(project), "make it two"],
         env=acp_env(server),
         capture_output=True,
         text=True,
