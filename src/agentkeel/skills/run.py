@@ -22,6 +22,7 @@ from agentkeel.core.extensions import LifecyclePoint
 from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.internal.frontmatter import FrontmatterError
+from agentkeel.models.caching import session_part
 from agentkeel.skills.expand import expand
 from agentkeel.skills.loader import Skill, SkillCatalog
 from agentkeel.skills.session import ModelCommand
@@ -181,6 +182,12 @@ SKILL_SCHEMA: dict[str, Any] = {
 
 
 LISTING_HEAD = "The following skills are available for use with the Skill tool:"
+SKILL_TOOL_TEXT = (
+    "Execute a skill within the main conversation. Skills give you specialised instructions and knowledge. "
+    "When a skill of the listing in the session context matches the task, invoke it (with its name and any "
+    "arguments) before you do the work; its full instructions are loaded then. Do not invoke a skill that is "
+    "already running."
+)
 
 
 def listing_line(name: str, description: str) -> str:
@@ -189,17 +196,14 @@ def listing_line(name: str, description: str) -> str:
 
 
 def skill_tool_description(catalog: SkillCatalog, commands: Sequence[ModelCommand] = ()) -> str:
-    """The Skill tool's text: the skills, then the custom and plugin commands (Claude Code lists a
-    command file as a skill and runs it through this tool)."""
+    """The Skill tool's text, then the listing of the skills and the custom and plugin commands
+    (Claude Code lists a command file as a skill and runs it through this tool) as a session part:
+    the wire formats send it after the stable prefix, so that editing a skill does not change the
+    tools every session of the project shares (:mod:`agentkeel.models.caching`)."""
     skills = catalog.for_model()
     lines = [listing_line(s.name, s.description + (f" {s.when_to_use}" if s.when_to_use else "")) for s in skills]
     lines += [listing_line(c.name, c.description) for c in commands]
-    return (
-        "Execute a skill within the main conversation. Skills give you specialised instructions and knowledge. "
-        "When a skill below matches the task, invoke it (with its name and any arguments) before you do the work; "
-        "its full instructions are loaded then. Do not invoke a skill that is already running.\n\n"
-        f"{LISTING_HEAD}\n\n" + "\n".join(lines)
-    )
+    return SKILL_TOOL_TEXT + session_part(f"{LISTING_HEAD}\n\n" + "\n".join(lines))
 
 
 def _runner(commands: Sequence[ModelCommand]) -> Callable[[Any, ToolContext], Awaitable[ToolOutput]]:
