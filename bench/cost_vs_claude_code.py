@@ -18,6 +18,9 @@ Workloads:
   (a failing test's name); the table says whether the last request still carries it.
 - ``first``: the first request of a session in a Claude Code project with CLAUDE.md, a skill and
   a command (the compatibility fixture's files, tests/data/compat).
+- ``second``: the same first request, in a second session of that project started after the
+  first (within the cache's lifetime) and after an edit of the skill's description: what the
+  previous session left in the cache is read (only the second session's request is counted).
 
 Prompt caching is simulated with Anthropic's rules: the prefix order is tools, system, messages;
 each block with ``cache_control`` (at most 4) is a breakpoint; a breakpoint whose prefix is
@@ -30,7 +33,7 @@ cache-write price (1.25x), output at the output price (keel's model catalog). Ea
 a cold cache.
 
     .venv/bin/python bench/cost_vs_claude_code.py [--runs 1] [--quick] [--json out.json]
-        [--workloads bash20,coding12,compact,first] [--keel .venv/bin/keel] [--model claude-sonnet-4-5]
+        [--workloads bash20,coding12,compact,first,second] [--keel .venv/bin/keel] [--model claude-sonnet-4-5]
 
 ``--quick``: shorter compacting session (fewer steps, smaller window). Claude Code is installed
 from npm into ~/.cache/keel-peers on first use (needs node + npm).
@@ -310,10 +313,13 @@ class Figures:
         ) / 1e6
 
 
-def simulate(bodies: list[tuple[bytes, int]], min_tokens: int) -> Figures:
+def simulate(bodies: list[tuple[bytes, int]], min_tokens: int, count_from: int = 0) -> Figures:
+    """The figures of ``bodies[count_from:]``; the requests before only warm the cache."""
     written: set[bytes] = set()
     fig = Figures()
-    for raw, out_tokens in bodies:
+    for n, (raw, out_tokens) in enumerate(bodies):
+        if n == count_from:
+            fig = Figures()
         body = json.loads(raw)
         blocks = blocks_of(body)
         total = sum(b.tokens for b in blocks)
@@ -385,6 +391,7 @@ class Workload:
     setup: Any = None  # (project dir) -> None
     window: int = 0  # a context window for both agents (compaction), 0: the model's
     steps: int = 0
+    warm: Any = None  # (project dir) -> None: run a session first, then this edit, then the measured one
 
 
 def _coding_setup(proj: Path) -> None:
@@ -407,6 +414,13 @@ def _compat_setup(proj: Path) -> None:
         "argument-hint: [user prompt] [orchestration prompt]\n---\n# Plan\n\nCreate a plan for: $ARGUMENTS\n"
     )
     _coding_setup(proj)
+
+
+def _edit_skill(proj: Path) -> None:
+    """Between two sessions: the project's skill gets a new description."""
+    skill = proj / ".claude" / "skills" / "requesting-code-review" / "SKILL.md"
+    text = skill.read_text()
+    skill.write_text(text.replace("description: ", "description: (edited) ", 1))
 
 
 def workloads(quick: bool) -> list[Workload]:
@@ -451,6 +465,15 @@ def workloads(quick: bool) -> list[Workload]:
             steps=steps,
         ),
         Workload("first", "hello", Script([], final="hello there"), "hello there", _compat_setup, steps=0),
+        Workload(
+            "second",
+            "hello",
+            Script([], final="hello there"),
+            "hello there",
+            _compat_setup,
+            steps=0,
+            warm=_edit_skill,
+        ),
     ]
 
 
@@ -480,16 +503,18 @@ def claude_bin(version: str) -> str:
 
 def run_agent(agent: str, exe: str, wl: Workload, base: dict[str, str], tmp: Path, model: str) -> float:
     proj = tmp / "proj"
-    proj.mkdir(parents=True)
-    if wl.setup:
-        wl.setup(proj)
-    subprocess.run(["git", "init", "-q", "."], cwd=proj, check=True)
+    fresh = not proj.exists()  # else: a second session of the same project
+    if fresh:
+        proj.mkdir(parents=True)
+        if wl.setup:
+            wl.setup(proj)
+        subprocess.run(["git", "init", "-q", "."], cwd=proj, check=True)
+        (tmp / "home").mkdir()
     env = dict(base, HOME=str(tmp / "home"))
-    (tmp / "home").mkdir()
     allowed = "Bash,Read,Edit,Skill"
     if agent == "keel":
         home = tmp / "keelhome"
-        home.mkdir()
+        home.mkdir(exist_ok=True)
         if wl.window:
             (home / "settings.json").write_text(json.dumps({"context": {"window": wl.window}}))
         env["KEEL_HOME"] = str(home)
@@ -556,7 +581,7 @@ def main() -> None:
     ap.add_argument("--model", default="claude-sonnet-4-5")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="a shorter compacting session")
-    ap.add_argument("--workloads", default="bash20,coding12,compact,first")
+    ap.add_argument("--workloads", default="bash20,coding12,compact,first,second")
     ap.add_argument("--claude-version", default="2.1.328")
     ap.add_argument("--json", help="write the figures here (default bench/results/cost_vs_claude_code.json)")
     ap.add_argument("--keep", action="store_true", help="keep the recorded request bodies (printed path)")
@@ -580,11 +605,16 @@ def main() -> None:
                 for agent, exe in (("keel", keel), ("claude-code", claude)):
                     where = tmp / f"{wl.name}-{agent}-{i}"
                     rec.reset(_resolve(wl.script, where / "proj"))
+                    warm = 0
+                    if wl.warm:  # an earlier session of the project, then an edit of its skill
+                        run_agent(agent, exe, wl, base, where, a.model)
+                        warm = len(rec.bodies)
+                        wl.warm(where / "proj")
                     wall = run_agent(agent, exe, wl, base, where, a.model)
                     bodies = list(rec.bodies)
                     if a.keep:
                         (where / "requests.jsonl").write_bytes(b"\n".join(r for r, _ in bodies))
-                    fig = simulate(bodies, min_tokens)
+                    fig = simulate(bodies, min_tokens, warm)
                     row: dict[str, Any] = {
                         "requests": fig.requests,
                         "cost_usd": fig.cost(prices),
