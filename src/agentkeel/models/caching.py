@@ -50,8 +50,11 @@ class Layout:
         self.system, tail = split_session(request.system)
         parts = [tail] if tail else []
         self.tools: list[ToolSpec] = []
+        # no system prompt at all (the SDK's default ``--system-prompt ""``): none is made up for the
+        # tools' listings, which stay in their descriptions
+        move = bool(request.system)
         for t in request.tools:
-            description, part = split_session(t.description)
+            description, part = split_session(t.description) if move else (t.description, "")
             if part:
                 parts.append(part)
                 t = ToolSpec(name=t.name, description=description, input_schema=t.input_schema)

@@ -112,3 +112,11 @@ def test_spliced_body_matches_the_plain_encoding_with_marked_earlier_turns() -> 
         plain = encode_json({**anthropic_format.request_params(request), "stream": True})
         assert anthropic_format.request_body(request, cache) == plain
         assert json.loads(plain)["messages"][-3]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_no_system_prompt_means_none_is_made_up() -> None:
+    """The Agent SDK's default ``--system-prompt ""``: the tools keep their listings."""
+    request = ModelRequest("claude-sonnet-4-5", "", _turns(1), TOOLS, 1024)
+    body = anthropic_format.request_params(request)
+    assert "system" not in body
+    assert body["tools"][1]["description"] == TOOLS[1].description
