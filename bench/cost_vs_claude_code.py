@@ -21,6 +21,7 @@ Workloads:
 - ``second``: the same first request, in a second session of that project started after the
   first (within the cache's lifetime) and after an edit of the skill's description: what the
   previous session left in the cache is read (only the second session's request is counted).
+- ``again``: the same, with nothing edited between the two sessions.
 
 Prompt caching is simulated with Anthropic's rules: the prefix order is tools, system, messages;
 each block with ``cache_control`` (at most 4) is a breakpoint; a breakpoint whose prefix is
@@ -33,7 +34,7 @@ cache-write price (1.25x), output at the output price (keel's model catalog). Ea
 a cold cache.
 
     .venv/bin/python bench/cost_vs_claude_code.py [--runs 1] [--quick] [--json out.json]
-        [--workloads bash20,coding12,compact,first,second] [--keel .venv/bin/keel] [--model claude-sonnet-4-5]
+        [--workloads bash20,coding12,compact,first,second,again] [--keel .venv/bin/keel] [--model claude-sonnet-4-5]
 
 ``--quick``: shorter compacting session (fewer steps, smaller window). Claude Code is installed
 from npm into ~/.cache/keel-peers on first use (needs node + npm).
@@ -423,6 +424,10 @@ def _edit_skill(proj: Path) -> None:
     skill.write_text(text.replace("description: ", "description: (edited) ", 1))
 
 
+def _no_edit(proj: Path) -> None:
+    """Between two sessions: nothing changes."""
+
+
 def workloads(quick: bool) -> list[Workload]:
     bash = Script([_bash(f"echo step-{n}") for n in range(20)], final="done after 20 steps")
     read = lambda p: [{"name": "Read", "input": {"file_path": p}}]  # noqa: E731
@@ -473,6 +478,15 @@ def workloads(quick: bool) -> list[Workload]:
             _compat_setup,
             steps=0,
             warm=_edit_skill,
+        ),
+        Workload(
+            "again",
+            "hello",
+            Script([], final="hello there"),
+            "hello there",
+            _compat_setup,
+            steps=0,
+            warm=_no_edit,
         ),
     ]
 
@@ -581,7 +595,7 @@ def main() -> None:
     ap.add_argument("--model", default="claude-sonnet-4-5")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="a shorter compacting session")
-    ap.add_argument("--workloads", default="bash20,coding12,compact,first,second")
+    ap.add_argument("--workloads", default="bash20,coding12,compact,first,second,again")
     ap.add_argument("--claude-version", default="2.1.328")
     ap.add_argument("--json", help="write the figures here (default bench/results/cost_vs_claude_code.json)")
     ap.add_argument("--keep", action="store_true", help="keep the recorded request bodies (printed path)")
