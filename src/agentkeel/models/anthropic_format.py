@@ -73,23 +73,28 @@ def _with_breakpoint(message: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Plan:
-    """Where a request's breakpoints go (at most four): the end of the tools and the end of the
-    stable system prompt, each when its prefix reaches the model's minimum cacheable length; the
-    last message (the rolling tail: the next turn reads it); and the message that ended the
-    previous turn (read however many blocks this turn added)."""
+    """Where a request's breakpoints go, at most four, in this order of need: the end of the stable
+    system prompt (what every session of the project shares) and the end of the session block (what
+    the sessions of a day share while nothing is edited), each when its prefix reaches the model's
+    minimum cacheable length; the last message (the rolling tail: the next turn reads it); the
+    message that ended the previous turn (read however many blocks this turn added); and, when a
+    slot is left, the end of the tools (read after an instruction file was edited)."""
 
     def __init__(self, request: ModelRequest, caching: bool, min_tokens: int | None) -> None:
         self.layout = Layout(request)
         if min_tokens is None:
             min_tokens = min_cache_tokens("anthropic", request.model)
-        self.tools_bp, self.system_bp = stable_breakpoints(self.layout, min_tokens) if caching else (False, False)
-        last = len(request.messages) - 1
+        tools_bp, self.system_bp, self.session_bp = (
+            stable_breakpoints(self.layout, min_tokens) if caching else (False, False, False)
+        )
         self.marked: set[int] = set()
         if caching and request.messages:
-            self.marked.add(last)
+            self.marked.add(len(request.messages) - 1)
             before = previous_tail([m.role for m in request.messages])
             if before is not None:
                 self.marked.add(before)
+        used = self.system_bp + self.session_bp + len(self.marked)
+        self.tools_bp = tools_bp and used < 4
 
 
 def _tools(plan: _Plan) -> list[dict[str, Any]]:
@@ -106,8 +111,10 @@ def _params(request: ModelRequest, plan: _Plan, messages: Any, tools: Any) -> di
         system.append({"type": "text", "text": plan.layout.system})
         if plan.system_bp:
             system[-1]["cache_control"] = _CACHE
-    if plan.layout.session:  # after the stable prefix: the tail breakpoint covers it
+    if plan.layout.session:  # after the stable prefix
         system.append({"type": "text", "text": plan.layout.session})
+        if plan.session_bp:
+            system[-1]["cache_control"] = _CACHE
     if system:
         params["system"] = system
     if request.tools:

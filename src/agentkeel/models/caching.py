@@ -65,14 +65,16 @@ class Layout:
         return sum(len(t.name) + len(t.description) + len(json.dumps(t.input_schema)) + 40 for t in self.tools)
 
 
-def stable_breakpoints(layout: Layout, min_tokens: int) -> tuple[bool, bool]:
-    """Whether the end of the tools and the end of the stable system prompt are worth a
-    breakpoint: the prefix up to each reaches the model's minimum cacheable length."""
+def stable_breakpoints(layout: Layout, min_tokens: int) -> tuple[bool, bool, bool]:
+    """Whether the end of the tools, of the stable system prompt and of the session block are
+    worth a breakpoint: the prefix up to each reaches the model's minimum cacheable length."""
     tools = layout.tool_chars()
     after_system = tools + len(layout.system)
+    after_session = after_system + len(layout.session)
     return (
         bool(layout.tools) and tools // CHARS_PER_TOKEN >= min_tokens,
         bool(layout.system) and after_system // CHARS_PER_TOKEN >= min_tokens,
+        bool(layout.session) and after_session // CHARS_PER_TOKEN >= min_tokens,
     )
 
 

@@ -58,9 +58,11 @@ def test_minimum_cacheable_lengths_are_catalog_data() -> None:
 def test_breakpoints_at_the_stable_ends_and_at_both_tails() -> None:
     request = ModelRequest("claude-sonnet-4-5", SYSTEM, _turns(12), TOOLS, 1024)
     body = anthropic_format.request_params(request)
-    # tools end, stable system end, the previous turn's tail (the first user message), the last tail
-    assert _marks(body) == ["tool:Skill", "system:0", "message:0:0", "message:2:11"]
-    assert len(_marks(body)) <= 4
+    # stable system end, session block end, the previous turn's tail (the first user message), the last tail
+    assert _marks(body) == ["system:0", "system:1", "message:0:0", "message:2:11"]
+    # a first request (no previous turn) has a slot left: the end of the tools
+    first = ModelRequest("claude-sonnet-4-5", SYSTEM, [Message.user("go")], TOOLS, 1024)
+    assert _marks(anthropic_format.request_params(first)) == ["tool:Skill", "system:0", "system:1", "message:0:0"]
 
 
 def test_a_stable_prefix_under_the_model_minimum_gets_no_breakpoint() -> None:
@@ -79,7 +81,7 @@ def test_session_parts_go_after_the_stable_prefix() -> None:
     assert [t["description"] for t in body["tools"]] == ["run " + LONG, "Run a skill."]
     stable, session = body["system"]
     assert stable["text"] == "You are keel. " + LONG and "cache_control" in stable
-    assert "cache_control" not in session
+    assert "cache_control" in session  # the sessions of a day, nothing edited, share it too
     assert session["text"] == (
         "<session-context>\nToday's date: 2026-11-28\n</session-context>\n\n"
         "<session-context>\nThe following skills are available:\n- release: cut one\n</session-context>"
