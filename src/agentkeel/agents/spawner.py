@@ -36,7 +36,7 @@ from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.internal.env import KeelEnv
 from agentkeel.internal.git import find_root
-from agentkeel.tools import effects_for, names_of
+from agentkeel.tools import effects_for, names_of, offered_when_named
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class SubagentSpawner:
                 continue  # a family's name (Edit) takes every tool its rules govern (Write, MultiEdit...)
             if effects_for(tool, tool.name).delegates and not self.can_nest():
                 continue  # Claude Code 2.1.328: agents at depth 3 get no Agent tool (KEEL_SUBAGENT_MAX_DEPTH)
-            tools.register(tool)
+            tools.register(offered_when_named(tool) if wanted is not None else tool)
         return tools
 
     def _model(self, agent: AgentDef) -> tuple[Provider, str, str]:

@@ -9,6 +9,7 @@ from msgspec.structs import replace
 from agentkeel.agents.defs import AgentCatalog
 from agentkeel.agents.spawner import SubagentSpawner
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
+from agentkeel.models.caching import session_part
 from agentkeel.tools import AGENT, AGENT_TOOLS, ELSEWHERE
 
 SUBAGENT_EFFECTS = ELSEWHERE[AGENT]  # Task rules govern it; its result is the subagent's report
@@ -38,15 +39,19 @@ TASK_INTRO = """Launch a new agent to handle complex, multi-step tasks autonomou
 The agent runs with its own context and tools and returns one final report, which is not shown to the user:
 summarise it for them. Launch several agents concurrently when the tasks are independent: put several Task
 calls in one message. Each invocation is stateless: give the agent a complete, detailed task description and say
-exactly what it should return.
+exactly what it should return. The agent types are listed in the session context.
 
 Available agent types and the tools they have access to:
 """
 
 
 def task_description(catalog: AgentCatalog) -> str:
-    """The agent types by name, ignoring case, built-in ones among them (Claude Code 2.1.328's order)."""
-    return TASK_INTRO + "\n".join(a.summary() for a in sorted(catalog, key=lambda a: a.name.lower()))
+    """The intro, then the agent types (by name, ignoring case, built-in ones among them: Claude Code
+    2.1.328's order) as a session part: sent after the prefix every session of the project shares, so
+    that editing an agent definition does not change it (models/caching.py)."""
+    intro, _, head = TASK_INTRO.rstrip("\n").rpartition("\n\n")
+    agents = sorted(catalog, key=lambda a: a.name.lower())
+    return intro + session_part(head + "\n" + "\n".join(a.summary() for a in agents))
 
 
 async def _run_task(args: Any, ctx: ToolContext) -> ToolOutput:

@@ -19,6 +19,7 @@ import msgspec
 from agentkeel.context.instructions import Instructions, render
 from agentkeel.context.styles import OutputStyle
 from agentkeel.internal.git import find_root
+from agentkeel.models.caching import session_part
 
 IDENTITY = "You are keel, an AI coding agent working in the user's repository through tools."
 CODING = """Read before you edit; make the smallest change that does the job; run the project's tests when you
@@ -74,7 +75,6 @@ class PromptBuilder(msgspec.Struct):
             f"Working directory: {self.cwd}",
             f"Is a git repository: {'yes' if find_root(self.cwd) else 'no'}",
             f"Platform: {platform.system().lower()}",
-            f"Today's date: {date.today().isoformat()}",
             f"Model: {self.model}",
         ]
         if self.additional_dirs:
@@ -85,6 +85,8 @@ class PromptBuilder(msgspec.Struct):
             out.append(Section(f"{kind}:{f.path}", _PRIORITY.get(f.scope, 60), f.scope == "managed", render(f), kind))
         if self.append:
             out.append(Section("append", 98, True, self.append, "custom"))
+        # last, as a session part: the wire formats send it after the prefix sessions share (models/caching.py)
+        out.append(Section("date", 99, True, session_part(f"Today's date: {date.today().isoformat()}").lstrip("\n")))
         return out
 
     def _signature(self) -> tuple[object, ...]:

@@ -76,8 +76,39 @@ async def cost(runtime: SessionHandle, args: str) -> str:
             f"Input tokens:   {total_in:,} ({u.cache_read_tokens:,} read from cache, {cached:.0%}; "
             f"{u.cache_write_tokens:,} written to cache)",
             f"Output tokens:  {u.output_tokens:,}",
+            *_cache_floor(runtime, mgr),
         ]
     )
+
+
+def _cache_floor(runtime: SessionHandle, mgr: ContextManager) -> list[str]:
+    """The stable prefix (tools, system prompt) against the model's minimum cacheable length: a
+    prefix below it is not cached on its own, which the provider reports nowhere."""
+    import msgspec
+
+    from agentkeel.models.caching import stable_prefix_chars
+    from agentkeel.models.catalog import ModelInfo, min_cache_tokens
+
+    info = runtime.agent.services.find(ModelInfo)
+    if info is None:
+        return []
+    request = mgr.last_request or current_request(runtime)
+    minimum = min_cache_tokens(info.provider, request.model)
+    if not minimum:
+        return []
+    if not request.system:
+        request = msgspec.structs.replace(request, system=mgr.system_prompt())
+    prefix = mgr.estimator.tokens(stable_prefix_chars(request))
+    if prefix >= minimum:
+        return [
+            f"Prompt cache:   stable prefix ~{prefix:,} tokens (tools, system prompt), cached: "
+            f"{request.model} caches from {minimum:,}"
+        ]
+    return [
+        f"Prompt cache:   stable prefix ~{prefix:,} tokens (tools, system prompt) is below {request.model}'s "
+        f"minimum cacheable length of {minimum:,}: it is not cached on its own, only as part of a "
+        f"conversation that reaches {minimum:,} tokens"
+    ]
 
 
 async def memory(runtime: SessionHandle, args: str) -> str:

@@ -20,6 +20,8 @@ from agentkeel.core.types import (
     Usage,
 )
 from agentkeel.models._body import BodyCache, encode_json, json_array, spliced
+from agentkeel.models.caching import Layout, previous_tail, stable_breakpoints
+from agentkeel.models.catalog import min_cache_tokens
 
 _CACHE = {"type": "ephemeral"}
 
@@ -63,26 +65,57 @@ def message_to_wire(message: Message) -> dict[str, Any]:
 
 
 def _with_breakpoint(message: dict[str, Any]) -> dict[str, Any]:
-    """The last message, with a cache breakpoint on its last block (where the API allows one)."""
+    """The message, with a cache breakpoint on its last block (where the API allows one)."""
     last: list[dict[str, Any]] = message["content"]
     if last and _cacheable(last[-1]):
         message = {**message, "content": [*last[:-1], dict(last[-1], cache_control=_CACHE)]}
     return message
 
 
-def _tools(request: ModelRequest, caching: bool) -> list[dict[str, Any]]:
-    tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools]
-    if caching and tools:
+class _Plan:
+    """Where a request's breakpoints go, at most four, in this order of need: the end of the stable
+    system prompt (what every session of the project shares) and the end of the session block (what
+    the sessions of a day share while nothing is edited), each when its prefix reaches the model's
+    minimum cacheable length; the last message (the rolling tail: the next turn reads it); the
+    message that ended the previous turn (read however many blocks this turn added); and, when a
+    slot is left, the end of the tools (read after an instruction file was edited)."""
+
+    def __init__(self, request: ModelRequest, caching: bool, min_tokens: int | None) -> None:
+        self.layout = Layout(request)
+        if min_tokens is None:
+            min_tokens = min_cache_tokens("anthropic", request.model)
+        tools_bp, self.system_bp, self.session_bp = (
+            stable_breakpoints(self.layout, min_tokens) if caching else (False, False, False)
+        )
+        self.marked: set[int] = set()
+        if caching and request.messages:
+            self.marked.add(len(request.messages) - 1)
+            before = previous_tail([m.role for m in request.messages])
+            if before is not None:
+                self.marked.add(before)
+        used = self.system_bp + self.session_bp + len(self.marked)
+        self.tools_bp = tools_bp and used < 4
+
+
+def _tools(plan: _Plan) -> list[dict[str, Any]]:
+    tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in plan.layout.tools]
+    if plan.tools_bp and tools:
         tools[-1] = dict(tools[-1], cache_control=_CACHE)
     return tools
 
 
-def _params(request: ModelRequest, caching: bool, messages: Any, tools: Any) -> dict[str, Any]:
+def _params(request: ModelRequest, plan: _Plan, messages: Any, tools: Any) -> dict[str, Any]:
     params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens, "messages": messages}
-    if request.system:
-        system: list[dict[str, Any]] = [{"type": "text", "text": request.system}]
-        if caching:
+    system: list[dict[str, Any]] = []
+    if plan.layout.system:
+        system.append({"type": "text", "text": plan.layout.system})
+        if plan.system_bp:
             system[-1]["cache_control"] = _CACHE
+    if plan.layout.session:  # after the stable prefix
+        system.append({"type": "text", "text": plan.layout.session})
+        if plan.session_bp:
+            system[-1]["cache_control"] = _CACHE
+    if system:
         params["system"] = system
     if request.tools:
         params["tools"] = tools
@@ -93,30 +126,34 @@ def _params(request: ModelRequest, caching: bool, messages: Any, tools: Any) -> 
     return params
 
 
-def request_params(request: ModelRequest, *, caching: bool = True) -> dict[str, Any]:
+def request_params(request: ModelRequest, *, caching: bool = True, min_tokens: int | None = None) -> dict[str, Any]:
     """The request body (without ``stream``): also the keyword arguments of the SDK's ``messages.stream``.
 
-    Prompt caching puts breakpoints on the system prompt, the last tool and the last block of the
-    last message: the stable prefix is read from the cache on the next turn."""
+    The stable prefix (tools, system prompt) comes first and is the same in every session of the
+    project; the session parts follow it (:mod:`agentkeel.models.caching`). Breakpoints: see
+    :class:`_Plan`. ``min_tokens``: the model's minimum cacheable length (default: the catalog's)."""
+    plan = _Plan(request, caching, min_tokens)
     messages = [message_to_wire(m) for m in request.messages]
-    if caching and messages:
-        messages[-1] = _with_breakpoint(messages[-1])
-    return _params(request, caching, messages, _tools(request, caching))
+    for i in plan.marked:
+        messages[i] = _with_breakpoint(messages[i])
+    return _params(request, plan, messages, _tools(plan))
 
 
-def request_body(request: ModelRequest, cache: BodyCache, *, caching: bool = True) -> bytes:
+def request_body(
+    request: ModelRequest, cache: BodyCache, *, caching: bool = True, min_tokens: int | None = None
+) -> bytes:
     """``encode_json({**request_params(request), "stream": True})``, byte for byte, serialising only
     the messages (and tool list) the last request through ``cache`` did not have."""
+    plan = _Plan(request, caching, min_tokens)
     messages = request.messages
-    parts = cache.items(messages[:-1], lambda m: encode_json(message_to_wire(m)))
-    if messages:
-        wire = message_to_wire(messages[-1])
-        parts.append(encode_json(_with_breakpoint(wire) if caching else wire))
-    key = (caching, *((t.name, t.description, t.input_schema) for t in request.tools))
+    parts = cache.items(messages, lambda m: encode_json(message_to_wire(m)))
+    for i in plan.marked:
+        parts[i] = encode_json(_with_breakpoint(message_to_wire(messages[i])))
+    key = (plan.tools_bp, *((t.name, t.description, t.input_schema) for t in plan.layout.tools))
     spliced_parts = {"messages": json_array(parts)}
     if request.tools:
-        spliced_parts["tools"] = cache.tools(key, lambda: encode_json(_tools(request, caching)))
-    return spliced({**_params(request, caching, None, None), "stream": True}, spliced_parts)
+        spliced_parts["tools"] = cache.tools(key, lambda: encode_json(_tools(plan)))
+    return spliced({**_params(request, plan, None, None), "stream": True}, spliced_parts)
 
 
 # --- wire -> neutral --------------------------------------------------------------------

@@ -45,6 +45,7 @@ class ModelInfo(msgspec.Struct, frozen=True):
     context_window: int
     max_output: int
     prices: Prices = msgspec.field(default_factory=Prices)
+    min_cache_tokens: int = 0  # the shortest prefix the provider caches (0: no known minimum)
 
     @property
     def qualified(self) -> str:
@@ -73,7 +74,17 @@ def model_info(provider: str, model: str) -> ModelInfo:
         context_window=int(entry["context_window"]),
         max_output=int(entry["max_output"]),
         prices=Prices(**{k: float(v) for k, v in price.items()}),
+        min_cache_tokens=min_cache_tokens(provider, model),
     )
+
+
+def min_cache_tokens(provider: str, model: str) -> int:
+    """The shortest prompt prefix the provider caches for this model: the catalog's entry for the
+    longest prefix of ``provider:model`` it names; 0 when it names none."""
+    name = f"{provider}:{model}"
+    table: dict[str, int] = _catalog().get("min_cache_tokens") or {}
+    best = max((key for key in table if name.startswith(key)), key=len, default=None)
+    return int(table[best]) if best is not None else 0
 
 
 _HOSTED = frozenset({"anthropic", "openai"})

@@ -23,6 +23,7 @@ from agentkeel.core.types import (
     Usage,
 )
 from agentkeel.models._body import BodyCache, encode_json, json_array, spliced
+from agentkeel.models.caching import Layout
 
 STOP_REASONS = {
     "stop": "end_turn",
@@ -83,11 +84,17 @@ def messages_to_wire(system: str, messages: list[Message]) -> list[dict[str, Any
     return out
 
 
-def _tools(request: ModelRequest) -> list[dict[str, Any]]:
+def _tools(layout: Layout) -> list[dict[str, Any]]:
     return [
         {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
-        for t in request.tools
+        for t in layout.tools
     ]
+
+
+def _system(layout: Layout) -> str:
+    """The stable system prompt, then the session parts (the date, the skills listing): what
+    changes between sessions comes last (:mod:`agentkeel.models.caching`)."""
+    return "\n\n".join(p for p in (layout.system, layout.session) if p)
 
 
 def _params(request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
@@ -107,18 +114,21 @@ def _params(request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
 
 def request_params(request: ModelRequest) -> dict[str, Any]:
     """The request body: also the keyword arguments of the SDK's ``chat.completions.create``."""
-    return _params(request, messages_to_wire(request.system, request.messages), _tools(request))
+    layout = Layout(request)
+    return _params(request, messages_to_wire(_system(layout), request.messages), _tools(layout))
 
 
 def request_body(request: ModelRequest, cache: BodyCache) -> bytes:
     """``encode_json(request_params(request))``, byte for byte, serialising only the messages (and
     tool list) the last request through ``cache`` did not have."""
-    head = [encode_json({"role": "system", "content": request.system})] if request.system else []
+    layout = Layout(request)
+    system = _system(layout)
+    head = [encode_json({"role": "system", "content": system})] if system else []
     parts = cache.items(request.messages, lambda m: b",".join(encode_json(w) for w in message_to_wire(m)))
     spliced_parts = {"messages": json_array(head + parts)}
     if request.tools:
-        key = tuple((t.name, t.description, t.input_schema) for t in request.tools)
-        spliced_parts["tools"] = cache.tools(key, lambda: encode_json(_tools(request)))
+        key = tuple((t.name, t.description, t.input_schema) for t in layout.tools)
+        spliced_parts["tools"] = cache.tools(key, lambda: encode_json(_tools(layout)))
     return spliced(_params(request, None, None), spliced_parts)
 
 

@@ -22,6 +22,7 @@ from agentkeel.core.extensions import LifecyclePoint
 from agentkeel.core.loop import Agent
 from agentkeel.core.tools import Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.internal.frontmatter import FrontmatterError
+from agentkeel.models.caching import session_part
 from agentkeel.skills.expand import expand
 from agentkeel.skills.listing import MAX_DESCRIPTION, Entry, lines
 from agentkeel.skills.loader import Skill, SkillCatalog, displayed
@@ -182,6 +183,12 @@ SKILL_SCHEMA: dict[str, Any] = {
 
 
 LISTING_HEAD = "The following skills are available for use with the Skill tool:"
+SKILL_TOOL_TEXT = (
+    "Execute a skill within the main conversation. Skills give you specialised instructions and knowledge. "
+    "When a skill of the listing in the session context matches the task, invoke it (with its name and any "
+    "arguments) before you do the work; its full instructions are loaded then. Do not invoke a skill that is "
+    "already running."
+)
 
 
 def listing_entries(catalog: SkillCatalog, commands: Sequence[ModelCommand] = ()) -> list[Entry]:
@@ -205,14 +212,11 @@ def listing_entries(catalog: SkillCatalog, commands: Sequence[ModelCommand] = ()
 def skill_tool_description(
     catalog: SkillCatalog, commands: Sequence[ModelCommand] = (), *, chars: int = 8000, limit: int = MAX_DESCRIPTION
 ) -> str:
-    """The Skill tool's text: the listing (skills/listing.py) within ``chars`` characters."""
+    """The Skill tool's text, then the listing (skills/listing.py: within ``chars`` characters) as a
+    session part: the wire formats send it after the stable prefix, so that editing a skill does not
+    change the tools every session of the project shares (:mod:`agentkeel.models.caching`)."""
     entries = listing_entries(catalog, commands)
-    return (
-        "Execute a skill within the main conversation. Skills give you specialised instructions and knowledge. "
-        "When a skill below matches the task, invoke it (with its name and any arguments) before you do the work; "
-        "its full instructions are loaded then. Do not invoke a skill that is already running.\n\n"
-        f"{LISTING_HEAD}\n\n" + "\n".join(lines(entries, chars, limit))
-    )
+    return SKILL_TOOL_TEXT + session_part(f"{LISTING_HEAD}\n\n" + "\n".join(lines(entries, chars, limit)))
 
 
 def _runner(commands: Sequence[ModelCommand]) -> Callable[[Any, ToolContext], Awaitable[ToolOutput]]:

@@ -49,6 +49,13 @@ ELSEWHERE: dict[str, Effects] = {
     SKILL: Effects(rule=SKILL, named_by=("skill", "command"), protected=True),
 }
 
+# Built-ins registered (a call by name runs: an old transcript, an SDK caller, a hook's script) but
+# not offered to the model unless an agent definition names them: Glob lists a directory
+# (``dir/*``), and Edit, called once per change (several at once in parallel), does MultiEdit's job.
+# Claude Code 2.1.328 offers neither; rules and hooks naming them keep working (MultiEdit is
+# governed by ``Edit(...)`` rules, LS by ``Read(...)``). About 300 tokens a request.
+NOT_OFFERED = frozenset({"LS", "MultiEdit"})
+
 FACTORIES = (
     "agentkeel.tools.files:file_tools",
     "agentkeel.tools.shell:shell_tools",
@@ -72,8 +79,26 @@ def builtin_tools(*, shipped: bool = True) -> list[Tool]:
 
         lazy = shipped_builtins(FACTORIES)
         if lazy is not None:
-            return lazy
-    return real_builtin_tools()
+            return _offered(lazy)
+    return _offered(real_builtin_tools())
+
+
+def _never() -> bool:
+    return False
+
+
+def _offered(tools: list[Tool]) -> list[Tool]:
+    """The built-ins, those of NOT_OFFERED registered but not shown to the model."""
+    from msgspec.structs import replace
+
+    return [replace(t, is_enabled=_never) if t.name in NOT_OFFERED else t for t in tools]
+
+
+def offered_when_named(tool: Tool) -> Tool:
+    """``tool`` as an agent definition that names it has it: shown, even when NOT_OFFERED."""
+    from msgspec.structs import replace
+
+    return replace(tool, is_enabled=None) if tool.name in NOT_OFFERED and tool.is_enabled is _never else tool
 
 
 def real_builtin_tools() -> list[Tool]:
@@ -86,13 +111,15 @@ def real_builtin_tools() -> list[Tool]:
 
 
 def read_only_names() -> tuple[str, ...]:
-    """The built-ins that change nothing (a read-only agent's tools: Explore, Plan)."""
-    return tuple(t.name for t in _described() if t.read_only)
+    """The built-ins offered to the model that change nothing (a read-only agent's tools: Explore, Plan)."""
+    return tuple(t.name for t in _described() if t.read_only and t.name not in NOT_OFFERED)
 
 
 def file_reader_names() -> tuple[str, ...]:
-    """The built-ins that read or list files and change nothing (a hook agent's tools)."""
-    return tuple(t.name for t in _described() if t.effects.touches_files and not t.effects.writes)
+    """The built-ins offered to the model that read or list files and change nothing (a hook agent's tools)."""
+    return tuple(
+        t.name for t in _described() if t.effects.touches_files and not t.effects.writes and t.name not in NOT_OFFERED
+    )
 
 
 def _described() -> list[Tool]:

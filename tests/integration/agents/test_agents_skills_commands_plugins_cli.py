@@ -59,10 +59,14 @@ def test_task_and_skill_in_a_claude_code_project(project: Path, tmp_path: Path, 
     # the parent is offered Task (not its Agent alias) and Skill, with the agents and skills listed
     assert "Task" in tool_names(parent1) and "Skill" in tool_names(parent1) and "Agent" not in tool_names(parent1)
     task_tool = next(t for t in parent1["tools"] if t["name"] == "Task")
-    assert "- reviewer: Reviews code for bugs" in task_tool["description"]
+    # the agent types: after the stable prefix (the session block), not in the tool's description
+    assert "- reviewer: Reviews code for bugs" in parent1["system"][-1]["text"]
+    assert "- reviewer:" not in task_tool["description"]
     assert set(task_tool["input_schema"]["required"]) == {"description", "prompt", "subagent_type"}
     skill_tool = next(t for t in parent1["tools"] if t["name"] == "Skill")
-    assert "\n- release: Cut a release of the project\n" in skill_tool["description"]  # Claude Code's listing
+    # Claude Code's listing, after the stable prefix (the session block), not in the tool's description
+    assert "\n- release: Cut a release of the project\n" in parent1["system"][-1]["text"]
+    assert "- release:" not in skill_tool["description"]
     assert "Release version" not in json.dumps(parent1)  # progressive disclosure: no body before use
 
     # the child: its definition's prompt and tools, its own context (only its task)

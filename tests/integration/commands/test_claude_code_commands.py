@@ -88,6 +88,15 @@ def _result(server: FakeLLMServer, request: int, tid: str) -> dict[str, Any]:
     return found[0]
 
 
+def _listing(body: dict[str, Any]) -> list[str]:
+    """The skills listing of a recorded request: in the session block after the stable prefix
+    (the last system block), not in the Skill tool's description (models/caching.py)."""
+    head = "The following skills are available for use with the Skill tool:\n\n"
+    assert all(head not in t["description"] for t in body["tools"])
+    text = body["system"][-1]["text"]
+    return text.split(head, 1)[1].split("\n</session-context>", 1)[0].splitlines()
+
+
 def test_commands_are_listed_and_run_through_the_skill_tool(project: Path, fake_llm: Start, keel: Keel) -> None:
     """Claude Code (script: Skill {"skill": "greet", "args": "Bob"}, then text; prompt "say hi";
     no SKILL.md, only .claude/commands/{greet,nodesc,frontend/build,...}.md) offers the Skill tool and
@@ -111,9 +120,8 @@ def test_commands_are_listed_and_run_through_the_skill_tool(project: Path, fake_
     run = keel("-p", "say hi", "--allowedTools", "Read", env=wire_env(server, "anthropic"))
     assert run.code == 0, run.stderr
     first = server.cursor.requests[0]["body"]
-    [skill] = [t for t in first["tools"] if t["name"] == "Skill"]
-    listing = skill["description"].split("The following skills are available for use with the Skill tool:\n\n", 1)[1]
-    assert listing.splitlines() == [
+    assert [t for t in first["tools"] if t["name"] == "Skill"]
+    assert _listing(first) == [
         "- frontend:build: Build the frontend",
         "- greet: Greet someone by name",
         "- nodesc: Just a body with no frontmatter, first line here.",
@@ -362,8 +370,7 @@ def test_user_and_plugin_commands_are_listed_too(project: Path, tmp_path: Path, 
     server = fake_llm(["ok"])
     run = keel("-p", "say hi", "--plugin-dir", str(plug), env=wire_env(server, "anthropic"))
     assert run.code == 0, run.stderr
-    [skill] = [t for t in server.cursor.requests[0]["body"]["tools"] if t["name"] == "Skill"]
-    assert skill["description"].split("Skill tool:\n\n", 1)[1].splitlines() == [
+    assert _listing(server.cursor.requests[0]["body"]) == [
         "- greet: Greet someone by name",
         "- mine: A user command",
         "- zeta: Last by name",

@@ -64,7 +64,7 @@ async def test_agent_handler_reads_the_project_and_blocks(project: Path, fake_ll
     assert await _run(project, server, _hook("PreToolUse", agent, "Bash")) == "done"
     bodies = [r["body"] for r in server.cursor.requests]
     assert len(bodies) == 5
-    assert sorted(t["name"] for t in bodies[1]["tools"]) == ["Glob", "Grep", "LS", "Read"]
+    assert sorted(t["name"] for t in bodies[1]["tools"]) == ["Glob", "Grep", "Read"]  # LS: not offered
     assert "echo deploy" in _sent(server, 1)  # the event's JSON reached the agent
     assert "outside the project" in _sent(server, 2)  # /etc is not the project's
     assert "Deploys are frozen until Monday" in _sent(server, 3)

@@ -1,0 +1,720 @@
+"""keel and Claude Code side by side: what the same scripted work costs each, with Anthropic prompt
+caching simulated on the request bodies they really sent.
+
+Both agents (keel through ``keel -p``, Claude Code 2.1.328 through ``claude -p``) talk to one
+scripted Anthropic Messages server started here (loopback, streamed SSE), on the same model id
+(claude-sonnet-4-5 by default). The server answers each workload's script and records every
+request body. Written after ../shared/bench/vs_claude_code.py and ../shared/tools/fakellm.py
+(the shared side-by-side harness): their process handling and marker counting are copied here
+so that keel's bench/ stands on its own.
+
+Workloads:
+
+- ``bash20``: 20 Bash calls (``echo step-N``), then an answer.
+- ``coding12``: a 12-step coding task on a small Python project: Read, Edit, Bash (the tests).
+- ``compact``: a long Bash session with bulky outputs over a small context window (the same for
+  both: ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` for Claude Code, ``context.window`` for keel), long
+  enough to cross the compaction threshold at least twice. An early output holds a fact
+  (a failing test's name); the table says whether the last request still carries it.
+- ``first``: the first request of a session in a Claude Code project with CLAUDE.md, a skill and
+  a command (the compatibility fixture's files, tests/data/compat).
+- ``second``: the same first request, in a second session of that project started after the
+  first (within the cache's lifetime) and after an edit of the skill's description: what the
+  previous session left in the cache is read (only the second session's request is counted).
+- ``again``: the same, with nothing edited between the two sessions.
+
+Prompt caching is simulated with Anthropic's rules: the prefix order is tools, system, messages;
+each block with ``cache_control`` (at most 4) is a breakpoint; a breakpoint whose prefix is
+shorter than the model's minimum cacheable length (the catalog's ``min_cache_tokens``) neither
+writes nor reads; a request reads the longest prefix, ending at a block boundary at most 20
+blocks before one of its breakpoints, that an earlier request of the same session wrote at a
+breakpoint; it writes the prefixes at its breakpoints. Tokens are bytes/4 of each block's JSON.
+Cost: uncached input at the input price, reads at the cache-read price (0.1x), writes at the
+cache-write price (1.25x), output at the output price (keel's model catalog). Each run starts with
+a cold cache.
+
+    .venv/bin/python bench/cost_vs_claude_code.py [--runs 1] [--quick] [--json out.json]
+        [--workloads bash20,coding12,compact,first,second,again] [--keel .venv/bin/keel] [--model claude-sonnet-4-5]
+
+``--quick``: shorter compacting session (fewer steps, smaller window). Claude Code is installed
+from npm into ~/.cache/keel-peers on first use (needs node + npm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = Path.home() / ".cache" / "keel-peers"
+COMPAT = ROOT / "tests" / "data" / "compat"
+EXPAND = ROOT / "tests" / "data" / "expand"
+MARK = "STEPMARK-"
+FACT = "FAILING: tests/test_billing.py::test_refund_rounds_half_even"
+LOOKBACK = 20  # blocks a cache lookup walks back from a breakpoint
+MAX_BREAKPOINTS = 4
+
+
+# --- the scripted server -----------------------------------------------------------------
+
+
+def _text_of(msgs: list[dict[str, Any]], role: str, which: int) -> str:
+    found = [m for m in msgs if m.get("role") == role]
+    if not found:
+        return ""
+    c = found[which].get("content")
+    if isinstance(c, str):
+        return c
+    return " ".join(str(b.get("text", "")) for b in c or [] if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _is_summary_request(body: dict[str, Any], raw: str) -> bool:
+    """keel's summariser (its mark) or Claude Code's compaction (a summary asked for with no tool use)."""
+    if "<keel-compact-request>" in raw:
+        return True
+    last = _text_of(body.get("messages") or [], "user", -1).lower()
+    return "summary" in last and ("conversation" in last or "compact" in last) and "step" not in last[-40:]
+
+
+def _summary(raw: str) -> str:
+    """A summary that keeps the step count (and the early fact when the request still holds it),
+    in the tags Claude Code expects."""
+    ks = [int(k) for k in re.findall(re.escape(MARK) + r"(\d+)", raw)]
+    keep = f" {FACT}." if FACT in raw else ""
+    return f"<summary>Ran the steps through {MARK}{max(ks) if ks else -1}.{keep}</summary>"
+
+
+class Script:
+    """One workload's replies: ``steps(n)`` the tool calls of step n (None: the final answer)."""
+
+    def __init__(self, steps: list[list[dict[str, Any]]] | None = None, final: str = "done", marker: bool = False):
+        self.fixed = steps or []
+        self.final = final
+        self.marker = marker  # count steps by the markers in the request (survives compaction)
+
+    def step_index(self, body: dict[str, Any], raw: str) -> int:
+        msgs = body.get("messages") or []
+        if self.marker:
+            ks = [int(k) for k in re.findall(re.escape(MARK) + r"(\d+)", raw)]
+            return max(ks) + 1 if ks else 0
+        return sum(
+            1
+            for m in msgs
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        )
+
+    def calls(self, n: int) -> list[dict[str, Any]] | None:
+        return self.fixed[n] if n < len(self.fixed) else None
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.script: Script = Script()
+        self.bodies: list[tuple[bytes, int]] = []  # raw body, output tokens of the reply
+        self.lock = threading.Lock()
+
+    def reset(self, script: Script) -> None:
+        with self.lock:
+            self.script = script
+            self.bodies = []
+
+
+def _handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a: Any) -> None:
+            pass
+
+        def _json(self, obj: Any, code: int = 200) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/v1/models"):
+                return self._json({"data": [{"id": "claude-sonnet-4-5", "type": "model"}]})
+            self._json({"ok": True})
+
+        def do_HEAD(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def do_POST(self) -> None:
+            n = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(n) if n else b"{}"
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {}
+            if self.path.startswith("/v1/messages/count_tokens"):
+                return self._json({"input_tokens": max(1, len(raw) // 4)})
+            if not self.path.startswith("/v1/messages"):
+                return self._json({"type": "error", "error": {"type": "not_found_error", "message": self.path}}, 404)
+            text = raw.decode("utf-8", "replace")
+            script = rec.script
+            blocks: list[dict[str, Any]]
+            if not body.get("tools"):
+                if _is_summary_request(body, text):
+                    blocks = [{"type": "text", "text": _summary(text)}]
+                else:
+                    blocks = [{"type": "text", "text": "ok"}]
+            elif _is_summary_request(body, text):
+                blocks = [{"type": "text", "text": _summary(text)}]
+            else:
+                calls = script.calls(script.step_index(body, text))
+                if calls is None:
+                    blocks = [{"type": "text", "text": script.final}]
+                else:
+                    blocks = [
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_" + uuid.uuid4().hex[:20],
+                            "name": c["name"],
+                            "input": c["input"],
+                        }
+                        for c in calls
+                    ]
+            out_tokens = max(1, len(json.dumps(blocks)) // 4)
+            with rec.lock:
+                rec.bodies.append((raw, out_tokens))
+            stop = "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn"
+            usage = {"input_tokens": max(1, len(raw) // 4), "output_tokens": out_tokens}
+            msg = {
+                "id": "msg_" + uuid.uuid4().hex[:20],
+                "type": "message",
+                "role": "assistant",
+                "model": body.get("model", "claude-sonnet-4-5"),
+                "content": blocks,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": usage,
+            }
+            if not body.get("stream"):
+                return self._json(msg)
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("connection", "close")
+            self.end_headers()
+
+            def ev(name: str, data: Any) -> None:
+                self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+
+            start = dict(
+                msg, content=[], stop_reason=None, usage={"input_tokens": usage["input_tokens"], "output_tokens": 1}
+            )
+            ev("message_start", {"type": "message_start", "message": start})
+            for i, block in enumerate(blocks):
+                if block["type"] == "text":
+                    ev(
+                        "content_block_start",
+                        {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                    )
+                    delta = {"type": "text_delta", "text": block["text"]}
+                else:
+                    head = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+                    ev("content_block_start", {"type": "content_block_start", "index": i, "content_block": head})
+                    delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+                ev("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta})
+                ev("content_block_stop", {"type": "content_block_stop", "index": i})
+            ev(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": out_tokens},
+                },
+            )
+            ev("message_stop", {"type": "message_stop"})
+            self.wfile.flush()
+            self.close_connection = True
+
+    return H
+
+
+# --- the prompt-cache simulation ---------------------------------------------------------
+
+
+def _canon(block: Any) -> str:
+    if isinstance(block, dict):
+        block = {k: v for k, v in block.items() if k != "cache_control"}
+    return json.dumps(block, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class Block:
+    tokens: int
+    breakpoint: bool
+    digest: bytes  # of the prefix up to and including this block
+
+
+def blocks_of(body: dict[str, Any]) -> list[Block]:
+    """The request as the cache sees it: tools, then system blocks, then message blocks."""
+    parts: list[tuple[str, bool]] = []
+    for tool in body.get("tools") or []:
+        parts.append((_canon(tool), isinstance(tool, dict) and "cache_control" in tool))
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        parts.append((_canon({"type": "text", "text": system}), False))
+    elif isinstance(system, list):
+        parts += [(_canon(b), isinstance(b, dict) and "cache_control" in b) for b in system]
+    for msg in body.get("messages") or []:
+        content = msg.get("content")
+        items = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        for i, b in enumerate(items):
+            text = (_canon(msg.get("role")) if i == 0 else "") + _canon(b)
+            parts.append((text, isinstance(b, dict) and "cache_control" in b))
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(body.get("model")).encode())
+    out = []
+    for text, bp in parts:
+        h.update(text.encode())
+        h.update(b"\0")
+        out.append(Block(max(1, len(text.encode()) // 4), bp, h.copy().digest()))
+    return out
+
+
+@dataclass
+class Figures:
+    requests: int = 0
+    uncached: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    output: int = 0
+    sizes: list[int] = field(default_factory=list)  # input tokens of each request
+
+    def cost(self, prices: dict[str, float]) -> float:
+        return (
+            self.uncached * prices["input"]
+            + self.cache_read * prices["cache_read"]
+            + self.cache_write * prices["cache_write"]
+            + self.output * prices["output"]
+        ) / 1e6
+
+
+def simulate(bodies: list[tuple[bytes, int]], min_tokens: int, count_from: int = 0) -> Figures:
+    """The figures of ``bodies[count_from:]``; the requests before only warm the cache."""
+    written: set[bytes] = set()
+    fig = Figures()
+    for n, (raw, out_tokens) in enumerate(bodies):
+        if n == count_from:
+            fig = Figures()
+        body = json.loads(raw)
+        blocks = blocks_of(body)
+        total = sum(b.tokens for b in blocks)
+        cum = [0]
+        for b in blocks:
+            cum.append(cum[-1] + b.tokens)
+        bps = [i for i, b in enumerate(blocks) if b.breakpoint][:MAX_BREAKPOINTS]
+        bps = [i for i in bps if cum[i + 1] >= min_tokens]  # below the minimum: not cached at all
+        read_end = -1
+        for p in bps:
+            for j in range(p, max(-1, p - LOOKBACK), -1):
+                if blocks[j].digest in written:
+                    read_end = max(read_end, j)
+                    break
+        for p in bps:
+            written.add(blocks[p].digest)
+        read = cum[read_end + 1]
+        upto = cum[bps[-1] + 1] if bps else 0
+        fig.requests += 1
+        fig.cache_read += read
+        fig.cache_write += max(0, upto - read)
+        fig.uncached += total - max(read, upto)
+        fig.output += out_tokens
+        fig.sizes.append(total)
+    return fig
+
+
+# --- workloads ---------------------------------------------------------------------------
+
+APP = '''"""Billing helpers."""
+
+
+def total(items):
+    return sum(price * qty for price, qty in items)
+
+
+def discount(amount, pct):
+    return amount - amount * pct / 100
+
+
+def refund(amount, fee):
+    return round(amount - fee, 1)
+'''
+
+TESTS = """import billing
+
+
+def check():
+    assert billing.total([(2, 3), (1, 4)]) == 10
+    assert billing.discount(200, 10) == 180
+    assert billing.refund(10.0, 1.25) == 8.75
+    print("3 passed")
+
+
+check()
+"""
+
+
+def _bash(cmd: str) -> list[dict[str, Any]]:
+    return [{"name": "Bash", "input": {"command": cmd, "description": "Run a step"}}]
+
+
+@dataclass
+class Workload:
+    name: str
+    prompt: str
+    script: Script
+    expect: str
+    setup: Any = None  # (project dir) -> None
+    window: int = 0  # a context window for both agents (compaction), 0: the model's
+    steps: int = 0
+    warm: Any = None  # (project dir) -> None: run a session first, then this edit, then the measured one
+
+
+def _coding_setup(proj: Path) -> None:
+    (proj / "billing.py").write_text(APP)
+    (proj / "test_billing.py").write_text(TESTS)
+
+
+def _compat_setup(proj: Path) -> None:
+    (proj / "CLAUDE.md").write_text(
+        "# Project notes\n\nThis is a billing service. Run the tests with `python3 test_billing.py`.\n"
+        "Keep functions small; every change comes with a test. Never commit secrets.\n"
+    )
+    skill = proj / ".claude" / "skills" / "requesting-code-review"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text((EXPAND / "requesting-code-review" / "SKILL.md.txt").read_text())
+    cmds = proj / ".claude" / "commands"
+    cmds.mkdir(parents=True)
+    (cmds / "plan.md").write_text(
+        "---\ndescription: Creates a concise engineering implementation plan based on user requirements\n"
+        "argument-hint: [user prompt] [orchestration prompt]\n---\n# Plan\n\nCreate a plan for: $ARGUMENTS\n"
+    )
+    _coding_setup(proj)
+
+
+def _edit_skill(proj: Path) -> None:
+    """Between two sessions: the project's skill gets a new description."""
+    skill = proj / ".claude" / "skills" / "requesting-code-review" / "SKILL.md"
+    text = skill.read_text()
+    skill.write_text(text.replace("description: ", "description: (edited) ", 1))
+
+
+def _no_edit(proj: Path) -> None:
+    """Between two sessions: nothing changes."""
+
+
+def workloads(quick: bool) -> list[Workload]:
+    bash = Script([_bash(f"echo step-{n}") for n in range(20)], final="done after 20 steps")
+    read = lambda p: [{"name": "Read", "input": {"file_path": p}}]  # noqa: E731
+    edit = lambda p, a, b: [{"name": "Edit", "input": {"file_path": p, "old_string": a, "new_string": b}}]  # noqa: E731
+    coding_steps: list[list[dict[str, Any]]] = [
+        read("{P}/billing.py"),
+        read("{P}/test_billing.py"),
+        _bash("python3 test_billing.py"),
+        edit("{P}/billing.py", "round(amount - fee, 1)", "round(amount - fee, 2)"),
+        _bash("python3 ./test_billing.py"),
+        edit("{P}/billing.py", "amount - amount * pct / 100", "amount * (100 - pct) / 100"),
+        _bash("python3 -B test_billing.py"),
+        read("{P}/billing.py"),
+        edit("{P}/test_billing.py", "    print(", "    assert billing.total([]) == 0\n    print("),
+        _bash("python3 -B ./test_billing.py"),
+        _bash("git status --short"),
+        _bash("python3 -I test_billing.py"),
+    ]
+    # Claude Code does not compact below a window of about 100k tokens: the same window for both
+    steps = 60 if quick else 75
+    window = 100000
+    cmds = [_bash(f"echo '{MARK}0'; echo '{FACT}'")]
+    cmds += [_bash(f"echo '{MARK}{n}'; seq {n * 10000} {n * 10000 + 899}") for n in range(1, steps)]
+    return [
+        Workload("bash20", "run the steps", bash, "done after 20 steps", steps=20),
+        Workload(
+            "coding12",
+            "fix the refund rounding and add a test",
+            Script(coding_steps, final="fixed"),
+            "fixed",
+            _coding_setup,
+            steps=12,
+        ),
+        Workload(
+            "compact",
+            "run the long check",
+            Script(cmds, final="long check done", marker=True),
+            "long check done",
+            window=window,
+            steps=steps,
+        ),
+        Workload("first", "hello", Script([], final="hello there"), "hello there", _compat_setup, steps=0),
+        Workload(
+            "second",
+            "hello",
+            Script([], final="hello there"),
+            "hello there",
+            _compat_setup,
+            steps=0,
+            warm=_edit_skill,
+        ),
+        Workload(
+            "again",
+            "hello",
+            Script([], final="hello there"),
+            "hello there",
+            _compat_setup,
+            steps=0,
+            warm=_no_edit,
+        ),
+    ]
+
+
+def _resolve(script: Script, proj: Path) -> Script:
+    def sub(v: Any) -> Any:
+        if isinstance(v, str):
+            return v.replace("{P}", str(proj))
+        if isinstance(v, dict):
+            return {k: sub(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [sub(x) for x in v]
+        return v
+
+    return Script(sub(script.fixed), script.final, script.marker)
+
+
+# --- running the agents ------------------------------------------------------------------
+
+
+def claude_bin(version: str) -> str:
+    exe = PEERS / "node_modules" / ".bin" / "claude"
+    if not exe.exists():
+        PEERS.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "install", "--silent", f"@anthropic-ai/claude-code@{version}"], cwd=PEERS, check=True)
+    return str(exe)
+
+
+def run_agent(agent: str, exe: str, wl: Workload, base: dict[str, str], tmp: Path, model: str) -> float:
+    proj = tmp / "proj"
+    fresh = not proj.exists()  # else: a second session of the same project
+    if fresh:
+        proj.mkdir(parents=True)
+        if wl.setup:
+            wl.setup(proj)
+        subprocess.run(["git", "init", "-q", "."], cwd=proj, check=True)
+        (tmp / "home").mkdir()
+    env = dict(base, HOME=str(tmp / "home"))
+    allowed = "Bash,Read,Edit,Skill"
+    if agent == "keel":
+        home = tmp / "keelhome"
+        home.mkdir(exist_ok=True)
+        if wl.window:
+            (home / "settings.json").write_text(json.dumps({"context": {"window": wl.window}}))
+        env["KEEL_HOME"] = str(home)
+        argv = [exe, "-p", wl.prompt, "--output-format", "json", "--allowedTools", allowed, "--model", model]
+    else:
+        env.update(CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1")
+        if wl.window:
+            env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(wl.window)
+        argv = [exe, "-p", wl.prompt, "--output-format", "json", "--allowedTools", allowed, "--model", model]
+    t0 = time.time()
+    p = subprocess.run(argv, env=env, cwd=proj, capture_output=True, stdin=subprocess.DEVNULL, timeout=600)
+    out = p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+    if wl.expect not in out:
+        raise SystemExit(f"{agent} did not finish {wl.name} (exit {p.returncode}): {out[-600:]}")
+    return time.time() - t0
+
+
+def _strip_marks(msgs: list[dict[str, Any]]) -> list[str]:
+    return [
+        _canon(
+            {
+                "role": m.get("role"),
+                "content": [_canon(b) for b in m["content"]]
+                if isinstance(m.get("content"), list)
+                else m.get("content"),
+            }
+        )
+        for m in msgs
+    ]
+
+
+def _compactions(bodies: list[tuple[bytes, int]]) -> tuple[int, int, list[int]]:
+    """Compactions (a main request whose messages do not continue the previous one's, whatever
+    the strategy: summary or cleared tool results), summary requests, and the index of the first
+    main request after each compaction."""
+    n = summaries = 0
+    after: list[int] = []
+    prev: list[str] | None = None
+    for i, (raw, _) in enumerate(bodies):
+        body = json.loads(raw)
+        if _is_summary_request(body, raw.decode("utf-8", "replace")):
+            summaries += 1
+            continue
+        if not body.get("tools"):
+            continue
+        msgs = _strip_marks(body.get("messages") or [])
+        if prev is not None and msgs[: len(prev)] != prev:
+            n += 1
+            after.append(i)
+        prev = msgs
+    return n, summaries, after
+
+
+def catalog(model: str) -> tuple[dict[str, float], int]:
+    data = json.loads((ROOT / "src" / "agentkeel" / "models" / "models.json").read_text())
+    entry = data["models"][f"anthropic:{model}"]
+    prices = {"input": 0.0, "output": 0.0, "cache_read": 0.0, "cache_write": 0.0, **entry["price"]}
+    return prices, int(entry.get("min_cache_tokens", 1024))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keel", default=str(ROOT / ".venv" / "bin" / "keel"))
+    ap.add_argument("--model", default="claude-sonnet-4-5")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help="a shorter compacting session")
+    ap.add_argument("--workloads", default="bash20,coding12,compact,first,second,again")
+    ap.add_argument("--claude-version", default="2.1.328")
+    ap.add_argument("--json", help="write the figures here (default bench/results/cost_vs_claude_code.json)")
+    ap.add_argument("--keep", action="store_true", help="keep the recorded request bodies (printed path)")
+    a = ap.parse_args()
+    keel = a.keel if Path(a.keel).exists() else (shutil.which("keel") or "/work/main/.venv/bin/keel")
+    claude = claude_bin(a.claude_version)
+    prices, min_tokens = catalog(a.model)
+    chosen = [w for w in workloads(a.quick) if w.name in a.workloads.split(",")]
+    rec = Recorder()
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _handler(rec))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CLAUDE", "KEEL_"))}
+    base.update(ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}", ANTHROPIC_API_KEY="sk-ant-fake-0000")
+    tmp = Path(tempfile.mkdtemp(prefix="cost-vs-cc-"))
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    try:
+        for wl in chosen:
+            results[wl.name] = {"keel": [], "claude-code": []}
+            for i in range(a.runs):
+                for agent, exe in (("keel", keel), ("claude-code", claude)):
+                    where = tmp / f"{wl.name}-{agent}-{i}"
+                    rec.reset(_resolve(wl.script, where / "proj"))
+                    warm = 0
+                    if wl.warm:  # an earlier session of the project, then an edit of its skill
+                        run_agent(agent, exe, wl, base, where, a.model)
+                        warm = len(rec.bodies)
+                        wl.warm(where / "proj")
+                    wall = run_agent(agent, exe, wl, base, where, a.model)
+                    bodies = list(rec.bodies)
+                    if a.keep:
+                        (where / "requests.jsonl").write_bytes(b"\n".join(r for r, _ in bodies))
+                    fig = simulate(bodies, min_tokens, warm)
+                    row: dict[str, Any] = {
+                        "requests": fig.requests,
+                        "cost_usd": fig.cost(prices),
+                        "uncached": fig.uncached,
+                        "cache_read": fig.cache_read,
+                        "cache_write": fig.cache_write,
+                        "output": fig.output,
+                        "first_request_tokens": fig.sizes[0] if fig.sizes else 0,
+                        "wall_s": wall,
+                    }
+                    if wl.window:
+                        n, summaries, after = _compactions(bodies)
+                        row["compactions"] = n
+                        row["summary_requests"] = summaries
+                        row["compactions_per_12_steps"] = n * 12 / wl.steps
+                        row["post_compaction_pct_of_window"] = [round(100 * fig.sizes[j] / wl.window, 1) for j in after]
+                        row["fact_in_last_request"] = FACT in bodies[-1][0].decode("utf-8", "replace")
+                    results[wl.name][agent].append(row)
+    finally:
+        srv.shutdown()
+    summary = report(results, a)
+    out = Path(a.json) if a.json else ROOT / "bench" / "results" / "cost_vs_claude_code.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "model": a.model,
+                "prices": prices,
+                "min_cache_tokens": min_tokens,
+                "quick": a.quick,
+                "summary": summary,
+                "runs": results,
+            },
+            indent=1,
+        )
+    )
+    if a.keep:
+        print(f"request bodies kept under {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(results: dict[str, dict[str, list[dict[str, Any]]]], a: argparse.Namespace) -> dict[str, Any]:
+    def med(rows: list[dict[str, Any]], k: str) -> float:
+        return float(statistics.median(r[k] for r in rows))
+
+    print(f"cache-weighted cost, {a.model}, {a.runs} run(s) each (medians)")
+    head = f"{'workload':10} {'keel $':>10} {'CC $':>10} {'keel/CC':>8} {'req k/CC':>9} {'1st req tok k/CC':>17}"
+    print(head)
+    summary: dict[str, Any] = {}
+    for name, by in results.items():
+        k, c = by["keel"], by["claude-code"]
+        ratio = med(k, "cost_usd") / med(c, "cost_usd")
+        summary[name] = {
+            "keel_cost_usd": med(k, "cost_usd"),
+            "cc_cost_usd": med(c, "cost_usd"),
+            "ratio": ratio,
+            "keel_requests": med(k, "requests"),
+            "cc_requests": med(c, "requests"),
+        }
+        print(
+            f"{name:10} {med(k, 'cost_usd'):10.4f} {med(c, 'cost_usd'):10.4f} {ratio:8.2f} "
+            f"{med(k, 'requests'):4.0f}/{med(c, 'requests'):<4.0f} "
+            f"{med(k, 'first_request_tokens'):8.0f}/{med(c, 'first_request_tokens'):<8.0f}"
+        )
+        if "compactions" in k[0]:
+            for agent, rows in by.items():
+                r = rows[0]
+                summary[name][agent] = {
+                    x: r[x]
+                    for x in (
+                        "compactions",
+                        "compactions_per_12_steps",
+                        "post_compaction_pct_of_window",
+                        "fact_in_last_request",
+                        "summary_requests",
+                    )
+                }
+                print(
+                    f"  {agent}: {r['compactions']} compactions, {r['summary_requests']} summary requests "
+                    f"({r['compactions_per_12_steps']:.2f} per 12 steps), "
+                    f"after each: {r['post_compaction_pct_of_window']} % of the window, "
+                    f"early fact in the last request: {r['fact_in_last_request']}"
+                )
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())
