@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from agentkeel.core.events import AssistantMessage, Event, ToolResults, UserMessage, new_id
 from agentkeel.core.types import to_data
+from agentkeel.tools import effects_of
 
 
 class SubagentResult(Protocol):
@@ -182,8 +183,9 @@ class SubagentStream:
 
 
 def _progress(call: dict[str, Any]) -> str:
-    """Claude Code's progress line: "Running <command>" for Bash, else the tool's name."""
+    """Claude Code's progress line: "Running <command>" for the shell tool, else the tool's name."""
     given = call.get("input")
     args: dict[str, Any] = given if isinstance(given, dict) else {}
-    detail = args.get("description") or args.get("command") if call.get("name") == "Bash" else None
+    shell = effects_of(str(call.get("name") or "")).shell
+    detail = args.get("description") or args.get("command") if shell else None
     return f"Running {detail}" if isinstance(detail, str) and detail else f"Running {call.get('name')}"

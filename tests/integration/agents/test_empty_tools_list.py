@@ -13,6 +13,7 @@ listing nevertheless says "(Tools: All tools)" for all three; keel says "(Tools:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,5 +44,5 @@ def test_an_empty_tools_list_grants_none(
     assert run.code == 0, run.stderr
     [child] = [r["body"] for r in server.cursor.requests if f"You are {agent}." in str(r["body"].get("system"))]
     assert bool(child.get("tools")) is has_tools
-    listing = str(server.cursor.requests[0]["body"]["tools"])
+    listing = json.dumps(server.cursor.requests[0]["body"])  # the agent listing: wherever the request carries it
     assert (f"- {agent}: a test agent (Tools: no tools)" in listing) is not has_tools
