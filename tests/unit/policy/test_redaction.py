@@ -156,7 +156,8 @@ _OBVIOUS_V = [
         for option in ("--token", "--auth-token", "--access-token", "--api-key", "--apikey", "--api-token", "--secret",
                        "--client-secret")
     ],
-    (r"(?<=://)(?P<v>[^/\s:@]+:[^/\s@]+)(?=@)", "url_credentials"),
+    # an empty user is a credential too (redis://:PASSWORD@host)
+    (r"(?<=://)(?P<v>[^/\s:@]*:[^/\s@]+)(?=@)", "url_credentials"),
     # a lone token as the user (https://TOKEN@host): 16+ characters with a digit and a letter
     (r"(?<=://)(?=[A-Za-z0-9_\-.~%+]*[0-9])(?=[A-Za-z0-9_\-.~%+]*[A-Za-z])(?P<v>[A-Za-z0-9_\-.~%+]{16,})(?=@)",
      "url_credentials"),
