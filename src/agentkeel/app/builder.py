@@ -173,6 +173,7 @@ def read_settings(
     managed settings are always read."""
     include: frozenset[Any] = frozenset({"cli", "managed", *(sources if sources is not None else SOURCES)})
     managed = KeelEnv.of(env).managed_settings
+    moved = env.get("CLAUDE_CONFIG_DIR")  # Claude Code's user folder elsewhere (the Agent SDKs set it)
     try:
         return load_settings(
             cwd,
@@ -182,6 +183,7 @@ def read_settings(
             managed=managed if managed.is_file() else None,
             include=include,
             trusted_project=trusted,
+            claude_dir=Path(moved).expanduser() if moved else None,
         )
     except SettingsError as e:
         raise KeelError(f"invalid settings: {e}") from None

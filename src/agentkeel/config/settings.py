@@ -194,9 +194,10 @@ class LoadedSettings(msgspec.Struct):
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
 
 
-def layer_paths(cwd: Path, home: Path, keel_home: Path) -> list[tuple[Path, Scope]]:
+def layer_paths(cwd: Path, home: Path, keel_home: Path, claude_dir: Path | None = None) -> list[tuple[Path, Scope]]:
+    """``claude_dir``: Claude Code's user folder when ``CLAUDE_CONFIG_DIR`` moves it (else ~/.claude)."""
     return [
-        (home / ".claude" / "settings.json", "user"),
+        ((claude_dir or home / ".claude") / "settings.json", "user"),
         (keel_home / "settings.json", "user"),
         (cwd / ".claude" / "settings.json", "project"),
         (cwd / ".keel" / "settings.json", "project"),
@@ -299,10 +300,11 @@ def load_settings(
     managed: Path | None = None,
     include: frozenset[Scope] = frozenset({"user", "project", "local", "cli", "managed"}),
     trusted_project: bool = True,
+    claude_dir: Path | None = None,
 ) -> LoadedSettings:
     """Read and merge every layer. With ``trusted_project=False`` the project and local layers
     keep only what narrows permissions (see :func:`narrow_untrusted`)."""
-    candidates = [(p, s) for p, s in layer_paths(cwd, home, keel_home) if s in include]
+    candidates = [(p, s) for p, s in layer_paths(cwd, home, keel_home, claude_dir) if s in include]
     for f in extra_files or []:
         if not f.is_file():
             raise SettingsError(f"--settings file not found: {f}")
