@@ -497,7 +497,10 @@ def build(opts: RuntimeOptions) -> Built:
     )
     mcp = mcp_servers(opts, place, services, bus)
     recorder = services.put(CheckpointRecorder, CheckpointRecorder(log_.path, place.cwd, bus.emit))  # for /rewind
-    later = [*([mcp] if mcp is not None else []), *opts.extensions, context_mgr.extension(), recorder.extension()]
+    # the environment note goes on the first message whatever the system prompt (--system-prompt replaces the brief)
+    environment = Extension("environment", before_request=context_mgr.builder.attach)
+    later = [*([mcp] if mcp is not None else []), environment, *opts.extensions, context_mgr.extension()]
+    later.append(recorder.extension())
     ext = extension_chain(builtins, later, bus)
     config = LoopConfig(
         model=info.model,
