@@ -497,9 +497,10 @@ def build(opts: RuntimeOptions) -> Built:
     )
     mcp = mcp_servers(opts, place, services, bus)
     recorder = services.put(CheckpointRecorder, CheckpointRecorder(log_.path, place.cwd, bus.emit))  # for /rewind
-    # the environment note goes on the first message whatever the system prompt (--system-prompt replaces the brief)
+    # keel's environment note goes on the first message whatever the system prompt (--system-prompt
+    # replaces the brief, not the environment), after the host's extensions, before the accounting
     environment = Extension("environment", before_request=context_mgr.builder.attach)
-    later = [*([mcp] if mcp is not None else []), environment, *opts.extensions, context_mgr.extension()]
+    later = [*([mcp] if mcp is not None else []), *opts.extensions, environment, context_mgr.extension()]
     later.append(recorder.extension())
     ext = extension_chain(builtins, later, bus)
     config = LoopConfig(

@@ -34,6 +34,7 @@ from agentkeel.context.styles import OutputStyle
 from agentkeel.core.provider import ModelRequest
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.internal.git import find_root, snapshot
+from agentkeel.policy.redact import redact
 
 IDENTITY = (
     "You are keel, an AI coding agent. You work in the user's project through the tools you are given, "
@@ -129,7 +130,8 @@ def environment_block(
         if snap is not None:
             lines.append("A snapshot taken at session start; it is not updated as you work:")
             lines.append(snap.render())
-    return "<environment>\n" + "\n".join(lines) + "\n</environment>"
+    # file names and commit subjects are the repository's: a secret in one is masked, as in instructions
+    return "<environment>\n" + redact("\n".join(lines)) + "\n</environment>"
 
 
 _PRIORITY = {"managed": 95, "user": 60, "project": 80, "local": 70, "rule": 50}

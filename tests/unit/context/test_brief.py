@@ -169,3 +169,12 @@ def test_a_conversation_that_does_not_start_with_a_user_message_is_left_alone(tm
     assert attach(b, req) is req
     empty = request()
     assert attach(b, empty) is empty
+
+
+def test_a_secret_in_a_commit_subject_is_masked_in_the_note(tmp_path: Path) -> None:
+    cwd = repo(tmp_path)
+    fake_token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"  # an obviously fake GitHub token
+    (cwd / "a.txt").write_text("b\n")
+    git(cwd, "commit", "-qam", f"oops {fake_token}")
+    note = environment_block(cwd, "m", today=date(2026, 1, 2))
+    assert fake_token not in note and "oops [REDACTED" in note
