@@ -34,6 +34,7 @@ from agentkeel.app.extensions import (
 )
 from agentkeel.config.settings import LoadedSettings, PermissionMode, Settings, SettingsError, load_settings
 from agentkeel.config.trust import TrustState, TrustStore
+from agentkeel.context.builder import shell_name
 from agentkeel.context.instructions import ImportPolicy
 from agentkeel.context.manager import ContextManager
 from agentkeel.core.events import EventBus, Notice
@@ -373,6 +374,7 @@ def context_manager(
     # ContextManager.create takes neither yet (context/manager.py): the two are set once, here
     mgr.emit = bus.emit
     mgr.memory_context = memory.prompt_context if memory is not None else None
+    mgr.builder.shell = shell_name(place.env)  # the session's $SHELL, for the environment note
     if log_.resumed:
         mgr.replay(log_.resumed.events)
     place.loaded.warnings.extend(mgr.warnings())

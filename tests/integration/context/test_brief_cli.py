@@ -17,9 +17,8 @@ from kit import KeelRun, session_files, wire_env
 
 
 def git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t", *args], cwd=cwd, check=True, capture_output=True
-    )
+    argv = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t", *args]
+    subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
 
 
 def in_repo(project: Path) -> None:

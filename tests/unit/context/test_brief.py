@@ -90,7 +90,8 @@ def test_an_output_style_that_drops_coding_keeps_tools_git_and_care(tmp_path: Pa
     ids = [s.id for s in b.build()[1]]
     assert "working" not in ids and {"tools", "git", "care", "style:plain"} <= set(ids)
     assert "coding agent" not in b.text()
-    assert BUILTIN["explanatory"].keep_coding and "working" in [s.id for s in builder(cwd, tmp_path, style="explanatory").build()[1]]
+    explanatory = builder(cwd, tmp_path, style="explanatory")
+    assert BUILTIN["explanatory"].keep_coding and "working" in [s.id for s in explanatory.build()[1]]
 
 
 def test_the_brief_stays_under_its_budget(tmp_path: Path) -> None:
@@ -178,3 +179,14 @@ def test_a_secret_in_a_commit_subject_is_masked_in_the_note(tmp_path: Path) -> N
     git(cwd, "commit", "-qam", f"oops {fake_token}")
     note = environment_block(cwd, "m", today=date(2026, 1, 2))
     assert fake_token not in note and "oops [REDACTED" in note
+
+
+def test_a_subagent_gets_the_same_environment_note_without_the_snapshot(tmp_path: Path) -> None:
+    from agentkeel.agents.defs import AgentDef
+    from agentkeel.agents.spawner import child_system
+
+    cwd = repo(tmp_path)
+    system = child_system(AgentDef("reviewer", "reviews", "You review code."), cwd, "claude-haiku-4-5", "EXTRA")
+    assert system.startswith("You review code.\n\n<environment>\n") and system.endswith("EXTRA")
+    assert f"Working directory: {cwd}" in system and "Shell: bash" in system and "Model: claude-haiku-4-5" in system
+    assert "Git repository: yes" in system and "first commit" not in system  # the parent has the snapshot
