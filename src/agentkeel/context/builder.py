@@ -129,7 +129,7 @@ def environment_block(
         lines.append(f"Git repository: yes (root {root})")
         snap = snapshot(cwd) if git else None
         if snap is not None:
-            lines.append("A snapshot taken at session start; it is not updated as you work:")
+            lines.append("Git state when this conversation began (not updated as you work):")
             lines.append(snap.render())
     # file names and commit subjects are the repository's: a secret in one is masked, as in instructions
     return "<environment>\n" + redact("\n".join(lines)) + "\n</environment>"
