@@ -8,12 +8,13 @@ Two parts, split by how often they change, so that the provider can cache the fi
   send it byte for byte (the wire puts a cache breakpoint after it). Sections always appear in
   one fixed order; over the budget, optional ones are dropped lowest priority first (and noted).
   It is memoised and rebuilt only when a source file changes.
-- the **environment note** (:meth:`PromptBuilder.attach`): where the model works — directories,
-  platform, shell, model, today's date and a bounded git snapshot taken once — added to the first
-  user message of every request (not to the log). It comes after the cached prefix, as Claude
-  Code sends its own, and it is kept whatever the system prompt is: ``--system-prompt`` replaces
-  the brief, not the environment. It is taken again when the conversation's first message
-  changes (a compaction, ``/clear``) or on :meth:`PromptBuilder.refresh`.
+- the **environment note** (:meth:`PromptBuilder.attach`): where the model works (directories,
+  platform, shell, model, today's date and a bounded git snapshot taken once), put before the
+  user's words in the first message of every request (not in the log). It comes after the cached
+  prefix, as Claude Code sends its own, and it is kept whatever the system prompt is:
+  ``--system-prompt`` replaces the brief, not the environment. It is taken again when the
+  conversation's first message changes (a compaction, ``/clear``) or on
+  :meth:`PromptBuilder.refresh`.
 """
 
 from __future__ import annotations
@@ -257,13 +258,14 @@ class PromptBuilder(msgspec.Struct):
         return self._env[1]
 
     async def attach(self, request: ModelRequest) -> ModelRequest:
-        """The request with the environment note as the last block of its first (user) message: a
-        before_request handler. The log keeps the user's message as typed."""
+        """The request with the environment note as the first block of its first (user) message,
+        before the user's words (the order Claude Code sends its context in): a before_request
+        handler. The log keeps the user's message as typed."""
         note = await asyncio.to_thread(self.note_for, request)
         if note is None:
             return request
         first = request.messages[0]
-        with_note = Message(role=first.role, content=[*first.content, TextBlock(text=note)])
+        with_note = Message(role=first.role, content=[TextBlock(text=note), *first.content])
         return msgspec.structs.replace(request, messages=[with_note, *request.messages[1:]])
 
 
