@@ -375,6 +375,7 @@ def context_manager(
     mgr.emit = bus.emit
     mgr.memory_context = memory.prompt_context if memory is not None else None
     mgr.builder.shell = shell_name(place.env)  # the session's $SHELL, for the environment note
+    mgr.builder.prefetch()  # the git snapshot for the first request's note, taken while the session starts
     if log_.resumed:
         mgr.replay(log_.resumed.events)
     place.loaded.warnings.extend(mgr.warnings())

@@ -23,8 +23,10 @@ import asyncio
 import hashlib
 import os
 import platform
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import date
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from agentkeel.context.instructions import Instructions, render
 from agentkeel.context.styles import OutputStyle
 from agentkeel.core.provider import ModelRequest
 from agentkeel.core.types import Message, TextBlock
-from agentkeel.internal.git import find_root, snapshot
+from agentkeel.internal.git import Snapshot, find_root, snapshot
 from agentkeel.policy.redact import redact
 
 IDENTITY = (
@@ -114,6 +116,20 @@ def environment_block(
 ) -> str:
     """The environment note: directories, platform, shell, model, date and (``git``) a snapshot of
     the repository taken now (bounded: see :func:`agentkeel.internal.git.snapshot`)."""
+    snap = snapshot(cwd) if git and find_root(cwd) is not None else None
+    return render_environment(cwd, model, additional_dirs, today, shell=shell, snap=snap)
+
+
+def render_environment(
+    cwd: Path,
+    model: str,
+    additional_dirs: tuple[Path, ...] = (),
+    today: date | None = None,
+    *,
+    shell: str | None = None,
+    snap: Snapshot | None = None,
+) -> str:
+    """The environment note with a snapshot already taken (or none)."""
     lines = [f"Working directory: {cwd}"]
     if additional_dirs:
         lines.append("Additional working directories: " + ", ".join(str(d) for d in additional_dirs))
@@ -128,7 +144,6 @@ def environment_block(
         lines.append("Git repository: no")
     else:
         lines.append(f"Git repository: yes (root {root})")
-        snap = snapshot(cwd) if git else None
         if snap is not None:
             lines.append("Git state when this conversation began (not updated as you work):")
             lines.append(snap.render())
@@ -176,6 +191,8 @@ class PromptBuilder(msgspec.Struct):
     _checked: float = 0.0
     # the environment note, and the first message and model it was taken for
     _env: tuple[tuple[str, str], str] | None = None
+    # the git snapshot taken ahead of the first request (see ``prefetch``)
+    _prefetched: Future[Snapshot | None] | None = None
 
     def sections(self) -> list[Section]:
         coding = not self.style.text or self.style.keep_coding
@@ -245,27 +262,59 @@ class PromptBuilder(msgspec.Struct):
     def refresh(self) -> None:
         """Take the environment note again for the next request (the date and the git snapshot)."""
         self._env = None
+        self._prefetched = None
+
+    def prefetch(self) -> None:
+        """Start taking the git snapshot on a thread, so that the first request does not wait for
+        git (its calls overlap the session's start-up); the first note uses it."""
+        if self._prefetched is not None or find_root(self.cwd) is None:
+            return
+        future: Future[Snapshot | None] = Future()
+
+        def take() -> None:
+            try:
+                future.set_result(snapshot(self.cwd))
+            except Exception as exc:  # the note goes without a snapshot
+                future.set_exception(exc)
+
+        threading.Thread(target=take, name="keel-git-snapshot", daemon=True).start()
+        self._prefetched = future
+
+    def _key(self, request: ModelRequest) -> tuple[str, str] | None:
+        first = _first_key(request)
+        return None if first is None else (first, request.model)
 
     def note_for(self, request: ModelRequest) -> str | None:
         """The environment note for this request: the one taken for its first message and model,
         or a new one (a new conversation, a compaction, another model). None: no first user message."""
-        first = _first_key(request)
-        if first is None:
+        key = self._key(request)
+        if key is None:
             return None
-        key = (first, request.model)
         if self._env is None or self._env[0] != key:
             self._env = (key, self.environment(request.model))
         return self._env[1]
+
+    async def _take(self, model: str) -> str:
+        future, self._prefetched = self._prefetched, None
+        if future is None:
+            return await asyncio.to_thread(self.environment, model)
+        try:
+            snap = await asyncio.wrap_future(future)
+        except Exception:
+            snap = None
+        return render_environment(self.cwd, model, self.additional_dirs, self.today(), shell=self.shell, snap=snap)
 
     async def attach(self, request: ModelRequest) -> ModelRequest:
         """The request with the environment note as the first block of its first (user) message,
         before the user's words (the order Claude Code sends its context in): a before_request
         handler. The log keeps the user's message as typed."""
-        note = await asyncio.to_thread(self.note_for, request)
-        if note is None:
+        key = self._key(request)
+        if key is None:
             return request
+        if self._env is None or self._env[0] != key:
+            self._env = (key, await self._take(request.model))
         first = request.messages[0]
-        with_note = Message(role=first.role, content=[TextBlock(text=note), *first.content])
+        with_note = Message(role=first.role, content=[TextBlock(text=self._env[1]), *first.content])
         return msgspec.structs.replace(request, messages=[with_note, *request.messages[1:]])
 
 

@@ -190,3 +190,19 @@ def test_a_subagent_gets_the_same_environment_note_without_the_snapshot(tmp_path
     assert system.startswith("You review code.\n\n<environment>\n") and system.endswith("EXTRA")
     assert f"Working directory: {cwd}" in system and "Shell: bash" in system and "Model: claude-haiku-4-5" in system
     assert "Git repository: yes" in system and "first commit" not in system  # the parent has the snapshot
+
+
+def test_the_snapshot_taken_ahead_serves_the_first_note_only(tmp_path: Path) -> None:
+    cwd = repo(tmp_path)
+    b = builder(cwd, tmp_path)
+    b.prefetch()  # as a session does while it starts
+    first = attach(b, request(Message.user("go"))).messages[0].text()
+    assert "first commit" in first and "Working tree clean" in first
+    (cwd / "new.txt").write_text("n\n")
+    again = attach(b, request(Message.user("<a compaction's summary>"))).messages[0].text()
+    assert "?? new.txt" in again  # a new conversation takes a new snapshot, not the early one
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    outside = builder(plain, tmp_path)
+    outside.prefetch()  # nothing to take outside a repository
+    assert "Git repository: no" in attach(outside, request(Message.user("go"))).messages[0].text()
