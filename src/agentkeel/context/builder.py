@@ -9,7 +9,7 @@ Two parts, split by how often they change, so that the provider can cache the fi
   one fixed order; over the budget, optional ones are dropped lowest priority first (and noted).
   It is memoised and rebuilt only when a source file changes.
 - the **environment note** (:meth:`PromptBuilder.attach`): where the model works (directories,
-  platform, shell, model, today's date and a bounded git snapshot taken once), put before the
+  platform, shell, model, today's date and a bounded git snapshot taken once), added after the
   user's words in the first message of every request (not in the log). It comes after the cached
   prefix, as Claude Code sends its own, and it is kept whatever the system prompt is:
   ``--system-prompt`` replaces the brief, not the environment. It is taken again when the
@@ -305,8 +305,8 @@ class PromptBuilder(msgspec.Struct):
         return render_environment(self.cwd, model, self.additional_dirs, self.today(), shell=self.shell, snap=snap)
 
     async def attach(self, request: ModelRequest) -> ModelRequest:
-        """The request with the environment note as the first block of its first (user) message,
-        before the user's words (the order Claude Code sends its context in): a before_request
+        """The request with the environment note as the last block of its first (user) message,
+        after the user's words (where keel puts its other context, memory's): a before_request
         handler. The log keeps the user's message as typed."""
         key = self._key(request)
         if key is None:
@@ -314,7 +314,7 @@ class PromptBuilder(msgspec.Struct):
         if self._env is None or self._env[0] != key:
             self._env = (key, await self._take(request.model))
         first = request.messages[0]
-        with_note = Message(role=first.role, content=[TextBlock(text=self._env[1]), *first.content])
+        with_note = Message(role=first.role, content=[*first.content, TextBlock(text=self._env[1])])
         return msgspec.structs.replace(request, messages=[with_note, *request.messages[1:]])
 
 

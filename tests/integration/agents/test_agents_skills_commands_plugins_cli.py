@@ -119,7 +119,7 @@ def test_builtin_command_needs_no_model(project: Path, fake_llm: Start, keel: Ke
     run = keel("-p", "/skills", env=wire_env(server, "anthropic"))
     assert "/release" in run.stdout
     run = keel("-p", "/usr/bin is a folder", env=wire_env(server, "anthropic"))  # not a command: a message
-    assert "</environment>\n/usr/bin is a folder" in first_user_text(server.cursor.requests[-1]["body"])
+    assert first_user_text(server.cursor.requests[-1]["body"]).startswith("/usr/bin is a folder")
 
 
 def test_plugin_command_agent_and_skill(project: Path, tmp_path: Path, fake_llm: Start, keel: Keel) -> None:

@@ -54,8 +54,8 @@ def test_an_empty_system_prompt_keeps_the_environment(
     assert run.code == 0, run.stderr
     (req,) = [r["body"] for r in server.cursor.requests]
     assert system_of(req) == ""  # the brief is replaced...
-    note, prompt = first_blocks(req)  # ...the environment is not, and comes first, as Claude Code's
-    assert note.startswith("<environment>") and prompt == "say hi"
+    prompt, note = first_blocks(req)  # ...the environment is not: it follows the prompt
+    assert prompt == "say hi" and note.startswith("<environment>")
     assert f"Working directory: {project}" in note and "Platform: " in note and "Today's date: " in note
     assert "Git branch: main" in note and "M notes.txt" in note and "BRIEF-COMMIT-42" in note
 

@@ -122,8 +122,8 @@ def test_the_note_goes_on_the_first_user_message_and_is_taken_once(tmp_path: Pat
     b = builder(cwd, tmp_path)
     first = Message.user("fix the bug")
     sent = attach(b, request(first))
-    assert sent.messages[0].content[1:] == first.content  # the user's words, after the note
-    note = sent.messages[0].content[0]
+    assert sent.messages[0].content[:-1] == first.content  # the user's words, then the note
+    note = sent.messages[0].content[-1]
     assert isinstance(note, TextBlock) and note.text.startswith("<environment>") and str(cwd) in note.text
     assert "main" in note.text and "first commit" in note.text
     # later turns of the session send the same bytes, though the repository changed meanwhile

@@ -137,7 +137,7 @@ def test_continue_and_resume(fake_llm: Callable[[Any], FakeLLMServer], keel: Cal
     assert second["session_id"] == first["session_id"]
     sent = server.cursor.requests[1]["body"]["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
-    assert sent[0]["content"][1]["text"] == "remember 42"  # after keel's environment note
+    assert sent[0]["content"][0]["text"] == "remember 42"
     third = keel("-p", "-r", first["session_id"][:8], "and now?", "--output-format", "json", env=env).json()
     assert third["session_id"] == first["session_id"]
     listing = keel("sessions", "list", "--json")
@@ -205,8 +205,7 @@ def test_corrupt_session_resumes_without_loss(
     data = log.read_bytes()
     assert data.startswith(original + b'{"uuid": "torn", "type": "user", "mess\n')  # kept, never rewritten
     sent = server.cursor.requests[1]["body"]["messages"]
-    said = [[b.get("text") for b in m["content"] if not b.get("text", "").startswith("<environment>")] for m in sent]
-    assert [texts[0] for texts, m in zip(said, sent, strict=True) if m["role"] == "user"] == ["first", "second"]
+    assert [m["content"][0]["text"] for m in sent if m["role"] == "user"] == ["first", "second"]
 
 
 def test_version_does_not_import_sdks(keel: Callable[..., KeelRun]) -> None:

@@ -77,8 +77,7 @@ def test_one_shot_query_writes_a_file(fake_llm: Start, project: Path) -> None:
     assert result.num_turns == 2 and result.session_id == init.data["session_id"]
     assert target.read_text() == "hi\n"
     first = server.cursor.requests[0]["body"]
-    note, prompt = first["messages"][0]["content"]  # keel's environment note, then the prompt
-    assert note["text"].startswith("<environment>") and prompt["text"] == "write a.txt"
+    assert first["messages"][0]["content"][0]["text"] == "write a.txt"
     assert "system" not in first or not first["system"]  # the SDK passes --system-prompt "" by default
 
 
