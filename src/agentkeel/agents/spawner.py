@@ -16,11 +16,9 @@ import asyncio
 import json
 import logging
 import os
-import platform
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +27,13 @@ import msgspec
 from agentkeel.agents.agenthooks import AgentHooks, agent_hooks
 from agentkeel.agents.defs import AgentCatalog, AgentDef
 from agentkeel.agents.forwarding import Listener, SubagentActivity, SubagentStream
+from agentkeel.context.builder import environment_block
 from agentkeel.core.events import Notice, SessionStarted
 from agentkeel.core.extensions import Extension, Extensions, LifecyclePoint, ToolCall, Verdict
 from agentkeel.core.loop import Agent, LoopConfig, RunResult
 from agentkeel.core.provider import Provider
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.internal.env import KeelEnv
-from agentkeel.internal.git import find_root
 from agentkeel.tools import effects_for, names_of, offered_when_named
 
 log = logging.getLogger(__name__)
@@ -535,16 +533,10 @@ def _mode_extension(mode: str | None, may_widen: bool) -> Extension | None:
 
 
 def child_system(agent: AgentDef, cwd: Path, model: str, extra: str = "") -> str:
-    env = "\n".join(
-        [
-            f"Working directory: {cwd}",
-            f"Is a git repository: {'yes' if find_root(cwd) else 'no'}",
-            f"Platform: {platform.system().lower()}",
-            f"Today's date: {date.today().isoformat()}",
-            f"Model: {model}",
-        ]
-    )
-    parts = [agent.prompt.strip() or f"You are the {agent.name} agent.", f"<env>\n{env}\n</env>"]
+    """The agent's prompt, then the session's environment note (without the git snapshot: a
+    subagent is short-lived, and the parent knows the repository's state)."""
+    env = environment_block(cwd, model, git=False)
+    parts = [agent.prompt.strip() or f"You are the {agent.name} agent.", env]
     if extra.strip():
         parts.append(extra.strip())
     return "\n\n".join(parts)

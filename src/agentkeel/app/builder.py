@@ -41,6 +41,7 @@ from agentkeel.config.settings import (
     load_settings,
 )
 from agentkeel.config.trust import TrustState, TrustStore
+from agentkeel.context.builder import shell_name
 from agentkeel.context.instructions import ImportPolicy
 from agentkeel.context.manager import ContextManager
 from agentkeel.core.events import EventBus, Notice
@@ -400,6 +401,8 @@ def context_manager(
     mgr.emit = bus.emit
     mgr.memory_context = memory.prompt_context if memory is not None else None
     mgr.transcript = log_.path  # named in the carry-over of a compaction
+    mgr.builder.shell = shell_name(place.env)  # the session's $SHELL, for the environment note
+    mgr.builder.prefetch()  # the git snapshot for the first request's note, taken while the session starts
     if log_.resumed:
         mgr.replay(log_.resumed.events)
     place.loaded.warnings.extend(mgr.warnings())
@@ -531,7 +534,11 @@ def build(opts: RuntimeOptions) -> Built:
     )
     mcp = mcp_servers(opts, place, services, bus)
     recorder = services.put(CheckpointRecorder, CheckpointRecorder(log_.path, place.cwd, bus.emit))  # for /rewind
-    later = [*([mcp] if mcp is not None else []), *opts.extensions, context_mgr.extension(), recorder.extension()]
+    # keel's environment note goes on the first message whatever the system prompt (--system-prompt
+    # replaces the brief, not the environment), after the host's extensions, before the accounting
+    environment = Extension("environment", before_request=context_mgr.builder.attach)
+    later = [*([mcp] if mcp is not None else []), *opts.extensions, environment, context_mgr.extension()]
+    later.append(recorder.extension())
     ext = extension_chain(builtins, later, bus)
     config = LoopConfig(
         model=info.model,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentkeel.internal import procs
@@ -112,3 +113,85 @@ def toplevel(cwd: Path, timeout: float = 10) -> Path | None:
         return None
     out = proc.stdout.decode("utf-8", errors="replace").strip()
     return Path(out) if out else None
+
+
+# --- the snapshot keel gives the model at a session's start ----------------------------------
+
+SNAPSHOT_STATUS_LINES = 20  # changed paths listed; the rest are counted
+SNAPSHOT_COMMITS = 5
+SNAPSHOT_LINE_CHARS = 160  # a path or a subject longer than this is cut
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the repository looked like once: the branch, the main branch, the changes (the first
+    :data:`SNAPSHOT_STATUS_LINES` of ``git status --short``, and how many there are in all) and
+    the last commits. Bounded whatever the repository's size."""
+
+    branch: str
+    main_branch: str | None
+    changes: tuple[str, ...]
+    changed_total: int
+    commits: tuple[str, ...]
+
+    def render(self) -> str:
+        main = f"; main branch: {self.main_branch}" if self.main_branch and self.main_branch != self.branch else ""
+        lines = [f"Git branch: {self.branch}{main}"]
+        if self.changed_total:
+            n = self.changed_total
+            lines.append(f"Changes ({n} path{'s' if n != 1 else ''}, `git status --short`):")
+            lines += [f"  {c}" for c in self.changes]
+            if self.changed_total > len(self.changes):
+                lines.append(f"  ... and {self.changed_total - len(self.changes)} more")
+        else:
+            lines.append("Working tree clean at session start.")
+        if self.commits:
+            lines.append("Recent commits:")
+            lines += [f"  {c}" for c in self.commits]
+        return "\n".join(lines)
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= SNAPSHOT_LINE_CHARS else line[: SNAPSHOT_LINE_CHARS - 3] + "..."
+
+
+def _out(root: Path, *args: str, timeout: float) -> str | None:
+    proc = run_git(root, *args, timeout=timeout)
+    if proc is None or proc.returncode != 0:
+        return None
+    return proc.stdout.decode("utf-8", errors="replace")
+
+
+def main_branch(root: Path, timeout: float = 5) -> str | None:
+    """The branch pull requests usually target: the remote's default (``origin/HEAD``), else a
+    local ``main`` or ``master``; None when there is neither."""
+    remote = _out(root, "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD", timeout=timeout)
+    if remote and remote.strip():
+        return remote.strip().removeprefix("origin/")
+    for name in ("main", "master"):
+        if _out(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}", timeout=timeout) is not None:
+            return name
+    return None
+
+
+def snapshot(cwd: Path, timeout: float = 5) -> Snapshot | None:
+    """The repository at ``cwd`` now (None outside one, or when git cannot tell). Each git call
+    is bounded by ``timeout``; only the first lines of a long status are kept."""
+    branch = _out(cwd, "symbolic-ref", "--quiet", "--short", "HEAD", timeout=timeout)
+    if branch is None:  # detached, or not a repository
+        head = _out(cwd, "rev-parse", "--short", "HEAD", timeout=timeout)
+        if head is None:
+            if _out(cwd, "rev-parse", "--git-dir", timeout=timeout) is None:
+                return None
+            head = "(no commits yet)"
+        branch = f"(detached at {head.strip()})" if head != "(no commits yet)" else head
+    status = _out(cwd, "status", "--short", "--no-renames", timeout=timeout)
+    lines = [ln for ln in (status or "").splitlines() if ln.strip()]
+    log_out = _out(cwd, "log", f"-n{SNAPSHOT_COMMITS}", "--no-decorate", "--format=%h %s", timeout=timeout) or ""
+    return Snapshot(
+        branch=branch.strip(),
+        main_branch=main_branch(cwd, timeout),
+        changes=tuple(_cut(ln) for ln in lines[:SNAPSHOT_STATUS_LINES]),
+        changed_total=len(lines),
+        commits=tuple(_cut(ln) for ln in log_out.splitlines() if ln.strip()),
+    )

@@ -565,8 +565,8 @@ def file_tools() -> list[Tool]:
         ),
         Tool(
             "Write",
-            "Write a file to the local filesystem, overwriting it if it exists. An existing file must "
-            "have been Read first.",
+            "Create a file, or replace one whole (an existing file must have been Read first). To change "
+            "part of a file use Edit; don't create files the task does not need.",
             WriteInput,
             _write,
             group="fs",
@@ -578,8 +578,9 @@ def file_tools() -> list[Tool]:
         ),
         Tool(
             "Edit",
-            "Replace exact text in a file. The file must have been Read first; old_string must be unique "
-            "unless replace_all is true.",
+            "Replace exact text in a file that has been Read. old_string must occur once (include enough "
+            "surrounding lines) unless replace_all is set (for renames); keep the file's indentation, without "
+            "Read's line-number prefix.",
             EditInput,
             _edit,
             group="fs",
@@ -591,7 +592,8 @@ def file_tools() -> list[Tool]:
         ),
         Tool(
             "MultiEdit",
-            "Make several edits to one file in one operation; all succeed or none is applied.",
+            "Several Edit replacements in one file, applied in order, all or none: one call instead of "
+            "several Edits to the same file.",
             MultiEditInput,
             _multi_edit,
             group="fs",
@@ -603,7 +605,8 @@ def file_tools() -> list[Tool]:
         ),
         Tool(
             "LS",
-            "List files and directories under a path (recursive, hidden entries skipped).",
+            "List a directory's files and folders, recursively (hidden entries skipped). To find files by "
+            "name pattern, Glob is faster.",
             LSInput,
             _ls,
             group="fs",
@@ -615,6 +618,7 @@ def file_tools() -> list[Tool]:
 
 
 READ_DESC = (
-    "Read a file from the local filesystem. Returns up to 2000 lines numbered like `cat -n`; use offset and limit "
-    "for long files. Reads images (returned as images) and Jupyter notebooks."
+    "Read a file: up to 2000 lines numbered like `cat -n` (offset and limit for the rest of a long file); "
+    "images come back as images, notebooks with their cells. Use it, not cat/head/tail, and before you Edit "
+    "or Write a file that exists."
 )

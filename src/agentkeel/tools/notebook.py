@@ -143,9 +143,8 @@ def notebook_tools() -> list[Tool]:
     return [
         Tool(
             "NotebookEdit",
-            "Completely replaces the contents of a specific cell in a Jupyter notebook (.ipynb file) with new "
-            "source. Use edit_mode=insert to add a new cell after cell_id (at the beginning without one), "
-            "edit_mode=delete to delete it. The notebook must have been Read first.",
+            "Replace a cell of a Jupyter notebook (.ipynb) that has been Read; edit_mode=insert adds a cell "
+            "after cell_id (first without one), edit_mode=delete removes it. For other files use Edit.",
             NotebookEditInput,
             _run,
             group="fs",

@@ -447,7 +447,8 @@ def search_tools() -> list[Tool]:
     return [
         Tool(
             "Glob",
-            "Find files by glob pattern (e.g. **/*.py); returns paths sorted by modification time, newest first.",
+            "Find files by name pattern (e.g. **/*.py), newest first. Use it to locate files, not find or ls; "
+            "Grep searches their contents.",
             GlobInput,
             _glob,
             group="fs",
@@ -457,8 +458,9 @@ def search_tools() -> list[Tool]:
         ),
         Tool(
             "Grep",
-            "Search file contents with a regular expression (ripgrep syntax). output_mode: "
-            "files_with_matches (default), content (with -n, -A, -B, -C) or count. Filter with glob or type.",
+            "Search file contents with a regular expression (ripgrep syntax); use it, not grep or rg. "
+            "output_mode: files_with_matches (default), content (with -n, -A, -B, -C) or count; narrow with "
+            "glob or type.",
             GrepInput,
             _grep,
             group="fs",

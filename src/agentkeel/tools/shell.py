@@ -411,9 +411,10 @@ async def _kill_shell(args: KillShellInput, ctx: ToolContext) -> ToolOutput:
 
 
 BASH_DESC = (
-    "Run a bash command in a non-interactive shell (no TTY, stdin closed). The working directory persists "
-    "between calls. Default timeout 120000 ms, max 600000. Use run_in_background for long-running servers, "
-    "then BashOutput to read them and KillShell to stop them. Prefer Read/Grep/Glob over cat/grep/find."
+    "Run a bash command in a non-interactive shell (no TTY, stdin closed); the working directory persists "
+    "between calls. Timeout 120000 ms by default, 600000 at most. For builds, tests, git and package managers; "
+    "for files use Read, Grep, Glob, Edit and Write, not cat, grep, find or sed. Quote paths with spaces; "
+    "chain dependent commands with &&. Long-running servers: run_in_background, then BashOutput and KillShell."
 )
 
 
@@ -454,7 +455,7 @@ def shell_tools() -> list[Tool]:
         ),
         Tool(
             "BashOutput",
-            "Read new output from a background shell started with run_in_background.",
+            "Read a background shell's output since the last read (a shell started with run_in_background).",
             BashOutputInput,
             _bash_output,
             group="system",

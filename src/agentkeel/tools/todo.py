@@ -49,8 +49,9 @@ def todo_tools() -> list[Tool]:
     return [
         Tool(
             "TodoWrite",
-            "Create and update a structured task list for the current session (pending, "
-            "in_progress, completed; one in_progress at a time).",
+            "Keep the session's task list, sent whole each time (pending, in_progress, completed; one "
+            "in_progress at a time). Use it for work of three steps or more, marking each item done as soon as "
+            "it is; not for a single simple step.",
             TodoWriteInput,
             _todo_write,
             group="custom",

@@ -11,7 +11,7 @@ import pexpect
 import pytest
 
 from agentkeel.models.fake.server import FakeLLMServer
-from agents_fixtures import git, system_text
+from agents_fixtures import first_user_text, git
 from kit import KEEL, KeelRun, wire_env
 
 Start = Callable[[Any], FakeLLMServer]
@@ -50,7 +50,7 @@ def test_print_mode_keeps_the_work_on_its_branch_and_says_how_to_merge(repo: Pat
     assert run.code == 0, run.stderr
     assert run.stdout.strip() == "wrote it"
     tree = repo / ".keel" / "worktrees" / "feat"
-    assert f"Working directory: {tree}" in system_text(server.cursor.requests[0]["body"])
+    assert f"Working directory: {tree}" in first_user_text(server.cursor.requests[0]["body"])
     assert "created worktree .keel/worktrees/feat on branch keel/feat" in run.stderr
     assert "uncommitted changes are not in the worktree" in run.stderr
     assert "git merge keel/feat" in run.stderr  # kept, as Claude Code keeps a -p session's worktree
@@ -69,7 +69,7 @@ def test_a_session_without_changes_leaves_no_worktree_or_branch(repo: Path, fake
     server = fake_llm(["nothing to do"])
     run = keel("-w", "-p", "look", env=wire_env(server, "anthropic"))
     assert run.code == 0, run.stderr
-    assert "/.keel/worktrees/" in system_text(server.cursor.requests[0]["body"])  # a name was picked
+    assert "/.keel/worktrees/" in first_user_text(server.cursor.requests[0]["body"])  # a name was picked
     assert "has no changes; removed it" in run.stderr
     assert _worktrees(repo) == [str(repo)] and _branches(repo) == [git(repo, "branch", "--show-current").strip()]
     assert not list((repo / ".keel" / "worktrees").iterdir())

@@ -15,12 +15,14 @@ Keel = Callable[..., KeelRun]
 
 
 def _texts(request: dict[str, Any]) -> list[str]:
-    """The text blocks of the conversation sent (memory's recall of earlier sessions left out)."""
+    """The text blocks of the conversation sent (memory's recall of earlier sessions and keel's
+    environment note left out)."""
     out = []
     for message in request["body"]["messages"]:
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        out += [b["text"] for b in blocks if b.get("type") == "text" and not b["text"].startswith("<memory-context")]
+        context = ("<memory-context", "<environment>")
+        out += [b["text"] for b in blocks if b.get("type") == "text" and not b["text"].startswith(context)]
     return out
 
 

@@ -74,13 +74,14 @@ def keel_run(project: Path, fake_llm: Start, keel: Keel) -> dict[str, Any]:
 
 
 def _texts(message: dict[str, Any]) -> list[str]:
-    """The texts of one message: its text blocks and tool results, in order."""
+    """The texts of one message: its text blocks and tool results, in order (keel's environment
+    note left out: Claude Code's is a <system-reminder> before the prompt, keel's follows it)."""
     content = message["content"]
     if isinstance(content, str):
         return [content]
     out: list[str] = []
     for block in content:
-        if block.get("type") == "text":
+        if block.get("type") == "text" and not block["text"].startswith("<environment>"):
             out.append(block["text"])
         elif block.get("type") == "tool_result":
             inner = block.get("content")

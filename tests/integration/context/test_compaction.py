@@ -119,7 +119,8 @@ async def test_prompt_too_long_compacts_and_retries_once(
     refused = [r for r in server.cursor.requests if r["over_window"]]
     assert refused, "the scenario never overflowed"
     found = events(rt)
-    assert found and all(e.trigger == "overflow" for e in found)
+    # the refusal compacts first; once keel knows the real window it may compact before overflowing
+    assert found and found[0].trigger == "overflow" and all(e.trigger in ("overflow", "auto") for e in found)
     # each refusal was followed by one compaction and a retry that fitted
     after = server.cursor.requests[server.cursor.requests.index(refused[0]) + 1 :]
     assert any(not r["over_window"] and "matched" not in r for r in after)

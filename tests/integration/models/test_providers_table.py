@@ -103,7 +103,7 @@ class PlainHandler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.end_headers()
-        prompt = body["messages"][-1]["text"]
+        prompt = body["messages"][-1]["text"].split("<environment>")[0]  # the prompt, without keel's note
         for data in ({"text": "plain says: "}, {"text": prompt}, {"done": True, "input_tokens": 7, "output_tokens": 3}):
             self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
             self.wfile.flush()
@@ -147,7 +147,8 @@ def test_a_third_wire_format_is_one_module_and_one_line(
     assert (run.returncode, run.stdout, run.stderr) == (0, "plain says: hello there\n", "")
     [request] = plain_server.requests
     assert request["path"] == "/complete" and request["body"]["model"] == "tiny-1"
-    assert request["body"]["messages"][-1] == {"role": "user", "text": "hello there"}
+    sent = request["body"]["messages"][-1]
+    assert sent["role"] == "user" and sent["text"].startswith("hello there<environment>\nWorking directory: ")
     [log] = session_files(tmp_path / "keelhome")
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     [answer] = [e for e in entries if e["type"] == "assistant"]

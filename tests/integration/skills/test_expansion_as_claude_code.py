@@ -44,7 +44,7 @@ def _texts(body: dict[str, Any]) -> str:
             out.append(content)
             continue
         for block in content:
-            if block.get("type") == "text":
+            if block.get("type") == "text" and not block["text"].startswith("<environment>"):  # keel's note
                 out.append(block["text"])
             elif block.get("type") == "tool_result":
                 inner = block.get("content")

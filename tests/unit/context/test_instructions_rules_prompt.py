@@ -138,7 +138,7 @@ def test_builder_fits_by_priority_keeps_order_and_memoises(tmp_path: Path) -> No
     builder.check_interval_s = 0  # check the sources on every call
     first = builder.text()
     assert builder.text() == first and builder.builds == 1  # memoised
-    assert first.index("You are keel") < first.index("<env>") < first.index("first version")
+    assert first.index("You are keel") < first.index("# Care") < first.index("first version")
     time.sleep(0.01)
     agents.write_text("second version, longer")
     assert "second version" in builder.text() and builder.builds == 2  # a source changed
