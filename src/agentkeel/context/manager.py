@@ -341,7 +341,10 @@ class ContextManager:
 
         async def whole(instruction: str, max_tokens: int) -> str:
             budget = request.thinking_budget or 0  # the same thinking setting: a change drops the cache
-            messages = list(request.messages)
+            # the first message as it was sent, with the environment note (a before_request step that
+            # comes after this one): without it the cached prefix would end at the system prompt
+            sent = await self.builder.attach(request)
+            messages = list(sent.messages)
             if messages and messages[-1].role == "user":
                 last = messages[-1]
                 messages[-1] = Message(role="user", content=[*last.content, TextBlock(text=instruction)])

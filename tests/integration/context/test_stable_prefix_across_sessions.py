@@ -44,8 +44,10 @@ def test_prefix_is_byte_identical_across_sessions_skill_edits_and_dates(
     agent = project / ".claude" / "agents" / "reviewer.md"
     agent.parent.mkdir(parents=True)
     agent.write_text(AGENT.format(desc="Reviews code"))
-    server = fake_llm({"steps": ["one", "two", "three"]})
-
+    server = fake_llm({"steps": ["zero", "one", "two", "three"]})
+    # a project's very first session has an empty memory and so no memory tools (memory/plugin.py):
+    # the sessions compared come after one that gave memory its first entries
+    _session(keel, server, "UTC")
     first = _session(keel, server, "Etc/GMT-14")  # UTC+14
     skill.write_text(SKILL.format(desc="Cut and tag a release"))
     agent.write_text(AGENT.format(desc="Reviews code for bugs"))
@@ -59,8 +61,10 @@ def test_prefix_is_byte_identical_across_sessions_skill_edits_and_dates(
     assert "- release: Cut a release of the project" in tail_a
     assert "- release: Cut and tag a release" in tail_b
     assert "- reviewer: Reviews code for bugs" in tail_b and "- reviewer: Reviews code (" in tail_a
-    date_a = [line for line in tail_a.splitlines() if line.startswith("Today's date:")]
-    date_b = [line for line in tail_b.splitlines() if line.startswith("Today's date:")]
+    # the date rides in the environment note on the first user message (context/builder.py)
+    note_a, note_b = (json.dumps(body["messages"][0]["content"]) for body in (a, b))
+    date_a = [part for part in note_a.split("\\n") if part.startswith("Today's date:")]
+    date_b = [part for part in note_b.split("\\n") if part.startswith("Today's date:")]
     assert date_a and date_b and date_a != date_b
     assert "Cut a release" not in _stable(a) and "Today's date" not in _stable(a)
     # the second session reads the whole stable prefix the first one wrote

@@ -13,6 +13,7 @@ Python SDK's SessionStore batcher takes off stdout. Before: keel wrote no such f
 from __future__ import annotations
 
 import json
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ def test_the_sdks_session_readers_find_a_keel_session(keel: Any, fake_llm: Any, 
     home = tmp_path / "userhome"
     [path] = mirror_files(home)
     assert (
-        path == home / ".claude" / "projects" / str(project).replace("/", "-").replace("_", "-") / f"{session_id}.jsonl"
+        path == home / ".claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(project)) / f"{session_id}.jsonl"
     )
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 

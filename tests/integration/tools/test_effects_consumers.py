@@ -89,6 +89,17 @@ def _turn(i: int, name: str, inp: dict[str, object], result: str) -> list[Messag
     ]
 
 
+def _live(ext: Any, messages: list[Message]) -> list[Message]:
+    """The messages as pruning sends them in a live session: it saw the session's first request
+    (a first request with history is a resumed one, whose cached prefix pruning leaves alone)."""
+
+    def request(upto: list[Message]) -> ModelRequest:
+        return ModelRequest(model="m", system="", messages=upto, tools=[], max_tokens=100)
+
+    asyncio.run(ext.before_request(request(messages[:1])))
+    return asyncio.run(ext.before_request(request(messages))).messages
+
+
 def test_pruning_keeps_what_a_session_tool_declares_protected() -> None:
     """A tool of the session (here a plan tool added by an extension) that declares its result
     protected is never pruned; an undeclared one repeating the same call is."""
@@ -104,8 +115,7 @@ def test_pruning_keeps_what_a_session_tool_declares_protected() -> None:
     messages = [Message.user("go")]
     for i, name in enumerate(["Plan", "Plan", "Probe", "Probe"]):
         messages += _turn(i, name, {"step": 1}, f"{name} result {i}")
-    request = ModelRequest(model="m", system="", messages=messages, tools=[], max_tokens=100)
-    pruned = asyncio.run(ext.before_request(request)).messages
+    pruned = _live(ext, messages)
     texts = {b.tool_use_id: b.text() for m in pruned for b in m.tool_results()}
     assert texts == {"t0": "Plan result 0", "t1": "Plan result 1", "t2": DUPLICATE, "t3": "Probe result 3"}
 
@@ -125,8 +135,7 @@ def test_pruning_supersedes_a_read_by_what_the_tools_declare() -> None:
     messages = [Message.user("go")]
     messages += _turn(0, "Read", {"file_path": nb}, "old cells")
     messages += _turn(1, "NotebookEdit", {"notebook_path": nb, "cell_id": "a", "new_source": "x"}, "Updated")
-    request = ModelRequest(model="m", system="", messages=messages, tools=[], max_tokens=100)
-    pruned = asyncio.run(ext.before_request(request)).messages
+    pruned = _live(ext, messages)
     texts = {b.tool_use_id: b.text() for m in pruned for b in m.tool_results()}
     assert texts["t0"].startswith("[pruned: /p/a.ipynb was changed after this read")
 
