@@ -56,9 +56,7 @@ def test_the_sdks_session_readers_find_a_keel_session(keel: Any, fake_llm: Any, 
     session_id = lines[-1]["session_id"]
     home = tmp_path / "userhome"
     [path] = mirror_files(home)
-    assert (
-        path == home / ".claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(project)) / f"{session_id}.jsonl"
-    )
+    assert path == home / ".claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(project)) / f"{session_id}.jsonl"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
     # the SDK's own readers, as an integrator calls them
