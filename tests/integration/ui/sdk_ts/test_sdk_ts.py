@@ -177,8 +177,7 @@ def test_setting_sources_project_loads_the_projects_commands(fake_llm: Any, proj
     (project / ".claude" / "commands" / "greet.md").write_text("Say hello to $ARGUMENTS\n")
     out = run_check("setting_sources", fake_llm({"steps": ["ok"], "loop": True}), project, tmp_path)
     assert "greet" in out["project"]
-    if "greet" in out["none"]:
-        pytest.xfail("keel loads the project's commands under settingSources [] (#34 item 7, another slice)")
+    assert "greet" not in out["none"]
 
 
 SUBAGENT = [
