@@ -540,10 +540,11 @@ class KeelAgent:
         from agentkeel.session.index import SessionIndex
         from agentkeel.session.store import keel_home
 
-        if cwd is not None and not Path(cwd).is_absolute():
+        if cwd is not None and (not Path(cwd).is_absolute() or "\x00" in cwd):
             raise invalid(f"cwd {cwd!r} is not an absolute path")
-        if cursor is not None and not cursor.isdigit():
-            raise invalid(f"cursor {cursor!r} is not one this agent gave")
+        # a cursor is a page offset this agent gave: ASCII digits, no bigger than a page count can be
+        if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 9):
+            raise invalid(f"cursor {cursor[:40]!r} is not one this agent gave; list again without a cursor")
         start = int(cursor or 0)
         index = SessionIndex(keel_home(self.env))
         rows = await asyncio.to_thread(index.list, Path(cwd).resolve() if cwd else None, limit=start + LIST_PAGE + 1)

@@ -109,6 +109,9 @@ class LineTransport:
             except ValueError:
                 await self._error(-32700, "Parse error", "a line that is not JSON")
                 continue
+            except RecursionError:  # nested deeper than the parser goes: bad input, not a crash
+                await self._error(-32700, "Parse error", "a line nested too deeply to parse")
+                continue
             if not isinstance(message, dict) or not (isinstance(message.get("method"), str) or "id" in message):
                 await self._error(-32600, "Invalid request", "a JSON-RPC message is an object with a method or an id")
                 continue
