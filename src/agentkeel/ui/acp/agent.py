@@ -35,6 +35,7 @@ from agentkeel.core.events import (
 )
 from agentkeel.core.tools import Effects, OpenFiles, ToolError
 from agentkeel.core.types import ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from agentkeel.policy.redact import redact
 from agentkeel.ui.acp import updates as up
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ class AcpSession:
         elif isinstance(event, TodosUpdated):
             self.send(up.plan_update(event))
         elif isinstance(event, Notice) and event.level != "info":
-            line = f"[keel] {event.level}: {event.message}\n\n"
+            line = f"[keel] {event.level}: {redact(event.message)}\n\n"  # the editor shows it, may log it
             if self.prompt_task is not None and not self.prompt_task.done():
                 self.send(up.text_chunk(line))
             else:  # no turn to show it in (session start): it opens the next answer
