@@ -100,7 +100,8 @@ def telemetry_extension(
                 "it is not sent (OTEL_EXPORTER_OTLP_TIMEOUT sets the wait, in ms)"
             )
         elif sink.failed:
-            message = f"telemetry: the collector ({', '.join(shown(e) for e in sink.failed)}) refused or did not answer the last export"
+            failed = ", ".join(shown(e) for e in sink.failed)
+            message = f"telemetry: the collector ({failed}) refused or did not answer the last export"
         else:
             return
         bus.emit(Notice(level="warning", message=message))

@@ -7,7 +7,6 @@ recorded in tests/data/otel/claude_code_2.1.328.json; docs/monitoring.md says wh
 
 from __future__ import annotations
 
-import difflib
 import getpass
 import hashlib
 import platform
@@ -207,10 +206,8 @@ def _edit_distance(a: list[str], b: list[str], limit: int) -> int | None:
     furthest = {1: 0}  # per diagonal k = x - y, the furthest x reached
     for d in range(min(limit, n + m) + 1):
         for k in range(-d, d + 1, 2):
-            if k == -d or (k != d and furthest[k - 1] < furthest[k + 1]):
-                x = furthest[k + 1]
-            else:
-                x = furthest[k - 1] + 1
+            down = k == -d or (k != d and furthest[k - 1] < furthest[k + 1])  # a line added, else removed
+            x = furthest[k + 1] if down else furthest[k - 1] + 1
             y = x - k
             while x < n and y < m and a[x] == b[y]:
                 x, y = x + 1, y + 1
