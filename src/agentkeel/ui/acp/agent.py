@@ -119,6 +119,7 @@ class AcpSession:
     outbox: asyncio.Queue[up.Update | None] = field(default_factory=asyncio.Queue)
     sender: asyncio.Task[None] | None = None
     prompt_task: asyncio.Task[Any] | None = None
+    routing: asyncio.Task[Any] | None = None  # a slash command being expanded
     cancelled: bool = False
     streamed: bool = False  # text or thinking reached the client as deltas in this request
     diffs: dict[str, schema.FileEditToolCallContent] = field(default_factory=dict)
@@ -300,12 +301,23 @@ class AcpSession:
         self.notices.clear()
         text = message.text()
         if len(message.content) == 1 and text.lstrip().startswith("/"):
-            routed = await route_line(rt, text)
+            # a task of its own: a cancel stops the expansion (a command's !`...` is killed with it)
+            self.routing = asyncio.get_running_loop().create_task(route_line(rt, text))
+            try:
+                routed = await self.routing
+            except asyncio.CancelledError:
+                if not self.cancelled:
+                    raise
+                return "cancelled"
+            finally:
+                self.routing = None
             if routed.kind in ("output", "error"):
                 prefix = f"[/{routed.command}] " if routed.kind == "error" and routed.command else ""
                 self.send(up.text_chunk(prefix + routed.text))
-                return "end_turn"
+                return "cancelled" if self.cancelled else "end_turn"
             message = Message.user(routed.text)
+        if self.cancelled:  # cancelled before the agent's turn began: its run would not see it
+            return "cancelled"
         source = "resume" if rt.resumed is not None else "startup"
         result = await rt.agent.run(message, source=source)
         if self.cancelled:
@@ -315,6 +327,8 @@ class AcpSession:
     def cancel(self) -> None:
         if self.prompt_task is not None and not self.prompt_task.done():
             self.cancelled = True
+            if self.routing is not None:
+                self.routing.cancel()
             self.rt.agent.interrupt()
 
     async def close(self) -> None:
