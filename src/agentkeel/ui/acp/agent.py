@@ -65,6 +65,8 @@ STOP_REASONS: dict[str, schema.StopReason] = {
     "error_max_turns": "max_turn_requests",
 }
 LIST_PAGE = 100  # sessions per session/list answer
+CLIENT_READ_S = 30.0  # an editor that does not answer fs/read_text_file: the disk is read instead
+CLIENT_WRITE_S = 30.0  # how long a cancel waits for an fs/write_text_file already sent
 McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio
 
 
@@ -85,23 +87,49 @@ class ClientFiles(OpenFiles):
         self.session_id = ""  # known once the runtime is built
         self.seen: dict[Path, str] = {}  # the last text read or written through the client, per file
 
-    async def read_text(self, path: Path) -> str | None:
+    async def read_text(self, path: Path, line: int | None = None, limit: int | None = None) -> str | None:
+        from agentkeel.tools.files import MAX_TEXT_BYTES
+
         if not self.read or not self.session_id:
             return None
         try:
-            response = await self.client.read_text_file(session_id=self.session_id, path=str(path))
-        except Exception as exc:  # not open and not readable by the editor: the disk says why
-            log.debug("the client did not read %s: %s", path, exc)
+            response = await asyncio.wait_for(
+                self.client.read_text_file(session_id=self.session_id, path=str(path), line=line, limit=limit),
+                CLIENT_READ_S,
+            )
+        except Exception as exc:  # not open, not readable by the editor, or no answer: the disk says why
+            log.debug("the client did not read %s: %s", path, exc or type(exc).__name__)
             self.seen.pop(path, None)
             return None
-        self.seen[path] = response.content
-        return response.content
+        content = response.content
+        if len(content) > MAX_TEXT_BYTES:  # as the disk path refuses a file too large to load
+            raise ToolError(f"{path} is open in the editor and too large to load whole; use offset and limit")
+        if line is None and limit is None:  # the whole buffer: what an edit's diff starts from
+            self.seen[path] = content
+        return content
 
     async def write_text(self, path: Path, text: str) -> bool:
         if not self.write or not self.session_id:
             return False
+        # once sent, the editor applies it whatever keel does next: a cancel waits for its answer,
+        # so keel records what the editor did (the turn ends cancelled after this call)
+        sent = asyncio.ensure_future(
+            self.client.write_text_file(session_id=self.session_id, path=str(path), content=text)
+        )
         try:
-            await self.client.write_text_file(session_id=self.session_id, path=str(path), content=text)
+            try:
+                await asyncio.shield(sent)
+            except asyncio.CancelledError:
+                if not sent.done():
+                    await asyncio.wait({sent}, timeout=CLIENT_WRITE_S)
+                if not sent.done() or sent.cancelled() or sent.exception() is not None:
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()  # the write is done: the call ends with its result
+        except asyncio.CancelledError:
+            sent.cancel()
+            raise
         except Exception as exc:
             raise ToolError(f"the editor could not write {path}: {exc}") from None
         self.seen[path] = text
