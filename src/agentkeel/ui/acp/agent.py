@@ -86,6 +86,7 @@ class ClientFiles(OpenFiles):
         self.write = write
         self.session_id = ""  # known once the runtime is built
         self.seen: dict[Path, str] = {}  # the last text read or written through the client, per file
+        self.writing: set[asyncio.Future[Any]] = set()  # fs/write_text_file requests sent, not answered
 
     async def read_text(self, path: Path, line: int | None = None, limit: int | None = None) -> str | None:
         from agentkeel.tools.files import MAX_TEXT_BYTES
@@ -111,24 +112,16 @@ class ClientFiles(OpenFiles):
     async def write_text(self, path: Path, text: str) -> bool:
         if not self.write or not self.session_id:
             return False
-        # once sent, the editor applies it whatever keel does next: a cancel waits for its answer,
-        # so keel records what the editor did (the turn ends cancelled after this call)
+        # once sent, the editor applies it whatever keel does next: a cancel waits for it to finish
+        # (``AcpSession.cancel``), so what keel records is what the editor did
         sent = asyncio.ensure_future(
             self.client.write_text_file(session_id=self.session_id, path=str(path), content=text)
         )
+        self.writing.add(sent)
+        sent.add_done_callback(self.writing.discard)
         try:
-            try:
-                await asyncio.shield(sent)
-            except asyncio.CancelledError:
-                if not sent.done():
-                    await asyncio.wait({sent}, timeout=CLIENT_WRITE_S)
-                if not sent.done() or sent.cancelled() or sent.exception() is not None:
-                    raise
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()  # the write is done: the call ends with its result
+            await asyncio.shield(sent)
         except asyncio.CancelledError:
-            sent.cancel()
             raise
         except Exception as exc:
             raise ToolError(f"the editor could not write {path}: {exc}") from None
@@ -148,6 +141,7 @@ class AcpSession:
     sender: asyncio.Task[None] | None = None
     prompt_task: asyncio.Task[Any] | None = None
     routing: asyncio.Task[Any] | None = None  # a slash command being expanded
+    _deferred: asyncio.Task[None] | None = None  # an interrupt waiting for the editor's write
     cancelled: bool = False
     streamed: bool = False  # text or thinking reached the client as deltas in this request
     diffs: dict[str, schema.FileEditToolCallContent] = field(default_factory=dict)
@@ -357,6 +351,17 @@ class AcpSession:
             self.cancelled = True
             if self.routing is not None:
                 self.routing.cancel()
+            files = self.rt.agent.services.find(OpenFiles)
+            writing = set(files.writing) if isinstance(files, ClientFiles) else set()
+            if writing:  # the editor is applying an edit: let it finish (and be recorded), then stop
+                self._deferred = asyncio.get_running_loop().create_task(self._interrupt_after(writing))
+            else:
+                self.rt.agent.interrupt()
+
+    async def _interrupt_after(self, writing: set[asyncio.Future[Any]]) -> None:
+        await asyncio.wait(writing, timeout=CLIENT_WRITE_S)
+        await asyncio.sleep(0)  # the tool's own task takes the answer first
+        if self.prompt_task is not None and not self.prompt_task.done():
             self.rt.agent.interrupt()
 
     async def close(self) -> None:
