@@ -46,7 +46,8 @@ async def test_a_cancel_during_an_editor_write_records_the_edit_it_made(
         assert result.stop_reason == "cancelled"
         assert client.buffers is not None and client.buffers[str(f)] == "two\n"
         edit = client.of(sid, "tool_call")[-1]
-        assert client.tool_updates(sid, edit.tool_call_id)[-1].status == "completed", client.tool_updates(sid, edit.tool_call_id)
+        updates = client.tool_updates(sid, edit.tool_call_id)
+        assert updates[-1].status == "completed", updates
     (path,) = list(Path(acp_env(server)["KEEL_HOME"]).rglob(f"{sid}.jsonl"))
     results = [e for e in load_session(path).events if type(e).__name__ == "ToolResults"]
     last = results[-1].message.content[-1]

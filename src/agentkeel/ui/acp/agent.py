@@ -342,9 +342,12 @@ class AcpSession:
             return "cancelled"
         source = "resume" if rt.resumed is not None else "startup"
         result = await rt.agent.run(message, source=source)
-        if self.cancelled:
+        if self.was_cancelled():  # (a method: mypy holds on to the check before the await)
             return "cancelled"
         return STOP_REASONS.get(result.subtype, "end_turn")
+
+    def was_cancelled(self) -> bool:
+        return self.cancelled
 
     def cancel(self) -> None:
         if self.prompt_task is not None and not self.prompt_task.done():
