@@ -53,3 +53,22 @@ async def test_session_list_bad_params_are_invalid_params_in_one_line(
         listed = await conn.list_sessions()  # and the agent goes on
         assert listed.sessions == [] or listed.sessions is not None
         assert proc.returncode is None
+
+
+async def test_a_request_over_the_line_limit_gets_its_error_by_id(project: Path, fake_llm: Any, acp_env: Any) -> None:
+    server = fake_llm({"steps": ["still serving"], "loop": True})
+    client = RecordingClient()
+    async with keel_acp(client, project, acp_env(server)) as (conn, proc):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        assert proc.stdin is not None
+        big = b'{"jsonrpc":"2.0","id":7777,"method":"session/prompt","params":{"sessionId":"x","prompt":"'
+        proc.stdin.write(big + b"a" * (51 * 1024 * 1024) + b'"}}\n')
+        await proc.stdin.drain()
+
+        def answered() -> list[Any]:
+            return [m for m in client.incoming if m.get("id") == 7777 and "error" in m]
+
+        await wait_until_async(answered, 60, "the error for request 7777")
+        assert answered()[0]["error"]["code"] == -32700
+        result = await conn.prompt(session_id=sid, prompt=prompt("still there?"))
+        assert result.stop_reason == "end_turn"
