@@ -117,7 +117,8 @@ class OpenFiles:
 
     share_with_subagents = True
 
-    async def read_text(self, path: Path) -> str | None:
+    async def read_text(self, path: Path, line: int | None = None, limit: int | None = None) -> str | None:
+        """The text (from 1-based ``line``, at most ``limit`` lines, when given), or None: read the disk."""
         return None
 
     async def write_text(self, path: Path, text: str) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, PromptInfo, ToolCall, Verdict
 from agentkeel.core.provider import ProviderError
-from agentkeel.telemetry.config import TelemetryConfig, enabled, read_config
+from agentkeel.telemetry.config import TelemetryConfig, enabled, read_config, shown
 
 if TYPE_CHECKING:
     from agentkeel.core.provider import Provider
@@ -92,13 +92,16 @@ def telemetry_extension(
     async def close() -> None:
         flushed = await asyncio.to_thread(sink.shutdown_within, config.flush_s)
         if not flushed:
-            where = ", ".join(sorted({s.endpoint for s in (config.metrics, config.logs) if "otlp" in s.exporters}))
+            where = ", ".join(
+                sorted({shown(s.endpoint) for s in (config.metrics, config.logs) if "otlp" in s.exporters})
+            )
             message = (
                 f"telemetry: the collector ({where}) did not take the last export within {config.flush_s:g} s; "
                 "it is not sent (OTEL_EXPORTER_OTLP_TIMEOUT sets the wait, in ms)"
             )
         elif sink.failed:
-            message = f"telemetry: the collector ({', '.join(sink.failed)}) refused or did not answer the last export"
+            failed = ", ".join(shown(e) for e in sink.failed)
+            message = f"telemetry: the collector ({failed}) refused or did not answer the last export"
         else:
             return
         bus.emit(Notice(level="warning", message=message))

@@ -8,7 +8,7 @@ user settings file) works unchanged."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import msgspec
 
@@ -68,15 +68,30 @@ def _pairs(raw: str, what: str, warnings: list[str]) -> tuple[tuple[str, str], .
     """``k=v,k2=v2`` (W3C baggage style, values percent-decoded), as the OTel SDK reads headers
     and resource attributes. A malformed entry is skipped with a warning."""
     out: list[tuple[str, str]] = []
-    for item in raw.split(","):
+    for position, item in enumerate(raw.split(","), 1):
         if not item.strip():
             continue
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            warnings.append(f"telemetry: {what}: '{item.strip()}' is not key=value; skipped")
+        if not sep or not key.strip():  # never echoed: a header's value is often a secret
+            warnings.append(f"telemetry: {what}: entry {position} is not key=value (write name=value); skipped")
             continue
         out.append((unquote(key.strip()), unquote(value.strip())))
     return tuple(out)
+
+
+def shown(url: str) -> str:
+    """An endpoint as a message may show it: no user, password or query (they may hold a secret)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+    except ValueError:
+        return "(an endpoint that is not a URL)"
+    if not parts.scheme or not netloc:
+        return "(an endpoint that is not a URL)" if "@" in url or "?" in url else url
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _interval(env: Mapping[str, str], name: str, default_ms: int, warnings: list[str]) -> float:
@@ -124,7 +139,7 @@ def _signal(env: Mapping[str, str], signal: str, warnings: list[str]) -> Signal:
             endpoint = (base or "http://localhost:4318").rstrip("/") + f"/v1/{signal}"
     if "otlp" in exporters and not endpoint.startswith(("http://", "https://")) and protocol != "grpc":
         warnings.append(
-            f"telemetry: the {signal} endpoint '{endpoint}' is not an http:// or https:// URL; "
+            f"telemetry: the {signal} endpoint '{shown(endpoint)}' is not an http:// or https:// URL; "
             f"{signal} are not exported over otlp"
         )
         exporters.remove("otlp")

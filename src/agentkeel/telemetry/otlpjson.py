@@ -47,11 +47,20 @@ def to_json(message: Any) -> dict[str, Any]:
     return dict(_hex_ids(data))
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A collector that answers 3xx has not taken the export: the POST is not replayed elsewhere
+    (where the collector's Authorization header would go with it)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 class _Poster:
     def __init__(self, endpoint: str, headers: dict[str, str], timeout_s: float) -> None:
         self.endpoint = endpoint
         self.headers = {**headers, "Content-Type": "application/json"}
         self.timeout_s = timeout_s
+        self._opener = urllib.request.build_opener(_NoRedirect)  # proxies from the environment still apply
 
     def post(self, body: dict[str, Any]) -> bool:
         if not self.endpoint.startswith(("http://", "https://")):  # never file: or another scheme
@@ -59,7 +68,7 @@ class _Poster:
         data = json.dumps(body, separators=(",", ":")).encode()
         request = urllib.request.Request(self.endpoint, data=data, headers=self.headers, method="POST")  # noqa: S310
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+            with self._opener.open(request, timeout=self.timeout_s) as response:
                 response.read()
                 return 200 <= int(response.status) < 300
         except (urllib.error.URLError, OSError, ValueError):

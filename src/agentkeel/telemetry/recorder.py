@@ -7,13 +7,13 @@ recorded in tests/data/otel/claude_code_2.1.328.json; docs/monitoring.md says wh
 
 from __future__ import annotations
 
-import difflib
 import getpass
 import hashlib
 import platform
 import re
 import shlex
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -173,15 +173,48 @@ def git_subcommand(words: list[str]) -> str:
     return ""
 
 
+DIFF_STEPS = 1000  # the most added + removed lines a diff looks for before counting lines that differ
+
+
 def changed_lines(old: str, new: str) -> tuple[int, int]:
-    """(added, removed) lines between two texts."""
-    added = removed = 0
-    for line in difflib.ndiff(old.splitlines(), new.splitlines()):
-        if line.startswith("+ "):
-            added += 1
-        elif line.startswith("- "):
-            removed += 1
-    return added, removed
+    """(added, removed) lines between two texts, as Claude Code counts them: the shortest line
+    diff (Myers' algorithm, as its diff library). It runs in the bus subscriber, so its work is
+    bounded: the common first and last lines are set aside, and a diff of more than ``DIFF_STEPS``
+    lines counts the lines that differ as multisets instead (linear; never more than the diff)."""
+    a, b = old.splitlines(), new.splitlines()
+    start = 0
+    while start < len(a) and start < len(b) and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < len(a) - start and end < len(b) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    a, b = a[start : len(a) - end], b[start : len(b) - end]
+    if not a or not b:
+        return len(b), len(a)
+    distance = _edit_distance(a, b, DIFF_STEPS)
+    if distance is None:
+        before, after = Counter(a), Counter(b)
+        return sum((after - before).values()), sum((before - after).values())
+    common = (len(a) + len(b) - distance) // 2
+    return len(b) - common, len(a) - common
+
+
+def _edit_distance(a: list[str], b: list[str], limit: int) -> int | None:
+    """The fewest lines added plus removed to turn ``a`` into ``b`` (Myers, "An O(ND) difference
+    algorithm"), or None past ``limit``."""
+    n, m = len(a), len(b)
+    furthest = {1: 0}  # per diagonal k = x - y, the furthest x reached
+    for d in range(min(limit, n + m) + 1):
+        for k in range(-d, d + 1, 2):
+            down = k == -d or (k != d and furthest[k - 1] < furthest[k + 1])  # a line added, else removed
+            x = furthest[k + 1] if down else furthest[k - 1] + 1
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x, y = x + 1, y + 1
+            furthest[k] = x
+            if x >= n and y >= m:
+                return d
+    return None
 
 
 def _content_size(block: ToolResultBlock) -> int:

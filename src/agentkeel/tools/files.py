@@ -112,11 +112,12 @@ def read_text(path: Path, what: str = "too large to load whole; use Bash (e.g. s
     return load_text(path, what)[0]
 
 
-async def read_opened(ctx: ToolContext, path: Path) -> str | None:
+async def read_opened(ctx: ToolContext, path: Path, line: int | None = None, limit: int | None = None) -> str | None:
     """The file's text as the user sees it, when the session has a front end's view of the files
-    (an editor's unsaved buffer: ``OpenFiles``); None: read the disk."""
+    (an editor's unsaved buffer: ``OpenFiles``), from ``line`` for ``limit`` lines when given; None:
+    read the disk."""
     files = ctx.services.find(OpenFiles)
-    return None if files is None else await files.read_text(path)
+    return None if files is None else await files.read_text(path, line, limit)
 
 
 async def store(ctx: ToolContext, path: Path, text: str, data: bytes) -> None:
@@ -154,12 +155,14 @@ async def _read(args: ReadInput, ctx: ToolContext) -> ToolOutput:
         return ToolOutput(render_notebook(text, path), metadata={"file_path": str(path), "file_type": "notebook"})
     start = max(args.offset or 1, 1)
     limit = args.limit or MAX_LINES
-    opened = await read_opened(ctx, path)
+    opened = await read_opened(ctx, path, start, limit + 1)  # one line more: is there more after?
     total: int | None
-    if opened is not None:  # the user's view of it (an editor's buffer)
+    if opened is not None:  # the user's view of it (an editor's buffer), the lines asked for
         every = opened.splitlines()
-        lines, total, seen, size = every[start - 1 : start - 1 + limit], len(every), len(every), len(opened)
-        empty = not opened
+        lines, seen = every[:limit], start - 1 + len(every)
+        total = seen if len(every) <= limit else None
+        size = len(opened.encode("utf-8", "replace"))
+        empty = not opened and start == 1
     else:
         window, st = await read_window(path, start, limit)
         lines, total, seen, size = window.lines, window.total, window.newlines, max(st.st_size, window.size)
@@ -171,14 +174,19 @@ async def _read(args: ReadInput, ctx: ToolContext) -> ToolOutput:
             metadata={"file_path": str(path), "lines": 0},
         )
     if not lines:
-        counted = f"only {total} lines" if total is not None else f"more than {seen} lines"
+        if opened is not None:
+            counted = f"fewer than {start} lines"
+        else:
+            counted = f"only {total} lines" if total is not None else f"more than {seen} lines"
         return ToolOutput(
             f"<system-reminder>The file has {counted}; offset {start} is past the end.</system-reminder>",
             metadata={"file_path": str(path), "lines": total},
         )
     body = numbered(lines, start)
     end = start + len(lines) - 1
-    if total is None:
+    if total is None and opened is not None:
+        body += f"\n\n[Showing lines {start}-{end} of the open file; there is more. Use offset and limit to read more.]"
+    elif total is None:
         body += (
             f"\n\n[Showing lines {start}-{end} of a {human_size(size)} file; keel stopped "
             "reading there and did not count the lines after. Use offset and limit to read more.]"

@@ -35,6 +35,7 @@ from agentkeel.core.events import (
 )
 from agentkeel.core.tools import Effects, OpenFiles, ToolError
 from agentkeel.core.types import ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from agentkeel.policy.redact import redact
 from agentkeel.ui.acp import updates as up
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ STOP_REASONS: dict[str, schema.StopReason] = {
     "error_max_turns": "max_turn_requests",
 }
 LIST_PAGE = 100  # sessions per session/list answer
+CLIENT_READ_S = 30.0  # an editor that does not answer fs/read_text_file: the disk is read instead
+CLIENT_WRITE_S = 30.0  # how long a cancel waits for an fs/write_text_file already sent
 McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio
 
 
@@ -83,24 +86,43 @@ class ClientFiles(OpenFiles):
         self.write = write
         self.session_id = ""  # known once the runtime is built
         self.seen: dict[Path, str] = {}  # the last text read or written through the client, per file
+        self.writing: set[asyncio.Future[Any]] = set()  # fs/write_text_file requests sent, not answered
 
-    async def read_text(self, path: Path) -> str | None:
+    async def read_text(self, path: Path, line: int | None = None, limit: int | None = None) -> str | None:
+        from agentkeel.tools.files import MAX_TEXT_BYTES
+
         if not self.read or not self.session_id:
             return None
         try:
-            response = await self.client.read_text_file(session_id=self.session_id, path=str(path))
-        except Exception as exc:  # not open and not readable by the editor: the disk says why
-            log.debug("the client did not read %s: %s", path, exc)
+            response = await asyncio.wait_for(
+                self.client.read_text_file(session_id=self.session_id, path=str(path), line=line, limit=limit),
+                CLIENT_READ_S,
+            )
+        except Exception as exc:  # not open, not readable by the editor, or no answer: the disk says why
+            log.debug("the client did not read %s: %s", path, exc or type(exc).__name__)
             self.seen.pop(path, None)
             return None
-        self.seen[path] = response.content
-        return response.content
+        content = response.content
+        if len(content) > MAX_TEXT_BYTES:  # as the disk path refuses a file too large to load
+            raise ToolError(f"{path} is open in the editor and too large to load whole; use offset and limit")
+        if line is None and limit is None:  # the whole buffer: what an edit's diff starts from
+            self.seen[path] = content
+        return content
 
     async def write_text(self, path: Path, text: str) -> bool:
         if not self.write or not self.session_id:
             return False
+        # once sent, the editor applies it whatever keel does next: a cancel waits for it to finish
+        # (``AcpSession.cancel``), so what keel records is what the editor did
+        sent = asyncio.ensure_future(
+            self.client.write_text_file(session_id=self.session_id, path=str(path), content=text)
+        )
+        self.writing.add(sent)
+        sent.add_done_callback(self.writing.discard)
         try:
-            await self.client.write_text_file(session_id=self.session_id, path=str(path), content=text)
+            await asyncio.shield(sent)
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:
             raise ToolError(f"the editor could not write {path}: {exc}") from None
         self.seen[path] = text
@@ -118,6 +140,8 @@ class AcpSession:
     outbox: asyncio.Queue[up.Update | None] = field(default_factory=asyncio.Queue)
     sender: asyncio.Task[None] | None = None
     prompt_task: asyncio.Task[Any] | None = None
+    routing: asyncio.Task[Any] | None = None  # a slash command being expanded
+    _deferred: asyncio.Task[None] | None = None  # an interrupt waiting for the editor's write
     cancelled: bool = False
     streamed: bool = False  # text or thinking reached the client as deltas in this request
     diffs: dict[str, schema.FileEditToolCallContent] = field(default_factory=dict)
@@ -190,7 +214,7 @@ class AcpSession:
         elif isinstance(event, TodosUpdated):
             self.send(up.plan_update(event))
         elif isinstance(event, Notice) and event.level != "info":
-            line = f"[keel] {event.level}: {event.message}\n\n"
+            line = f"[keel] {event.level}: {redact(event.message)}\n\n"  # the editor shows it, may log it
             if self.prompt_task is not None and not self.prompt_task.done():
                 self.send(up.text_chunk(line))
             else:  # no turn to show it in (session start): it opens the next answer
@@ -299,21 +323,48 @@ class AcpSession:
         self.notices.clear()
         text = message.text()
         if len(message.content) == 1 and text.lstrip().startswith("/"):
-            routed = await route_line(rt, text)
+            # a task of its own: a cancel stops the expansion (a command's !`...` is killed with it)
+            self.routing = asyncio.get_running_loop().create_task(route_line(rt, text))
+            try:
+                routed = await self.routing
+            except asyncio.CancelledError:
+                if not self.cancelled:
+                    raise
+                return "cancelled"
+            finally:
+                self.routing = None
             if routed.kind in ("output", "error"):
                 prefix = f"[/{routed.command}] " if routed.kind == "error" and routed.command else ""
                 self.send(up.text_chunk(prefix + routed.text))
-                return "end_turn"
+                return "cancelled" if self.cancelled else "end_turn"
             message = Message.user(routed.text)
+        if self.cancelled:  # cancelled before the agent's turn began: its run would not see it
+            return "cancelled"
         source = "resume" if rt.resumed is not None else "startup"
         result = await rt.agent.run(message, source=source)
-        if self.cancelled:
+        if self.was_cancelled():  # (a method: mypy holds on to the check before the await)
             return "cancelled"
         return STOP_REASONS.get(result.subtype, "end_turn")
+
+    def was_cancelled(self) -> bool:
+        return self.cancelled
 
     def cancel(self) -> None:
         if self.prompt_task is not None and not self.prompt_task.done():
             self.cancelled = True
+            if self.routing is not None:
+                self.routing.cancel()
+            files = self.rt.agent.services.find(OpenFiles)
+            writing = set(files.writing) if isinstance(files, ClientFiles) else set()
+            if writing:  # the editor is applying an edit: let it finish (and be recorded), then stop
+                self._deferred = asyncio.get_running_loop().create_task(self._interrupt_after(writing))
+            else:
+                self.rt.agent.interrupt()
+
+    async def _interrupt_after(self, writing: set[asyncio.Future[Any]]) -> None:
+        await asyncio.wait(writing, timeout=CLIENT_WRITE_S)
+        await asyncio.sleep(0)  # the tool's own task takes the answer first
+        if self.prompt_task is not None and not self.prompt_task.done():
             self.rt.agent.interrupt()
 
     async def close(self) -> None:
@@ -540,10 +591,11 @@ class KeelAgent:
         from agentkeel.session.index import SessionIndex
         from agentkeel.session.store import keel_home
 
-        if cwd is not None and not Path(cwd).is_absolute():
+        if cwd is not None and (not Path(cwd).is_absolute() or "\x00" in cwd):
             raise invalid(f"cwd {cwd!r} is not an absolute path")
-        if cursor is not None and not cursor.isdigit():
-            raise invalid(f"cursor {cursor!r} is not one this agent gave")
+        # a cursor is a page offset this agent gave: ASCII digits, no bigger than a page count can be
+        if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 9):
+            raise invalid(f"cursor {cursor[:40]!r} is not one this agent gave; list again without a cursor")
         start = int(cursor or 0)
         index = SessionIndex(keel_home(self.env))
         rows = await asyncio.to_thread(index.list, Path(cwd).resolve() if cwd else None, limit=start + LIST_PAGE + 1)

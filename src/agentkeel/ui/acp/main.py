@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -98,9 +99,11 @@ class LineTransport:
                 if not line.strip():
                     return None
             except asyncio.LimitOverrunError as over:
-                await self.reader.readexactly(over.consumed)
-                await self._skip_line()
-                await self._error(-32700, "Parse error", "a message longer than 50 MB")
+                head = await self.reader.readexactly(over.consumed)
+                tail = await self._skip_line()
+                answer = await self._oversized(head[:4096], tail)
+                if answer is not None:
+                    return answer
                 continue
             if not line.strip():
                 continue
@@ -109,20 +112,53 @@ class LineTransport:
             except ValueError:
                 await self._error(-32700, "Parse error", "a line that is not JSON")
                 continue
+            except RecursionError:  # nested deeper than the parser goes: bad input, not a crash
+                await self._error(-32700, "Parse error", "a line nested too deeply to parse")
+                continue
             if not isinstance(message, dict) or not (isinstance(message.get("method"), str) or "id" in message):
                 await self._error(-32600, "Invalid request", "a JSON-RPC message is an object with a method or an id")
                 continue
             return message
 
-    async def _skip_line(self) -> None:
+    async def _skip_line(self) -> bytes:
+        """Reads past the end of the current line; its last few kilobytes."""
+        tail = b""
         while True:
             try:
-                await self.reader.readuntil(b"\n")
-                return
+                tail = (tail + await self.reader.readuntil(b"\n"))[-4096:]
+                return tail
             except asyncio.LimitOverrunError as over:
-                await self.reader.readexactly(over.consumed)
-            except asyncio.IncompleteReadError:
-                return
+                tail = (tail + await self.reader.readexactly(over.consumed))[-4096:]
+            except asyncio.IncompleteReadError as end:
+                return (tail + end.partial)[-4096:]
+
+    async def _oversized(self, head: bytes, tail: bytes) -> dict[str, Any] | None:
+        """A message over the line limit is not read, but its id is answered: a request of the
+        client's gets its error; an answer to one of keel's requests (a huge fs/read_text_file) is
+        handed on as that request's error, so it fails at once instead of waiting for ever."""
+        detail = "a message longer than 50 MB"
+        found = _ID.search(head.split(b'"result"', 1)[0].split(b'"error"', 1)[0])
+        if found is None:
+            ids = list(_ID.finditer(tail))
+            found = ids[-1] if ids else None
+        try:
+            ident = json.loads(found.group(1)) if found is not None else None
+        except ValueError:
+            ident = None
+        if ident is None:
+            await self._error(-32700, "Parse error", detail)
+        elif b'"method"' in head:
+            log.warning("bad input from the client: %s", detail)
+            error = {"code": -32700, "message": "Parse error", "data": detail}
+            await self.send({"jsonrpc": "2.0", "id": ident, "error": error})
+        else:
+            log.warning("the client's answer to request %s is longer than 50 MB: not read", ident)
+            return {
+                "jsonrpc": "2.0",
+                "id": ident,
+                "error": {"code": -32603, "message": "Internal error", "data": detail},
+            }
+        return None
 
     async def _error(self, code: int, message: str, detail: str) -> None:
         log.warning("bad input from the client: %s", detail)
@@ -133,6 +169,7 @@ class LineTransport:
 
 
 log = logging.getLogger("agentkeel.ui.acp")
+_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')  # a message's id, in the bytes of its start or end
 
 
 async def _streams(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
