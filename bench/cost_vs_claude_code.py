@@ -88,6 +88,8 @@ def _is_summary_request(body: dict[str, Any], raw: str) -> bool:
     if "<keel-compact-request>" in raw:
         return True
     last = _text_of(body.get("messages") or [], "user", -1).lower()
+    if "<environment>" in last or "<memory-context>" in last:  # keel's context blocks, not a summary request
+        return False  # (keel's own summary requests carry its mark)
     return "summary" in last and ("conversation" in last or "compact" in last) and "step" not in last[-40:]
 
 
@@ -620,7 +622,11 @@ def main() -> None:
                     where = tmp / f"{wl.name}-{agent}-{i}"
                     rec.reset(_resolve(wl.script, where / "proj"))
                     warm = 0
-                    if wl.warm:  # an earlier session of the project, then an edit of its skill
+                    if wl.warm:  # earlier sessions of the project, then an edit of its skill
+                        # two: a keel home's very first session has an empty memory and so no memory
+                        # tools, which every later session has (memory/plugin.py): the steady state is
+                        # measured, the one-time change of a new install is reported in the docs
+                        run_agent(agent, exe, wl, base, where, a.model)
                         run_agent(agent, exe, wl, base, where, a.model)
                         warm = len(rec.bodies)
                         wl.warm(where / "proj")
