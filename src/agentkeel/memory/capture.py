@@ -35,7 +35,7 @@ from agentkeel.memory.health import MemoryDamaged, damaged, first_line, is_corru
 from agentkeel.memory.lock import hold
 from agentkeel.memory.model import Record, new_record_id, now_iso
 from agentkeel.memory.privacy import DEFAULT_MASKER, Masker
-from agentkeel.memory.sqlite_lib import sqlite3
+from agentkeel.memory.sqlite_lib import close, connect, sqlite3
 from agentkeel.memory.store import MemoryStore
 from agentkeel.memory.toolnames import MEMORY_TOOLS
 from agentkeel.tools.views import UNCAPTURED
@@ -102,7 +102,7 @@ class Outbox:
         self._hold = hold(path)
         try:
             new = not path.exists()
-            self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+            self._db = connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
         except BaseException:
             self._hold.release()
             raise
@@ -115,7 +115,7 @@ class Outbox:
             problems = quick_check(self._db)
         except sqlite3.DatabaseError as exc:
             if not is_corruption(exc):
-                self._db.close()
+                close(self._db)
                 self._hold.release()
                 raise
             problems = [first_line(str(exc))]
@@ -331,7 +331,7 @@ class Outbox:
             if self._thread.is_alive():
                 return  # still indexing: the daemon thread dies with the process; the outbox keeps the rows
         with self._lock:
-            self._db.close()
+            close(self._db)
             self._hold.release()  # after the close: the file is no longer open here
 
 

@@ -21,7 +21,7 @@ import sqlite3 as stdlib_sqlite3
 from pathlib import Path
 
 from agentkeel.memory.lock import hold
-from agentkeel.memory.sqlite_lib import sqlite3
+from agentkeel.memory.sqlite_lib import close, connect, sqlite3
 
 SQLITE_CORRUPT = 11
 SQLITE_NOTADB = 26
@@ -114,7 +114,7 @@ def check_store(path: Path, full: bool = False) -> list[str]:
             return []
         if is_empty(path):  # opening it would make it a new database (and delete its -wal)
             return [EMPTY]
-        db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+        db = connect(str(path), timeout=30.0, isolation_level=None)
         try:
             problems = quick_check(db)
             if problems:
@@ -127,7 +127,7 @@ def check_store(path: Path, full: bool = False) -> list[str]:
                 return [f"a table is missing: {first_line(str(exc))}"]
             raise
         finally:
-            db.close()
+            close(db)
     finally:
         held.release()
 
@@ -162,10 +162,10 @@ def check_outbox(path: Path) -> list[str]:
             return [UNFINISHED]
         if not path.exists():
             return []
-        db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+        db = connect(str(path), timeout=30.0, isolation_level=None)
         try:
             return quick_check(db)
         finally:
-            db.close()
+            close(db)
     finally:
         held.release()

@@ -44,7 +44,7 @@ from agentkeel.memory.sql import (
     row_of,
     where_clause,
 )
-from agentkeel.memory.sqlite_lib import sqlite3
+from agentkeel.memory.sqlite_lib import close, connect, sqlite3
 from agentkeel.memory.store import StoreBase
 from agentkeel.memory.vector_cache import VectorCache
 
@@ -137,14 +137,14 @@ def create(path: Path) -> None:
     tmp = path.with_name(f"{path.name}{CREATING}{os.getpid()}-{threading.get_native_id()}")
     _remove_db(tmp)
     try:
-        db = sqlite3.connect(str(tmp), timeout=30.0, isolation_level=None)
+        db = connect(str(tmp), timeout=30.0, isolation_level=None)
         try:
             private_file(tmp)  # before the first write; the link keeps the mode (0600)
             db.execute("PRAGMA journal_mode=DELETE")
             db.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
             db.execute("PRAGMA journal_mode=WAL")  # persistent: stored in the header
         finally:
-            db.close()  # the last connection: the -wal is checkpointed and removed
+            close(db)  # the last connection: the -wal is checkpointed and removed
         if Path(f"{tmp}-wal").exists():  # not everything is in the file itself: never link half
             raise RuntimeError(f"{tmp}: SQLite kept a -wal after closing the new store")
         sync_to_disk(tmp)
@@ -227,7 +227,7 @@ class SQLiteStore(SQLBackend, StoreBase):
                     " or set memory.store to a file elsewhere"
                 ) from None
         refuse_empty(path)
-        self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        self._db = connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
         self._in_tx = False
         self._cache = VectorCache()
@@ -238,7 +238,7 @@ class SQLiteStore(SQLBackend, StoreBase):
             self._db.executescript(SCHEMA)
             model = self._meta("embedder") if embedder is not None else None
         except sqlite3.DatabaseError as exc:
-            self._db.close()
+            close(self._db)
             if is_corruption(exc):
                 raise damaged(path, exc) from None
             if not os.access(path.parent, os.W_OK) or not os.access(path, os.W_OK):  # e.g. a read-only mount
@@ -255,7 +255,7 @@ class SQLiteStore(SQLBackend, StoreBase):
             try:
                 refuse_other_embedder(model, embedder, str(path))
             except RuntimeError:
-                self._db.close()
+                close(self._db)
                 raise
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ class SQLiteStore(SQLBackend, StoreBase):
     def close(self) -> None:
         with self._lock:
             self._rollback()
-            self._db.close()
+            close(self._db)
             self._release()
 
     def _release(self) -> None:

@@ -13,7 +13,8 @@ library's for the whole process.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
 from agentkeel.internal.env import KeelEnv
 
@@ -29,4 +30,25 @@ else:
     if sqlite3 is None:
         import sqlite3
 
-__all__ = ["sqlite3"]
+# SQLite's unix VFS can deadlock when one thread opens a database file while another closes one
+# in WAL mode (seen: findReusableFd under unixOpen waiting on an inode mutex while the closing
+# thread, in unixIsSharingShmNode, waits on the other; a session's background store check against
+# its start-up store open, under load). Every open and close of a memory file in a keel process
+# takes this lock; what happens between (queries, transactions) does not.
+OPEN_CLOSE = threading.RLock()  # reentrant: a close inside an open (a collected store) never waits on itself
+
+
+def connect(database: str, **options: Any) -> sqlite3.Connection:
+    """``sqlite3.connect`` under :data:`OPEN_CLOSE`."""
+    with OPEN_CLOSE:
+        db: sqlite3.Connection = sqlite3.connect(database, **options)
+    return db
+
+
+def close(db: sqlite3.Connection) -> None:
+    """``db.close()`` under :data:`OPEN_CLOSE`."""
+    with OPEN_CLOSE:
+        db.close()
+
+
+__all__ = ["OPEN_CLOSE", "close", "connect", "sqlite3"]
