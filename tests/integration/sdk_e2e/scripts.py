@@ -55,7 +55,7 @@ def _result_text(content: Any) -> str:
     return "".join(str(b.get("text", "")) for b in content or [] if isinstance(b, dict))
 
 
-_INJECTED = ("<system-reminder>", "<memory-context>", "<context>", "Caveat:", "<command-")
+_INJECTED = ("<system-reminder>", "<memory-context>", "<context>", "<environment>", "Caveat:", "<command-")
 
 
 def _human(text: str) -> str:
@@ -63,7 +63,7 @@ def _human(text: str) -> str:
     stripped = text.strip()
     if any(stripped.startswith(tag) for tag in _INJECTED):
         return ""
-    for tag in ("<memory-context>", "<system-reminder>"):
+    for tag in ("<memory-context>", "<system-reminder>", "<environment>"):
         stripped = stripped.split(tag, 1)[0].strip()
     return stripped
 
