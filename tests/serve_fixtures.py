@@ -26,6 +26,7 @@ class Served:
     token: str | None  # as printed in the address (None: it came from KEEL_SERVE_TOKEN)
     client: httpx.Client  # sends the token (Authorization: Bearer)
     secret: str = ""  # the token, printed or not
+    model: FakeLLMServer | None = None  # the scripted model it talks to (the ``serve`` fixture's)
 
     @property
     def login_url(self) -> str:
@@ -121,6 +122,7 @@ def serve(project: Path, fake_llm: Callable[[Any], FakeLLMServer]) -> Iterator[C
     def run(script: Any, *args: str, token_env: str | None = None, env: dict[str, str] | None = None) -> Served:
         server = fake_llm(script)
         s = start_serve(project, {**wire_env(server, "anthropic"), **(env or {})}, *args, token_env=token_env)
+        s.model = server
         started.append(s)
         return s
 

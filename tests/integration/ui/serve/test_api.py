@@ -92,6 +92,9 @@ def test_interrupt_stops_a_slow_reply_and_the_session_takes_the_next_prompt(serv
     s = serve({"steps": [{"text": "this takes long", "delay_s": 60}, "after the interrupt"]})
     sid = open_session(s, prompt="slow")
     s.frames(sid, kind("request_start"))
+    # the request has reached the model (an interrupt before that leaves the slow step to "go on")
+    assert s.model is not None
+    wait_until(lambda: s.model is not None and len(s.model.cursor.requests) == 1, what="the slow request")
     busy = s.post(f"api/sessions/{sid}/messages", {"text": "too soon"})
     assert busy.status_code == 409 and "interrupt" in busy.json()["error"]
     assert s.post(f"api/sessions/{sid}/interrupt").json() == {"interrupted": True}
