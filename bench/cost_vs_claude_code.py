@@ -16,6 +16,8 @@ Workloads:
   both: ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` for Claude Code, ``context.window`` for keel), long
   enough to cross the compaction threshold at least twice. An early output holds a fact
   (a failing test's name); the table says whether the last request still carries it.
+- ``compact180``: the same, 180 steps: long enough for keel, whose command outputs are cut to
+  256 lines (tools/output.py), to compact too (Claude Code compacts about every 22 steps).
 - ``first``: the first request of a session in a Claude Code project with CLAUDE.md, a skill and
   a command (the compatibility fixture's files, tests/data/compat).
 - ``second``: the same first request, in a second session of that project started after the
@@ -34,7 +36,8 @@ cache-write price (1.25x), output at the output price (keel's model catalog). Ea
 a cold cache.
 
     .venv/bin/python bench/cost_vs_claude_code.py [--runs 1] [--quick] [--json out.json]
-        [--workloads bash20,coding12,compact,first,second,again] [--keel .venv/bin/keel] [--model claude-sonnet-4-5]
+        [--workloads bash20,coding12,compact,compact180,first,second,again]
+        [--keel .venv/bin/keel] [--model claude-sonnet-4-5]
 
 ``--quick``: shorter compacting session (fewer steps, smaller window). Claude Code is installed
 from npm into ~/.cache/keel-peers on first use (needs node + npm).
@@ -451,8 +454,13 @@ def workloads(quick: bool) -> list[Workload]:
     # Claude Code does not compact below a window of about 100k tokens: the same window for both
     steps = 60 if quick else 75
     window = 100000
-    cmds = [_bash(f"echo '{MARK}0'; echo '{FACT}'")]
-    cmds += [_bash(f"echo '{MARK}{n}'; seq {n * 10000} {n * 10000 + 899}") for n in range(1, steps)]
+
+    def long_check(steps: int) -> list[list[dict[str, Any]]]:
+        cmds = [_bash(f"echo '{MARK}0'; echo '{FACT}'")]
+        return cmds + [_bash(f"echo '{MARK}{n}'; seq {n * 10000} {n * 10000 + 899}") for n in range(1, steps)]
+
+    cmds = long_check(steps)
+    long_steps = 120 if quick else 180  # keel -p stops at 200 turns by default
     return [
         Workload("bash20", "run the steps", bash, "done after 20 steps", steps=20),
         Workload(
@@ -470,6 +478,14 @@ def workloads(quick: bool) -> list[Workload]:
             "long check done",
             window=window,
             steps=steps,
+        ),
+        Workload(
+            "compact180",
+            "run the long check",
+            Script(long_check(long_steps), final="long check done", marker=True),
+            "long check done",
+            window=window,
+            steps=long_steps,
         ),
         Workload("first", "hello", Script([], final="hello there"), "hello there", _compat_setup, steps=0),
         Workload(
@@ -531,8 +547,11 @@ def run_agent(agent: str, exe: str, wl: Workload, base: dict[str, str], tmp: Pat
     if agent == "keel":
         home = tmp / "keelhome"
         home.mkdir(exist_ok=True)
+        context = dict(json.loads(os.environ.get("KEEL_BENCH_CONTEXT") or "{}"))  # trying other settings
         if wl.window:
-            (home / "settings.json").write_text(json.dumps({"context": {"window": wl.window}}))
+            context["window"] = wl.window
+        if context:
+            (home / "settings.json").write_text(json.dumps({"context": context}))
         env["KEEL_HOME"] = str(home)
         argv = [exe, "-p", wl.prompt, "--output-format", "json", "--allowedTools", allowed, "--model", model]
     else:
@@ -562,17 +581,19 @@ def _strip_marks(msgs: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _compactions(bodies: list[tuple[bytes, int]]) -> tuple[int, int, list[int]]:
+def _compactions(bodies: list[tuple[bytes, int]]) -> tuple[int, int, list[int], int]:
     """Compactions (a main request whose messages do not continue the previous one's, whatever
-    the strategy: summary or cleared tool results), summary requests, and the index of the first
-    main request after each compaction."""
-    n = summaries = 0
+    the strategy: summary or cleared tool results), summary requests, the index of the first
+    main request after each compaction, and how many summary requests carry the early fact."""
+    n = summaries = with_fact = 0
     after: list[int] = []
     prev: list[str] | None = None
     for i, (raw, _) in enumerate(bodies):
         body = json.loads(raw)
-        if _is_summary_request(body, raw.decode("utf-8", "replace")):
+        text = raw.decode("utf-8", "replace")
+        if _is_summary_request(body, text):
             summaries += 1
+            with_fact += FACT in text
             continue
         if not body.get("tools"):
             continue
@@ -581,7 +602,7 @@ def _compactions(bodies: list[tuple[bytes, int]]) -> tuple[int, int, list[int]]:
             n += 1
             after.append(i)
         prev = msgs
-    return n, summaries, after
+    return n, summaries, after, with_fact
 
 
 def catalog(model: str) -> tuple[dict[str, float], int]:
@@ -597,7 +618,7 @@ def main() -> None:
     ap.add_argument("--model", default="claude-sonnet-4-5")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="a shorter compacting session")
-    ap.add_argument("--workloads", default="bash20,coding12,compact,first,second,again")
+    ap.add_argument("--workloads", default="bash20,coding12,compact,compact180,first,second,again")
     ap.add_argument("--claude-version", default="2.1.328")
     ap.add_argument("--json", help="write the figures here (default bench/results/cost_vs_claude_code.json)")
     ap.add_argument("--keep", action="store_true", help="keep the recorded request bodies (printed path)")
@@ -646,9 +667,10 @@ def main() -> None:
                         "wall_s": wall,
                     }
                     if wl.window:
-                        n, summaries, after = _compactions(bodies)
+                        n, summaries, after, with_fact = _compactions(bodies)
                         row["compactions"] = n
                         row["summary_requests"] = summaries
+                        row["summary_requests_with_fact"] = with_fact
                         row["compactions_per_12_steps"] = n * 12 / wl.steps
                         row["post_compaction_pct_of_window"] = [round(100 * fig.sizes[j] / wl.window, 1) for j in after]
                         row["fact_in_last_request"] = FACT in bodies[-1][0].decode("utf-8", "replace")
@@ -711,10 +733,12 @@ def report(results: dict[str, dict[str, list[dict[str, Any]]]], a: argparse.Name
                         "post_compaction_pct_of_window",
                         "fact_in_last_request",
                         "summary_requests",
+                        "summary_requests_with_fact",
                     )
                 }
                 print(
                     f"  {agent}: {r['compactions']} compactions, {r['summary_requests']} summary requests "
+                    f"({r['summary_requests_with_fact']} with the early fact) "
                     f"({r['compactions_per_12_steps']:.2f} per 12 steps), "
                     f"after each: {r['post_compaction_pct_of_window']} % of the window, "
                     f"early fact in the last request: {r['fact_in_last_request']}"

@@ -241,7 +241,7 @@ def _result_guard(parts: SessionParts) -> Extension:
 
 
 def _output_budget(parts: SessionParts) -> Extension:
-    return Extension("output-budget", after_tool=OutputBudget(parts.spill_dir))
+    return Extension("output-budget", after_tool=OutputBudget.from_env(parts.spill_dir, parts.env))
 
 
 def _memory(parts: SessionParts) -> Extension | None:

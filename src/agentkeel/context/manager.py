@@ -41,6 +41,7 @@ from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import Compaction
 from agentkeel.tools import effects_of
 
+EARLY_AFTER_REQUESTS = 12  # the fewest model requests between two early compactions
 log = logging.getLogger("agentkeel.context")
 
 
@@ -213,13 +214,20 @@ class ContextManager:
         request = msgspec.structs.replace(request, system=system)
         tokens = self.tokens(request)
         limit = self.window.usable
-        auto = self.settings.autoCompact and tokens >= self.window.threshold * limit
+        auto = self.settings.autoCompact and (tokens >= self.window.threshold * limit or self._early(tokens / limit))
         if error is None and not auto and tokens < limit:
             return None
         if error is not None and not self.settings.compactOnOverflow:
             return None  # the refusal goes on to the recover extensions (session recovery's shrink)
         trigger = "overflow" if error is not None else "auto"
         return await self.compact_messages(request, trigger)
+
+    def _early(self, share: float) -> bool:
+        """Past ``earlyCompactThreshold`` with 12 requests since the last compaction: compacting
+        now costs less than re-reading the larger context on every later request (#35)."""
+        early = self.settings.earlyCompactThreshold
+        since = self.accounting.requests - self.accounting.requests_at_compaction
+        return 0 < early < self.window.threshold and share >= early and since >= EARLY_AFTER_REQUESTS
 
     def _plan(self, request: ModelRequest) -> Plan:
         """The conversation after a compaction fits what is left of half the window once the system

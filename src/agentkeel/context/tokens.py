@@ -164,6 +164,7 @@ class Accounting(msgspec.Struct):
     window: Window
     usage: Usage = msgspec.field(default_factory=Usage)
     requests: int = 0
+    requests_at_compaction: int = 0  # ``requests`` when the context was last compacted
     last_reported: int = 0  # input tokens of the last request, as reported
     _sent_chars: int = 0  # characters of the request being answered
     _reported_chars: int = 0
@@ -190,6 +191,7 @@ class Accounting(msgspec.Struct):
     def compacted(self) -> None:
         self._epoch += 1
         self.compactions += 1
+        self.requests_at_compaction = self.requests
 
     def current(self, request: ModelRequest) -> int:
         """Tokens of this request: the last reported figure plus the estimate of what was added

@@ -186,3 +186,41 @@ def test_no_compaction_churn_over_400_turns(
             nxt = next(x for x in requests[n + 1 :] if "matched" not in x)
             assert nxt["input_tokens"] <= 0.6 * WINDOW, (n, nxt["input_tokens"])
     assert all(not r["over_window"] for r in requests)
+
+
+def test_a_session_of_small_steps_compacts_at_half_the_window_and_not_sooner_than_12_requests_apart(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    """Every request re-reads the whole context: past ``earlyCompactThreshold`` (half the usable
+    window) a session compacts once 12 requests have gone by, instead of growing to 90 %. Off
+    (``0``), the old point: 90 %."""
+    usable = WINDOW - 2000  # the answer's reserve is maxTokens
+    plant(project, files=40, lines=20)  # ~2 kB a file
+    settings(tmp_path)
+    server = fake_llm(script(project, 70, ["SUMMARY: reading the data files."]))
+    run(keel, server, 100)
+    found = events(tmp_path, "compaction")
+    assert found and all(e["trigger"] == "auto" for e in found)
+    assert all(0.5 * usable <= e["tokens_before"] <= 0.6 * usable for e in found), [e["tokens_before"] for e in found]
+    at = [n for n, r in enumerate(server.cursor.requests) if r.get("matched") == COMPACT]
+    assert all(b - a > 12 for a, b in zip([0, *at], at, strict=False)), at
+
+    other = tmp_path / "off"
+    other.mkdir()
+    settings(other, earlyCompactThreshold=0)
+    server = fake_llm(script(project, 70, ["SUMMARY: reading the data files."]))
+    out = keel(
+        "-p",
+        "fix the parser; read every data file first",
+        "--output-format",
+        "json",
+        "--permission-mode",
+        "bypassPermissions",
+        "--max-turns",
+        "100",
+        env={**wire_env(server, "anthropic"), "KEEL_HOME": str(other / "keelhome")},
+        timeout=900,
+    )
+    assert out.code == 0, out.stderr
+    late = events(other, "compaction")
+    assert late and all(e["tokens_before"] >= 0.85 * usable for e in late), [e["tokens_before"] for e in late]
