@@ -12,7 +12,7 @@ from agentkeel.core.events import AssistantMessage, TodosUpdated, ToolResults, U
 from agentkeel.core.types import ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from agentkeel.tools import effects_of
 from agentkeel.ui.acp import updates as up
-from agentkeel.ui.acp.agent import mcp_config, to_message
+from agentkeel.ui.acp.client import mcp_config, to_message
 
 
 def test_a_tool_call_is_shown_from_what_the_tool_declares(tmp_path: Path) -> None:
