@@ -111,7 +111,8 @@ class ContextSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     autoCompactThreshold: Annotated[float, msgspec.Meta(gt=0.1, le=1.0)] = 0.9
     # compact sooner, at this share, once 12 requests have gone by since the last compaction (or
     # the start): every request re-reads the whole context, so a smaller one costs less on every
-    # later request; the 12 keep compactions rare where steps are big for the window. 0: off
+    # later request; the 12 keep compactions rare where steps are big for the window. 0 (or not
+    # below autoCompactThreshold): off; also off while the system prompt and tools take half of it
     earlyCompactThreshold: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 0.5
     # a provider's "prompt is too long" is compacted and re-sent; off: session recovery handles it
     compactOnOverflow: bool = True

@@ -214,20 +214,31 @@ class ContextManager:
         request = msgspec.structs.replace(request, system=system)
         tokens = self.tokens(request)
         limit = self.window.usable
-        auto = self.settings.autoCompact and (tokens >= self.window.threshold * limit or self._early(tokens / limit))
+        full = tokens >= self.window.threshold * limit
+        early = not full and self._early(request, tokens)
+        auto = self.settings.autoCompact and (full or early)
         if error is None and not auto and tokens < limit:
             return None
         if error is not None and not self.settings.compactOnOverflow:
             return None  # the refusal goes on to the recover extensions (session recovery's shrink)
         trigger = "overflow" if error is not None else "auto"
-        return await self.compact_messages(request, trigger)
+        event = await self.compact_messages(request, trigger)
+        if event is None and early and error is None and tokens < limit:
+            # blocked by a PreCompact hook, or nothing to compact: asked again 12 requests on, not each
+            self.accounting.requests_at_compaction = self.accounting.requests
+        return event
 
-    def _early(self, share: float) -> bool:
+    def _early(self, request: ModelRequest, tokens: int) -> bool:
         """Past ``earlyCompactThreshold`` with 12 requests since the last compaction: compacting
-        now costs less than re-reading the larger context on every later request (#35)."""
-        early = self.settings.earlyCompactThreshold
+        now costs less than re-reading the larger context on every later request (#35). Not when
+        the system prompt and the tools alone take half of that share: a compaction could not
+        bring the context far enough below it to pay."""
+        early, limit = self.settings.earlyCompactThreshold, self.window.usable
         since = self.accounting.requests - self.accounting.requests_at_compaction
-        return 0 < early < self.window.threshold and share >= early and since >= EARLY_AFTER_REQUESTS
+        if not (0 < early < self.window.threshold and tokens >= early * limit and since >= EARLY_AFTER_REQUESTS):
+            return False
+        fixed = self.estimator.tokens(len(request.system) + self.estimator.tools_chars(request.tools))
+        return fixed < early * limit / 2
 
     def _plan(self, request: ModelRequest) -> Plan:
         """The conversation after a compaction fits what is left of half the window once the system

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -203,7 +204,7 @@ def test_a_session_of_small_steps_compacts_at_half_the_window_and_not_sooner_tha
     assert found and all(e["trigger"] == "auto" for e in found)
     assert all(0.5 * usable <= e["tokens_before"] <= 0.6 * usable for e in found), [e["tokens_before"] for e in found]
     at = [n for n, r in enumerate(server.cursor.requests) if r.get("matched") == COMPACT]
-    assert all(b - a > 12 for a, b in zip([0, *at], at, strict=False)), at
+    assert all(b - a > 12 for a, b in itertools.pairwise([0, *at])), at
 
     other = tmp_path / "off"
     other.mkdir()
@@ -224,3 +225,54 @@ def test_a_session_of_small_steps_compacts_at_half_the_window_and_not_sooner_tha
     assert out.code == 0, out.stderr
     late = events(other, "compaction")
     assert late and all(e["tokens_before"] >= 0.85 * usable for e in late), [e["tokens_before"] for e in late]
+
+
+def test_a_context_back_past_half_within_12_requests_waits_for_the_12th(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    """Much kept verbatim (``keepRecent``): after a compaction the context is back past the early
+    point within 7 requests, and the next compaction waits for the 12th (past it, not at it)."""
+    usable = WINDOW - 2000
+    plant(project, files=40, lines=20)
+    settings(tmp_path, keepRecent=0.6)
+    server = fake_llm(script(project, 70, ["SUMMARY: reading the data files."]))
+    run(keel, server, 100)
+    found = events(tmp_path, "compaction")
+    assert len(found) >= 3, [(e["tokens_before"], e["tokens_after"]) for e in found]
+    assert all(e["tokens_after"] >= 0.35 * usable for e in found)  # 7 small steps from the early point
+    assert all(e["tokens_before"] >= 0.55 * usable for e in found[1:]), [e["tokens_before"] for e in found]
+    at = [n for n, r in enumerate(server.cursor.requests) if r.get("matched") == COMPACT]
+    assert all(b - a > 12 for a, b in itertools.pairwise(at)), at
+
+
+def test_an_early_compaction_a_precompact_hook_blocks_is_asked_again_12_requests_later_not_each(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    plant(project, files=40, lines=20)
+    settings(tmp_path)
+    fired = tmp_path / "fired.log"
+    home = tmp_path / "keelhome" / "settings.json"
+    data = json.loads(home.read_text())
+    hook = {"type": "command", "command": f"echo fired >> {fired}; echo 'not now' >&2; exit 2"}
+    data["hooks"] = {"PreCompact": [{"hooks": [hook]}]}
+    home.write_text(json.dumps(data))
+    server = fake_llm(script(project, 45, ["SUMMARY: never asked."]))
+    result = run(keel, server, 100).json()
+    assert result["subtype"] == "success" and not events(tmp_path, "compaction")
+    runs = len(fired.read_text().splitlines())
+    assert 1 <= runs <= 3, runs  # past half the window from about the 25th request of 48: at most every 12th
+
+
+def test_no_early_compaction_when_the_prompt_and_tools_alone_fill_most_of_the_early_share(
+    project: Path, tmp_path: Path, fake_llm: Callable[[Any], FakeLLMServer], keel: Callable[..., KeelRun]
+) -> None:
+    """A window so small that the system prompt and the tools are most of its first half: an early
+    compaction could not bring the context far below the early point, so only the 90 % point runs."""
+    window = 9000
+    usable = window - 2000
+    plant(project, files=40, lines=3)
+    settings(tmp_path, window=window)
+    server = fake_llm(script(project, 40, ["SUMMARY: reading."]))
+    run(keel, server, 100)
+    found = events(tmp_path, "compaction")
+    assert found and all(e["tokens_before"] >= 0.85 * usable for e in found), [e["tokens_before"] for e in found]

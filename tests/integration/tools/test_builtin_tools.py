@@ -434,9 +434,16 @@ async def test_a_commands_output_keeps_its_first_and_last_128_lines_and_the_rest
     exactly = "".join(f"line {i}\n" for i in range(256))  # at the limit: whole, no file
     assert (await budget(ToolCall("toolu_2", "BashOutput", {}, None), ToolOutput(exactly))).text() == exactly
     assert not (tmp_path / "spill" / "toolu_2.txt").exists()
-    wide = "".join("x" * 199 + "\n" for _ in range(100))  # 20 kB in 100 lines: the characters decide
+    wide = "".join(f"{n:03d}" + "x" * 196 + "\n" for n in range(100))  # 20 kB in 100 lines: characters decide
     cut = (await budget(ToolCall("toolu_3", "Bash", {}, None), ToolOutput(wide))).text()
-    assert len(cut) < 10_240 + 400 and "saved at" in cut
+    head, _, tail = cut.partition("\n\n… [")
+    assert len(head) == 5120 and len(tail.split("] …\n\n", 1)[1]) == 5120  # half and half, as over 256 lines
+    assert head.startswith("000x") and cut.endswith("099" + "x" * 196 + "\n")
+    progress = "".join(f"{i}\rprogress {i}%\n" for i in range(300))  # a \r is not a line break
+    shown = (await budget(ToolCall("toolu_5", "Bash", {}, None), ToolOutput(progress))).text()
+    assert shown.count("\n") - 4 == 256 and "(300 lines, " in shown and "[44 lines (" in shown
+    barely = "".join(f"line {i}\n" for i in range(258))  # two lines over: the note would cost more
+    assert (await budget(ToolCall("toolu_6", "Bash", {}, None), ToolOutput(barely))).text() == barely
     assert (await budget(ToolCall("toolu_4", "Read", {}, None), ToolOutput(big))).text() == big  # a file is read whole
 
 
@@ -447,9 +454,12 @@ async def test_bash_max_output_length_sets_the_commands_budget_in_characters(tmp
     bigger = big * 2
     out = (await budget(ToolCall("toolu_2", "Bash", {}, None), ToolOutput(bigger))).text()
     assert "saved at" in out and len(out) < 30_000
-    for junk in ("", "lots", "-5", "0"):  # not a positive number: the default budget
+    for junk in ("", "lots", "-5", "0", "²"):  # not a positive number: the default budget
         default = OutputBudget.from_env(tmp_path / "spill", {"BASH_MAX_OUTPUT_LENGTH": junk})
         assert default.lines["Bash"] == 256 and default.per_tool["Bash"] == 10_240
+    tiny = OutputBudget.from_env(tmp_path / "spill", {"BASH_MAX_OUTPUT_LENGTH": "3"})  # 100 at least
+    out = (await tiny(ToolCall("toolu_3", "Bash", {}, None), ToolOutput(bigger))).text()
+    assert "saved at" in out and len(out) < 500
 
 
 # --- shipped schemas -------------------------------------------------------------------------
