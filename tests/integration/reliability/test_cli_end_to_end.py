@@ -213,7 +213,9 @@ def test_comment_checker_flags_narrating_comments(project: Path, fake_llm: Fake,
 
 def test_context_monitor_warns_and_truncator_cuts_to_the_headroom(project: Path, fake_llm: Fake, keel: Keel) -> None:
     # context.window moves compaction out of the way (at 98% of the real window it would run first)
-    _settings(project, keel, {"context": {"window": 1_000_000, "autoCompact": False}})
+    # and the budget of a command's output (10,240 characters) out of the truncator's
+    bash = {"BASH_MAX_OUTPUT_LENGTH": "30000"}
+    _settings(project, keel, {"env": bash, "context": {"window": 1_000_000, "autoCompact": False}})
     full = {**_call("Bash", command="python3 -c \"print('z' * 20000)\""), "usage": {"input_tokens": 196000}}
     server = fake_llm({"steps": [full, "done"]})
     run = keel("-p", "go", "--allowedTools", "Bash", env=wire_env(server, "anthropic"))
@@ -224,7 +226,9 @@ def test_context_monitor_warns_and_truncator_cuts_to_the_headroom(project: Path,
     assert "tool-output-truncator" in result and len(result) < 9000
 
     off = ["tool-output-truncator", "context-window-monitor"]
-    _settings(project, keel, {"disabled_hooks": off, "context": {"window": 1_000_000, "autoCompact": False}})
+    _settings(
+        project, keel, {"env": bash, "disabled_hooks": off, "context": {"window": 1_000_000, "autoCompact": False}}
+    )
     server = fake_llm({"steps": [full, "done"]})
     run = keel("-p", "go", "--allowedTools", "Bash", env=wire_env(server, "anthropic"))
     assert "context-window-monitor" not in run.stderr

@@ -38,7 +38,8 @@ def test_a_resumed_run_sends_what_the_live_run_pruned(
 ) -> None:
     home = tmp_path / "keelhome"
     home.mkdir(exist_ok=True)
-    context = {"window": WINDOW, "strategy": "clear-tool-results"}
+    # compaction at 90 % only: the early point would clear the pruned call before the run ends
+    context = {"window": WINDOW, "strategy": "clear-tool-results", "earlyCompactThreshold": 0}
     # pruning from the start (its threshold is a share of the model's catalog window, not of the
     # small window compaction uses here)
     reliability = {"pruneAtPercent": 1}
