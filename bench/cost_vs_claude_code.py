@@ -30,7 +30,8 @@ each block with ``cache_control`` (at most 4) is a breakpoint; a breakpoint whos
 shorter than the model's minimum cacheable length (the catalog's ``min_cache_tokens``) neither
 writes nor reads; a request reads the longest prefix, ending at a block boundary at most 20
 blocks before one of its breakpoints, that an earlier request of the same session wrote at a
-breakpoint; it writes the prefixes at its breakpoints. Tokens are bytes/4 of each block's JSON.
+breakpoint; it writes the prefixes at its breakpoints. Tokens are bytes/4 of each block's JSON
+(``cost_cache.py``; the scripted server is ``cost_server.py``).
 Cost: uncached input at the input price, reads at the cache-read price (0.1x), writes at the
 cache-write price (1.25x), output at the output price (keel's model catalog). Each run starts with
 a cold cache.
@@ -46,10 +47,8 @@ from npm into ~/.cache/keel-peers on first use (needs node + npm).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -57,300 +56,18 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from cost_cache import canon, simulate
+from cost_server import FACT, MARK, Recorder, Script, handler, is_summary_request
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = Path.home() / ".cache" / "keel-peers"
 COMPAT = ROOT / "tests" / "data" / "compat"
 EXPAND = ROOT / "tests" / "data" / "expand"
-MARK = "STEPMARK-"
-FACT = "FAILING: tests/test_billing.py::test_refund_rounds_half_even"
-LOOKBACK = 20  # blocks a cache lookup walks back from a breakpoint
-MAX_BREAKPOINTS = 4
-
-
-# --- the scripted server -----------------------------------------------------------------
-
-
-def _text_of(msgs: list[dict[str, Any]], role: str, which: int) -> str:
-    found = [m for m in msgs if m.get("role") == role]
-    if not found:
-        return ""
-    c = found[which].get("content")
-    if isinstance(c, str):
-        return c
-    return " ".join(str(b.get("text", "")) for b in c or [] if isinstance(b, dict) and b.get("type") == "text")
-
-
-def _is_summary_request(body: dict[str, Any], raw: str) -> bool:
-    """keel's summariser (its mark) or Claude Code's compaction (a summary asked for with no tool use)."""
-    if "<keel-compact-request>" in raw:
-        return True
-    last = _text_of(body.get("messages") or [], "user", -1).lower()
-    if "<environment>" in last or "<memory-context>" in last:  # keel's context blocks, not a summary request
-        return False  # (keel's own summary requests carry its mark)
-    return "summary" in last and ("conversation" in last or "compact" in last) and "step" not in last[-40:]
-
-
-def _summary(raw: str) -> str:
-    """A summary that keeps the step count (and the early fact when the request still holds it),
-    in the tags Claude Code expects."""
-    ks = [int(k) for k in re.findall(re.escape(MARK) + r"(\d+)", raw)]
-    keep = f" {FACT}." if FACT in raw else ""
-    return f"<summary>Ran the steps through {MARK}{max(ks) if ks else -1}.{keep}</summary>"
-
-
-class Script:
-    """One workload's replies: ``steps(n)`` the tool calls of step n (None: the final answer)."""
-
-    def __init__(self, steps: list[list[dict[str, Any]]] | None = None, final: str = "done", marker: bool = False):
-        self.fixed = steps or []
-        self.final = final
-        self.marker = marker  # count steps by the markers in the request (survives compaction)
-
-    def step_index(self, body: dict[str, Any], raw: str) -> int:
-        msgs = body.get("messages") or []
-        if self.marker:
-            ks = [int(k) for k in re.findall(re.escape(MARK) + r"(\d+)", raw)]
-            return max(ks) + 1 if ks else 0
-        return sum(
-            1
-            for m in msgs
-            if isinstance(m.get("content"), list)
-            for b in m["content"]
-            if isinstance(b, dict) and b.get("type") == "tool_result"
-        )
-
-    def calls(self, n: int) -> list[dict[str, Any]] | None:
-        return self.fixed[n] if n < len(self.fixed) else None
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.script: Script = Script()
-        self.bodies: list[tuple[bytes, int]] = []  # raw body, output tokens of the reply
-        self.lock = threading.Lock()
-
-    def reset(self, script: Script) -> None:
-        with self.lock:
-            self.script = script
-            self.bodies = []
-
-
-def _handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a: Any) -> None:
-            pass
-
-        def _json(self, obj: Any, code: int = 200) -> None:
-            data = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            if self.path.startswith("/v1/models"):
-                return self._json({"data": [{"id": "claude-sonnet-4-5", "type": "model"}]})
-            self._json({"ok": True})
-
-        def do_HEAD(self) -> None:
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def do_POST(self) -> None:
-            n = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(n) if n else b"{}"
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                body = {}
-            if self.path.startswith("/v1/messages/count_tokens"):
-                return self._json({"input_tokens": max(1, len(raw) // 4)})
-            if not self.path.startswith("/v1/messages"):
-                return self._json({"type": "error", "error": {"type": "not_found_error", "message": self.path}}, 404)
-            text = raw.decode("utf-8", "replace")
-            script = rec.script
-            blocks: list[dict[str, Any]]
-            if not body.get("tools"):
-                if _is_summary_request(body, text):
-                    blocks = [{"type": "text", "text": _summary(text)}]
-                else:
-                    blocks = [{"type": "text", "text": "ok"}]
-            elif _is_summary_request(body, text):
-                blocks = [{"type": "text", "text": _summary(text)}]
-            else:
-                calls = script.calls(script.step_index(body, text))
-                if calls is None:
-                    blocks = [{"type": "text", "text": script.final}]
-                else:
-                    blocks = [
-                        {
-                            "type": "tool_use",
-                            "id": "toolu_" + uuid.uuid4().hex[:20],
-                            "name": c["name"],
-                            "input": c["input"],
-                        }
-                        for c in calls
-                    ]
-            out_tokens = max(1, len(json.dumps(blocks)) // 4)
-            with rec.lock:
-                rec.bodies.append((raw, out_tokens))
-            stop = "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn"
-            usage = {"input_tokens": max(1, len(raw) // 4), "output_tokens": out_tokens}
-            msg = {
-                "id": "msg_" + uuid.uuid4().hex[:20],
-                "type": "message",
-                "role": "assistant",
-                "model": body.get("model", "claude-sonnet-4-5"),
-                "content": blocks,
-                "stop_reason": stop,
-                "stop_sequence": None,
-                "usage": usage,
-            }
-            if not body.get("stream"):
-                return self._json(msg)
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("connection", "close")
-            self.end_headers()
-
-            def ev(name: str, data: Any) -> None:
-                self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-
-            start = dict(
-                msg, content=[], stop_reason=None, usage={"input_tokens": usage["input_tokens"], "output_tokens": 1}
-            )
-            ev("message_start", {"type": "message_start", "message": start})
-            for i, block in enumerate(blocks):
-                if block["type"] == "text":
-                    ev(
-                        "content_block_start",
-                        {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
-                    )
-                    delta = {"type": "text_delta", "text": block["text"]}
-                else:
-                    head = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-                    ev("content_block_start", {"type": "content_block_start", "index": i, "content_block": head})
-                    delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-                ev("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta})
-                ev("content_block_stop", {"type": "content_block_stop", "index": i})
-            ev(
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": {"output_tokens": out_tokens},
-                },
-            )
-            ev("message_stop", {"type": "message_stop"})
-            self.wfile.flush()
-            self.close_connection = True
-
-    return H
-
-
-# --- the prompt-cache simulation ---------------------------------------------------------
-
-
-def _canon(block: Any) -> str:
-    if isinstance(block, dict):
-        block = {k: v for k, v in block.items() if k != "cache_control"}
-    return json.dumps(block, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-@dataclass
-class Block:
-    tokens: int
-    breakpoint: bool
-    digest: bytes  # of the prefix up to and including this block
-
-
-def blocks_of(body: dict[str, Any]) -> list[Block]:
-    """The request as the cache sees it: tools, then system blocks, then message blocks."""
-    parts: list[tuple[str, bool]] = []
-    for tool in body.get("tools") or []:
-        parts.append((_canon(tool), isinstance(tool, dict) and "cache_control" in tool))
-    system = body.get("system")
-    if isinstance(system, str) and system:
-        parts.append((_canon({"type": "text", "text": system}), False))
-    elif isinstance(system, list):
-        parts += [(_canon(b), isinstance(b, dict) and "cache_control" in b) for b in system]
-    for msg in body.get("messages") or []:
-        content = msg.get("content")
-        items = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        for i, b in enumerate(items):
-            text = (_canon(msg.get("role")) if i == 0 else "") + _canon(b)
-            parts.append((text, isinstance(b, dict) and "cache_control" in b))
-    h = hashlib.blake2b(digest_size=16)
-    h.update(str(body.get("model")).encode())
-    out = []
-    for text, bp in parts:
-        h.update(text.encode())
-        h.update(b"\0")
-        out.append(Block(max(1, len(text.encode()) // 4), bp, h.copy().digest()))
-    return out
-
-
-@dataclass
-class Figures:
-    requests: int = 0
-    uncached: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    output: int = 0
-    sizes: list[int] = field(default_factory=list)  # input tokens of each request
-
-    def cost(self, prices: dict[str, float]) -> float:
-        return (
-            self.uncached * prices["input"]
-            + self.cache_read * prices["cache_read"]
-            + self.cache_write * prices["cache_write"]
-            + self.output * prices["output"]
-        ) / 1e6
-
-
-def simulate(bodies: list[tuple[bytes, int]], min_tokens: int, count_from: int = 0) -> Figures:
-    """The figures of ``bodies[count_from:]``; the requests before only warm the cache."""
-    written: set[bytes] = set()
-    fig = Figures()
-    for n, (raw, out_tokens) in enumerate(bodies):
-        if n == count_from:
-            fig = Figures()
-        body = json.loads(raw)
-        blocks = blocks_of(body)
-        total = sum(b.tokens for b in blocks)
-        cum = [0]
-        for b in blocks:
-            cum.append(cum[-1] + b.tokens)
-        bps = [i for i, b in enumerate(blocks) if b.breakpoint][:MAX_BREAKPOINTS]
-        bps = [i for i in bps if cum[i + 1] >= min_tokens]  # below the minimum: not cached at all
-        read_end = -1
-        for p in bps:
-            for j in range(p, max(-1, p - LOOKBACK), -1):
-                if blocks[j].digest in written:
-                    read_end = max(read_end, j)
-                    break
-        for p in bps:
-            written.add(blocks[p].digest)
-        read = cum[read_end + 1]
-        upto = cum[bps[-1] + 1] if bps else 0
-        fig.requests += 1
-        fig.cache_read += read
-        fig.cache_write += max(0, upto - read)
-        fig.uncached += total - max(read, upto)
-        fig.output += out_tokens
-        fig.sizes.append(total)
-    return fig
 
 
 # --- workloads ---------------------------------------------------------------------------
@@ -569,12 +286,10 @@ def run_agent(agent: str, exe: str, wl: Workload, base: dict[str, str], tmp: Pat
 
 def _strip_marks(msgs: list[dict[str, Any]]) -> list[str]:
     return [
-        _canon(
+        canon(
             {
                 "role": m.get("role"),
-                "content": [_canon(b) for b in m["content"]]
-                if isinstance(m.get("content"), list)
-                else m.get("content"),
+                "content": [canon(b) for b in m["content"]] if isinstance(m.get("content"), list) else m.get("content"),
             }
         )
         for m in msgs
@@ -591,7 +306,7 @@ def _compactions(bodies: list[tuple[bytes, int]]) -> tuple[int, int, list[int], 
     for i, (raw, _) in enumerate(bodies):
         body = json.loads(raw)
         text = raw.decode("utf-8", "replace")
-        if _is_summary_request(body, text):
+        if is_summary_request(body, text):
             summaries += 1
             with_fact += FACT in text
             continue
@@ -628,7 +343,7 @@ def main() -> None:
     prices, min_tokens = catalog(a.model)
     chosen = [w for w in workloads(a.quick) if w.name in a.workloads.split(",")]
     rec = Recorder()
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _handler(rec))
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler(rec))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     port = srv.server_address[1]
     base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CLAUDE", "KEEL_"))}
