@@ -66,7 +66,11 @@ def script(project: Path, reads: int, summaries: list[Any], files: int = 40) -> 
     return {"steps": steps, "context_window": WINDOW, "match": [{"contains": COMPACT, "steps": summaries}]}
 
 
-def run(keel: Callable[..., KeelRun], server: FakeLLMServer, turns: int, *extra: str) -> KeelRun:
+def run(
+    keel: Callable[..., KeelRun], server: FakeLLMServer, turns: int, *extra: str, home: Path | None = None
+) -> KeelRun:
+    """``home``: another KEEL_HOME than the test's."""
+    env = wire_env(server, "anthropic") | ({"KEEL_HOME": str(home)} if home is not None else {})
     out = keel(
         "-p",
         "fix the parser; read every data file first",
@@ -77,7 +81,7 @@ def run(keel: Callable[..., KeelRun], server: FakeLLMServer, turns: int, *extra:
         "--max-turns",
         str(turns),
         *extra,
-        env=wire_env(server, "anthropic"),
+        env=env,
         timeout=900,
     )
     assert out.code == 0, out.stderr
@@ -210,19 +214,7 @@ def test_a_session_of_small_steps_compacts_at_half_the_window_and_not_sooner_tha
     other.mkdir()
     settings(other, earlyCompactThreshold=0)
     server = fake_llm(script(project, 70, ["SUMMARY: reading the data files."]))
-    out = keel(
-        "-p",
-        "fix the parser; read every data file first",
-        "--output-format",
-        "json",
-        "--permission-mode",
-        "bypassPermissions",
-        "--max-turns",
-        "100",
-        env={**wire_env(server, "anthropic"), "KEEL_HOME": str(other / "keelhome")},
-        timeout=900,
-    )
-    assert out.code == 0, out.stderr
+    run(keel, server, 100, home=other / "keelhome")
     late = events(other, "compaction")
     assert late and all(e["tokens_before"] >= 0.85 * usable for e in late), [e["tokens_before"] for e in late]
 
