@@ -16,7 +16,7 @@ import re
 import msgspec
 
 from agentkeel.internal.globs import shell_expand
-from agentkeel.policy.permissions import actions, options, sed, targets, trees
+from agentkeel.policy.permissions import actions, options, safeoptions, sed, targets, trees
 from agentkeel.policy.permissions.bash import DYNAMIC, SimpleCommand
 from agentkeel.policy.permissions.rules import Rule, bash_matches, literal_words
 from agentkeel.policy.permissions.shellstate import names_file, safe_assignment
@@ -406,7 +406,7 @@ def _show(cmd: SimpleCommand) -> str:
 
 def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bool:
     """A built-in read-only command whose every path stays inside the working directories.
-    Every option must be one keel models for that program (see :data:`options.SAFE_OPTIONS`),
+    Every option must be one keel models for that program (see :data:`safeoptions.SAFE_OPTIONS`),
     and every file an option names is a path it reads."""
     if cmd.dynamic or cmd.privileged or not cmd.argv or cmd.assignments:
         return False
@@ -436,9 +436,9 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
     spec = SAFE_COMMANDS.get(name)
     if spec is None or escalations(cmd):
         return False
-    model = options.SAFE_OPTIONS.get(name)
+    model = safeoptions.SAFE_OPTIONS.get(name)
     if model is not None:
-        parsed = options.parse(model, args)
+        parsed = safeoptions.parse(model, args)
         if parsed is None or parsed.bad:
             return False  # an option keel does not model, or one that runs, writes or reads a list
         if not all(_inside_all(r, cmd.cwd, within, home) for r in parsed.reads if r not in ("-", "/dev/stdin")):
