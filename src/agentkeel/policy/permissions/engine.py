@@ -58,8 +58,10 @@ from agentkeel.tools import EDIT, READ, SHELL, effects_for
 
 if TYPE_CHECKING:
     from agentkeel.policy.permissions import shellpolicy as sp
+    from agentkeel.policy.permissions import suggestions
 else:  # the shell analysis loads at the first Bash decision (agentkeel.internal.lazy)
     sp = lazy_module("agentkeel.policy.permissions.shellpolicy", globals(), "sp")
+    suggestions = lazy_module("agentkeel.policy.permissions.suggestions", globals(), "suggestions")
 
 __all__ = ["Decision", "PermissionEngine", "StageResult", "rule_root"]  # Decision, StageResult: from .verdicts
 
@@ -463,7 +465,7 @@ class PermissionEngine(ShellChecks):
                 s
                 for c in analysis.commands
                 if sp.part_allowed(c, allow) is None and not self._safe_part(call, c)
-                if (s := sp.uncovered_suggestion(c)) is not None
+                if (s := suggestions.uncovered_suggestion(c)) is not None
             ]
             return tuple(dict.fromkeys(out))
         if call.paths is not None and (call.is_edit or call.reads_files):

@@ -16,94 +16,12 @@ import re
 import msgspec
 
 from agentkeel.internal.globs import shell_expand
-from agentkeel.policy.permissions import actions, options, sed, targets, trees
+from agentkeel.policy.permissions import actions, options, safeoptions, targets, trees
 from agentkeel.policy.permissions.bash import DYNAMIC, SimpleCommand
+from agentkeel.policy.permissions.escalating import escalations, long_hit
 from agentkeel.policy.permissions.rules import Rule, bash_matches, literal_words
 from agentkeel.policy.permissions.shellstate import names_file, safe_assignment
-from agentkeel.tools import SHELL
 
-# flags that turn a command an allow rule names into something else: they must appear in the
-# rule itself. Long options also match ``--opt=value``; single letters match inside clusters.
-_ESCALATING: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    # command: (long or exact options, short letters)
-    "find": (frozenset({"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}), frozenset()),
-    # --files0-from: the files read are named in another file, known only at run time
-    "sort": (frozenset({"--output", "--compress-program", "--files0-from"}), frozenset({"o"})),
-    "wc": (frozenset({"--files0-from"}), frozenset()),
-    "du": (frozenset({"--files0-from"}), frozenset()),
-    "rg": (frozenset({"--pre", "--pre-glob", "--hostname-bin"}), frozenset()),
-    "tar": (
-        frozenset(
-            {
-                "--to-command",
-                "--checkpoint-action",
-                "--use-compress-program",
-                "--rsh-command",
-                "--rmt-command",
-                "--info-script",
-                "--new-volume-script",
-                "--files-from",
-            }
-        ),
-        frozenset({"I", "F", "T"}),
-    ),
-    "zip": (frozenset({"--unzip-command", "-TT"}), frozenset()),
-    "rsync": (frozenset({"--rsh", "--rsync-path"}), frozenset({"e"})),
-    "curl": (
-        frozenset({"--output", "--upload-file", "--config", "--remote-name", "--remote-name-all"}),
-        frozenset({"o", "O", "T", "K"}),
-    ),
-    "wget": (
-        # --use-askpass runs a program; --config reads a wgetrc (output_document, post_file...)
-        frozenset({"--output-document", "--post-file", "--body-file", "--execute", "--use-askpass", "--config"}),
-        frozenset({"O", "e"}),
-    ),
-    # man runs the pager, browser or preprocessors it is given; its config file defines them
-    "man": (frozenset({"--pager", "--html", "--preprocessor", "--config-file"}), frozenset({"P", "H", "C", "p"})),
-    # less: a log file it writes, a lesskey file that binds keys to commands
-    "less": (
-        frozenset({"--log-file", "--LOG-FILE", "--lesskey-file", "--lesskey-src", "--lesskey-content"}),
-        frozenset({"o", "O", "k"}),
-    ),
-    "git": (
-        frozenset(
-            {
-                "--output",
-                "--ext-diff",
-                "--upload-pack",
-                "--receive-pack",
-                "--exec",
-                "--open-files-in-pager",
-                "--extcmd",
-                "--template",
-                "--config",
-                "--exec-path",
-                "--config-env",
-                # git send-email runs these programs
-                "--smtp-server",
-                "--sendmail-cmd",
-                "--to-cmd",
-                "--cc-cmd",
-                "--header-cmd",
-            }
-        ),
-        frozenset(),
-    ),
-}
-# ssh, scp and sftp: options that run a local program or load a library (``-o ProxyCommand=``,
-# ``-F`` a config file that may say the same, ``-I`` a PKCS#11 library, scp/sftp ``-S`` the
-# ssh program, sftp ``-D`` a local sftp server)
-_SSH_RISKY = {"ssh": "FI", "scp": "FS", "sftp": "FSD"}
-_SSH_RISKY_KEYS = re.compile(
-    r"\s*(Proxy|Local|Permit|KnownHostsCommand|PKCS11Provider|SecurityKeyProvider|Match|Include)",
-    re.I,
-)
-_GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"})
-_GIT_RISKY_GLOBALS = frozenset({"-c", "--config-env", "--exec-path", "--git-dir", "--work-tree"})
-_GIT_RISKY_SUBCOMMANDS = frozenset({"config", "filter-branch", "submodule", "difftool", "mergetool", "bisect"})
-_REBASE_EXEC = frozenset({"--exec"})
-_GREP_PAGER = frozenset({"--open-files-in-pager"})
-_AWK = frozenset({"awk", "gawk", "mawk", "nawk"})
 _LONG_TO_SHORT: dict[str, dict[str, str]] = {
     "rm": {"--recursive": "-r", "--force": "-f", "--dir": "-d", "--verbose": "-v", "-R": "-r"},
     "git": {"--force": "-f", "--delete": "-d", "--all": "-a", "--hard": "--hard"},
@@ -239,128 +157,6 @@ def _flags_catch(rule_argv: list[str], argv: list[str]) -> bool:
     return bash_matches(literal or "*", " ".join(cmd_words)) or bash_matches(literal + " *", " ".join(cmd_words))
 
 
-def escalations(cmd: SimpleCommand) -> list[str]:
-    """Options that make a usually harmless command write, execute or send elsewhere."""
-    if not cmd.argv:
-        return []
-    name = posixpath.basename(cmd.argv[0])
-    args = cmd.argv[1:]
-    found: list[str] = []
-    longs, shorts = _ESCALATING.get(name, (frozenset(), frozenset()))
-    if name == "tar" and args and not args[0].startswith("-"):
-        args = ["-" + args[0], *args[1:]]  # traditional syntax: tar cIf prog out.tar dir
-    for a in args:
-        if a == "--" and name != "find":  # find's expression goes on after --
-            break
-        key = a.split("=", 1)[0]
-        hit = _long_hit(name, key, longs)
-        if hit is not None:
-            found.append(hit)
-        elif shorts and a.startswith("-") and not a.startswith("--"):
-            found += [f"-{ch}" for ch in a[1:] if ch in shorts]
-        elif name == "zip" and a.startswith("-") and not a.startswith("--") and "TT" in a:
-            found.append("-TT")  # zip -TTsh: the unzip command, attached
-        elif name == "less" and a.startswith("+"):
-            found.append("+command")  # less +!cmd: a command at start, `!` runs a shell
-    if name in _SSH_RISKY:
-        for key, value in targets.ssh_options(name, args):
-            if key == "-o" and _SSH_RISKY_KEYS.match(value):
-                found.append(f"-o{value}")
-            elif key[1] in _SSH_RISKY[name]:
-                found.append(key)
-    if name == "git":
-        found += _git_escalations(args)
-    elif name == "sed":
-        found += sed.dangerous(sed.read_call(args))
-    elif name in _AWK:
-        script = next((a for a in args if not a.startswith("-")), "")
-        if re.search(r"system|\||>|getline|print\s*>", script):
-            found.append("awk system()/redirect")
-    found += options.escalations(cmd.argv)
-    found += _tests_elsewhere(cmd)
-    return list(dict.fromkeys(found))
-
-
-def _tests_elsewhere(cmd: SimpleCommand) -> list[str]:
-    """Test paths outside the repository the command runs in: ``pytest /tmp/x`` imports
-    /tmp/x/conftest.py and the tests there, ``go test /tmp/x/...`` builds and runs them (another
-    user of the machine can plant either), as ``--rootdir`` or ``-c`` would."""
-    name, args = options.program(cmd.argv)
-    if name == "go":
-        if not args or args[0] != "test":
-            return []
-        args = args[1:]
-    elif name != "pytest":
-        return []
-    cli = options.PROGRAMS[name]
-    top = targets.toplevel(cmd.cwd)
-    top_real = os.path.realpath(top)
-    out: list[str] = []
-    for key, value in options.read_options(cli, args):
-        if key or not value or DYNAMIC in value:
-            continue
-        path = posixpath.normpath(posixpath.join(cmd.cwd, value.split("::", 1)[0]))
-        if not (_under(path, top) and _under(os.path.realpath(path), top_real)):
-            out.append(value)
-    return out
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-# exact names of harmless long options that are prefixes of escalating ones (``tar --file``
-# against ``--files-from``): written in full they are themselves, not an abbreviation
-_KNOWN_LONGS: dict[str, frozenset[str]] = {
-    "tar": frozenset({"--file", "--checkpoint", "--to-stdout"}),
-    "git": frozenset({"--exec", "--config", "--to", "--cc"}),
-    "curl": frozenset({"--remote-name"}),
-    "wget": frozenset({"--content-disposition"}),
-}
-
-
-def _long_hit(name: str, key: str, longs: frozenset[str]) -> str | None:
-    """``key`` as one of the program's escalating long options: exactly, or as an abbreviation
-    (getopt_long, argp, git's parse-options and curl take any unique prefix; keel takes any
-    prefix of three characters or more, ``--x``, since a prefix that is ambiguous among the
-    program's options only makes it fail)."""
-    if key in longs:
-        return key
-    if not key.startswith("--") or len(key) < 3 or key in _KNOWN_LONGS.get(name, frozenset()):
-        return None
-    return next((n for n in sorted(longs) if n.startswith("--") and n.startswith(key)), None)
-
-
-def _git_escalations(args: list[str]) -> list[str]:
-    found: list[str] = []
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        key = args[i].split("=", 1)[0]
-        hit = key if key in _GIT_RISKY_GLOBALS else _long_hit("git", key, _GIT_RISKY_GLOBALS)
-        if hit is not None:
-            found.append(hit)
-        i += 2 if args[i] in _GIT_GLOBAL_WITH_VALUE else 1
-    sub = args[i] if i < len(args) else ""
-    rest = args[i + 1 :]
-    reading_config = sub == "config" and any(a in ("--get", "--list", "-l", "--get-all", "--get-regexp") for a in rest)
-    if sub in _GIT_RISKY_SUBCOMMANDS and not reading_config:
-        found.append(sub)
-    if sub == "rebase" and any(
-        re.match(r"-[^-]*x", a) or _long_hit("git", a.split("=", 1)[0], _REBASE_EXEC) for a in rest
-    ):
-        found.append("--exec")  # -x, -x'cmd' and -ix cmd alike
-    if sub == "grep" and any(
-        _long_hit("git", a.split("=", 1)[0], _GREP_PAGER) or (a.startswith("-") and not a.startswith("--") and "O" in a)
-        for a in rest
-    ):
-        found.append("-O")
-    if sub in ("fetch", "pull", "clone", "ls-remote") and any(re.match(r"-[^-]*u", a) for a in rest):
-        found.append("-u")  # clone/ls-remote -u is --upload-pack, attached too (-ush)
-    if sub == "clone" and any(re.match(r"-[^-]*c", a) for a in rest):
-        found.append("-c")  # clone -c core.fsmonitor=...: config in the new repository, used at checkout
-    return found
-
-
 def part_allowed(cmd: SimpleCommand, rules: list[Rule]) -> Rule | None:
     """The first allow rule that covers this command exactly, with every escalating flag it uses."""
     if cmd.dynamic or not cmd.argv:
@@ -406,7 +202,7 @@ def _show(cmd: SimpleCommand) -> str:
 
 def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bool:
     """A built-in read-only command whose every path stays inside the working directories.
-    Every option must be one keel models for that program (see :data:`options.SAFE_OPTIONS`),
+    Every option must be one keel models for that program (see :data:`safeoptions.SAFE_OPTIONS`),
     and every file an option names is a path it reads."""
     if cmd.dynamic or cmd.privileged or not cmd.argv or cmd.assignments:
         return False
@@ -425,7 +221,7 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
             # `git diff /dev/null ~/.ssh/id_rsa`: with a path outside the work tree git diff
             # compares the two files (an implied --no-index); every operand must stay inside
             return False
-        if any(a.startswith("--output") or _long_hit("git", a.split("=", 1)[0], _GIT_UNSAFE) for a in args):
+        if any(a.startswith("--output") or long_hit("git", a.split("=", 1)[0], _GIT_UNSAFE) for a in args):
             return False
         if any(_verifies_signatures(a) for a in args[1:]):
             return False  # git runs gpg (or gpg.program, ssh-keygen), which writes ~/.gnupg
@@ -436,9 +232,9 @@ def safe_read_only(cmd: SimpleCommand, within: tuple[str, ...], home: str) -> bo
     spec = SAFE_COMMANDS.get(name)
     if spec is None or escalations(cmd):
         return False
-    model = options.SAFE_OPTIONS.get(name)
+    model = safeoptions.SAFE_OPTIONS.get(name)
     if model is not None:
-        parsed = options.parse(model, args)
+        parsed = safeoptions.parse(model, args)
         if parsed is None or parsed.bad:
             return False  # an option keel does not model, or one that runs, writes or reads a list
         if not all(_inside_all(r, cmd.cwd, within, home) for r in parsed.reads if r not in ("-", "/dev/stdin")):
@@ -602,155 +398,3 @@ def path_words(cmd: SimpleCommand) -> list[str]:
 def expand_glob(arg: str, cwd: str, limit: int = 2000) -> list[str] | None:
     """What a glob names on disk now; None when there are too many to check."""
     return shell_expand(arg if arg.startswith("/") else os.path.join(cwd, arg), limit)
-
-
-_SUBCOMMAND_TOOLS = frozenset(
-    {
-        "git",
-        "npm",
-        "pnpm",
-        "yarn",
-        "bun",
-        "npx",
-        "cargo",
-        "go",
-        "docker",
-        "kubectl",
-        "pip",
-        "uv",
-        "poetry",
-        "make",
-        "gh",
-        "terraform",
-        "dotnet",
-        "mvn",
-        "gradle",
-        "bundle",
-        "rails",
-        "mix",
-        "deno",
-        "python",
-        "python3",
-    }
-)
-
-
-# (program, subcommand) pairs that run a command, code or a request named in their arguments:
-# a suggestion never ends there (``Bash(uv run *)`` would admit ``uv run rm -rf /``)
-_RUNS_ANYTHING = frozenset(
-    {
-        ("uv", "run"),
-        ("npm", "run"),  # a script by name: the suggestion keeps the name (`npm run build *`)
-        ("npm", "run-script"),
-        ("pnpm", "run"),
-        ("yarn", "run"),
-        ("uv", "tool"),
-        ("uvx", ""),
-        ("npx", ""),
-        ("pnpx", ""),
-        ("bunx", ""),
-        ("npm", "exec"),
-        ("npm", "x"),
-        ("pnpm", "exec"),
-        ("pnpm", "dlx"),
-        ("yarn", "exec"),
-        ("yarn", "dlx"),
-        ("bun", "x"),
-        ("bun", "run"),
-        ("bun", "exec"),
-        ("poetry", "run"),
-        ("pipenv", "run"),
-        ("pdm", "run"),
-        ("hatch", "run"),
-        ("rye", "run"),
-        ("bundle", "exec"),
-        ("deno", "run"),
-        ("deno", "eval"),
-        ("deno", "task"),  # a task by name, as npm run
-        ("yarn", "workspace"),  # yarn workspace <name> <any yarn command>: exec, dlx, node...
-        ("yarn", "workspaces"),
-        ("docker", "run"),
-        ("docker", "exec"),
-        ("docker", "compose"),
-        ("podman", "run"),
-        ("podman", "exec"),
-        ("kubectl", "exec"),
-        ("kubectl", "run"),
-        ("kubectl", "debug"),
-        ("gh", "api"),
-        ("gh", "extension"),
-        ("gh", "ext"),
-        ("go", "run"),
-        ("cargo", "run"),
-        ("dotnet", "run"),
-        ("mix", "run"),
-        ("rails", "runner"),
-        ("git", "bisect"),
-        ("git", "submodule"),
-        ("git", "filter-branch"),
-        ("git", "difftool"),
-        ("git", "mergetool"),
-        ("mvn", "exec:exec"),
-        ("mvn", "exec:java"),
-        ("python", "-c"),
-        ("python3", "-c"),
-    }
-)
-# programs that run what their arguments say: a suggestion never ends right after one
-_INTERPRETERS = frozenset(
-    {"sh", "bash", "zsh", "dash", "ksh", "fish", "env", "xargs", "exec", "eval", "sudo", "doas", "nohup"}
-    | {"timeout", "nice", "setsid", "time", "watch", "node", "deno", "bun", "ruby", "perl", "php", "python"}
-    | {"python3", "pip", "pip3", "npm", "npx", "uv", "uvx", "make", "cmake", "bundle", "docker", "git", "curl"}
-    | {"wget", "ssh", "osascript", "powershell", "pwsh", "lua", "tclsh", "expect", "awk", "gawk", "sed", "find"}
-    | {"run", "exec", "x", "dlx", "eval", "script", "shell", "repl", "console"}
-    # interpreters and launchers a runner may start: each runs code or a command its arguments give
-    | {"ipython", "pypy", "pypy3", "coverage", "tsx", "ts-node", "esno", "zx", "vite-node", "cross-env"}
-    | {"dotenv", "dotenv-cli", "env-cmd", "concurrently", "npm-run-all", "run-p", "run-s", "nodemon", "pm2"}
-    | {"xonsh", "irb", "pry", "iex", "elixir", "erl", "ghci", "runghc", "Rscript", "R", "julia", "scala"}
-    | {"groovy", "jshell", "nu", "tcsh", "csh", "busybox", "strace", "ltrace", "gdb", "valgrind", "sudo"}
-    | {"pnpm", "yarn", "bunx", "pnpx", "npm-exec", "tox", "nox", "invoke", "doit", "just", "watchexec"}
-)
-# runners whose next word names where, not what (``yarn workspace web <any yarn command>``)
-_WORKSPACE_RUNNERS = frozenset({("yarn", "workspace"), ("yarn", "workspaces")})
-# commands that run a command on another machine: a suggestion is exactly what was approved
-_REMOTE_RUNNERS = frozenset(
-    {("gcloud", "compute", "ssh"), ("gcloud", "cloud-shell", "ssh"), ("az", "vm", "run-command")}
-    | {("gh", "codespace", "ssh"), ("aws", "ssm", "start-session"), ("aws", "ecs", "execute-command")}
-)
-
-
-# command groups whose second word is the action (`gh repo clone` / `gh repo delete`)
-_TWO_LEVELS = frozenset({"gh", "aws", "gcloud", "az"})
-
-
-def _runs_anything(words: list[str]) -> bool:
-    return (words[0], "") in _RUNS_ANYTHING or (len(words) > 1 and (words[0], words[1]) in _RUNS_ANYTHING)
-
-
-def uncovered_suggestion(cmd: SimpleCommand) -> str | None:
-    """A rule the user may choose to remember for this command: never one wider than what was
-    approved reaches (``uv run pytest`` suggests ``Bash(uv run pytest *)``, never ``uv run *``)."""
-    if cmd.dynamic or not cmd.argv:
-        return None
-    words = [*cmd.privileged, *cmd.argv]
-    if _runs_anything(words):
-        # the runner, then the program it runs when that is a plain tool name (not an interpreter)
-        at = 1 if (words[0], "") in _RUNS_ANYTHING else 2
-        inner = words[at] if len(words) > at else ""
-        if (
-            words[0] not in ("docker", "podman", "kubectl", "gh", "git", "deno", "python", "python3")
-            and tuple(words[:2]) not in _WORKSPACE_RUNNERS
-            and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", inner)
-            and not re.fullmatch(r"python[0-9.]*", inner)
-            and inner not in _INTERPRETERS
-            and not _runs_anything([inner, *words[at + 1 : at + 2]])
-        ):
-            return f"{SHELL}({' '.join(words[: at + 1])} *)"
-        return f"{SHELL}({' '.join(words)})"  # exactly this command
-    if tuple(words[:3]) in _REMOTE_RUNNERS:
-        return f"{SHELL}({' '.join(words)})"
-    if words[0] in _TWO_LEVELS and len(words) >= 3 and re.fullmatch(r"[a-z][a-z0-9-]*", words[2]):
-        return f"{SHELL}({' '.join(words[:3])} *)"  # `gh pr list *`: approving a clone is not approving a delete
-    if len(words) >= 2 and words[0] in _SUBCOMMAND_TOOLS and not words[1].startswith("-"):
-        return f"{SHELL}({words[0]} {words[1]} *)"  # `npm test *`: that subcommand, any arguments
-    return f"{SHELL}({' '.join(words)})"  # anything else: exactly this command, never a whole program

@@ -10,7 +10,7 @@ import posixpath
 import re
 from urllib.parse import urlsplit
 
-from agentkeel.policy.permissions import options, sed
+from agentkeel.policy.permissions import options, safeoptions, sed
 from agentkeel.policy.permissions.bash import DYNAMIC, SimpleCommand
 
 WRITERS = frozenset(
@@ -173,10 +173,10 @@ def option_reads(name: str, args: list[str]) -> list[str]:
     ``diff --from-file=/abs``, ``grep --fil=list`` (an abbreviation). Where keel cannot read
     the options, every attached short value and every ``=value`` is taken for a file (the
     deny rules see too much rather than too little)."""
-    spec = options.SAFE_OPTIONS.get(name)
+    spec = safeoptions.SAFE_OPTIONS.get(name)
     if spec is None:
         return []
-    parsed = options.parse(spec, args)
+    parsed = safeoptions.parse(spec, args)
     if parsed is not None:
         return [r for r in parsed.reads if r not in _STREAMS]
     out: list[str] = []

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import msgspec
 
 from agentkeel.internal import globs
-from agentkeel.policy.permissions import options, targets
+from agentkeel.policy.permissions import options, safeoptions, targets
 from agentkeel.policy.permissions.bash import SimpleCommand
 from agentkeel.policy.permissions.paths import PathPattern, inside
 from agentkeel.policy.permissions.targets import git_split, toplevel
@@ -58,7 +58,7 @@ def tree_reads(cmd: SimpleCommand) -> list[TreeRead]:
     if name in ("rg", "ag", "ack", "ack-grep"):
         return _searcher(name, args)
     if name == "diff":
-        parsed = options.parse(options.SAFE_OPTIONS["diff"], args)  # --recur is --recursive
+        parsed = safeoptions.parse(safeoptions.SAFE_OPTIONS["diff"], args)  # --recur is --recursive
         opts = (
             [*parsed.options, *(("", p) for p in parsed.positional)]
             if parsed is not None
@@ -126,7 +126,7 @@ def _grep_options(args: list[str]) -> list[tuple[str, str | None]]:
     """grep's options by their full names (``--recur`` is ``--recursive``, ``--direc=rec`` is
     ``--directories=recurse``: getopt_long and argmatch take unique prefixes); where keel cannot
     read them all, each long option by the name it may abbreviate, read broadly."""
-    parsed = options.parse(options.SAFE_OPTIONS["grep"], args)
+    parsed = safeoptions.parse(safeoptions.SAFE_OPTIONS["grep"], args)
     if parsed is not None:
         return [*parsed.options, *(("", p) for p in parsed.positional)]
     out: list[tuple[str, str | None]] = []
@@ -255,8 +255,8 @@ def _positional(args: list[str]) -> list[str]:
 
 def _full_long(name: str, key: str) -> str:
     """A long option as getopt_long reads it: ``ls -L --recursiv`` is ``--recursive``."""
-    spec = options.SAFE_OPTIONS.get(name)
-    hit = options.long_name(spec, key) if spec is not None else None
+    spec = safeoptions.SAFE_OPTIONS.get(name)
+    hit = safeoptions.long_name(spec, key) if spec is not None else None
     return hit[0] if hit is not None else key
 
 

@@ -360,7 +360,7 @@ def test_an_allowed_glob_that_expands_to_options_does_nothing_forbidden(
 
 # --- the option tables against the programs themselves ----------------------------------------
 
-from agentkeel.policy.permissions.options import SAFE_OPTIONS  # noqa: E402
+from agentkeel.policy.permissions.safeoptions import SAFE_OPTIONS  # noqa: E402
 
 _TABLED = sorted(n for n in SAFE_OPTIONS if shutil.which(n))
 
