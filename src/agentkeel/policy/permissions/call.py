@@ -14,7 +14,7 @@ from agentkeel.policy.permissions.rules import url_host
 from agentkeel.tools import EDIT, READ, effects_for, effects_of
 
 if TYPE_CHECKING:
-    from agentkeel.policy.permissions.bash import BashAnalysis
+    from agentkeel.policy.permissions.bashmodel import BashAnalysis
 
 # what a tool that declares nothing is taken to name: the path fields of Claude Code's file tools
 _UNDECLARED_PATHS = ("file_path", "notebook_path", "path")
@@ -94,10 +94,8 @@ class Call(msgspec.Struct, dict=True):
     def bash(self) -> BashAnalysis | None:
         if not self.shell:
             return None
-        from agentkeel.policy.permissions.bash import (  # the shell analysis: at the first Bash call
-            BashAnalysis,
-            analyse,
-        )
+        from agentkeel.policy.permissions.bash import analyse  # the shell analysis: at the first Bash call
+        from agentkeel.policy.permissions.bashmodel import BashAnalysis
 
         command = self.input.get("command")
         if not isinstance(command, str):

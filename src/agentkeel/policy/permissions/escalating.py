@@ -12,7 +12,8 @@ import posixpath
 import re
 
 from agentkeel.policy.permissions import options, sed, targets
-from agentkeel.policy.permissions.bash import DYNAMIC, SimpleCommand
+from agentkeel.policy.permissions.bash import DYNAMIC
+from agentkeel.policy.permissions.bashmodel import SimpleCommand
 
 # flags that turn a command an allow rule names into something else: they must appear in the
 # rule itself. Long options also match ``--opt=value``; single letters match inside clusters.

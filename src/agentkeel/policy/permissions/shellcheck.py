@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from agentkeel.core.tools import Tool
     from agentkeel.policy.permissions import shellpolicy as sp
     from agentkeel.policy.permissions import targets, trees
-    from agentkeel.policy.permissions.bash import Redirect, SimpleCommand
+    from agentkeel.policy.permissions.bashmodel import Redirect, SimpleCommand
     from agentkeel.policy.permissions.rules import RuleKind
     from agentkeel.policy.permissions.verdicts import Decision
 else:

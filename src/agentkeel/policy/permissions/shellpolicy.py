@@ -17,7 +17,8 @@ import msgspec
 
 from agentkeel.internal.globs import shell_expand
 from agentkeel.policy.permissions import actions, options, safeoptions, targets, trees
-from agentkeel.policy.permissions.bash import DYNAMIC, SimpleCommand
+from agentkeel.policy.permissions.bash import DYNAMIC
+from agentkeel.policy.permissions.bashmodel import SimpleCommand
 from agentkeel.policy.permissions.escalating import escalations, long_hit
 from agentkeel.policy.permissions.rules import Rule, bash_matches, literal_words
 from agentkeel.policy.permissions.shellstate import names_file, safe_assignment

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from agentkeel.policy.permissions.bash import SimpleCommand
+from agentkeel.policy.permissions.bashmodel import SimpleCommand
 from agentkeel.tools import SHELL
 
 _SUBCOMMAND_TOOLS = frozenset(

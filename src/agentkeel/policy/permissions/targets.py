@@ -11,7 +11,8 @@ import re
 from urllib.parse import urlsplit
 
 from agentkeel.policy.permissions import options, safeoptions, sed
-from agentkeel.policy.permissions.bash import DYNAMIC, SimpleCommand
+from agentkeel.policy.permissions.bash import DYNAMIC
+from agentkeel.policy.permissions.bashmodel import SimpleCommand
 
 WRITERS = frozenset(
     {

@@ -17,7 +17,7 @@ import msgspec
 
 from agentkeel.internal import globs
 from agentkeel.policy.permissions import options, safeoptions, targets
-from agentkeel.policy.permissions.bash import SimpleCommand
+from agentkeel.policy.permissions.bashmodel import SimpleCommand
 from agentkeel.policy.permissions.paths import PathPattern, inside
 from agentkeel.policy.permissions.targets import git_split, toplevel
 from agentkeel.policy.permissions.words import DYNAMIC
