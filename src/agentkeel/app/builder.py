@@ -46,9 +46,10 @@ from agentkeel.context.instructions import ImportPolicy
 from agentkeel.context.manager import ContextManager
 from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, Extensions
-from agentkeel.core.loop import Agent, LoopConfig
+from agentkeel.core.loop import Agent
 from agentkeel.core.provider import Provider
 from agentkeel.core.retry import RetryPolicy
+from agentkeel.core.run import LoopConfig
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.hooks.config import plugin_roots
 from agentkeel.internal import lazy as _lazy

@@ -21,7 +21,8 @@ from agentkeel.app.builder import read_settings as read_settings
 from agentkeel.config.settings import LoadedSettings
 from agentkeel.config.trust import TrustState, untrusted_notice
 from agentkeel.core.events import Notice, SessionEnded, SessionStarted, SinkFailed
-from agentkeel.core.loop import Agent, RunResult
+from agentkeel.core.loop import Agent
+from agentkeel.core.run import RunResult
 from agentkeel.internal import childwatch as _childwatch
 from agentkeel.models.catalog import ModelInfo
 from agentkeel.policy.permissions import PermissionEngine
