@@ -24,7 +24,7 @@ _EXPORTS: dict[str, str] = {
     "Runtime": "agentkeel.app.runtime",
     "RuntimeOptions": "agentkeel.app.runtime",
     "KeelError": "agentkeel.app.runtime",
-    "RunResult": "agentkeel.core.loop",
+    "RunResult": "agentkeel.core.run",
     # extending the loop
     "Extension": "agentkeel.core.extensions",
     "Extensions": "agentkeel.core.extensions",
@@ -190,8 +190,8 @@ if TYPE_CHECKING:
         ToolCall,
         Verdict,
     )
-    from agentkeel.core.loop import RunResult
     from agentkeel.core.provider import ModelRequest, ModelResponse, ProviderError
+    from agentkeel.core.run import RunResult
     from agentkeel.core.tools import Services, Tool, ToolContext, ToolError, ToolOutput, Workdir
     from agentkeel.core.types import (
         ImageBlock,

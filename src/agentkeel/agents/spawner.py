@@ -30,8 +30,9 @@ from agentkeel.agents.forwarding import Listener, SubagentActivity, SubagentStre
 from agentkeel.context.builder import environment_block
 from agentkeel.core.events import Notice, SessionStarted
 from agentkeel.core.extensions import Extension, Extensions, LifecyclePoint, ToolCall, Verdict
-from agentkeel.core.loop import Agent, LoopConfig, RunResult
+from agentkeel.core.loop import Agent
 from agentkeel.core.provider import Provider
+from agentkeel.core.run import LoopConfig, RunResult
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.internal.env import KeelEnv
 from agentkeel.tools import effects_for, names_of, offered_when_named

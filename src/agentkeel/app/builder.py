@@ -11,8 +11,6 @@ built-in through the hook-agent profile. The core depends on none of this.
 from __future__ import annotations
 
 import logging
-import os
-import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentkeel.agents.agenthooks import DefinitionHooks
-from agentkeel.app.assembly import KeelError, fallback_model_id, forked, model_name, sandbox_for, writable
+from agentkeel.app.assembly import KeelError, fallback_model_id, model_name, sandbox_for
 from agentkeel.app.extensions import (
-    MAIN,
     PROFILES,
     REQUEST_VALIDATORS,
     SUBAGENT,
@@ -32,40 +29,34 @@ from agentkeel.app.extensions import (
     enabled,
     not_shared,
 )
-from agentkeel.config.settings import (
-    LoadedSettings,
-    MemorySettings,
-    PermissionMode,
-    Settings,
-    SettingsError,
-    load_settings,
-)
+from agentkeel.app.options import RuntimeOptions
+from agentkeel.app.place import Place, locate
+from agentkeel.app.transcript import Log, open_log
+from agentkeel.config.settings import LoadedSettings, MemorySettings
 from agentkeel.config.trust import TrustState, TrustStore
 from agentkeel.context.builder import shell_name
 from agentkeel.context.instructions import ImportPolicy
 from agentkeel.context.manager import ContextManager
 from agentkeel.core.events import EventBus, Notice
 from agentkeel.core.extensions import Extension, Extensions
-from agentkeel.core.loop import Agent, LoopConfig
+from agentkeel.core.loop import Agent
 from agentkeel.core.provider import Provider
 from agentkeel.core.retry import RetryPolicy
+from agentkeel.core.run import LoopConfig
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.hooks.config import plugin_roots
 from agentkeel.internal import lazy as _lazy
 from agentkeel.internal.env import KeelEnv
 from agentkeel.mcp import McpSetup, mcp_extension
 from agentkeel.models.catalog import ModelConfigError, ModelInfo, resolve_model
-from agentkeel.policy.permissions import AskFn, PermissionEngine, PermissionGate, RequestHook, build_engine
+from agentkeel.policy.permissions import PermissionEngine, PermissionGate, build_engine
 from agentkeel.policy.redaction import session_bus
-from agentkeel.policy.safety import AskRepeat
 from agentkeel.session.checkpoints import CheckpointRecorder
-from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, keel_home, project_dir
 from agentkeel.tools import builtin_tools
 
 if TYPE_CHECKING:
     from agentkeel.agents.setup import Definitions
     from agentkeel.memory.plugin import MemoryPlugin
-    from agentkeel.session.load import LoadedSession  # session.load: only to resume (-r, -c)
 
 log = logging.getLogger(__name__)
 
@@ -148,127 +139,7 @@ def import_refusal(engine: PermissionEngine) -> Callable[[Path], str | None]:
     return refuse
 
 
-def project_trust(cwd: Path, home_dir: Path, override: bool | None = None) -> TrustState:
-    state = TrustStore(home_dir).state(cwd)
-    if override is True and not state.trusted:
-        return TrustState(state.folder, "trusted", state.files)
-    if override is False and state.status != "nothing-to-trust":
-        return TrustState(state.folder, "untrusted", state.files)
-    return state
-
-
-SOURCES = frozenset({"user", "project", "local"})  # the settings files --setting-sources chooses from
-
-
-def read_settings(
-    cwd: Path,
-    home: Path,
-    home_dir: Path,
-    extra: list[Path],
-    env: Mapping[str, str],
-    *,
-    trusted: bool,
-    sources: frozenset[str] | None = None,
-) -> LoadedSettings:
-    """``sources``: which settings files to read (``--setting-sources``); --settings files and
-    managed settings are always read."""
-    include: frozenset[Any] = frozenset({"cli", "managed", *(sources if sources is not None else SOURCES)})
-    managed = KeelEnv.of(env).managed_settings
-    moved = env.get("CLAUDE_CONFIG_DIR")  # Claude Code's user folder elsewhere (the Agent SDKs set it)
-    try:
-        return load_settings(
-            cwd,
-            home=home,
-            keel_home=home_dir,
-            extra_files=extra,
-            managed=managed if managed.is_file() else None,
-            include=include,
-            trusted_project=trusted,
-            claude_dir=Path(moved).expanduser() if moved else None,
-        )
-    except SettingsError as e:
-        raise KeelError(f"invalid settings: {e}") from None
-
-
-class RuntimeOptions(msgspec.Struct):
-    cwd: Path
-    model: str | None = None
-    permission_mode: PermissionMode | None = None
-    allowed_tools: list[str] = msgspec.field(default_factory=list)
-    disallowed_tools: list[str] = msgspec.field(default_factory=list)
-    max_turns: int | None = None
-    max_budget_usd: float | None = None
-    append_system_prompt: str | None = None
-    add_dirs: list[Path] = msgspec.field(default_factory=list)
-    continue_session: bool = False
-    resume: str | None = None
-    settings_files: list[Path] = msgspec.field(default_factory=list)
-    env: Mapping[str, str] = msgspec.field(default_factory=lambda: dict(os.environ))
-    home: Path = msgspec.field(default_factory=Path.home)
-    ask: AskFn | None = None  # the host callback (the SDK's can_use_tool, or the TTY prompt)
-    ask_repeat: AskRepeat | None = None  # "the same call again: go on?"
-    permission_hooks: list[RequestHook] = msgspec.field(default_factory=list)  # the PermissionRequest extension point
-    channel: str = "headless"  # interactive | headless | sdk | subagent: selects permissions.channels rules
-    trust_project: bool | None = None  # None: as recorded by `keel trust`
-    # added after the built-ins (before the request validators, which check what every transform made)
-    extensions: list[Extension] = msgspec.field(default_factory=list)
-    services: dict[type[Any], Any] = msgspec.field(default_factory=dict)  # provided per-session services (Services.put)
-    start_timeout_s: float = 30.0  # each extension's start() (MCP connects, SessionStart work)
-    # Claude Code-shaped hooks ({"PreToolUse": [{"matcher": "<tool>", "hooks": [...]}]}) added to the
-    # settings' hooks; a python handler may hold a callable: {"type": "python", "callable": fn}
-    hooks: dict[str, Any] = msgspec.field(default_factory=dict)
-    fallback_model: str | None = None  # the model-fallback built-in's model (else settings.fallbackModel)
-    system_prompt: str | None = None  # replaces keel's system prompt (--system-prompt); append still applies
-    session_id: str | None = None  # the new session's id (--session-id); default a fresh uuid4
-    plugin_dirs: tuple[Path, ...] = ()  # --plugin-dir: hooks/hooks.json, commands, agents, skills (this session)
-    mcp_config: list[str] = msgspec.field(
-        default_factory=list
-    )  # --mcp-config values (a file or JSON), SDK servers removed
-    strict_mcp_config: bool = False  # --strict-mcp-config: only the servers of mcp_config
-    skip_project_mcp: bool = False  # start no server of .mcp.json (its approvals could not be saved)
-    fork_session: bool = False  # with resume/continue: go on in a copy under a new id (--fork-session)
-    resume_session_at: str | None = None  # with fork_session: the copy keeps events up to this uuid
-    resume_drops_turn: str | None = None  # with resume_session_at: the prompt uuid of the one turn dropped
-    # subagent types given in code, as the Agent SDK's ``agents``: {"name": {"description", "prompt", "tools", "model"}}
-    agents: dict[str, Any] = msgspec.field(default_factory=dict)
-    setting_sources: frozenset[str] | None = None  # --setting-sources: user/project/local (None: all three)
-    skills: list[str] | None = None  # the Agent SDK's skill allowlist: only these skills are offered (None: all)
-    start_source: str | None = None  # SessionStart's source when not startup/resume ("clear": after /clear)
-    profile: str = MAIN  # which built-ins (extensions/builtins.PROFILES): main, or batch-task for `keel batch`
-
-
 # --- the steps ---------------------------------------------------------------------------
-
-
-class Place(msgspec.Struct):
-    """Where the session runs and what configures it."""
-
-    cwd: Path
-    env: dict[str, str]  # the process environment with the settings' ``env`` under it
-    home_dir: Path  # KEEL_HOME
-    sessions: Path  # the project's session folder
-    trust: TrustState
-    loaded: LoadedSettings
-
-    @property
-    def settings(self) -> Settings:
-        return self.loaded.settings
-
-
-def locate(opts: RuntimeOptions) -> Place:
-    """The working directory, KEEL_HOME, the folder's trust and the settings it reads."""
-    cwd = opts.cwd.resolve()
-    env = dict(opts.env)
-    home_dir = keel_home(env)
-    sessions = project_dir(home_dir, cwd)
-    writable(home_dir, sessions)
-    trust = project_trust(cwd, home_dir, opts.trust_project)
-    loaded = read_settings(
-        cwd, opts.home, home_dir, opts.settings_files, env, trusted=trust.trusted, sources=opts.setting_sources
-    )
-    settings = loaded.settings
-    env = {**settings.env, **env} if settings.env else env
-    return Place(cwd, env, home_dir, sessions, trust, loaded)
 
 
 def choose_model(opts: RuntimeOptions, place: Place) -> tuple[ModelInfo, Provider]:
@@ -280,42 +151,6 @@ def choose_model(opts: RuntimeOptions, place: Place) -> tuple[ModelInfo, Provide
         return info, make_provider(info, place.env, transport=transport)
     except ModelConfigError as e:
         raise KeelError(str(e)) from None
-
-
-class Log(msgspec.Struct):
-    """The session's transcript: its file, held under a lock, and what it held when resumed."""
-
-    path: Path
-    prior: bool  # resumed (-r, -c)
-    lock: SessionLock
-    writer: SessionWriter
-    resumed: LoadedSession | None = None
-
-    @property
-    def session_id(self) -> str:
-        return self.path.stem
-
-
-def open_log(place: Place, opts: RuntimeOptions) -> Log:
-    path, prior = pick_session(place.sessions, opts)
-    lock = SessionLock(path)
-    try:
-        lock.acquire()
-    except SessionLocked as e:
-        raise KeelError(str(e)) from None
-    except OSError as e:
-        raise KeelError(f"cannot lock session {path}: {e.strerror or e}") from None
-    try:
-        resumed = None
-        if prior:  # session.load: only to resume (-r, -c)
-            from agentkeel.session.load import load_session
-
-            resumed = load_session(path)
-        writer = SessionWriter(path, path.stem, parent_uuid=resumed.last_uuid if resumed else None)
-    except OSError as e:
-        lock.release()
-        raise KeelError(f"cannot use session file {path}: {e.strerror or e}") from None
-    return Log(path, prior, lock, writer, resumed)
 
 
 def permissions(place: Place, opts: RuntimeOptions) -> PermissionEngine:
@@ -619,38 +454,3 @@ def attach_agents(agent: Agent, found: Definitions, opts: RuntimeOptions, place:
         extension=enabled("agents", place.settings.disabled_hooks, opts.profile),
         not_shared=not_shared(SUBAGENT),
     )
-
-
-def pick_session(sessions: Path, opts: RuntimeOptions) -> tuple[Path, bool]:
-    """The session file to write: the one resumed (-r, -c; forked with --fork-session) or a new one."""
-    if (opts.resume_session_at or opts.resume_drops_turn) and not (opts.fork_session and opts.resume is not None):
-        raise KeelError("--resume-session-at and --resume-drops-turn need -r SESSION_ID and --fork-session")
-    if opts.resume is not None or opts.continue_session:
-        from agentkeel.session.load import AmbiguousSession, find_session, list_sessions
-    if opts.resume is not None:
-        ref = opts.resume.strip()
-        if not ref:
-            raise KeelError("-r needs a session id (or a unique prefix): see `keel sessions list`")
-        try:
-            found = find_session(sessions, ref)
-        except AmbiguousSession as e:
-            raise KeelError(str(e)) from None
-        if found is None:
-            raise KeelError(f"no session '{ref}' for this project: see `keel sessions list`")
-        if not opts.fork_session:
-            return found, True
-        return forked(found, sessions, opts.resume_session_at, opts.resume_drops_turn), True
-    if opts.continue_session:
-        existing = list_sessions(sessions)
-        if not existing:
-            raise KeelError("no earlier session to continue in this directory: run without -c to start one")
-        return forked(existing[0].path, sessions) if opts.fork_session else existing[0].path, True
-    if opts.session_id is not None:
-        try:
-            chosen = str(uuid.UUID(opts.session_id))
-        except ValueError:
-            raise KeelError(f"--session-id must be a UUID, not {opts.session_id!r}") from None
-        if (sessions / f"{chosen}.jsonl").exists():
-            raise KeelError(f"session {chosen} already exists: resume it with -r {chosen}")
-        return sessions / f"{chosen}.jsonl", False
-    return sessions / f"{uuid.uuid4()}.jsonl", False

@@ -14,14 +14,15 @@ from agentkeel._version import __version__
 from agentkeel.app.assembly import KeelError as KeelError  # re-exported: callers import it from here
 from agentkeel.app.builder import FIRST_CALL_MODULES as FIRST_CALL_MODULES
 from agentkeel.app.builder import Built, build
-from agentkeel.app.builder import RuntimeOptions as RuntimeOptions  # re-exported: the public API
 from agentkeel.app.builder import import_refusal as _import_refusal  # noqa: F401 (tests/test_review_safety.py)
-from agentkeel.app.builder import project_trust as project_trust
-from agentkeel.app.builder import read_settings as read_settings
+from agentkeel.app.options import RuntimeOptions as RuntimeOptions  # re-exported: the public API
+from agentkeel.app.place import project_trust as project_trust
+from agentkeel.app.place import read_settings as read_settings
 from agentkeel.config.settings import LoadedSettings
 from agentkeel.config.trust import TrustState, untrusted_notice
 from agentkeel.core.events import Notice, SessionEnded, SessionStarted, SinkFailed
-from agentkeel.core.loop import Agent, RunResult
+from agentkeel.core.loop import Agent
+from agentkeel.core.run import RunResult
 from agentkeel.internal import childwatch as _childwatch
 from agentkeel.models.catalog import ModelInfo
 from agentkeel.policy.permissions import PermissionEngine

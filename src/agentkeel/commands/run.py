@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentkeel.commands.registry import CommandRegistry, Routed, parse_line, route
 from agentkeel.core.events import SinkFailed
-from agentkeel.core.loop import RunResult
+from agentkeel.core.run import RunResult
 from agentkeel.core.types import Usage
 
 if TYPE_CHECKING:

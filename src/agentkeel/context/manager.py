@@ -34,8 +34,8 @@ from agentkeel.context.styles import find_style
 from agentkeel.context.tokens import Accounting, Breakdown, Estimator, Window, breakdown
 from agentkeel.core.events import Event, Notice
 from agentkeel.core.extensions import Extension, LifecyclePoint, ToolCall
-from agentkeel.core.loop import LoopConfig
 from agentkeel.core.provider import ModelRequest, ModelResponse, PromptTooLongError, Provider
+from agentkeel.core.run import LoopConfig
 from agentkeel.core.tools import Services, ToolOutput
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import Compaction

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Protocol
 
 from agentkeel.core.events import EventBus
-from agentkeel.core.loop import Agent, RunResult
+from agentkeel.core.loop import Agent
+from agentkeel.core.run import RunResult
 
 
 class SessionHandle(Protocol):

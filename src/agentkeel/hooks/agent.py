@@ -19,9 +19,10 @@ from typing import Any
 
 from agentkeel.core.events import EventBus
 from agentkeel.core.extensions import BeforeTool, Extension, Extensions, ToolCall, Verdict
-from agentkeel.core.loop import Agent, LoopConfig
+from agentkeel.core.loop import Agent
 from agentkeel.core.provider import Provider
 from agentkeel.core.retry import RetryPolicy
+from agentkeel.core.run import LoopConfig
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.hooks.config import Handler
 from agentkeel.hooks.prompt import verdict_from_text

@@ -45,7 +45,7 @@ from agentkeel.hooks.output import Combined
 from agentkeel.internal import procs
 from agentkeel.policy.permissions.engine import Decision
 from agentkeel.tools import effects_for
-from agentkeel.tools.files import ORIGINAL_FILE
+from agentkeel.tools.fileresponses import ORIGINAL_FILE
 
 MAX_STOP_CONTINUES = 8  # a Stop hook that always blocks cannot keep the loop going for ever
 _END_REASONS = frozenset({"clear", "logout", "prompt_input_exit", "other", "bypass_permissions_disabled"})

@@ -16,8 +16,8 @@ import msgspec
 
 from agentkeel.core.events import Checkpoint, Event, Notice
 from agentkeel.core.extensions import Extension, PromptInfo, ToolCall, Verdict
-from agentkeel.core.loop import RunStopped
 from agentkeel.core.provider import ModelRequest
+from agentkeel.core.run import RunStopped
 from agentkeel.core.tools import ToolOutput
 from agentkeel.core.types import TextBlock
 from agentkeel.policy.redact import redact

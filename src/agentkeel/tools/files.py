@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import base64
-import difflib
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from msgspec import Meta, Struct
 
-from agentkeel.core.tools import Effects, OpenFiles, Tool, ToolContext, ToolError, ToolOutput, default_response
+from agentkeel.core.tools import Effects, OpenFiles, Tool, ToolContext, ToolError, ToolOutput
 from agentkeel.core.types import ImageBlock
 from agentkeel.internal import globs
 from agentkeel.tools import EDIT, READ
+from agentkeel.tools.fileresponses import edit_response, multi_edit_response, read_response, write_response
 from agentkeel.tools.reading import MAX_LINE_CHARS, human_size, read_capped, read_window
 from agentkeel.tools.textfile import UTF8, TextFormat, decode_file, encode_text, to_crlf
 from agentkeel.tools.writing import atomic_write
@@ -73,7 +72,6 @@ def resolve(ctx: ToolContext, file_path: str) -> Path:
 
 
 _NUMBERS: tuple[str, ...] = ()  # "1\t", "2\t"...: the first lines' numbers, made once (replaced whole)
-CAT_N_WIDTH = 6  # ``cat -n`` pads numbers to six columns; the model gets them bare (the same lines, fewer bytes)
 
 
 def numbered(lines: list[str], start: int) -> str:
@@ -92,14 +90,6 @@ def numbered(lines: list[str], start: int) -> str:
             line = line[:MAX_LINE_CHARS] + "… [line truncated]"
         out.append(f"{i}\t{line}")
     return "\n".join(out)
-
-
-_LINE_NUMBER = re.compile(r"^(\d+)\t", re.M)
-
-
-def cat_n(text: str) -> str:
-    """A numbered Read result in ``cat -n``'s padded form, as hooks' ``tool_response`` always had it."""
-    return _LINE_NUMBER.sub(lambda m: f"{m[1]:>{CAT_N_WIDTH}}\t", text)
 
 
 def load_text(path: Path, what: str = "too large to load whole; use Bash (e.g. sed) on it") -> tuple[str, TextFormat]:
@@ -461,103 +451,6 @@ async def _ls(args: LSInput, ctx: ToolContext) -> ToolOutput:
 WRITES = Effects(rule=EDIT, path_fields=("file_path",), writes=True)
 
 
-def _read_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
-    """Claude Code's ``tool_response`` for Read: the file and the text read."""
-    path = tool_input.get("file_path")
-    if not isinstance(path, str):
-        return default_response(output)
-    text = output.text()
-    if "total_lines" in output.metadata:  # a text file's lines, numbered
-        text = cat_n(text)
-    return {"type": "text", "file": {"filePath": path, "content": text}}
-
-
-ORIGINAL_FILE = "original_file"
-"""The metadata key under which a caller that read the file before the call (the hooks, for
-PostToolUse) hands its text to the ``respond`` functions below; it is never in the session log."""
-
-
-def _structured_patch(old: str, new: str) -> list[dict[str, Any]]:
-    """The hunks of a line diff, three lines of context, as Claude Code's ``structuredPatch``."""
-    a, b = old.splitlines(), new.splitlines()
-    hunks: list[dict[str, Any]] = []
-    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(3):
-        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
-        lines: list[str] = []
-        for tag, x1, x2, y1, y2 in group:
-            if tag == "equal":
-                lines += [f" {line}" for line in a[x1:x2]]
-                continue
-            lines += [f"-{line}" for line in a[x1:x2]]
-            lines += [f"+{line}" for line in b[y1:y2]]
-        hunks.append({"oldStart": i1 + 1, "oldLines": i2 - i1, "newStart": j1 + 1, "newLines": j2 - j1, "lines": lines})
-    return hunks
-
-
-def _original(output: ToolOutput) -> str | None:
-    original = output.metadata.get(ORIGINAL_FILE)
-    return original if isinstance(original, str) else None
-
-
-def _current(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _write_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
-    """Claude Code's ``tool_response`` for Write: created or updated, the content, the diff
-    against the file it replaced."""
-    path, content = tool_input.get("file_path"), tool_input.get("content")
-    if not isinstance(path, str) or not isinstance(content, str):
-        return default_response(output)
-    original = None if output.metadata.get("created") else _original(output)
-    return {
-        "type": "create" if original is None else "update",
-        "filePath": path,
-        "content": content,
-        "structuredPatch": [] if original is None else _structured_patch(original, content),
-        "originalFile": original,
-        "userModified": False,
-    }
-
-
-def _edit_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
-    """Claude Code's ``tool_response`` for Edit: the strings, the file before, the diff."""
-    path = tool_input.get("file_path")
-    if not isinstance(path, str):
-        return default_response(output)
-    updated = _current(path)
-    original = _original(output)
-    return {
-        "filePath": path,
-        "oldString": tool_input.get("old_string", ""),
-        "newString": tool_input.get("new_string", ""),
-        "originalFile": original if original is not None else updated,
-        "structuredPatch": _structured_patch(original or "", updated) if original is not None else [],
-        "userModified": False,
-        "replaceAll": bool(tool_input.get("replace_all", False)),
-    }
-
-
-def _multi_edit_response(tool_input: dict[str, Any], output: ToolOutput) -> Any:
-    """Claude Code's ``tool_response`` for MultiEdit (the last Claude Code that had the tool): the
-    edits, the file before, the diff."""
-    path = tool_input.get("file_path")
-    if not isinstance(path, str):
-        return default_response(output)
-    updated = _current(path)
-    original = _original(output)
-    return {
-        "filePath": path,
-        "edits": tool_input.get("edits", []),
-        "originalFileContents": original if original is not None else updated,
-        "structuredPatch": _structured_patch(original or "", updated) if original is not None else [],
-        "userModified": False,
-    }
-
-
 def file_tools() -> list[Tool]:
     return [
         Tool(
@@ -569,7 +462,7 @@ def file_tools() -> list[Tool]:
             read_only=True,
             timeout_s=60,
             effects=Effects(rule=READ, path_fields=("file_path",), reads=True),
-            respond=_read_response,
+            respond=read_response,
         ),
         Tool(
             "Write",
@@ -582,7 +475,7 @@ def file_tools() -> list[Tool]:
             timeout_s=60,
             validate=_check_write,
             effects=WRITES,
-            respond=_write_response,
+            respond=write_response,
         ),
         Tool(
             "Edit",
@@ -596,7 +489,7 @@ def file_tools() -> list[Tool]:
             timeout_s=60,
             validate=_check_edit,
             effects=WRITES,
-            respond=_edit_response,
+            respond=edit_response,
         ),
         Tool(
             "MultiEdit",
@@ -609,7 +502,7 @@ def file_tools() -> list[Tool]:
             timeout_s=60,
             validate=_check_multi_edit,
             effects=WRITES,
-            respond=_multi_edit_response,
+            respond=multi_edit_response,
         ),
         Tool(
             "LS",

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from agentkeel.core.events import Event, EventBus, StreamRetry
-from agentkeel.core.loop import Agent, LoopConfig
+from agentkeel.core.loop import Agent
 from agentkeel.core.provider import ModelRequest, ModelResponse, Provider, ProviderError, StreamChunk, TextChunk
 from agentkeel.core.retry import RetryPolicy
+from agentkeel.core.run import LoopConfig
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.core.types import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolSpec, ToolUseBlock
 from agentkeel.models.anthropic_messages import AnthropicProvider

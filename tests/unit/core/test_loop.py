@@ -21,8 +21,9 @@ from agentkeel.core.events import (
     ToolStarted,
 )
 from agentkeel.core.extensions import Extension, Extensions, StopInfo, ToolCall, Verdict
-from agentkeel.core.loop import Agent, LoopConfig
+from agentkeel.core.loop import Agent
 from agentkeel.core.retry import RetryPolicy
+from agentkeel.core.run import LoopConfig
 from agentkeel.core.tools import Services, Tool, ToolContext, ToolOutput, ToolRegistry
 from agentkeel.core.types import ToolResultBlock, to_data
 from agentkeel.core.view import INTERRUPTED_RESULT, repair_messages

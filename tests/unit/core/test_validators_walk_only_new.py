@@ -168,7 +168,8 @@ async def test_a_response_stream_is_closed_before_its_message_is_applied(tmp_pat
     """The loop closes the provider's stream (and the retry layer's) itself once the final response
     is in, rather than leaving it to the garbage collector's callback on a later turn of the loop."""
     from agentkeel.core.events import AssistantMessage
-    from agentkeel.core.loop import Agent, LoopConfig
+    from agentkeel.core.loop import Agent
+    from agentkeel.core.run import LoopConfig
     from agentkeel.core.tools import Services, ToolContext, ToolRegistry
     from agentkeel.tools import builtin_tools
 
@@ -199,7 +200,8 @@ async def test_which_tools_are_shown_is_asked_once_per_request(tmp_path: Any) ->
     """The context point builds the request to measure it, then the loop builds it to send it: the
     tools shown are decided once for both (a hiding extension is asked once per tool and request)."""
     from agentkeel.core.extensions import Extensions
-    from agentkeel.core.loop import Agent, LoopConfig
+    from agentkeel.core.loop import Agent
+    from agentkeel.core.run import LoopConfig
     from agentkeel.core.tools import Services, ToolContext, ToolRegistry
     from agentkeel.models.fake.script import Script
     from agentkeel.models.scripted import ScriptedProvider

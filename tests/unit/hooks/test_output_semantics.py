@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.core.extensions import Extension, ToolCall
-from agentkeel.core.loop import RunResult
 from agentkeel.core.provider import ModelRequest
+from agentkeel.core.run import RunResult
 from agentkeel.core.types import to_data
 from agentkeel.hooks.extension import MAX_STOP_CONTINUES
 from kit import session, write_script

@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 from agentkeel.core.extensions import Extensions
-from agentkeel.core.loop import Agent, LoopConfig
+from agentkeel.core.loop import Agent
+from agentkeel.core.run import LoopConfig
 from agentkeel.core.tools import Services, ToolContext, ToolRegistry
 from agentkeel.models.fake.script import Script
 from agentkeel.models.scripted import ScriptedProvider

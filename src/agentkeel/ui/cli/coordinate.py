@@ -95,7 +95,7 @@ async def _coordinate(rt: Runtime, goal: str) -> Any:
     from agentkeel.agents.coordinator import Coordinator, PlanError
     from agentkeel.agents.spawner import SubagentSpawner
     from agentkeel.core.events import SinkFailed
-    from agentkeel.core.loop import RunResult
+    from agentkeel.core.run import RunResult
     from agentkeel.core.types import Usage
 
     def failed(message: str) -> RunResult:
@@ -124,7 +124,7 @@ async def _coordinate(rt: Runtime, goal: str) -> Any:
 
 
 async def _run(rt: Runtime, goal: str, output_format: str, started: float, out: Any) -> int:
-    from agentkeel.core.loop import RunResult
+    from agentkeel.core.run import RunResult
     from agentkeel.core.types import Usage
     from agentkeel.protocol import stream_json
     from agentkeel.ui.cli.headless import result_object

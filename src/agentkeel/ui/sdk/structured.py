@@ -15,8 +15,8 @@ from typing import Any
 import msgspec
 
 from agentkeel.core.extensions import Extension, StopInfo
-from agentkeel.core.loop import RunResult
 from agentkeel.core.provider import ModelRequest
+from agentkeel.core.run import RunResult
 
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL)
 RETRY_SUBTYPE = "error_max_structured_output_retries"

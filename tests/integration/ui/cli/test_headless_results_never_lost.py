@@ -17,8 +17,8 @@ from typing import Any
 
 from agentkeel.core.events import AssistantMessage, ToolResults, UserMessage
 from agentkeel.core.extensions import PromptInfo, ToolCall
-from agentkeel.core.loop import RunStopped
 from agentkeel.core.provider import ModelRequest
+from agentkeel.core.run import RunStopped
 from agentkeel.core.types import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from agentkeel.core.view import Compaction, messages_from_events
 from agentkeel.models.fake.server import FakeLLMServer
