@@ -100,7 +100,7 @@ class ResumeRefused(KeelError):
 def forked(source: Path, sessions: Path, at_uuid: str | None = None, drops_turn: str | None = None) -> Path:
     """A copy of a session's log under a new id: the conversation goes on there, the original stays
     (``at_uuid``: only up to that message; ``drops_turn``: the turn after it must be that prompt's)."""
-    from agentkeel.session.history import TruncationRefused, fork_file  # with a parent link and the checkpoints
+    from agentkeel.session.fork import TruncationRefused, fork_file  # with a parent link and the checkpoints
 
     try:
         return fork_file(source, at_uuid=at_uuid, drops_turn=drops_turn)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from agentkeel.commands.registry import CommandFailed
-from agentkeel.session.history import RewindConflict, RewindError, RewindMode, fork_session, rewind, user_turns
+from agentkeel.session.fork import fork_session
+from agentkeel.session.history import RewindConflict, RewindError, RewindMode, rewind, user_turns
 from agentkeel.session.index import home_of
 
 if TYPE_CHECKING:

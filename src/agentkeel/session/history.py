@@ -1,20 +1,16 @@
-"""A session's user turns, and going back in it: rewind (code, conversation or both), fork, replay.
+"""A session's user turns, and going back in it: rewind (code, conversation or both), replay.
 
 The #19 contract between the session layer and the UIs (the TUI and ``keel serve`` call
-these; the CLI's ``/rewind``, ``/fork`` and ``keel sessions replay`` too). The log is never
+these; the CLI's ``/rewind``, ``/fork`` and ``keel sessions replay`` too; forking is in
+``session/fork.py``, putting the files back in ``session/restore.py``). The log is never
 edited: a rewind appends events, a fork writes a new session file.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import glob
-import os
-import shutil
-import stat
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,17 +22,17 @@ from agentkeel.core.events import (
     Notice,
     RunFinished,
     SessionStarted,
-    ToolResults,
     UserMessage,
 )
 from agentkeel.core.types import Message, TextBlock
 from agentkeel.core.view import ViewBuilder
 from agentkeel.session.checkpoints import CheckpointRecorder, checkpoint_dir
 from agentkeel.session.events import Checkpoint, RewindDone, RewindIntent, RewindMarker, SessionForked
-from agentkeel.session.load import AmbiguousSession, find_session, load_session
-from agentkeel.session.objects import LINK, UNKNOWN, CheckpointError, ObjectStore, StoreError, current
+from agentkeel.session.load import load_session
+from agentkeel.session.objects import UNKNOWN, ObjectStore, StoreError, current
 from agentkeel.session.openrewinds import close_marker, listed, open_marker
-from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter, project_dir
+from agentkeel.session.restore import apply_all, files_before, last_left, plan_rewind, sweep_temp
+from agentkeel.session.store import SessionLock, SessionLocked, SessionWriter
 
 if TYPE_CHECKING:
     from agentkeel.core.handle import SessionHandle  # the live session a rewind works on
@@ -68,9 +64,6 @@ class RewindResult:
     warning: str | None  # one line when something could not be restored (a missing checkpoint object)
 
 
-TMP_SUFFIX = ".keel-rewind-tmp"  # a rewind's temporary files (removed by the next start after a kill)
-
-
 class RewindError(ValueError):
     """A rewind or fork that cannot be done (no such turn, no such session); the message is one line."""
 
@@ -91,7 +84,7 @@ class _Turn:
     files: list[str] = field(default_factory=list)
 
 
-def _turns(events: list[Event]) -> list[_Turn]:
+def live_turns(events: list[Event]) -> list[_Turn]:
     """The live conversation's user turns. A prompt is the first user message after a run ended
     (or the session started, or a rewind); later user messages of a run are tool results or a
     hook's continuation. A rewind marker drops the turns from its target on."""
@@ -131,145 +124,16 @@ def user_turns(session_file: Path) -> list[UserTurn]:
             event_uuid=t.event.uuid,
             files_changed=tuple(t.files),
         )
-        for i, t in enumerate(_turns(events))
+        for i, t in enumerate(live_turns(events))
     ]
 
 
-def _pick(turns: list[_Turn], turn_index: int, what: str) -> _Turn:
+def pick(turns: list[_Turn], turn_index: int, what: str) -> _Turn:
     if not turns:
         raise RewindError(f"cannot {what} turn {turn_index}: the session has no user turns yet")
     if not 0 <= turn_index < len(turns):
         raise RewindError(f"cannot {what} turn {turn_index}: the session has turns 0 to {len(turns) - 1}")
     return turns[turn_index]
-
-
-def files_before(events: list[Event], position: int) -> dict[str, str | None]:
-    """Each path a checkpoint after ``position`` names, with its content at ``position``."""
-    before: dict[str, str | None] = {}
-    for event in events[position + 1 :]:
-        if isinstance(event, Checkpoint):
-            for path, sha in event.files.items():
-                before.setdefault(path, sha)
-    return before
-
-
-def last_left(events: list[Event]) -> dict[str, str | None]:
-    """Each path any checkpoint names, with the state keel last left it in (UNKNOWN when the log
-    does not say: an older log, or a file keel could not read)."""
-    left: dict[str, str | None] = {}
-    for event in events:
-        if isinstance(event, Checkpoint):
-            for path in event.files:
-                left[path] = event.after.get(path, UNKNOWN)
-    return left
-
-
-@dataclass
-class _Plan:
-    """What a code rewind will do: each path to change with its target state; the paths whose
-    current content keel did not leave there (the user's, or unknown); what cannot be restored."""
-
-    targets: dict[str, str | None] = field(default_factory=dict)
-    conflicts: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-
-def _plan(store: ObjectStore, wanted: dict[str, str | None], left: dict[str, str | None]) -> _Plan:
-    plan = _Plan()
-    for path_s, want in sorted(wanted.items()):
-        now = current(Path(path_s))
-        if want == now and want != UNKNOWN:
-            continue
-        if want == UNKNOWN:
-            plan.problems.append(
-                f"{path_s}: its content before was not recorded (too large, unreadable, or the checkpoint "
-                "store could not keep it)"
-            )
-            continue
-        if want is not None and not want.startswith(LINK):
-            try:
-                store.get(want, path_s)  # verified now: a damaged object leaves the file as it is
-            except CheckpointError as e:
-                plan.problems.append(str(e))
-                continue
-        known = left.get(path_s, UNKNOWN)
-        if known == UNKNOWN or now != known:
-            plan.conflicts.append(path_s)
-        plan.targets[path_s] = want
-    return plan
-
-
-def _tmp_prefix(path: Path) -> str:
-    """The start of a rewind's temporary file's name beside ``path`` (kept within 255 bytes)."""
-    return "." + (os.fsencode(path.name)[:200].decode("utf-8", "ignore") or "file") + "."
-
-
-def _apply(store: ObjectStore, path: Path, want: str | None) -> None:
-    """Put ``path`` in the state ``want``; a symbolic link is replaced, never followed."""
-    if want is None:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        return
-    if want.startswith(LINK):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{_tmp_prefix(path)}{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
-        tmp.symlink_to(want[len(LINK) :])
-        try:
-            tmp.replace(path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return
-    _write_back(path, store.get(want, str(path)))
-
-
-def _write_back(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        st: os.stat_result | None = path.lstat()
-        if st is not None and not stat.S_ISREG(st.st_mode):
-            st = None
-    except OSError:
-        st = None
-    # a file that is not there now is made 0666 & ~umask (by the kernel), as any editor's would be
-    tmp = path.parent / f"{_tmp_prefix(path)}{uuid.uuid4().hex[:8]}{TMP_SUFFIX}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if st is not None:  # the file keeps its owner (where this process may) and mode
-                if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
-                    with contextlib.suppress(OSError):
-                        os.fchown(f.fileno(), st.st_uid, st.st_gid)
-                os.fchmod(f.fileno(), st.st_mode & 0o7777)
-        tmp.replace(path)  # a link at ``path`` is replaced by the file, its target untouched
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _apply_all(store: ObjectStore, targets: dict[str, str | None]) -> tuple[list[str], list[str]]:
-    """Apply each target; returns the paths now at their target and the problems."""
-    done: list[str] = []
-    problems: list[str] = []
-    for path_s, want in targets.items():
-        try:
-            _apply(store, Path(path_s), want)
-            done.append(path_s)
-        except CheckpointError as e:
-            problems.append(str(e))
-        except OSError as e:
-            problems.append(f"cannot restore {path_s}: {e.strerror or e}")
-    return done, problems
-
-
-def _sweep_temp(paths: Iterable[str]) -> None:
-    """A rewind killed mid-write leaves ``.<name>.*.keel-rewind-tmp`` next to the file: remove it
-    (only a rewind's own temporary files, never another writer's)."""
-    for path in map(Path, paths):
-        with contextlib.suppress(OSError):
-            for tmp in path.parent.glob(f"{glob.escape(_tmp_prefix(path))}*{TMP_SUFFIX}"):
-                tmp.unlink(missing_ok=True)
 
 
 def _warning(problems: list[str]) -> str | None:
@@ -309,15 +173,15 @@ async def rewind(runtime: SessionHandle, turn_index: int, mode: RewindMode, *, f
     if recovered:  # an earlier rewind was killed half-way: finished first
         runtime.bus.emit(Notice(level="warning", message=recovered))
         events = load_session(runtime.session_path).events
-    turns = _turns(events)
-    turn = _pick(turns, turn_index, "rewind to")
+    turns = live_turns(events)
+    turn = pick(turns, turn_index, "rewind to")
     restored: list[str] = []
     removed: list[str] = []
     problems: list[str] = []
     rewind_id: str | None = None
     if mode in ("code", "both"):
         store = _store(runtime)
-        plan = await asyncio.to_thread(_plan, store, files_before(events, turn.position), last_left(events))
+        plan = await asyncio.to_thread(plan_rewind, store, files_before(events, turn.position), last_left(events))
         if plan.conflicts and not force:
             raise RewindConflict(_conflict_message(turn_index, plan.conflicts), tuple(plan.conflicts))
         problems = plan.problems
@@ -336,7 +200,7 @@ async def rewind(runtime: SessionHandle, turn_index: int, mode: RewindMode, *, f
                     prior=prior,
                 )
             )
-            done, failed = await asyncio.to_thread(_apply_all, store, plan.targets)
+            done, failed = await asyncio.to_thread(apply_all, store, plan.targets)
             if done:
                 runtime.bus.publish(
                     Checkpoint(
@@ -489,7 +353,7 @@ def _recover_events(publish: Publish, store: ObjectStore, events: list[Event]) -
         return None
     lines: list[str] = []
     for position, intent in pending:
-        _sweep_temp(intent.targets)
+        sweep_temp(intent.targets)
         lines.append(_recover_one(publish, store, events, position, intent))
     return "; ".join(lines)
 
@@ -513,7 +377,7 @@ def _recover_one(
         else:
             foreign.append(path_s)
     problems = [f"{p}: changed since the interrupted rewind began; left as it is" for p in foreign]
-    done, failed = _apply_all(store, {p: intent.targets[p] for p in at_prior})
+    done, failed = apply_all(store, {p: intent.targets[p] for p in at_prior})
     what = f"before turn {intent.turn_index}"
     if not failed:
         moved = at_target + done
@@ -530,7 +394,7 @@ def _recover_one(
         if intent.mode in ("conversation", "both") and not any(
             isinstance(e, RewindMarker) and e.target_uuid == intent.target_uuid for e in events[position + 1 :]
         ):
-            turn = next((t for t in _turns(events[:position]) if t.event.uuid == intent.target_uuid), None)
+            turn = next((t for t in live_turns(events[:position]) if t.event.uuid == intent.target_uuid), None)
             if turn is not None:
                 _mark(publish, events[:position], turn, intent.turn_index, intent.mode)
         publish(RewindDone(rewind_id=intent.rewind_id, outcome="completed", recovered=True, problems=problems))
@@ -544,7 +408,7 @@ def _recover_one(
             problems.append(f"{p}: its content before the rewind was not recorded; left at the rewind's target")
         else:
             back[p] = was
-    _, failed_back = _apply_all(store, back)
+    _, failed_back = apply_all(store, back)
     problems += failed + failed_back
     publish(RewindDone(rewind_id=intent.rewind_id, outcome="rolled_back", recovered=True, problems=problems))
     return f"a rewind to {what} was interrupted and could not be completed ({failed[0]}); it was rolled back"
@@ -559,12 +423,12 @@ async def rewind_files(
     keel last changed it is not overwritten: ``canRewind`` is false, ``error`` names the files and
     ``conflicts`` lists them; ``force`` (keel's own field of the request) overwrites them."""
     events = load_session(runtime.session_path).events
-    turns = _turns(events)
+    turns = live_turns(events)
     index = next((i for i, t in enumerate(turns) if t.event.uuid == user_message_id), None)
     if index is None:
         return {"canRewind": False, "error": f"no user message {user_message_id!r} in this session's conversation"}
     if dry_run:
-        plan = _plan(_store(runtime), files_before(events, turns[index].position), last_left(events))
+        plan = plan_rewind(_store(runtime), files_before(events, turns[index].position), last_left(events))
         answer: dict[str, Any] = {"canRewind": True, "filesChanged": sorted(plan.targets)}
         if plan.problems:  # what the rewind itself would answer: the files it could not restore
             answer["error"] = _warning(plan.problems)
@@ -588,93 +452,6 @@ def _sdk_conflict(files: list[str]) -> str:
         f"{len(files)} file(s) changed since keel last changed them: {', '.join(files)}; nothing was changed "
         '(send "force": true to overwrite them)'
     )
-
-
-def resolve_session(home: Path, cwd: Path, session_ref: str) -> Path:
-    """The session file ``session_ref`` (an id or a unique prefix) names in ``cwd``'s project."""
-    try:
-        found = find_session(project_dir(home, cwd.resolve()), session_ref.strip())
-    except AmbiguousSession as e:
-        raise RewindError(str(e)) from None
-    if found is None:
-        raise RewindError(f"no session '{session_ref}' for {cwd}: see `keel sessions list`")
-    return found
-
-
-def fork_session(home: Path, cwd: Path, session_ref: str, at_turn: int | None = None) -> str:
-    """A new session that holds ``session_ref``'s conversation before user turn ``at_turn`` (all of it
-    when None), with a parent link; returns the new session id. The original is untouched."""
-    return fork_file(resolve_session(home, cwd, session_ref), at_turn).stem
-
-
-class TruncationRefused(ValueError):
-    """``--resume-session-at``/``--resume-drops-turn`` that do not fit the session (Claude Code's words)."""
-
-
-def fork_file(
-    source: Path, at_turn: int | None = None, *, at_uuid: str | None = None, drops_turn: str | None = None
-) -> Path:
-    """The fork of one session file (``--fork-session`` uses it too): the events before user turn
-    ``at_turn`` (all when None) under a new id in the same folder, then a ``fork`` event naming the
-    parent; the parent's checkpoint objects are shared (hard links), so the fork can rewind past
-    the fork point. ``at_uuid`` (``--resume-session-at``) keeps the events up to that message."""
-    events = load_session(source).events
-    if at_turn is not None:
-        events = events[: _pick(_turns(events), at_turn, "fork at").position]
-    if at_uuid is not None:
-        events = _truncated(events, at_uuid, drops_turn)
-    new_id = str(uuid.uuid4())
-    target = source.with_name(f"{new_id}.jsonl")
-    writer = SessionWriter(target, new_id)
-    try:
-        for event in events:
-            writer(event)
-        writer(SessionForked(parent_id=source.stem, parent_path=str(source), at_turn=at_turn))
-    finally:
-        writer.close()
-    _link_objects(checkpoint_dir(source) / "objects", checkpoint_dir(target) / "objects")
-    return target
-
-
-def _truncated(events: list[Event], at_uuid: str, drops_turn: str | None) -> list[Event]:
-    """The events up to and including message ``at_uuid``. With ``drops_turn`` (the Agent SDK's
-    ``resume_drops_turn``), everything cut must be that one turn, starting with its prompt, else the
-    resume is refused as Claude Code 2.1.328 refuses it."""
-    at = next((i for i, e in enumerate(events) if e.uuid == at_uuid), None)
-    if at is None:
-        raise TruncationRefused(f"--resume-session-at {at_uuid}: no such message in this session")
-    cut = [e for e in events[at + 1 :] if isinstance(e, UserMessage | AssistantMessage | ToolResults)]
-    if drops_turn is not None:
-        prompts = [i for i, e in enumerate(cut) if isinstance(e, UserMessage)]
-        first: Event | None = None
-        why = ""
-        if not cut or prompts[:1] != [0] or cut[0].uuid != drops_turn:
-            why, first = "range does not start with the declared turn prompt", (cut[0] if cut else None)
-        elif len(prompts) > 1:
-            why, first = "range holds another turn", cut[prompts[1]]
-        if why:
-            where = f"; first discarded entry 1 [type=user, uuid={first.uuid}]" if first is not None else ""
-            raise TruncationRefused(
-                f"Resume rejected by --resume-drops-turn: resuming at {at_uuid} would discard entries not "
-                f"attributable to turn {drops_turn}: {why}{where}"
-            )
-    return events[: at + 1]
-
-
-def _link_objects(src: Path, dst: Path) -> None:
-    """The fork can rewind past the fork point: it shares the parent's (immutable) checkpoint objects."""
-    if not src.is_dir():
-        return
-    dst.mkdir(parents=True, exist_ok=True)
-    for obj in src.iterdir():
-        if obj.name.startswith("."):
-            continue
-        try:
-            os.link(obj, dst / obj.name)
-        except FileExistsError:
-            continue
-        except OSError:
-            shutil.copyfile(obj, dst / obj.name)
 
 
 def _seconds(timestamp: str) -> float | None:

@@ -27,7 +27,7 @@ from agentkeel.memory.health import EMPTY, MemoryDamaged, check_store
 from agentkeel.memory.sqlite import SQLiteStore
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
-STORE_CODE = os.path.join("agentkeel", "memory", "sqlite.py")
+STORE_CODE = (os.path.join("agentkeel", "memory", "sqlite.py"), os.path.join("agentkeel", "memory", "sqlite_file.py"))
 
 
 class Frozen:

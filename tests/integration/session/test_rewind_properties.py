@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from agentkeel.app.runtime import Runtime, RuntimeOptions
 from agentkeel.core.types import Message
-from agentkeel.session.history import fork_session, rewind, user_turns
+from agentkeel.session.fork import fork_session
+from agentkeel.session.history import rewind, user_turns
 from agentkeel.session.load import load_session
 from agentkeel.session.store import keel_home
 from kit import fake_llm_server, stop, wire_env

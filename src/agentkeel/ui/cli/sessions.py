@@ -108,7 +108,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _session(args: argparse.Namespace) -> Path:
-    from agentkeel.session.history import RewindError, resolve_session
+    from agentkeel.session.fork import resolve_session
+    from agentkeel.session.history import RewindError
     from agentkeel.session.store import keel_home
 
     home, cwd = keel_home(), _cwd(args)
@@ -155,7 +156,7 @@ def _turns(args: argparse.Namespace) -> int:
 
 
 def _fork(args: argparse.Namespace) -> int:
-    from agentkeel.session.history import fork_session
+    from agentkeel.session.fork import fork_session
     from agentkeel.session.store import keel_home
 
     path = _session(args)

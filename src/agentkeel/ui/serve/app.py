@@ -248,7 +248,8 @@ def build_app(
         return StreamingResponse(frames(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
     async def fork(request: Request) -> Response:
-        history = _history()
+        from agentkeel.session.fork import fork_session
+
         data = await body(request)
         sid = request.path_params["sid"]
         path = session_path(manager, sid, data.get("cwd") if isinstance(data.get("cwd"), str) else None)
@@ -257,7 +258,7 @@ def build_app(
             raise ServeError("at_turn must be a turn number (0 = before the first prompt), or absent")
         cwd = _log_cwd(path) or manager.cwd
         try:
-            new_id = history.fork_session(manager.keel_home(), cwd, path.stem, at)
+            new_id = fork_session(manager.keel_home(), cwd, path.stem, at)
         except (ValueError, LookupError, OSError) as e:
             raise ServeError(f"cannot fork: {e}") from None
         return JSONResponse({"session_id": new_id, "cwd": str(cwd), "forked_from": path.stem}, status_code=201)

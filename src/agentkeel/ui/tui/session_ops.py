@@ -223,12 +223,12 @@ class SessionOps:
 
     async def fork_at(self, index: int) -> None:
         """``/fork N``: a new session holding the turns before N; the TUI continues in it."""
-        from agentkeel.session import history
+        from agentkeel.session.fork import fork_session
 
         app = self.app
         await app.drain()
         try:
-            new_id = history.fork_session(app.home, app.rt.agent.context.cwd, app.rt.session_id, at_turn=index)
+            new_id = fork_session(app.home, app.rt.agent.context.cwd, app.rt.session_id, at_turn=index)
         except Exception as e:
             await app.show_notice(f"fork failed: {e}", "error")
             return
