@@ -1,5 +1,5 @@
 """The composition root: one session builder in small named steps, and the profiles that choose
-a session's built-ins (extensions/builtins.py: main, subagent, hook agent, batch task).
+a session's built-ins (app/extensions.py: main, subagent, hook agent, batch task).
 
 ``build`` is the one assembly of a session: settings -> model -> provider -> session log ->
 permissions -> bus (redacting, logging) -> services -> built-ins (by profile) -> context -> tools -> Agent -> agents,
@@ -66,6 +66,7 @@ FIRST_CALL_MODULES = (
     "agentkeel.policy.permissions.shellpolicy",  # the permission engine's shell analysis
     "agentkeel.policy.permissions.targets",
     "agentkeel.policy.permissions.trees",
+    "agentkeel.policy.permissions.suggestions",  # the rule an ask suggests
     "tree_sitter",
     "tree_sitter_bash",
     "agentkeel.core.inputs",  # keel's tool inputs

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # set -o options that do not change which program runs or how words are read
 _PLAIN_SET_OPTIONS = frozenset({"errexit", "nounset", "pipefail", "xtrace", "verbose", "noclobber", "notify"})
-# git -c keys that never run a program
+# git -c keys whose value is a program git runs (or names one): a command, not plain data
 _GIT_COMMAND_KEYS = (
     "pager", "editor", "sshcommand", "fsmonitor", ".command", ".textconv", ".cmd", ".program", ".helper",
     ".clean", ".smudge", ".process", "askpass", "proxy", ".tool", "external", "hookspath", "packobjectshook",
