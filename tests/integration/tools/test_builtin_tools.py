@@ -21,7 +21,6 @@ import pytest
 
 from agentkeel import replace
 from agentkeel.core.events import Event, TodosUpdated
-from agentkeel.core.extensions import ToolCall
 from agentkeel.core.tools import (
     Services,
     ToolContext,
@@ -33,7 +32,6 @@ from agentkeel.core.tools import (
 )
 from agentkeel.core.types import ImageBlock
 from agentkeel.tools import builtin_tools
-from agentkeel.tools.output import OutputBudget
 from agentkeel.tools.schemas import SCHEMA_FILE, with_shipped_schemas
 from kit import wait_until_async
 
@@ -404,62 +402,6 @@ async def test_todowrite(t: Harness) -> None:
     assert isinstance(t.events[-1], TodosUpdated) and t.events[-1].todos[0]["content"] == "a"
     two = [dict(x, status="in_progress") for x in todos]
     assert (await t("TodoWrite", todos=two)).is_error
-
-
-async def test_output_budget_spills_to_file(t: Harness, tmp_path: Path) -> None:
-    budget = OutputBudget(tmp_path / "spill", default=1000)
-    big = "".join(f"line {i}\n" for i in range(2000))
-    out = await budget(ToolCall("toolu_1", "Grep", {}, None), ToolOutput(big))
-    spilled = Path(out.metadata["spilled_to"])
-    assert spilled.read_text() == big
-    assert len(out.text()) < 1500 and str(spilled) in out.text()
-    assert out.text().startswith("line 0\n") and out.text().rstrip().endswith("line 1999")
-    small = await budget(ToolCall("toolu_2", "Grep", {}, None), ToolOutput("short"))
-    assert small.text() == "short"
-
-
-async def test_a_commands_output_keeps_its_first_and_last_128_lines_and_the_rest_is_one_read_away(
-    tmp_path: Path,
-) -> None:
-    """Codex CLI's budget for what a command printed (256 lines, 10 KiB), not Claude Code's
-    30,000 characters: 2,000 short lines (19 kB, under Claude Code's limit) reach the model as
-    their first and last 128 lines, the file and how much was left out."""
-    budget = OutputBudget(tmp_path / "spill")
-    big = "".join(f"line {i}\n" for i in range(2000))
-    out = (await budget(ToolCall("toolu_1", "Bash", {}, None), ToolOutput(big))).text()
-    shown = [row for row in out.splitlines() if row.startswith("line ")]
-    assert shown == [f"line {i}" for i in [*range(128), *range(1872, 2000)]]
-    assert "1744 lines (" in out and "(2000 lines, 18890 characters) is saved at" in out
-    assert Path(tmp_path / "spill" / "toolu_1.txt").read_text() == big
-    exactly = "".join(f"line {i}\n" for i in range(256))  # at the limit: whole, no file
-    assert (await budget(ToolCall("toolu_2", "BashOutput", {}, None), ToolOutput(exactly))).text() == exactly
-    assert not (tmp_path / "spill" / "toolu_2.txt").exists()
-    wide = "".join(f"{n:03d}" + "x" * 196 + "\n" for n in range(100))  # 20 kB in 100 lines: characters decide
-    cut = (await budget(ToolCall("toolu_3", "Bash", {}, None), ToolOutput(wide))).text()
-    head, _, tail = cut.partition("\n\n… [")
-    assert len(head) == 5120 and len(tail.split("] …\n\n", 1)[1]) == 5120  # half and half, as over 256 lines
-    assert head.startswith("000x") and cut.endswith("099" + "x" * 196 + "\n")
-    progress = "".join(f"{i}\rprogress {i}%\n" for i in range(300))  # a \r is not a line break
-    shown = (await budget(ToolCall("toolu_5", "Bash", {}, None), ToolOutput(progress))).text()
-    assert shown.count("\n") - 4 == 256 and "(300 lines, " in shown and "[44 lines (" in shown
-    barely = "".join(f"line {i}\n" for i in range(258))  # two lines over: the note would cost more
-    assert (await budget(ToolCall("toolu_6", "Bash", {}, None), ToolOutput(barely))).text() == barely
-    assert (await budget(ToolCall("toolu_4", "Read", {}, None), ToolOutput(big))).text() == big  # a file is read whole
-
-
-async def test_bash_max_output_length_sets_the_commands_budget_in_characters(tmp_path: Path) -> None:
-    budget = OutputBudget.from_env(tmp_path / "spill", {"BASH_MAX_OUTPUT_LENGTH": "30000"})
-    big = "".join(f"line {i}\n" for i in range(2000))  # 18,890 characters: under it, whole
-    assert (await budget(ToolCall("toolu_1", "Bash", {}, None), ToolOutput(big))).text() == big
-    bigger = big * 2
-    out = (await budget(ToolCall("toolu_2", "Bash", {}, None), ToolOutput(bigger))).text()
-    assert "saved at" in out and len(out) < 30_000
-    for junk in ("", "lots", "-5", "0", "²"):  # not a positive number: the default budget
-        default = OutputBudget.from_env(tmp_path / "spill", {"BASH_MAX_OUTPUT_LENGTH": junk})
-        assert default.lines["Bash"] == 256 and default.per_tool["Bash"] == 10_240
-    tiny = OutputBudget.from_env(tmp_path / "spill", {"BASH_MAX_OUTPUT_LENGTH": "3"})  # 100 at least
-    out = (await tiny(ToolCall("toolu_3", "Bash", {}, None), ToolOutput(bigger))).text()
-    assert "saved at" in out and len(out) < 500
 
 
 # --- shipped schemas -------------------------------------------------------------------------
