@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +147,13 @@ async def _edit(mgr: ContextManager, words: list[str]) -> str:
     if not editor:
         return f"set $EDITOR to edit {path}"
     # the one spawn outside keel's runner (internal/procs.py): an interactive editor stays in keel's
-    # process group, the terminal's foreground one, to read the keyboard and get Ctrl-C and resizes
-    proc = await asyncio.create_subprocess_exec(*shlex.split(editor), str(path))
+    # process group, the terminal's foreground one, to read the keyboard and get Ctrl-C and resizes.
+    # Without a terminal, keel's standard input and output are a protocol (stream-json, ACP): the
+    # editor (a GUI one, `code --wait`) gets no input and writes to stderr, so it cannot eat the
+    # host's next message or break a line of keel's output
+    terminal = sys.stdin.isatty()
+    stdin, stdout = (None, None) if terminal else (asyncio.subprocess.DEVNULL, sys.stderr.fileno())
+    proc = await asyncio.create_subprocess_exec(*shlex.split(editor), str(path), stdin=stdin, stdout=stdout)
     code = await proc.wait()
     mgr.builder.invalidate()
     return f"{editor} exited with {code}; the instructions are re-read on the next request."

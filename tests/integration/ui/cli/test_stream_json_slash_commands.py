@@ -83,3 +83,56 @@ def test_a_plain_message_and_a_path_still_reach_the_model_as_typed(fake_llm: Sta
     assert len(bodies) == 2
     assert "what is in /usr/bin/env?" in bodies[0] and "/usr/bin/env is a path" in bodies[1]
     assert not [line for line in run.lines() if line["type"] == "conversation_reset"]
+
+
+def test_memory_edit_cannot_eat_the_hosts_next_message(fake_llm: Start, project: Path, tmp_path: Path) -> None:
+    """Without a terminal, ``/memory edit`` runs $EDITOR with no input and its output on stderr.
+    It used to inherit both: what it printed broke the stream-json output (the SDK drops the
+    session on a line that is not JSON), and an editor that reads its input (here ``cat``) raced
+    keel for the SDK's next message and held the command until the host closed its end."""
+    import os
+    import subprocess
+    import threading
+
+    from kit import KEEL
+
+    editor = tmp_path / "editor.sh"
+    editor.write_text(f"#!/bin/sh\necho EDITOR-SAYS-HI\ncat > {tmp_path / 'stolen.txt'}\n")
+    editor.chmod(0o755)
+    server = fake_llm({"steps": ["answered GAMMA"]})
+    env = {**os.environ, **wire_env(server, "anthropic"), "EDITOR": str(editor)}
+    env.pop("VISUAL", None)
+    proc = subprocess.Popen(
+        [KEEL, *STREAM], cwd=project, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    out: list[str] = []
+    first = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            out.append(raw.decode())
+            if '"type": "result"' in out[-1] or '"type":"result"' in out[-1]:
+                first.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        proc.stdin.write(user("/memory edit KEEL.md").encode())
+        proc.stdin.flush()
+        early = first.wait(20)  # the host sends its next message once the command's result is in
+        proc.stdin.write(user("next prompt GAMMA-9").encode())
+        proc.stdin.close()
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(10)
+    assert early, "the command's result waited for the host to close its input"
+    stolen = tmp_path / "stolen.txt"
+    assert stolen.exists() and stolen.read_text() == "", "the editor read the host's next message"
+    assert "EDITOR-SAYS-HI" not in "".join(out), "the editor wrote into the stream-json output"
+    results = [json.loads(line) for line in out if line.strip() and json.loads(line)["type"] == "result"]
+    assert len(results) == 2 and results[1]["result"] == "answered GAMMA", results
+    assert "GAMMA-9" in _bodies(server)[0]
