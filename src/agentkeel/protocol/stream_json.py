@@ -81,17 +81,9 @@ def encode(event: Event, session: Session) -> dict[str, Any] | None:
             "uuid": event.uuid,
             "timestamp": event.timestamp,
         }
-    if isinstance(event, UserMessage) and event.message.text() == INTERRUPTED_MARK:
-        # the one user message keel adds itself that Claude Code prints: after an interrupted reply
-        return {
-            "type": "user",
-            "message": to_data(event.message),
-            "parent_tool_use_id": None,
-            "session_id": sid,
-            "uuid": event.uuid,
-            "timestamp": event.timestamp,
-        }
-    if isinstance(event, ToolResults):
+    # tool results, and the one user message keel adds itself that Claude Code prints (after an
+    # interrupted reply)
+    if isinstance(event, ToolResults) or (isinstance(event, UserMessage) and event.message.text() == INTERRUPTED_MARK):
         return {
             "type": "user",
             "message": to_data(event.message),

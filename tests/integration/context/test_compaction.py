@@ -17,20 +17,8 @@ from agentkeel.core.extensions import LifecyclePoint, LifecycleResult
 from agentkeel.core.view import Compaction
 from agentkeel.models.fake.server import FakeLLMServer
 from agentkeel.session.load import load_session
+from integration.context.compacting import COMPACT, reads
 from kit import run_session, session
-
-COMPACT = "<keel-compact-request>"
-
-
-def reads(project: Path, n: int, size: int = 40) -> list[Any]:
-    data = project / "data"
-    data.mkdir(exist_ok=True)
-    steps: list[Any] = []
-    for i in range(n):
-        f = data / f"f{i}.txt"
-        f.write_text("\n".join(f"line {i}.{k} " + "words " * 12 for k in range(size)))
-        steps.append({"text": f"Reading {i}.", "tool_calls": [{"name": "Read", "input": {"file_path": str(f)}}]})
-    return steps
 
 
 def runtime(project: Path, server: FakeLLMServer, tmp_path: Path, **context: Any) -> Runtime:

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from agentkeel.models.fake.server import FakeLLMServer
+from integration.context.compacting import COMPACT
 from kit import KeelRun, session_files, wire_env
 
-COMPACT = "<keel-compact-request>"
 CARRY = "<keel-context-carryover"
 WINDOW = 40_000
 FAILING = "tests/test_parser.py::test_quoted_comma_kiwi"  # only in ci.log, read by an early Bash call

@@ -26,21 +26,10 @@ from agentkeel.context import commands
 from agentkeel.core.view import Compaction
 from agentkeel.models.fake.server import FakeLLMServer
 from agentkeel.session.load import load_session
+from integration.context.compacting import COMPACT, reads
 from kit import session
 
-COMPACT = "<keel-compact-request>"
 GOOD = "SUMMARY-GOOD: six files read; USER-INSTRUCTION-42 says never touch f3"
-
-
-def reads(project: Path, n: int, size: int = 40) -> list[Any]:
-    data = project / "data"
-    data.mkdir(exist_ok=True)
-    steps: list[Any] = []
-    for i in range(n):
-        f = data / f"f{i}.txt"
-        f.write_text("\n".join(f"line {i}.{k} " + "words " * 12 for k in range(size)))
-        steps.append({"text": f"Reading {i}.", "tool_calls": [{"name": "Read", "input": {"file_path": str(f)}}]})
-    return steps
 
 
 def runtime(

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agentkeel.models.fake.server import FakeLLMServer
+from integration.context.compacting import COMPACT
 from kit import KeelRun, session_files, wire_env
 
 FACTS = {
@@ -20,7 +21,6 @@ FACTS = {
     "todo": "FACT-TODO-ship-the-kiwi",
     "decision": "FACT-DECISION-sqlite-over-postgres",
 }
-COMPACT = "<keel-compact-request>"
 CARRY = "<keel-context-carryover"
 
 
